@@ -1,0 +1,237 @@
+// Package config defines Tollgate's YAML configuration: its types, defaults,
+// ${ENV_VAR} expansion and validation. Every program reads the same file.
+package config
+
+import "time"
+
+// Config is the root of the YAML file. Zero values are replaced by the
+// defaults documented on each field when the file is loaded.
+type Config struct {
+	// Listen is the public listener address. Default 127.0.0.1:8080; the
+	// TOLLGATE_LISTEN environment variable overrides it.
+	Listen string `yaml:"listen"`
+	// BodyLimit is the largest request body accepted, in bytes. Default 8 MiB.
+	// Larger bodies are answered with 413.
+	BodyLimit int `yaml:"body_limit"`
+	// ShutdownGrace bounds how long in-flight requests and streams may run
+	// after SIGTERM before the process exits. Default 30s.
+	ShutdownGrace time.Duration `yaml:"shutdown_grace"`
+	// ReadTimeout bounds reading one client request (headers and body), so a
+	// slow client cannot hold a connection forever. Default 30s.
+	ReadTimeout time.Duration `yaml:"read_timeout"`
+	// IdleTimeout closes keep-alive client connections idle this long. Default 120s.
+	IdleTimeout time.Duration `yaml:"idle_timeout"`
+
+	Log       Log        `yaml:"log"`
+	Auth      Auth       `yaml:"auth"`
+	Providers []Provider `yaml:"providers"`
+	Models    []Model    `yaml:"models"`
+
+	// Budgets are spend limits; every applicable limit must have headroom.
+	Budgets []BudgetLimit `yaml:"budgets"`
+	// BudgetOvercommit allows a child scope's limits to sum above its
+	// parent's (dept > team > project > subject > key). Default false.
+	BudgetOvercommit bool `yaml:"budget_overcommit"`
+	// RateLimits are per-principal request and token rates.
+	RateLimits []RateLimit `yaml:"rate_limits"`
+	NATS       NATS        `yaml:"nats"`
+	Usage      Usage       `yaml:"usage"`
+	// Prices override or add entries of the embedded price table, keyed by model.
+	Prices map[string]Price `yaml:"prices"`
+}
+
+// BudgetLimit is one spend limit: (scope, value or *, amount, period).
+type BudgetLimit struct {
+	// Scope is key, subject, team, dept, project or global.
+	Scope string `yaml:"scope"`
+	// Value is the scope value the limit applies to, or "*" for each value
+	// separately (every dept gets its own limit of Amount).
+	Value string `yaml:"value"`
+	// AmountUSD is a decimal string ("250", "12.50"), parsed exactly into
+	// nano-USD; never a float.
+	AmountUSD string `yaml:"amount_usd"`
+	// Period is day or month (UTC calendar) or total.
+	Period string `yaml:"period"`
+}
+
+// RateLimit caps requests and tokens per minute for one scope value.
+type RateLimit struct {
+	Scope string `yaml:"scope"` // key, subject, team, dept, project
+	Value string `yaml:"value"` // or "*"
+	RPM   int64  `yaml:"rpm"`   // requests per minute, 0 = none
+	TPM   int64  `yaml:"tpm"`   // tokens per minute, 0 = none
+}
+
+// NATS says where the usage stream and the spend bucket live.
+type NATS struct {
+	// URL of the NATS servers (comma-separated). Ignored with --embed.
+	URL       string `yaml:"url"`
+	CredsFile string `yaml:"creds_file"`
+	NKeyFile  string `yaml:"nkey_file"`
+	TLS       TLS    `yaml:"tls"`
+	// Replicas for the stream and KV bucket. Default 1 (3 in a cluster).
+	Replicas int `yaml:"replicas"`
+	// MaxAge of usage events in the stream. Default 400 days.
+	MaxAge time.Duration `yaml:"max_age"`
+	// DuplicateWindow of the stream's Nats-Msg-Id dedupe. Default 2m.
+	DuplicateWindow time.Duration `yaml:"duplicate_window"`
+	// DataDir holds the embedded server's store (gateway --embed). Default ./data/nats.
+	DataDir string `yaml:"data_dir"`
+}
+
+// TLS holds client TLS files; all empty means plain TCP.
+type TLS struct {
+	CAFile   string `yaml:"ca_file"`
+	CertFile string `yaml:"cert_file"`
+	KeyFile  string `yaml:"key_file"`
+}
+
+// Usage configures the usage-event publisher inside the gateway.
+type Usage struct {
+	// SpoolDir holds events that could not reach NATS. Default ./data/spool.
+	SpoolDir string `yaml:"spool_dir"`
+	// Buffer is the in-memory queue in events. Default 65536.
+	Buffer int `yaml:"buffer"`
+	// SpoolMaxBytes bounds the spool. Default 1 GiB.
+	SpoolMaxBytes int64 `yaml:"spool_max_bytes"`
+	// SyncInterval is the spool fsync interval: the most a SIGKILL can lose. Default 100ms.
+	SyncInterval time.Duration `yaml:"sync_interval"`
+	// FailClosed answers 503 when buffer and spool are both full; false
+	// serves the request and counts the lost event. Default false.
+	FailClosed bool `yaml:"fail_closed"`
+	// UnpricedModel is what a model with no price does: "zero" (bill 0 and
+	// count it in a metric, default) or "refuse" (answer 400).
+	UnpricedModel string `yaml:"unpriced_model"`
+}
+
+// Price is a config override of one price-table entry, in USD per million
+// tokens as decimal strings.
+type Price struct {
+	Input       string `yaml:"input"`
+	Output      string `yaml:"output"`
+	CachedInput string `yaml:"cached_input"`
+	PerRequest  string `yaml:"per_request"`
+}
+
+// Log configures log/slog output (always to stderr).
+type Log struct {
+	// Format is "json" (default) or "text".
+	Format string `yaml:"format"`
+	// Level is debug, info (default), warn or error.
+	Level string `yaml:"level"`
+	// Requests logs one line per request at info level. Default false.
+	Requests bool `yaml:"requests"`
+}
+
+// Auth lists the JWT issuers whose tokens are accepted.
+type Auth struct {
+	Issuers []Issuer `yaml:"issuers"`
+	// CacheSize is the number of verified tokens kept so a repeated token
+	// skips the signature check (exp and nbf are still checked on every
+	// request). Default 65536; 0 keeps the default, -1 disables the cache.
+	CacheSize int `yaml:"cache_size"`
+}
+
+// Issuer is one trusted token issuer with pinned algorithms and keys.
+type Issuer struct {
+	// Name identifies the issuer in logs and errors.
+	Name string `yaml:"name"`
+	// Issuer is the expected `iss` claim; tokens are matched to an issuer by it.
+	Issuer string `yaml:"issuer"`
+	// Audience, when set, must appear in the token's `aud` claim.
+	Audience string `yaml:"audience"`
+	// Algorithms pinned for this issuer: HS256, HS384, HS512, RS256, ES256, EdDSA.
+	// Tokens signed with anything else are rejected. Required.
+	Algorithms []string `yaml:"algorithms"`
+	// Leeway tolerated on exp/nbf/iat. Default 30s.
+	Leeway time.Duration `yaml:"leeway"`
+	// Keys verify signatures; a key with a kid only verifies tokens with that kid.
+	Keys []Key `yaml:"keys"`
+	// JWKSFile is a JSON Web Key Set file whose keys are added to Keys.
+	JWKSFile string `yaml:"jwks_file"`
+	// Claims renames the claims a principal is built from.
+	Claims ClaimNames `yaml:"claims"`
+}
+
+// Key is one verification key: exactly one of Secret, SecretFile,
+// PublicKey or PublicKeyFile is set.
+type Key struct {
+	KID string `yaml:"kid"`
+	// Secret is an HMAC secret (HS* algorithms).
+	Secret     string `yaml:"secret"`
+	SecretFile string `yaml:"secret_file"`
+	// PublicKey is a PEM public key (RSA, ECDSA P-256 or Ed25519).
+	PublicKey     string `yaml:"public_key"`
+	PublicKeyFile string `yaml:"public_key_file"`
+}
+
+// ClaimNames maps principal fields to claim names. Empty fields take the
+// defaults shown.
+type ClaimNames struct {
+	Subject string `yaml:"subject"` // sub
+	KeyID   string `yaml:"key_id"`  // jti
+	Dept    string `yaml:"dept"`    // dept
+	Team    string `yaml:"team"`    // team
+	Project string `yaml:"project"` // project
+	Models  string `yaml:"models"`  // models
+	Budgets string `yaml:"budgets"` // budgets
+	RPM     string `yaml:"rpm"`     // rpm
+	TPM     string `yaml:"tpm"`     // tpm
+	Admin   string `yaml:"admin"`   // admin
+}
+
+// Provider is one upstream API endpoint with its credentials and timeouts.
+type Provider struct {
+	// Name is how models refer to this provider.
+	Name string `yaml:"name"`
+	// Kind is the wire protocol: "openai" (any OpenAI-compatible server) or
+	// "mock" (the built-in mock upstream, started in-process on loopback).
+	Kind string `yaml:"kind"`
+	// BaseURL is the API root, e.g. https://api.openai.com/v1. Not used by kind mock.
+	BaseURL string `yaml:"base_url"`
+	// APIKey is sent as a bearer token. Usually "${OPENAI_API_KEY}"; when it
+	// expands to nothing, requests routed here get 503 naming APIKeyEnv.
+	APIKey string `yaml:"api_key"`
+	// APIKeyEnv is filled by Load with the variable APIKey referenced, so an
+	// error can name it without ever showing a key.
+	APIKeyEnv string `yaml:"-"`
+	// Timeouts bound each phase of an upstream call.
+	Timeouts Timeouts `yaml:"timeouts"`
+	// MaxConns caps open connections to this provider. Default 4096.
+	MaxConns int `yaml:"max_conns"`
+	// MaxIdleConnDuration closes pooled connections idle this long. Default 30s.
+	MaxIdleConnDuration time.Duration `yaml:"max_idle_conn_duration"`
+	// MaxResponseBody bounds a non-stream response body in bytes. Default 64 MiB.
+	MaxResponseBody int `yaml:"max_response_body"`
+}
+
+// Timeouts bound the phases of one upstream call.
+type Timeouts struct {
+	// Connect bounds dialing (TCP and TLS). Default 5s.
+	Connect time.Duration `yaml:"connect"`
+	// FirstByte bounds the wait for the response header of a streamed call.
+	// Expiry answers 504. Default 60s.
+	FirstByte time.Duration `yaml:"first_byte"`
+	// Idle bounds the gap between two reads of a streamed body. Expiry ends
+	// the stream with an SSE error event. Default 60s.
+	Idle time.Duration `yaml:"idle"`
+	// Total bounds the whole call, non-stream and stream. Default 10m.
+	Total time.Duration `yaml:"total"`
+}
+
+// Model is a name clients ask for and where it is served.
+type Model struct {
+	// Name is the `model` value clients send.
+	Name string `yaml:"name"`
+	// Type is "chat" (default; chat and completions endpoints) or "embeddings".
+	Type string `yaml:"type"`
+	// Targets serve the model; the first is used (routing comes later).
+	Targets []Target `yaml:"targets"`
+}
+
+// Target is one provider serving a model under its own name.
+type Target struct {
+	Provider string `yaml:"provider"`
+	// Model is the upstream model name; default the Model's Name.
+	Model string `yaml:"model"`
+}
