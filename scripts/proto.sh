@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Regenerates the Go code for every .proto file under proto/.
+# Needs protoc (e.g. apt-get install -y protobuf-compiler). Installs
+# protoc-gen-go at the version of google.golang.org/protobuf in go.mod when it
+# is missing or at another version, so generated code matches the runtime.
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+
+if ! command -v protoc >/dev/null 2>&1; then
+	echo "proto.sh: protoc not found; install it (apt-get install -y protobuf-compiler)" >&2
+	exit 1
+fi
+
+want=$(go list -m -f '{{.Version}}' google.golang.org/protobuf)
+gobin=$(go env GOBIN)
+if [ -z "$gobin" ]; then
+	gobin="$(go env GOPATH)/bin"
+fi
+export PATH="$gobin:$PATH"
+
+have=$(protoc-gen-go --version 2>/dev/null | awk '{print $2}' || true)
+if [ "$have" != "$want" ]; then
+	echo "proto.sh: installing protoc-gen-go $want (found: ${have:-none})" >&2
+	go install "google.golang.org/protobuf/cmd/protoc-gen-go@$want"
+fi
+
+mapfile -t files < <(cd proto && find . -name '*.proto' -printf '%P\n' | sort)
+if [ "${#files[@]}" -eq 0 ]; then
+	echo "proto.sh: no .proto files under proto/" >&2
+	exit 1
+fi
+
+protoc -I proto --go_out=proto --go_opt=paths=source_relative "${files[@]}"
+echo "proto.sh: generated ${#files[@]} file(s) with $(protoc --version), protoc-gen-go $want" >&2
