@@ -1,0 +1,271 @@
+// Package pricing holds Tollgate's model price table and turns token counts
+// into cost. Money is integer nano-USD (1e-9 USD) throughout: prices are
+// parsed from decimal text without floating point and costs are computed
+// with 128-bit integer arithmetic.
+package pricing
+
+import (
+	"bytes"
+	_ "embed"
+	"fmt"
+	"math"
+	"math/bits"
+	"sort"
+	"sync"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Price is what one model costs. Token prices are nano-USD per million
+// tokens (2_500_000_000 is $2.50 per million); PerRequest is nano-USD per
+// call, for endpoints billed by the call. Negative fields count as zero.
+type Price struct {
+	InputPerM       int64
+	OutputPerM      int64
+	CachedInputPerM int64
+	PerRequest      int64
+}
+
+// Usage is the token count of one request, in OpenAI semantics:
+// CachedTokens is the part of PromptTokens read from the provider's prompt
+// cache, and ReasoningTokens is the part of CompletionTokens spent on hidden
+// reasoning.
+type Usage struct {
+	PromptTokens     uint64
+	CompletionTokens uint64
+	CachedTokens     uint64
+	ReasoningTokens  uint64
+}
+
+// Cost returns the cost of u at price p in nano-USD:
+//
+//	((prompt-cached)*InputPerM + cached*CachedInputPerM + completion*OutputPerM) / 1e6 + PerRequest
+//
+// The division rounds half up and is done once, on the exact 128-bit sum,
+// so no sub-nano amount is lost per term. ReasoningTokens are not added:
+// they are already part of CompletionTokens and billed at the output price.
+// CachedTokens above PromptTokens are capped at PromptTokens. A result above
+// math.MaxInt64 saturates there; at 1e12 tokens per kind and 1e12 nano-USD
+// per million tokens ($1000) the result is still exact.
+func (p Price) Cost(u Usage) int64 {
+	cached := min(u.CachedTokens, u.PromptTokens)
+	var s sum128
+	s.addMul(u.PromptTokens-cached, p.InputPerM)
+	s.addMul(cached, p.CachedInputPerM)
+	s.addMul(u.CompletionTokens, p.OutputPerM)
+	s.addMul(1, 500_000) // round half up
+	if s.over || s.hi >= 1_000_000 {
+		return math.MaxInt64
+	}
+	q, _ := bits.Div64(s.hi, s.lo, 1_000_000)
+	if q > math.MaxInt64 {
+		return math.MaxInt64
+	}
+	cost := int64(q)
+	if p.PerRequest > 0 {
+		if cost > math.MaxInt64-p.PerRequest {
+			return math.MaxInt64
+		}
+		cost += p.PerRequest
+	}
+	return cost
+}
+
+// sum128 is an unsigned 128-bit accumulator; over records a carry out of
+// the top word.
+type sum128 struct {
+	hi, lo uint64
+	over   bool
+}
+
+// addMul adds n*price to s; a non-positive price adds nothing.
+func (s *sum128) addMul(n uint64, price int64) {
+	if price <= 0 || n == 0 {
+		return
+	}
+	h, l := bits.Mul64(n, uint64(price))
+	var c uint64
+	s.lo, c = bits.Add64(s.lo, l, 0)
+	s.hi, c = bits.Add64(s.hi, h, c)
+	if c != 0 {
+		s.over = true
+	}
+}
+
+// Table is a versioned set of model prices. A Table is never modified after
+// it is built, so it is safe for concurrent use; With returns a new one.
+type Table struct {
+	// Version names the price list, e.g. "2026-11-01"; usage events record
+	// it so costs can be traced to the prices used.
+	Version string
+	prices  map[string]Price
+}
+
+//go:embed prices.yaml
+var embedded []byte
+
+// defaultTable parses the embedded table on first use.
+var defaultTable = sync.OnceValue(func() *Table {
+	t, err := Parse(embedded)
+	if err != nil {
+		panic(fmt.Sprintf("pricing: embedded prices.yaml: %v", err)) // a test keeps this unreachable
+	}
+	return t
+})
+
+// Default returns the embedded price table (prices.yaml), parsed on first
+// use. Every call returns the same *Table.
+func Default() *Table { return defaultTable() }
+
+// file is the YAML layout shared by prices.yaml, re-pricing files and
+// config: a version and, per model, decimal USD per million tokens.
+type file struct {
+	Version string               `yaml:"version"`
+	Prices  map[string]fileEntry `yaml:"prices"`
+}
+
+// fileEntry is one model's prices as decimals in USD (per million tokens,
+// per_request per call); a missing field is zero.
+type fileEntry struct {
+	Input       usd `yaml:"input"`
+	Output      usd `yaml:"output"`
+	CachedInput usd `yaml:"cached_input"`
+	PerRequest  usd `yaml:"per_request"`
+}
+
+// usd is a decimal USD amount in nano-USD, read from the scalar's text so
+// that an unquoted 2.50 is never a float.
+type usd int64
+
+// UnmarshalYAML implements yaml.Unmarshaler.
+func (u *usd) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind != yaml.ScalarNode {
+		return fmt.Errorf("line %d: want a decimal amount", n.Line)
+	}
+	switch n.ShortTag() {
+	case "!!str", "!!int", "!!float":
+	default:
+		return fmt.Errorf("line %d: want a decimal amount, got %q", n.Line, n.Value)
+	}
+	v, err := ParseUSD(n.Value)
+	if err != nil {
+		return fmt.Errorf("line %d: %w", n.Line, err)
+	}
+	*u = usd(v)
+	return nil
+}
+
+// Parse reads a price table in the prices.yaml format:
+//
+//	version: "2026-11-01"
+//	prices:
+//	  gpt-4o: {input: "2.50", output: "10.00", cached_input: "1.25"}
+//	  dall-e-3: {per_request: "0.04"}
+//
+// Amounts are decimal USD, per million tokens for input, output and
+// cached_input and per call for per_request. Unknown keys, an empty version
+// or model name, negative amounts and more than nine decimals are errors.
+func Parse(data []byte) (*Table, error) {
+	var f file
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&f); err != nil {
+		return nil, fmt.Errorf("parse price table: %w", err)
+	}
+	if f.Version == "" {
+		return nil, fmt.Errorf("parse price table: version is empty")
+	}
+	t := &Table{Version: f.Version, prices: make(map[string]Price, len(f.Prices))}
+	for model, e := range f.Prices {
+		if model == "" {
+			return nil, fmt.Errorf("parse price table: empty model name")
+		}
+		t.prices[model] = Price{
+			InputPerM:       int64(e.Input),
+			OutputPerM:      int64(e.Output),
+			CachedInputPerM: int64(e.CachedInput),
+			PerRequest:      int64(e.PerRequest),
+		}
+	}
+	return t, nil
+}
+
+// ParsePrice builds a Price from decimal USD strings as found in config:
+// input, output and cachedInput per million tokens, perRequest per call. An
+// empty string is zero.
+func ParsePrice(input, output, cachedInput, perRequest string) (Price, error) {
+	var p Price
+	for _, f := range []struct {
+		name string
+		text string
+		dst  *int64
+	}{
+		{"input", input, &p.InputPerM},
+		{"output", output, &p.OutputPerM},
+		{"cached_input", cachedInput, &p.CachedInputPerM},
+		{"per_request", perRequest, &p.PerRequest},
+	} {
+		if f.text == "" {
+			continue
+		}
+		v, err := ParseUSD(f.text)
+		if err != nil {
+			return Price{}, fmt.Errorf("%s: %w", f.name, err)
+		}
+		*f.dst = v
+	}
+	return p, nil
+}
+
+// With returns a new table holding t's prices with overrides applied: an
+// override replaces the model's whole entry (fields it leaves zero are
+// free) or adds a model. version names the result; when empty, it is t's
+// version followed by "+override" (or t's version if there are no
+// overrides). t is not changed.
+func (t *Table) With(overrides map[string]Price, version string) *Table {
+	if version == "" {
+		version = t.Version
+		if len(overrides) > 0 {
+			version += "+override"
+		}
+	}
+	n := &Table{Version: version, prices: make(map[string]Price, len(t.prices)+len(overrides))}
+	for m, p := range t.prices {
+		n.prices[m] = p
+	}
+	for m, p := range overrides {
+		n.prices[m] = p
+	}
+	return n
+}
+
+// Lookup returns the price of model: the entry with exactly that name, else
+// the entry with the longest name that is a prefix of model followed by one
+// of '-', '@', ':', '/' or '_', so "gpt-4o-2024-08-06" and
+// "claude-sonnet-4-5@20250929" find "gpt-4o" and "claude-sonnet-4-5", while
+// "gpt-4o" never matches an entry "gpt-4". Names are case-sensitive. It does
+// not allocate.
+func (t *Table) Lookup(model string) (Price, bool) {
+	if p, ok := t.prices[model]; ok {
+		return p, true
+	}
+	for i := len(model) - 1; i > 0; i-- {
+		switch model[i] {
+		case '-', '@', ':', '/', '_':
+			if p, ok := t.prices[model[:i]]; ok {
+				return p, true
+			}
+		}
+	}
+	return Price{}, false
+}
+
+// Models returns the names of all entries, sorted.
+func (t *Table) Models() []string {
+	names := make([]string, 0, len(t.prices))
+	for m := range t.prices {
+		names = append(names, m)
+	}
+	sort.Strings(names)
+	return names
+}
