@@ -1,0 +1,119 @@
+package config
+
+import "time"
+
+// Defaults documented on the fields of Config and applied by ApplyDefaults.
+const (
+	DefaultListen              = "127.0.0.1:8080"
+	DefaultBodyLimit           = 8 << 20
+	DefaultShutdownGrace       = 30 * time.Second
+	DefaultReadTimeout         = 30 * time.Second
+	DefaultIdleTimeout         = 120 * time.Second
+	DefaultLogFormat           = "json"
+	DefaultLogLevel            = "info"
+	DefaultAuthCacheSize       = 65536
+	DefaultLeeway              = 30 * time.Second
+	DefaultConnectTimeout      = 5 * time.Second
+	DefaultFirstByteTimeout    = 60 * time.Second
+	DefaultIdleReadTimeout     = 60 * time.Second
+	DefaultTotalTimeout        = 10 * time.Minute
+	DefaultMaxConns            = 4096
+	DefaultMaxIdleConnDuration = 30 * time.Second
+	DefaultMaxResponseBody     = 64 << 20
+	DefaultModelType           = ModelTypeChat
+	DefaultNATSReplicas        = 1
+	DefaultNATSMaxAge          = 400 * 24 * time.Hour
+	DefaultDuplicateWindow     = 2 * time.Minute
+	DefaultNATSDataDir         = "./data/nats"
+	DefaultSpoolDir            = "./data/spool"
+	DefaultUsageBuffer         = 65536
+	DefaultSpoolMaxBytes       = 1 << 30
+	DefaultSyncInterval        = 100 * time.Millisecond
+	DefaultUnpricedModel       = UnpricedZero
+)
+
+// Values of the enumerated string fields.
+const (
+	KindOpenAI = "openai" // Provider.Kind
+	KindMock   = "mock"   // Provider.Kind
+
+	ModelTypeChat       = "chat"       // Model.Type
+	ModelTypeEmbeddings = "embeddings" // Model.Type
+
+	UnpricedZero   = "zero"   // Usage.UnpricedModel
+	UnpricedRefuse = "refuse" // Usage.UnpricedModel
+)
+
+// ApplyDefaults replaces zero values with the defaults documented on each
+// field. Parse and Load call it; code that builds a Config by hand (tests)
+// can call it too. It is idempotent.
+func (c *Config) ApplyDefaults() {
+	setDefault(&c.Listen, DefaultListen)
+	setDefault(&c.BodyLimit, DefaultBodyLimit)
+	setDefault(&c.ShutdownGrace, DefaultShutdownGrace)
+	setDefault(&c.ReadTimeout, DefaultReadTimeout)
+	setDefault(&c.IdleTimeout, DefaultIdleTimeout)
+	setDefault(&c.Log.Format, DefaultLogFormat)
+	setDefault(&c.Log.Level, DefaultLogLevel)
+
+	setDefault(&c.Auth.CacheSize, DefaultAuthCacheSize)
+	for i := range c.Auth.Issuers {
+		is := &c.Auth.Issuers[i]
+		setDefault(&is.Leeway, DefaultLeeway)
+		is.Claims = is.Claims.WithDefaults()
+	}
+
+	for i := range c.Providers {
+		p := &c.Providers[i]
+		setDefault(&p.Timeouts.Connect, DefaultConnectTimeout)
+		setDefault(&p.Timeouts.FirstByte, DefaultFirstByteTimeout)
+		setDefault(&p.Timeouts.Idle, DefaultIdleReadTimeout)
+		setDefault(&p.Timeouts.Total, DefaultTotalTimeout)
+		setDefault(&p.MaxConns, DefaultMaxConns)
+		setDefault(&p.MaxIdleConnDuration, DefaultMaxIdleConnDuration)
+		setDefault(&p.MaxResponseBody, DefaultMaxResponseBody)
+	}
+
+	for i := range c.Models {
+		m := &c.Models[i]
+		setDefault(&m.Type, DefaultModelType)
+		for j := range m.Targets {
+			setDefault(&m.Targets[j].Model, m.Name)
+		}
+	}
+
+	setDefault(&c.NATS.Replicas, DefaultNATSReplicas)
+	setDefault(&c.NATS.MaxAge, DefaultNATSMaxAge)
+	setDefault(&c.NATS.DuplicateWindow, DefaultDuplicateWindow)
+	setDefault(&c.NATS.DataDir, DefaultNATSDataDir)
+
+	setDefault(&c.Usage.SpoolDir, DefaultSpoolDir)
+	setDefault(&c.Usage.Buffer, DefaultUsageBuffer)
+	setDefault(&c.Usage.SpoolMaxBytes, DefaultSpoolMaxBytes)
+	setDefault(&c.Usage.SyncInterval, DefaultSyncInterval)
+	setDefault(&c.Usage.UnpricedModel, DefaultUnpricedModel)
+}
+
+// WithDefaults returns n with every empty name replaced by its default
+// claim name (sub, jti, dept, team, project, models, budgets, rpm, tpm, admin).
+func (n ClaimNames) WithDefaults() ClaimNames {
+	setDefault(&n.Subject, "sub")
+	setDefault(&n.KeyID, "jti")
+	setDefault(&n.Dept, "dept")
+	setDefault(&n.Team, "team")
+	setDefault(&n.Project, "project")
+	setDefault(&n.Models, "models")
+	setDefault(&n.Budgets, "budgets")
+	setDefault(&n.RPM, "rpm")
+	setDefault(&n.TPM, "tpm")
+	setDefault(&n.Admin, "admin")
+	return n
+}
+
+// setDefault stores def in *v when *v is the zero value.
+func setDefault[T comparable](v *T, def T) {
+	var zero T
+	if *v == zero {
+		*v = def
+	}
+}

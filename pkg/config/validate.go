@@ -1,0 +1,351 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+)
+
+// supportedAlgorithms lists the JWT signing algorithms an issuer may pin.
+func supportedAlgorithms() []string {
+	return []string{"HS256", "HS384", "HS512", "RS256", "ES256", "EdDSA"}
+}
+
+// Validate checks the whole configuration and returns every problem found,
+// joined with errors.Join, or nil. Each problem starts with the key path it
+// is about, e.g. `providers[1].kind: unknown kind "opnai" (want openai or
+// mock)`. Zero values that have a default are accepted, so Validate may run
+// before or after ApplyDefaults. It does not read any file the config names.
+func (c *Config) Validate() error {
+	v := &validator{}
+	v.listen(c.Listen)
+	nonNegative(v, "body_limit", c.BodyLimit)
+	v.duration("shutdown_grace", c.ShutdownGrace)
+	v.duration("read_timeout", c.ReadTimeout)
+	v.duration("idle_timeout", c.IdleTimeout)
+	v.oneOf("log.format", "format", c.Log.Format, "json", "text")
+	v.oneOf("log.level", "level", c.Log.Level, "debug", "info", "warn", "error")
+	v.auth(&c.Auth)
+	v.providers(c.Providers)
+	v.models(c.Models, c.Providers)
+	v.budgets(c.Budgets)
+	v.rateLimits(c.RateLimits)
+	v.nats(&c.NATS)
+	v.usage(&c.Usage)
+	v.prices(c.Prices)
+	return errors.Join(v.errs...)
+}
+
+// validator collects problems; each method checks one section.
+type validator struct {
+	errs []error
+}
+
+func (v *validator) addf(path, format string, args ...any) {
+	v.errs = append(v.errs, fmt.Errorf("%s: %s", path, fmt.Sprintf(format, args...)))
+}
+
+func (v *validator) required(path, value string) bool {
+	if strings.TrimSpace(value) == "" {
+		v.addf(path, "required")
+		return false
+	}
+	return true
+}
+
+// nonNegative reports a negative size or count.
+func nonNegative[T int | int64](v *validator, path string, n T) {
+	if n < 0 {
+		v.addf(path, "must not be negative (got %d)", n)
+	}
+}
+
+func (v *validator) duration(path string, d time.Duration) {
+	if d < 0 {
+		v.addf(path, "must not be negative (got %s)", d)
+	}
+}
+
+// oneOf accepts "" (the field's default) or one of want.
+func (v *validator) oneOf(path, what, got string, want ...string) {
+	if got != "" && !slices.Contains(want, got) {
+		v.addf(path, "unknown %s %q (want %s)", what, got, orList(want))
+	}
+}
+
+// unique reports value as a duplicate when seen already holds it, else records it.
+func (v *validator) unique(seen map[string]string, path, what, value string) {
+	if first, ok := seen[value]; ok {
+		v.addf(path, "duplicate %s %q (also %s)", what, value, first)
+		return
+	}
+	seen[value] = path
+}
+
+func (v *validator) listen(addr string) {
+	if addr == "" {
+		return
+	}
+	if _, port, err := net.SplitHostPort(addr); err != nil || port == "" {
+		v.addf("listen", "%q is not a host:port address", addr)
+	}
+}
+
+func (v *validator) auth(a *Auth) {
+	if a.CacheSize < -1 {
+		v.addf("auth.cache_size", "must be -1 (disabled), 0 (default) or positive (got %d)", a.CacheSize)
+	}
+	names := map[string]string{}
+	isses := map[string]string{}
+	for i := range a.Issuers {
+		is := &a.Issuers[i]
+		p := fmt.Sprintf("auth.issuers[%d]", i)
+		if v.required(p+".name", is.Name) {
+			v.unique(names, p+".name", "issuer name", is.Name)
+		}
+		if v.required(p+".issuer", is.Issuer) {
+			v.unique(isses, p+".issuer", "issuer", is.Issuer)
+		}
+		v.duration(p+".leeway", is.Leeway)
+		hmac, public := v.algorithms(p+".algorithms", is.Algorithms)
+		if len(is.Keys) == 0 && is.JWKSFile == "" {
+			v.addf(p, "needs at least one of keys or jwks_file")
+		}
+		kids := map[string]string{}
+		for j, k := range is.Keys {
+			kp := fmt.Sprintf("%s.keys[%d]", p, j)
+			if k.KID != "" {
+				v.unique(kids, kp+".kid", "kid", k.KID)
+			}
+			v.key(kp, k, hmac, public)
+		}
+	}
+}
+
+// algorithms checks an issuer's pinned algorithms and reports whether HMAC
+// and public-key algorithms are among them.
+func (v *validator) algorithms(path string, algs []string) (hmac, public bool) {
+	supported := supportedAlgorithms()
+	if len(algs) == 0 {
+		v.addf(path, "required (one or more of %s)", orList(supported))
+	}
+	for _, alg := range algs {
+		switch {
+		case !slices.Contains(supported, alg):
+			v.addf(path, "%q is not supported (want %s)", alg, orList(supported))
+		case strings.HasPrefix(alg, "HS"):
+			hmac = true
+		default:
+			public = true
+		}
+	}
+	return hmac, public
+}
+
+// key checks that exactly one key source is set and that the issuer pins an
+// algorithm that can use it, so an HMAC secret never verifies an RS256 token
+// or the reverse.
+func (v *validator) key(path string, k Key, hmac, public bool) {
+	var set []string
+	for _, f := range []struct{ name, value string }{
+		{"secret", k.Secret}, {"secret_file", k.SecretFile},
+		{"public_key", k.PublicKey}, {"public_key_file", k.PublicKeyFile},
+	} {
+		if f.value != "" {
+			set = append(set, f.name)
+		}
+	}
+	switch {
+	case len(set) == 0:
+		v.addf(path, "no key material (set one of secret, secret_file, public_key or public_key_file; an unset ${VAR} expands to nothing)")
+	case len(set) > 1:
+		v.addf(path, "sets %s: want exactly one", strings.Join(set, " and "))
+	case strings.HasPrefix(set[0], "secret") && !hmac:
+		v.addf(path+"."+set[0], "an HMAC secret needs an HS256, HS384 or HS512 algorithm on the issuer")
+	case strings.HasPrefix(set[0], "public_key") && !public:
+		v.addf(path+"."+set[0], "a public key needs an RS256, ES256 or EdDSA algorithm on the issuer")
+	}
+}
+
+func (v *validator) providers(ps []Provider) {
+	names := map[string]string{}
+	for i := range ps {
+		pr := &ps[i]
+		p := fmt.Sprintf("providers[%d]", i)
+		if v.required(p+".name", pr.Name) {
+			v.unique(names, p+".name", "provider", pr.Name)
+		}
+		switch pr.Kind {
+		case KindOpenAI:
+			v.baseURL(p+".base_url", pr.BaseURL)
+		case KindMock:
+		case "":
+			v.addf(p+".kind", "required (openai or mock)")
+		default:
+			v.addf(p+".kind", "unknown kind %q (want openai or mock)", pr.Kind)
+		}
+		v.duration(p+".timeouts.connect", pr.Timeouts.Connect)
+		v.duration(p+".timeouts.first_byte", pr.Timeouts.FirstByte)
+		v.duration(p+".timeouts.idle", pr.Timeouts.Idle)
+		v.duration(p+".timeouts.total", pr.Timeouts.Total)
+		nonNegative(v, p+".max_conns", pr.MaxConns)
+		v.duration(p+".max_idle_conn_duration", pr.MaxIdleConnDuration)
+		nonNegative(v, p+".max_response_body", pr.MaxResponseBody)
+	}
+}
+
+func (v *validator) baseURL(path, raw string) {
+	if !v.required(path, raw) {
+		return
+	}
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		v.addf(path, "%q is not an http or https URL", raw)
+	}
+}
+
+func (v *validator) models(ms []Model, ps []Provider) {
+	providers := make(map[string]bool, len(ps))
+	for _, p := range ps {
+		providers[p.Name] = true
+	}
+	names := map[string]string{}
+	for i := range ms {
+		m := &ms[i]
+		p := fmt.Sprintf("models[%d]", i)
+		if v.required(p+".name", m.Name) {
+			v.unique(names, p+".name", "model", m.Name)
+		}
+		v.oneOf(p+".type", "type", m.Type, ModelTypeChat, ModelTypeEmbeddings)
+		if len(m.Targets) == 0 {
+			v.addf(p+".targets", "required (at least one target)")
+		}
+		for j, t := range m.Targets {
+			tp := fmt.Sprintf("%s.targets[%d].provider", p, j)
+			if v.required(tp, t.Provider) && !providers[t.Provider] {
+				v.addf(tp, "unknown provider %q", t.Provider)
+			}
+		}
+	}
+}
+
+func (v *validator) budgets(bs []BudgetLimit) {
+	for i, b := range bs {
+		p := fmt.Sprintf("budgets[%d]", i)
+		v.scope(p+".scope", b.Scope, true)
+		if b.Period == "" {
+			v.addf(p+".period", "required (day, month or total)")
+		} else {
+			v.oneOf(p+".period", "period", b.Period, "day", "month", "total")
+		}
+		if v.required(p+".amount_usd", b.AmountUSD) {
+			v.decimal(p+".amount_usd", b.AmountUSD)
+		}
+	}
+}
+
+func (v *validator) rateLimits(rs []RateLimit) {
+	for i, r := range rs {
+		p := fmt.Sprintf("rate_limits[%d]", i)
+		v.scope(p+".scope", r.Scope, false)
+		nonNegative(v, p+".rpm", r.RPM)
+		nonNegative(v, p+".tpm", r.TPM)
+	}
+}
+
+func (v *validator) scope(path, scope string, global bool) {
+	want := []string{"key", "subject", "team", "dept", "project"}
+	if global {
+		want = append(want, "global")
+	}
+	if scope == "" {
+		v.addf(path, "required (%s)", orList(want))
+		return
+	}
+	v.oneOf(path, "scope", scope, want...)
+}
+
+func (v *validator) nats(n *NATS) {
+	if n.Replicas < 0 || n.Replicas > 5 {
+		v.addf("nats.replicas", "must be between 1 and 5 (got %d)", n.Replicas)
+	}
+	v.duration("nats.max_age", n.MaxAge)
+	v.duration("nats.duplicate_window", n.DuplicateWindow)
+	if (n.TLS.CertFile == "") != (n.TLS.KeyFile == "") {
+		v.addf("nats.tls", "cert_file and key_file go together")
+	}
+}
+
+func (v *validator) usage(u *Usage) {
+	nonNegative(v, "usage.buffer", u.Buffer)
+	nonNegative(v, "usage.spool_max_bytes", u.SpoolMaxBytes)
+	v.duration("usage.sync_interval", u.SyncInterval)
+	v.oneOf("usage.unpriced_model", "value", u.UnpricedModel, UnpricedZero, UnpricedRefuse)
+}
+
+func (v *validator) prices(ps map[string]Price) {
+	for _, model := range sortedKeys(ps) {
+		pr := ps[model]
+		p := fmt.Sprintf("prices[%q]", model)
+		if strings.TrimSpace(model) == "" {
+			v.addf(p, "empty model name")
+		}
+		fields := []struct{ name, value string }{
+			{"input", pr.Input}, {"output", pr.Output},
+			{"cached_input", pr.CachedInput}, {"per_request", pr.PerRequest},
+		}
+		set := false
+		for _, f := range fields {
+			if f.value != "" {
+				set = true
+				v.decimal(p+"."+f.name, f.value)
+			}
+		}
+		if !set {
+			v.addf(p, "sets no price (input, output, cached_input or per_request)")
+		}
+	}
+}
+
+// decimal accepts a non-negative decimal with at most 9 fractional digits
+// (one nano-USD), e.g. "250", "12.50", "0.000000001".
+func (v *validator) decimal(path, s string) {
+	whole, frac, dot := strings.Cut(s, ".")
+	ok := whole != "" && digits(whole) && (!dot || (frac != "" && digits(frac)))
+	switch {
+	case !ok:
+		v.addf(path, "%q is not a decimal amount like 12.50", s)
+	case len(frac) > 9:
+		v.addf(path, "%q has more than 9 decimal places (finer than one nano-USD)", s)
+	}
+}
+
+func digits(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// orList renders "a, b or c".
+func orList(items []string) string {
+	if len(items) < 2 {
+		return strings.Join(items, "")
+	}
+	return strings.Join(items[:len(items)-1], ", ") + " or " + items[len(items)-1]
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}

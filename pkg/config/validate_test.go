@@ -1,0 +1,189 @@
+package config
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+// validConfig returns a config that passes Validate, for tests to break.
+func validConfig() *Config {
+	c := &Config{
+		Auth: Auth{Issuers: []Issuer{
+			{Name: "dev", Issuer: "tollgate-dev", Algorithms: []string{"HS256"}, Keys: []Key{{KID: "k1", Secret: "s"}}},
+			{Name: "corp", Issuer: "https://id.example.com", Algorithms: []string{"RS256", "EdDSA"}, Keys: []Key{{PublicKeyFile: "corp.pem"}}},
+		}},
+		Providers: []Provider{
+			{Name: "openai", Kind: "openai", BaseURL: "https://api.openai.com/v1"},
+			{Name: "mock", Kind: "mock"},
+		},
+		Models: []Model{
+			{Name: "gpt-4o", Targets: []Target{{Provider: "openai"}}},
+			{Name: "embed", Type: "embeddings", Targets: []Target{{Provider: "mock"}, {Provider: "openai", Model: "text-embedding-3-small"}}},
+		},
+		Budgets: []BudgetLimit{
+			{Scope: "dept", Value: "*", AmountUSD: "250", Period: "month"},
+			{Scope: "global", AmountUSD: "0.000000001", Period: "day"},
+		},
+		RateLimits: []RateLimit{{Scope: "subject", Value: "*", RPM: 60}},
+		Prices:     map[string]Price{"gpt-4o": {Input: "2.5", Output: "10"}},
+	}
+	c.ApplyDefaults()
+	return c
+}
+
+func TestValidateOK(t *testing.T) {
+	tests := []struct {
+		name   string
+		mutate func(c *Config)
+	}{
+		{"as built", func(*Config) {}},
+		{"defaults not applied", func(c *Config) { *c = Config{Providers: []Provider{{Name: "m", Kind: "mock"}}} }},
+		{"empty", func(c *Config) { *c = Config{} }},
+		{"cache disabled", func(c *Config) { c.Auth.CacheSize = -1 }},
+		{"jwks only", func(c *Config) { c.Auth.Issuers[1].Keys = nil; c.Auth.Issuers[1].JWKSFile = "jwks.json" }},
+		{"listen any host", func(c *Config) { c.Listen = ":8080" }},
+		{"http base url", func(c *Config) { c.Providers[0].BaseURL = "http://127.0.0.1:11434/v1" }},
+		{"mock ignores base url", func(c *Config) { c.Providers[1].BaseURL = "not a url" }},
+		{"per request price only", func(c *Config) { c.Prices["x"] = Price{PerRequest: "0.01"} }},
+		{"nats tls pair", func(c *Config) { c.NATS.TLS = TLS{CertFile: "c.pem", KeyFile: "k.pem"} }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := validConfig()
+			tt.mutate(c)
+			if err := c.Validate(); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+func TestValidateErrors(t *testing.T) {
+	tests := []struct {
+		name   string
+		mutate func(c *Config)
+		want   string
+	}{
+		// top level
+		{"listen", func(c *Config) { c.Listen = "8080" }, `listen: "8080" is not a host:port address`},
+		{"body_limit", func(c *Config) { c.BodyLimit = -1 }, "body_limit: must not be negative (got -1)"},
+		{"shutdown_grace", func(c *Config) { c.ShutdownGrace = -time.Second }, "shutdown_grace: must not be negative (got -1s)"},
+		{"read_timeout", func(c *Config) { c.ReadTimeout = -1 }, "read_timeout: must not be negative"},
+		{"idle_timeout", func(c *Config) { c.IdleTimeout = -1 }, "idle_timeout: must not be negative"},
+		{"log format", func(c *Config) { c.Log.Format = "xml" }, `log.format: unknown format "xml" (want json or text)`},
+		{"log level", func(c *Config) { c.Log.Level = "trace" }, `log.level: unknown level "trace" (want debug, info, warn or error)`},
+
+		// auth
+		{"cache size", func(c *Config) { c.Auth.CacheSize = -2 }, "auth.cache_size: must be -1 (disabled), 0 (default) or positive (got -2)"},
+		{"issuer name", func(c *Config) { c.Auth.Issuers[1].Name = "" }, "auth.issuers[1].name: required"},
+		{"issuer iss", func(c *Config) { c.Auth.Issuers[0].Issuer = " " }, "auth.issuers[0].issuer: required"},
+		{"duplicate issuer name", func(c *Config) { c.Auth.Issuers[1].Name = "dev" }, `auth.issuers[1].name: duplicate issuer name "dev" (also auth.issuers[0].name)`},
+		{"duplicate iss", func(c *Config) { c.Auth.Issuers[1].Issuer = "tollgate-dev" }, `auth.issuers[1].issuer: duplicate issuer "tollgate-dev" (also auth.issuers[0].issuer)`},
+		{"no algorithms", func(c *Config) { c.Auth.Issuers[0].Algorithms = nil }, "auth.issuers[0].algorithms: required"},
+		{"bad algorithm", func(c *Config) { c.Auth.Issuers[0].Algorithms = []string{"HS257"} }, `auth.issuers[0].algorithms: "HS257" is not supported`},
+		{"none algorithm", func(c *Config) { c.Auth.Issuers[0].Algorithms = []string{"HS256", "none"} }, `auth.issuers[0].algorithms: "none" is not supported`},
+		{"lowercase algorithm", func(c *Config) { c.Auth.Issuers[1].Algorithms = []string{"rs256"} }, `auth.issuers[1].algorithms: "rs256" is not supported`},
+		{"leeway", func(c *Config) { c.Auth.Issuers[0].Leeway = -time.Second }, "auth.issuers[0].leeway: must not be negative"},
+		{"no keys", func(c *Config) { c.Auth.Issuers[0].Keys = nil }, "auth.issuers[0]: needs at least one of keys or jwks_file"},
+		{"empty key", func(c *Config) { c.Auth.Issuers[0].Keys[0].Secret = "" }, "auth.issuers[0].keys[0]: no key material"},
+		{"two sources", func(c *Config) { c.Auth.Issuers[0].Keys[0].SecretFile = "f" }, "auth.issuers[0].keys[0]: sets secret and secret_file: want exactly one"},
+		{"secret without hmac alg", func(c *Config) { c.Auth.Issuers[1].Keys[0] = Key{Secret: "s"} }, "auth.issuers[1].keys[0].secret: an HMAC secret needs an HS256, HS384 or HS512 algorithm"},
+		{"public key with hmac alg", func(c *Config) { c.Auth.Issuers[0].Keys[0] = Key{PublicKey: "pem"} }, "auth.issuers[0].keys[0].public_key: a public key needs an RS256, ES256 or EdDSA algorithm"},
+		{"duplicate kid", func(c *Config) {
+			c.Auth.Issuers[0].Keys = append(c.Auth.Issuers[0].Keys, Key{KID: "k1", Secret: "t"})
+		}, `auth.issuers[0].keys[1].kid: duplicate kid "k1" (also auth.issuers[0].keys[0].kid)`},
+
+		// providers
+		{"provider name", func(c *Config) { c.Providers[1].Name = "" }, "providers[1].name: required"},
+		{"duplicate provider", func(c *Config) { c.Providers[1].Name = "openai" }, `providers[1].name: duplicate provider "openai" (also providers[0].name)`},
+		{"provider kind missing", func(c *Config) { c.Providers[1].Kind = "" }, "providers[1].kind: required (openai or mock)"},
+		{"provider kind", func(c *Config) { c.Providers[1].Kind = "opnai" }, `providers[1].kind: unknown kind "opnai" (want openai or mock)`},
+		{"base_url missing", func(c *Config) { c.Providers[0].BaseURL = "" }, "providers[0].base_url: required"},
+		{"base_url scheme", func(c *Config) { c.Providers[0].BaseURL = "ftp://x/v1" }, `providers[0].base_url: "ftp://x/v1" is not an http or https URL`},
+		{"base_url no host", func(c *Config) { c.Providers[0].BaseURL = "https:///v1" }, "is not an http or https URL"},
+		{"base_url relative", func(c *Config) { c.Providers[0].BaseURL = "api.openai.com/v1" }, "is not an http or https URL"},
+		{"connect timeout", func(c *Config) { c.Providers[0].Timeouts.Connect = -1 }, "providers[0].timeouts.connect: must not be negative"},
+		{"first_byte timeout", func(c *Config) { c.Providers[0].Timeouts.FirstByte = -1 }, "providers[0].timeouts.first_byte: must not be negative"},
+		{"idle timeout", func(c *Config) { c.Providers[0].Timeouts.Idle = -1 }, "providers[0].timeouts.idle: must not be negative"},
+		{"total timeout", func(c *Config) { c.Providers[0].Timeouts.Total = -1 }, "providers[0].timeouts.total: must not be negative"},
+		{"max_conns", func(c *Config) { c.Providers[1].MaxConns = -5 }, "providers[1].max_conns: must not be negative (got -5)"},
+		{"max_idle_conn_duration", func(c *Config) { c.Providers[1].MaxIdleConnDuration = -1 }, "providers[1].max_idle_conn_duration: must not be negative"},
+		{"max_response_body", func(c *Config) { c.Providers[1].MaxResponseBody = -1 }, "providers[1].max_response_body: must not be negative"},
+
+		// models
+		{"model name", func(c *Config) { c.Models[0].Name = "" }, "models[0].name: required"},
+		{"duplicate model", func(c *Config) { c.Models[1].Name = "gpt-4o" }, `models[1].name: duplicate model "gpt-4o" (also models[0].name)`},
+		{"model type", func(c *Config) { c.Models[0].Type = "image" }, `models[0].type: unknown type "image" (want chat or embeddings)`},
+		{"no targets", func(c *Config) { c.Models[0].Targets = nil }, "models[0].targets: required (at least one target)"},
+		{"target provider missing", func(c *Config) { c.Models[1].Targets[1].Provider = "" }, "models[1].targets[1].provider: required"},
+		{"target provider unknown", func(c *Config) { c.Models[0].Targets[0].Provider = "x" }, `models[0].targets[0].provider: unknown provider "x"`},
+
+		// budgets, rate limits
+		{"budget scope", func(c *Config) { c.Budgets[0].Scope = "org" }, `budgets[0].scope: unknown scope "org" (want key, subject, team, dept, project or global)`},
+		{"budget scope missing", func(c *Config) { c.Budgets[0].Scope = "" }, "budgets[0].scope: required"},
+		{"budget period", func(c *Config) { c.Budgets[1].Period = "week" }, `budgets[1].period: unknown period "week" (want day, month or total)`},
+		{"budget period missing", func(c *Config) { c.Budgets[1].Period = "" }, "budgets[1].period: required (day, month or total)"},
+		{"budget amount missing", func(c *Config) { c.Budgets[0].AmountUSD = "" }, "budgets[0].amount_usd: required"},
+		{"budget amount negative", func(c *Config) { c.Budgets[0].AmountUSD = "-5" }, `budgets[0].amount_usd: "-5" is not a decimal amount`},
+		{"budget amount float syntax", func(c *Config) { c.Budgets[0].AmountUSD = "1e3" }, `"1e3" is not a decimal amount`},
+		{"budget amount trailing dot", func(c *Config) { c.Budgets[0].AmountUSD = "12." }, `"12." is not a decimal amount`},
+		{"budget amount leading dot", func(c *Config) { c.Budgets[0].AmountUSD = ".5" }, `".5" is not a decimal amount`},
+		{"budget amount too precise", func(c *Config) { c.Budgets[0].AmountUSD = "0.0000000001" }, `budgets[0].amount_usd: "0.0000000001" has more than 9 decimal places`},
+		{"rate limit scope", func(c *Config) { c.RateLimits[0].Scope = "global" }, `rate_limits[0].scope: unknown scope "global" (want key, subject, team, dept or project)`},
+		{"rate limit rpm", func(c *Config) { c.RateLimits[0].RPM = -1 }, "rate_limits[0].rpm: must not be negative"},
+		{"rate limit tpm", func(c *Config) { c.RateLimits[0].TPM = -1 }, "rate_limits[0].tpm: must not be negative"},
+
+		// nats, usage, prices
+		{"nats replicas", func(c *Config) { c.NATS.Replicas = 7 }, "nats.replicas: must be between 1 and 5 (got 7)"},
+		{"nats max_age", func(c *Config) { c.NATS.MaxAge = -1 }, "nats.max_age: must not be negative"},
+		{"nats duplicate_window", func(c *Config) { c.NATS.DuplicateWindow = -1 }, "nats.duplicate_window: must not be negative"},
+		{"nats tls half", func(c *Config) { c.NATS.TLS.CertFile = "c.pem" }, "nats.tls: cert_file and key_file go together"},
+		{"usage buffer", func(c *Config) { c.Usage.Buffer = -1 }, "usage.buffer: must not be negative"},
+		{"usage spool", func(c *Config) { c.Usage.SpoolMaxBytes = -1 }, "usage.spool_max_bytes: must not be negative"},
+		{"usage sync", func(c *Config) { c.Usage.SyncInterval = -1 }, "usage.sync_interval: must not be negative"},
+		{"unpriced model", func(c *Config) { c.Usage.UnpricedModel = "free" }, `usage.unpriced_model: unknown value "free" (want zero or refuse)`},
+		{"price decimal", func(c *Config) { c.Prices["gpt-4o"] = Price{Input: "2,5"} }, `prices["gpt-4o"].input: "2,5" is not a decimal amount`},
+		{"price empty", func(c *Config) { c.Prices["m"] = Price{} }, `prices["m"]: sets no price`},
+		{"price empty model", func(c *Config) { c.Prices[""] = Price{Output: "1"} }, `prices[""]: empty model name`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := validConfig()
+			tt.mutate(c)
+			err := c.Validate()
+			if err == nil {
+				t.Fatalf("no error, want %q", tt.want)
+			}
+			if !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("error:\n%v\nwant substring %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestValidateCollectsAll(t *testing.T) {
+	c := validConfig()
+	c.Log.Format = "xml"
+	c.Providers[0].Kind = "opnai"
+	c.Models[0].Targets[0].Provider = "nope"
+	c.Auth.Issuers[0].Algorithms = []string{"HS257"}
+	err := c.Validate()
+	var joined interface{ Unwrap() []error }
+	if !errors.As(err, &joined) {
+		t.Fatalf("error %v is not joined", err)
+	}
+	// The HS257 issuer also loses its only HMAC algorithm, so its secret is
+	// reported too.
+	want := []string{"log.format", "auth.issuers[0].algorithms", "auth.issuers[0].keys[0].secret", "providers[0].kind", "models[0].targets[0].provider"}
+	got := joined.Unwrap()
+	if len(got) != len(want) {
+		t.Fatalf("got %d problems, want %d:\n%v", len(got), len(want), err)
+	}
+	for i, w := range want {
+		if !strings.HasPrefix(got[i].Error(), w+":") {
+			t.Errorf("problem %d = %q, want prefix %q", i, got[i], w)
+		}
+	}
+}
