@@ -31,7 +31,7 @@ auth:
       issuer: tollgate-dev
       algorithms: [HS256]
       keys:
-        - secret: ${TOLLGATE_DEV_SECRET:-dev-secret}
+        - secret: ${TOLLGATE_DEV_SECRET:-dev-secret-for-tests-only-0123456789}
 `
 
 // env returns a getenv backed by a map.
@@ -122,7 +122,7 @@ func TestParseDefaults(t *testing.T) {
 			Subject: "sub", KeyID: "jti", Dept: "dept", Team: "team", Project: "project",
 			Models: "models", Budgets: "budgets", RPM: "rpm", TPM: "tpm", Admin: "admin",
 		}},
-		{"issuer secret default", c.Auth.Issuers[0].Keys[0].Secret, "dev-secret"},
+		{"issuer secret default", c.Auth.Issuers[0].Keys[0].Secret, "dev-secret-for-tests-only-0123456789"},
 		{"timeouts", c.Providers[0].Timeouts, Timeouts{
 			Connect: 5 * time.Second, FirstByte: 60 * time.Second, Idle: 60 * time.Second, Total: 10 * time.Minute,
 		}},

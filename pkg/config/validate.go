@@ -10,6 +10,10 @@ import (
 	"time"
 )
 
+// MinHMACSecret is the shortest HMAC secret accepted, in bytes (256 bits,
+// RFC 7518 section 3.2).
+const MinHMACSecret = 32
+
 // supportedAlgorithms lists the JWT signing algorithms an issuer may pin.
 func supportedAlgorithms() []string {
 	return []string{"HS256", "HS384", "HS512", "RS256", "ES256", "EdDSA"}
@@ -115,6 +119,7 @@ func (v *validator) auth(a *Auth) {
 		if len(is.Keys) == 0 && is.JWKSFile == "" {
 			v.addf(p, "needs at least one of keys or jwks_file")
 		}
+		v.claimNames(p+".claims", is.Claims)
 		kids := map[string]string{}
 		for j, k := range is.Keys {
 			kp := fmt.Sprintf("%s.keys[%d]", p, j)
@@ -164,10 +169,32 @@ func (v *validator) key(path string, k Key, hmac, public bool) {
 		v.addf(path, "no key material (set one of secret, secret_file, public_key or public_key_file; an unset ${VAR} expands to nothing)")
 	case len(set) > 1:
 		v.addf(path, "sets %s: want exactly one", strings.Join(set, " and "))
+	case k.Secret != "" && len(k.Secret) < MinHMACSecret:
+		v.addf(path+".secret", "shorter than %d bytes", MinHMACSecret)
 	case strings.HasPrefix(set[0], "secret") && !hmac:
 		v.addf(path+"."+set[0], "an HMAC secret needs an HS256, HS384 or HS512 algorithm on the issuer")
 	case strings.HasPrefix(set[0], "public_key") && !public:
 		v.addf(path+"."+set[0], "a public key needs an RS256, ES256 or EdDSA algorithm on the issuer")
+	}
+}
+
+// claimNames rejects a principal field renamed onto a registered claim the
+// JWT library checks itself, and two fields sharing one claim.
+func (v *validator) claimNames(path string, n ClaimNames) {
+	n = n.WithDefaults()
+	seen := map[string]string{}
+	for _, f := range []struct{ key, claim string }{
+		{"subject", n.Subject}, {"key_id", n.KeyID}, {"dept", n.Dept}, {"team", n.Team},
+		{"project", n.Project}, {"models", n.Models}, {"budgets", n.Budgets},
+		{"rpm", n.RPM}, {"tpm", n.TPM}, {"admin", n.Admin},
+	} {
+		fp := path + "." + f.key
+		switch f.claim {
+		case "iss", "aud", "exp", "nbf", "iat":
+			v.addf(fp, "%q is a registered claim and cannot name a principal field", f.claim)
+			continue
+		}
+		v.unique(seen, fp, "claim", f.claim)
 	}
 }
 

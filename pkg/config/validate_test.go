@@ -7,11 +7,14 @@ import (
 	"time"
 )
 
+// secret32 is an HMAC secret of the minimum length.
+const secret32 = "0123456789abcdef0123456789abcdef"
+
 // validConfig returns a config that passes Validate, for tests to break.
 func validConfig() *Config {
 	c := &Config{
 		Auth: Auth{Issuers: []Issuer{
-			{Name: "dev", Issuer: "tollgate-dev", Algorithms: []string{"HS256"}, Keys: []Key{{KID: "k1", Secret: "s"}}},
+			{Name: "dev", Issuer: "tollgate-dev", Algorithms: []string{"HS256"}, Keys: []Key{{KID: "k1", Secret: secret32}}},
 			{Name: "corp", Issuer: "https://id.example.com", Algorithms: []string{"RS256", "EdDSA"}, Keys: []Key{{PublicKeyFile: "corp.pem"}}},
 		}},
 		Providers: []Provider{
@@ -89,10 +92,13 @@ func TestValidateErrors(t *testing.T) {
 		{"no keys", func(c *Config) { c.Auth.Issuers[0].Keys = nil }, "auth.issuers[0]: needs at least one of keys or jwks_file"},
 		{"empty key", func(c *Config) { c.Auth.Issuers[0].Keys[0].Secret = "" }, "auth.issuers[0].keys[0]: no key material"},
 		{"two sources", func(c *Config) { c.Auth.Issuers[0].Keys[0].SecretFile = "f" }, "auth.issuers[0].keys[0]: sets secret and secret_file: want exactly one"},
-		{"secret without hmac alg", func(c *Config) { c.Auth.Issuers[1].Keys[0] = Key{Secret: "s"} }, "auth.issuers[1].keys[0].secret: an HMAC secret needs an HS256, HS384 or HS512 algorithm"},
+		{"secret without hmac alg", func(c *Config) { c.Auth.Issuers[1].Keys[0] = Key{Secret: secret32} }, "auth.issuers[1].keys[0].secret: an HMAC secret needs an HS256, HS384 or HS512 algorithm"},
 		{"public key with hmac alg", func(c *Config) { c.Auth.Issuers[0].Keys[0] = Key{PublicKey: "pem"} }, "auth.issuers[0].keys[0].public_key: a public key needs an RS256, ES256 or EdDSA algorithm"},
+		{"short secret", func(c *Config) { c.Auth.Issuers[0].Keys[0].Secret = "short" }, "auth.issuers[0].keys[0].secret: shorter than 32 bytes"},
+		{"registered claim", func(c *Config) { c.Auth.Issuers[0].Claims.Team = "aud" }, `auth.issuers[0].claims.team: "aud" is a registered claim`},
+		{"shared claim", func(c *Config) { c.Auth.Issuers[1].Claims.Project = "team" }, `auth.issuers[1].claims.project: duplicate claim "team" (also auth.issuers[1].claims.team)`},
 		{"duplicate kid", func(c *Config) {
-			c.Auth.Issuers[0].Keys = append(c.Auth.Issuers[0].Keys, Key{KID: "k1", Secret: "t"})
+			c.Auth.Issuers[0].Keys = append(c.Auth.Issuers[0].Keys, Key{KID: "k1", Secret: secret32 + "x"})
 		}, `auth.issuers[0].keys[1].kid: duplicate kid "k1" (also auth.issuers[0].keys[0].kid)`},
 
 		// providers
