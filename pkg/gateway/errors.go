@@ -1,0 +1,80 @@
+package gateway
+
+import (
+	"encoding/json"
+	"strconv"
+
+	"github.com/gofiber/fiber/v2"
+)
+
+// Error types, as in OpenAI's error bodies. Clients branch on type and code.
+const (
+	typeInvalidRequest = "invalid_request_error"
+	typeAuthentication = "authentication_error"
+	typePermission     = "permission_error"
+	typeNotFound       = "not_found_error"
+	typeRateLimit      = "rate_limit_error"
+	typeBudget         = "budget_exceeded"
+	typeUpstream       = "upstream_error"
+	typeTimeout        = "timeout_error"
+	typeUnavailable    = "service_unavailable"
+	typeServer         = "server_error"
+)
+
+// apiError is an error answered to the client: an HTTP status and an
+// OpenAI-shaped body {"error":{"message","type","param","code"}}.
+type apiError struct {
+	Status  int
+	Type    string
+	Code    string
+	Param   string
+	Message string
+	// RetryAfter, in seconds, is sent as Retry-After when positive.
+	RetryAfter int
+}
+
+func (e *apiError) Error() string { return e.Message }
+
+type errorBody struct {
+	Error errorDetail `json:"error"`
+}
+
+type errorDetail struct {
+	Message string  `json:"message"`
+	Type    string  `json:"type"`
+	Param   *string `json:"param"`
+	Code    *string `json:"code"`
+}
+
+// body encodes the OpenAI error shape; param and code are null when empty,
+// but every key is always present (the SDKs read them unconditionally).
+func (e *apiError) body() []byte {
+	d := errorDetail{Message: e.Message, Type: e.Type}
+	if e.Param != "" {
+		d.Param = &e.Param
+	}
+	if e.Code != "" {
+		d.Code = &e.Code
+	}
+	b, _ := json.Marshal(errorBody{Error: d}) // cannot fail: strings only
+	return b
+}
+
+// writeError answers e. 4xx answers other than 429 tell the SDKs not to retry
+// (x-should-retry: false); 429 carries Retry-After when a wait helps, and a
+// budget refusal is never worth an automatic retry.
+func writeError(c *fiber.Ctx, e *apiError) error {
+	c.Status(e.Status)
+	c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
+	switch {
+	case e.RetryAfter > 0:
+		c.Set(fiber.HeaderRetryAfter, strconv.Itoa(e.RetryAfter))
+	case e.Status >= 400 && e.Status < 500:
+		c.Set("x-should-retry", "false")
+	}
+	return c.Send(e.body())
+}
+
+func errBadRequest(code, param, msg string) *apiError {
+	return &apiError{Status: fiber.StatusBadRequest, Type: typeInvalidRequest, Code: code, Param: param, Message: msg}
+}

@@ -1,0 +1,243 @@
+package gateway
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/tidwall/gjson"
+	"github.com/tollgate/tollgate/pkg/sse"
+	"github.com/valyala/fasthttp"
+)
+
+// StatusClientClosed is recorded for requests whose client went away before
+// the answer was complete (nginx's 499). It is never sent.
+const StatusClientClosed = 499
+
+// maxEventSize bounds one upstream SSE event.
+const maxEventSize = 8 << 20
+
+// relay streams an upstream SSE body to the client. fasthttp reads it as the
+// response body stream: every Read hands out the events buffered so far and
+// fasthttp writes and flushes them as one HTTP chunk before the next Read,
+// so each event reaches the client before the next is read from upstream.
+// A failed write to the client closes the relay, which closes the upstream
+// connection at once.
+type relay struct {
+	g        *Gateway
+	resp     *fasthttp.Response
+	body     io.Reader
+	conn     *trackedConn
+	sc       *sse.Reader
+	out      []byte // output not yet handed to fasthttp: out[pos:]
+	pos      int
+	scratch  []byte
+	rec      record
+	upStart  time.Time
+	idle     time.Duration
+	deadline time.Time // the call's total deadline
+
+	primed    bool // the first event arrived; per-read idle deadlines apply
+	done      bool // no more upstream reads
+	sawFinish bool
+	failure   *apiError // why the stream ended early; sent as an SSE error event
+	closed    bool
+}
+
+var relayPool = sync.Pool{New: func() any {
+	return &relay{sc: sse.NewReader(nil, 8<<10, maxEventSize), out: make([]byte, 0, 8<<10)}
+}}
+
+func (g *Gateway) newRelay(resp *fasthttp.Response, rt *route, rec record, upStart time.Time) *relay {
+	r := relayPool.Get().(*relay)
+	r.g, r.resp, r.rec, r.upStart = g, resp, rec, upStart
+	r.body = resp.BodyStream()
+	r.conn = connOf(resp)
+	r.sc.Reset(r.body)
+	r.idle = rt.up.timeouts.Idle
+	r.deadline = rec.start.Add(rt.up.timeouts.Total)
+	return r
+}
+
+// prime reads until the first event is ready to go out. An error up to then
+// is returned for a plain HTTP answer.
+func (r *relay) prime() *apiError {
+	for len(r.out) == 0 && !r.done {
+		r.pump()
+	}
+	if r.failure != nil && !r.primed {
+		return r.failure
+	}
+	r.primed = true
+	return nil
+}
+
+// Read implements io.Reader for fasthttp's chunked body writer.
+func (r *relay) Read(p []byte) (int, error) {
+	for r.pos == len(r.out) {
+		if r.done {
+			if r.failure != nil {
+				r.out = appendErrorEvent(r.out[:0], r.failure)
+				r.pos = 0
+				r.failure = nil
+				continue
+			}
+			return 0, io.EOF
+		}
+		r.out, r.pos = r.out[:0], 0
+		r.pump()
+	}
+	n := copy(p, r.out[r.pos:])
+	r.pos += n
+	return n, nil
+}
+
+// pump turns the buffered events into output; when none is buffered it
+// reads once more from upstream.
+func (r *relay) pump() {
+	for !r.done {
+		ev, ok := r.sc.Next()
+		if !ok {
+			break
+		}
+		r.handleEvent(ev)
+	}
+	if r.done || len(r.out) > 0 {
+		return
+	}
+	if r.primed && r.conn != nil {
+		d := time.Now().Add(r.idle)
+		if r.deadline.Before(d) {
+			d = r.deadline
+		}
+		_ = r.conn.SetReadDeadline(d)
+	}
+	if err := r.sc.Fill(); err != nil {
+		r.upstreamEnded(err)
+	}
+}
+
+// handleEvent inspects one OpenAI stream event and queues it for the client.
+func (r *relay) handleEvent(ev []byte) {
+	var data []byte
+	_, data, r.scratch = sse.Parse(ev, r.scratch)
+	switch {
+	case len(data) == 0: // comment or keep-alive
+	case string(data) == "[DONE]":
+		r.done = true
+		r.drain()
+	case !gjson.ValidBytes(data):
+		r.fail(&apiError{Status: fiber.StatusBadGateway, Type: typeUpstream, Code: "upstream_malformed",
+			Message: fmt.Sprintf("provider %s sent a malformed stream event", r.rec.route.up.name)})
+		return
+	default:
+		s := unsafeString(data)
+		if e := gjson.Get(s, "error"); e.Exists() {
+			msg := r.rec.route.up.scrub(truncate(e.Get("message").String(), 1024))
+			r.fail(&apiError{Status: fiber.StatusBadGateway, Type: typeUpstream, Code: "upstream_error",
+				Message: fmt.Sprintf("provider %s failed mid-stream: %s", r.rec.route.up.name, orDefault(msg, "error event"))})
+			return
+		}
+		if r.rec.ttft == 0 {
+			r.rec.ttft = time.Since(r.rec.start)
+		}
+		if fr := gjson.Get(s, "choices.0.finish_reason"); fr.Exists() && fr.Type != gjson.Null {
+			r.sawFinish = true
+		}
+		if u := gjson.Get(s, "usage"); u.IsObject() {
+			r.rec.usage = parseUsage(u)
+		}
+	}
+	r.out = append(r.out, ev...)
+}
+
+// upstreamEnded handles the end of the upstream body before [DONE].
+func (r *relay) upstreamEnded(err error) {
+	name := r.rec.route.up.name
+	var ne net.Error
+	switch {
+	case err == io.EOF && r.sawFinish:
+		// finish_reason without [DONE]: the answer is complete.
+		r.done = true
+	case err == io.EOF:
+		r.fail(&apiError{Status: fiber.StatusBadGateway, Type: typeUpstream, Code: "upstream_stream_cut",
+			Message: fmt.Sprintf("provider %s ended the stream before it was complete", name)})
+	case errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, fasthttp.ErrTimeout) || errors.As(err, &ne) && ne.Timeout():
+		what := "sent nothing for " + r.idle.String()
+		if !r.primed {
+			what = "did not start the stream in time"
+		} else if !time.Now().Before(r.deadline) {
+			what = "exceeded the total timeout"
+		}
+		r.fail(&apiError{Status: fiber.StatusGatewayTimeout, Type: typeTimeout, Code: "upstream_timeout",
+			Message: fmt.Sprintf("provider %s %s", name, what)})
+	case errors.Is(err, sse.ErrEventTooLarge):
+		r.fail(&apiError{Status: fiber.StatusBadGateway, Type: typeUpstream, Code: "upstream_malformed",
+			Message: fmt.Sprintf("provider %s sent a stream event over %d bytes", name, maxEventSize)})
+	default:
+		r.fail(&apiError{Status: fiber.StatusBadGateway, Type: typeUpstream, Code: "upstream_error",
+			Message: fmt.Sprintf("provider %s stream broke: %s", name, r.rec.route.up.scrub(err.Error()))})
+	}
+}
+
+func (r *relay) fail(e *apiError) {
+	r.failure = e
+	r.done = true
+	r.rec.errType = e.Code
+}
+
+// drain reads the rest of the upstream body after [DONE] (normally just the
+// end of the chunked encoding) so the connection can be reused.
+func (r *relay) drain() {
+	if r.conn != nil {
+		_ = r.conn.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+	}
+	var buf [256]byte
+	for i := 0; i < 4; i++ {
+		if _, err := r.body.Read(buf[:]); err != nil {
+			return
+		}
+	}
+}
+
+// CloseWithError is called by fasthttp when the response is written (err
+// nil) or the client connection failed (err set). It closes the upstream
+// body: an unfinished one closes the connection, which cancels the call.
+func (r *relay) CloseWithError(err error) error {
+	if r.closed {
+		return nil
+	}
+	r.closed = true
+	switch {
+	case err != nil || !r.done:
+		r.rec.clientAborted = true
+		r.rec.status = StatusClientClosed
+	case r.rec.status == 0:
+		r.rec.status = fiber.StatusOK
+	}
+	r.rec.upstream = time.Since(r.upStart)
+	r.g.finish(&r.rec)
+	r.release()
+	return nil
+}
+
+// release closes the upstream body and returns the relay to its pool.
+func (r *relay) release() {
+	_ = r.resp.CloseBodyStream()
+	fasthttp.ReleaseResponse(r.resp)
+	r.sc.Reset(nil)
+	*r = relay{sc: r.sc, out: r.out[:0], scratch: r.scratch[:0]}
+	relayPool.Put(r)
+}
+
+// appendErrorEvent writes e as an OpenAI-style stream error event.
+func appendErrorEvent(b []byte, e *apiError) []byte {
+	b = append(b, "data: "...)
+	b = append(b, e.body()...)
+	return append(b, "\n\n"...)
+}

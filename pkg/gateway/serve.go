@@ -1,0 +1,350 @@
+package gateway
+
+import (
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"strings"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/tidwall/gjson"
+	"github.com/tollgate/tollgate/pkg/auth"
+	"github.com/valyala/fasthttp"
+)
+
+const headerRequestID = "X-Request-Id"
+
+// record is what the gateway learns about one request, for its log line
+// and usage accounting.
+type record struct {
+	requestID     string
+	start         time.Time
+	principal     *auth.Principal
+	route         *route
+	endpoint      endpoint
+	stream        bool
+	status        int
+	errType       string
+	clientAborted bool
+	usage         usage
+	ttft          time.Duration // time to first content chunk (streams)
+	upstream      time.Duration // upstream call, header to end of body
+}
+
+// usage is token usage as reported by the provider.
+type usage struct {
+	prompt, completion, cached, reasoning uint64
+	reported                              bool
+}
+
+// serve handles one chat, completions or embeddings request.
+func (g *Gateway) serve(c *fiber.Ctx, ep endpoint) error {
+	rec := record{start: time.Now(), endpoint: ep, requestID: setRequestID(c)}
+	p, aerr := g.authenticate(c)
+	if aerr != nil {
+		return g.fail(c, &rec, aerr)
+	}
+	rec.principal = p
+	body := c.Body()
+	info, aerr := parseRequest(body, ep)
+	if aerr != nil {
+		return g.fail(c, &rec, aerr)
+	}
+	rec.stream = info.stream
+	rt := g.routes[info.model]
+	if rt == nil {
+		return g.fail(c, &rec, &apiError{Status: fiber.StatusNotFound, Type: typeInvalidRequest, Code: "model_not_found", Param: "model",
+			Message: fmt.Sprintf("the model %q does not exist", info.model)})
+	}
+	rec.route = rt
+	if rt.embeddings != (ep == epEmbeddings) {
+		return g.fail(c, &rec, errBadRequest("wrong_endpoint", "model",
+			fmt.Sprintf("the model %q is not served on %s", rt.name, endpointName[ep])))
+	}
+	if !p.AllowsModel(rt.name) {
+		return g.fail(c, &rec, &apiError{Status: fiber.StatusForbidden, Type: typePermission, Code: "model_not_allowed", Param: "model",
+			Message: fmt.Sprintf("your token does not allow the model %q", rt.name)})
+	}
+	if rt.up.auth == nil && rt.up.kind == "openai" {
+		return g.fail(c, &rec, g.missingKey(rt.up))
+	}
+
+	req := fasthttp.AcquireRequest()
+	rt.up.prepare(req, ep, c.Response().Header.Peek(headerRequestID))
+	writeBody(req, body, &info, rt)
+	c.Set("x-tollgate-model", rt.upstreamModel)
+	c.Set("x-tollgate-provider", rt.up.name)
+	if info.stream {
+		return g.stream(c, req, rt, &rec)
+	}
+	return g.unary(c, req, rt, &rec)
+}
+
+// unary relays a non-stream call: the upstream body is handed to the client
+// without copying.
+func (g *Gateway) unary(c *fiber.Ctx, req *fasthttp.Request, rt *route, rec *record) error {
+	resp := fasthttp.AcquireResponse()
+	defer fasthttp.ReleaseResponse(resp)
+	upStart := time.Now()
+	err := rt.up.hc.DoDeadline(req, resp, rec.start.Add(rt.up.timeouts.Total))
+	fasthttp.ReleaseRequest(req)
+	rec.upstream = time.Since(upStart)
+	if err != nil {
+		return g.fail(c, rec, rt.up.classify(err))
+	}
+	if resp.StatusCode() != fasthttp.StatusOK {
+		return g.fail(c, rec, rt.up.statusError(resp.StatusCode(), resp.Body(), resp.Header.Peek(fiber.HeaderRetryAfter)))
+	}
+	out := resp.Body()
+	if !gjson.ValidBytes(out) {
+		return g.fail(c, rec, &apiError{Status: fiber.StatusBadGateway, Type: typeUpstream, Code: "upstream_malformed",
+			Message: fmt.Sprintf("provider %s returned a malformed response", rt.up.name)})
+	}
+	rec.usage = parseUsage(gjson.Get(unsafeString(out), "usage"))
+	rec.status = fiber.StatusOK
+	c.Response().Header.SetContentTypeBytes(mimeJSON)
+	// Swap buffers: the client response takes the upstream body, the
+	// upstream response takes the (empty) client buffer back to its pool.
+	resp.SwapBody(c.Response().SwapBody(out))
+	g.finish(rec)
+	return nil
+}
+
+// stream starts a streamed call. The first event is read before any byte
+// goes to the client, so a failure or timeout up to then is a plain HTTP
+// error, never a 200 followed by an error event.
+func (g *Gateway) stream(c *fiber.Ctx, req *fasthttp.Request, rt *route, rec *record) error {
+	resp := fasthttp.AcquireResponse()
+	resp.StreamBody = true
+	upStart := time.Now()
+	t := rt.up.timeouts
+	err := rt.up.hc.DoDeadline(req, resp, rec.start.Add(min(t.FirstByte, t.Total)))
+	fasthttp.ReleaseRequest(req)
+	if err != nil {
+		fasthttp.ReleaseResponse(resp)
+		return g.fail(c, rec, rt.up.classify(err))
+	}
+	if resp.StatusCode() != fasthttp.StatusOK {
+		body, _ := io.ReadAll(io.LimitReader(resp.BodyStream(), 64<<10))
+		aerr := rt.up.statusError(resp.StatusCode(), body, resp.Header.Peek(fiber.HeaderRetryAfter))
+		_ = resp.CloseBodyStream()
+		fasthttp.ReleaseResponse(resp)
+		return g.fail(c, rec, aerr)
+	}
+	r := g.newRelay(resp, rt, *rec, upStart)
+	if aerr := r.prime(); aerr != nil {
+		r.release()
+		return g.fail(c, rec, aerr)
+	}
+	c.Response().Header.SetContentType("text/event-stream")
+	c.Set(fiber.HeaderCacheControl, "no-cache")
+	c.Set("X-Accel-Buffering", "no")
+	c.Context().SetBodyStream(r, -1)
+	return nil
+}
+
+// fail answers an error and accounts for the request.
+func (g *Gateway) fail(c *fiber.Ctx, rec *record, e *apiError) error {
+	rec.status = e.Status
+	rec.errType = e.Code
+	if rec.errType == "" {
+		rec.errType = e.Type
+	}
+	g.finish(rec)
+	return writeError(c, e)
+}
+
+// finish is the single place a request ends: it is logged (when enabled)
+// and, later, published as a usage event.
+func (g *Gateway) finish(rec *record) {
+	if !g.logRequests {
+		return
+	}
+	attrs := []any{
+		"request_id", rec.requestID,
+		"endpoint", endpointName[rec.endpoint],
+		"status", rec.status,
+		"stream", rec.stream,
+		"duration", time.Since(rec.start),
+	}
+	if rec.principal != nil {
+		attrs = append(attrs, "sub", rec.principal.Subject, "dept", rec.principal.Dept, "team", rec.principal.Team)
+	}
+	if rec.route != nil {
+		attrs = append(attrs, "model", rec.route.name, "provider", rec.route.up.name)
+	}
+	if rec.usage.reported {
+		attrs = append(attrs, "prompt_tokens", rec.usage.prompt, "completion_tokens", rec.usage.completion)
+	}
+	if rec.errType != "" {
+		attrs = append(attrs, "error", rec.errType)
+	}
+	if rec.clientAborted {
+		attrs = append(attrs, "client_aborted", true)
+	}
+	g.log.Info("request", attrs...)
+}
+
+// missingKey answers a request routed to a provider with no API key.
+func (g *Gateway) missingKey(u *upstream) *apiError {
+	msg := fmt.Sprintf("provider %s has no API key configured", u.name)
+	if u.apiKeyEnv != "" {
+		msg = fmt.Sprintf("provider %s has no API key: set %s and restart the gateway", u.name, u.apiKeyEnv)
+	}
+	return &apiError{Status: fiber.StatusServiceUnavailable, Type: typeUnavailable, Code: "provider_not_configured", Message: msg}
+}
+
+// statusError maps a provider's non-200 answer to the client's answer. The
+// provider's own message is passed on (without the key) where it helps the
+// caller fix the request; credential failures are the operator's problem
+// and say only which provider refused.
+func (u *upstream) statusError(status int, body, retryAfter []byte) *apiError {
+	msg := u.scrub(truncate(gjson.GetBytes(body, "error.message").String(), 1024))
+	switch {
+	case status == fasthttp.StatusUnauthorized || status == fasthttp.StatusForbidden:
+		return &apiError{Status: fiber.StatusBadGateway, Type: typeUpstream, Code: "upstream_auth_failed",
+			Message: fmt.Sprintf("provider %s rejected the gateway's credentials (HTTP %d)", u.name, status)}
+	case status == fasthttp.StatusTooManyRequests:
+		e := &apiError{Status: status, Type: typeRateLimit, Code: "upstream_rate_limited",
+			Message: fmt.Sprintf("provider %s is rate limiting: %s", u.name, orDefault(msg, "too many requests"))}
+		if n, err := parseRetryAfter(retryAfter); err == nil {
+			e.RetryAfter = n
+		}
+		return e
+	case status == fasthttp.StatusNotFound:
+		return &apiError{Status: fiber.StatusBadGateway, Type: typeUpstream, Code: "upstream_not_found",
+			Message: fmt.Sprintf("provider %s answered 404: %s", u.name, orDefault(msg, "not found"))}
+	case status >= 400 && status < 500 && status != fasthttp.StatusRequestTimeout:
+		return &apiError{Status: fiber.StatusBadRequest, Type: typeInvalidRequest, Code: "upstream_rejected",
+			Message: fmt.Sprintf("provider %s rejected the request: %s", u.name, orDefault(msg, fmt.Sprintf("HTTP %d", status)))}
+	case status == fasthttp.StatusRequestTimeout || status == fasthttp.StatusGatewayTimeout:
+		return &apiError{Status: fiber.StatusGatewayTimeout, Type: typeTimeout, Code: "upstream_timeout",
+			Message: fmt.Sprintf("provider %s timed out (HTTP %d)", u.name, status)}
+	case status == fasthttp.StatusServiceUnavailable:
+		return &apiError{Status: status, Type: typeUnavailable, Code: "upstream_unavailable",
+			Message: fmt.Sprintf("provider %s is unavailable: %s", u.name, orDefault(msg, "HTTP 503"))}
+	default:
+		return &apiError{Status: fiber.StatusBadGateway, Type: typeUpstream, Code: "upstream_error",
+			Message: fmt.Sprintf("provider %s failed: %s", u.name, orDefault(msg, fmt.Sprintf("HTTP %d", status)))}
+	}
+}
+
+func parseRetryAfter(b []byte) (int, error) {
+	var n int
+	if len(b) == 0 {
+		return 0, io.EOF
+	}
+	for _, ch := range b {
+		if ch < '0' || ch > '9' || n > 1e6 {
+			return 0, fmt.Errorf("retry-after %q is not seconds", b)
+		}
+		n = n*10 + int(ch-'0')
+	}
+	return n, nil
+}
+
+// writeBody copies the client body into req, replacing the model value with
+// the upstream's name when they differ. No JSON round trip.
+func writeBody(req *fasthttp.Request, body []byte, info *reqInfo, rt *route) {
+	if rt.modelJSON == nil {
+		req.SetBodyRaw(body)
+		return
+	}
+	end := info.modelIdx + len(info.modelRaw)
+	req.AppendBody(body[:info.modelIdx])
+	req.AppendBody(rt.modelJSON)
+	req.AppendBody(body[end:])
+}
+
+// parseUsage reads an OpenAI usage object.
+func parseUsage(u gjson.Result) usage {
+	if !u.IsObject() {
+		return usage{}
+	}
+	var out usage
+	u.ForEach(func(k, v gjson.Result) bool {
+		switch k.Str {
+		case "prompt_tokens", "input_tokens":
+			out.prompt = v.Uint()
+		case "completion_tokens", "output_tokens":
+			out.completion = v.Uint()
+		case "prompt_tokens_details", "input_tokens_details":
+			out.cached = v.Get("cached_tokens").Uint()
+		case "completion_tokens_details", "output_tokens_details":
+			out.reasoning = v.Get("reasoning_tokens").Uint()
+		}
+		return true
+	})
+	out.reported = true
+	return out
+}
+
+// setRequestID echoes the client's x-request-id when it is sane, else
+// generates one, and returns it.
+func setRequestID(c *fiber.Ctx) string {
+	h := &c.Response().Header
+	if v := h.Peek(headerRequestID); len(v) > 0 {
+		return string(v)
+	}
+	in := c.Request().Header.Peek(headerRequestID)
+	var id string
+	if validRequestID(in) {
+		id = string(in)
+	} else {
+		id = newRequestID()
+	}
+	h.Set(headerRequestID, id)
+	return id
+}
+
+func validRequestID(b []byte) bool {
+	if len(b) == 0 || len(b) > 128 {
+		return false
+	}
+	for _, ch := range b {
+		if ch <= ' ' || ch > '~' {
+			return false
+		}
+	}
+	return true
+}
+
+// newRequestID returns "req_" and 128 random bits in hex. The generator is
+// per-thread (math/rand/v2), so no lock is shared between requests.
+func newRequestID() string {
+	var raw [16]byte
+	var out [4 + 32]byte
+	a, b := rand.Uint64(), rand.Uint64()
+	for i := 0; i < 8; i++ {
+		raw[i] = byte(a >> (8 * i))
+		raw[8+i] = byte(b >> (8 * i))
+	}
+	copy(out[:], "req_")
+	hex.Encode(out[4:], raw[:])
+	return string(out[:])
+}
+
+// jsonString returns s as a JSON string literal.
+func jsonString(s string) []byte {
+	b, _ := json.Marshal(s) // a string always encodes
+	return b
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+func replaceAll(s, old, repl string) string { return strings.ReplaceAll(s, old, repl) }
