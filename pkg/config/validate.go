@@ -118,6 +118,8 @@ func (v *validator) auth(a *Auth) {
 		hmac, public := v.algorithms(p+".algorithms", is.Algorithms)
 		if len(is.Keys) == 0 && is.JWKSFile == "" {
 			v.addf(p, "needs at least one of keys or jwks_file")
+		} else if is.JWKSFile == "" {
+			v.keyless(p+".algorithms", is.Algorithms, is.Keys)
 		}
 		v.claimNames(p+".claims", is.Claims)
 		kids := map[string]string{}
@@ -149,6 +151,28 @@ func (v *validator) algorithms(path string, algs []string) (hmac, public bool) {
 		}
 	}
 	return hmac, public
+}
+
+// keyless reports pinned algorithms that none of keys can verify: the
+// gateway refuses such an issuer at startup. (A JWKS file is only read then.)
+func (v *validator) keyless(path string, algs []string, keys []Key) {
+	var secret, public bool
+	for _, k := range keys {
+		secret = secret || k.Secret != "" || k.SecretFile != ""
+		public = public || k.PublicKey != "" || k.PublicKeyFile != ""
+	}
+	for _, alg := range algs {
+		if !slices.Contains(supportedAlgorithms(), alg) {
+			continue
+		}
+		if strings.HasPrefix(alg, "HS") {
+			if !secret {
+				v.addf(path, "%s has no key (add one with secret or secret_file)", alg)
+			}
+		} else if !public {
+			v.addf(path, "%s has no key (add one with public_key or public_key_file, or a jwks_file)", alg)
+		}
+	}
 }
 
 // key checks that exactly one key source is set and that the issuer pins an

@@ -45,6 +45,10 @@ func TestValidateOK(t *testing.T) {
 		{"defaults not applied", func(c *Config) { *c = Config{Providers: []Provider{{Name: "m", Kind: "mock"}}} }},
 		{"empty", func(c *Config) { *c = Config{} }},
 		{"cache disabled", func(c *Config) { c.Auth.CacheSize = -1 }},
+		{"jwks covers other algorithms", func(c *Config) {
+			c.Auth.Issuers[0].Algorithms = []string{"HS256", "ES256"}
+			c.Auth.Issuers[0].JWKSFile = "jwks.json"
+		}},
 		{"jwks only", func(c *Config) { c.Auth.Issuers[1].Keys = nil; c.Auth.Issuers[1].JWKSFile = "jwks.json" }},
 		{"listen any host", func(c *Config) { c.Listen = ":8080" }},
 		{"http base url", func(c *Config) { c.Providers[0].BaseURL = "http://127.0.0.1:11434/v1" }},
@@ -97,6 +101,8 @@ func TestValidateErrors(t *testing.T) {
 		{"short secret", func(c *Config) { c.Auth.Issuers[0].Keys[0].Secret = "short" }, "auth.issuers[0].keys[0].secret: shorter than 32 bytes"},
 		{"registered claim", func(c *Config) { c.Auth.Issuers[0].Claims.Team = "aud" }, `auth.issuers[0].claims.team: "aud" is a registered claim`},
 		{"shared claim", func(c *Config) { c.Auth.Issuers[1].Claims.Project = "team" }, `auth.issuers[1].claims.project: duplicate claim "team" (also auth.issuers[1].claims.team)`},
+		{"hmac alg without secret", func(c *Config) { c.Auth.Issuers[1].Algorithms = []string{"RS256", "HS384"} }, "auth.issuers[1].algorithms: HS384 has no key (add one with secret or secret_file)"},
+		{"public alg without public key", func(c *Config) { c.Auth.Issuers[0].Algorithms = []string{"HS256", "ES256"} }, "auth.issuers[0].algorithms: ES256 has no key (add one with public_key"},
 		{"duplicate kid", func(c *Config) {
 			c.Auth.Issuers[0].Keys = append(c.Auth.Issuers[0].Keys, Key{KID: "k1", Secret: secret32 + "x"})
 		}, `auth.issuers[0].keys[1].kid: duplicate kid "k1" (also auth.issuers[0].keys[0].kid)`},
