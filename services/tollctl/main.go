@@ -1,0 +1,184 @@
+// Command tollctl is the Tollgate operator CLI: it mints development
+// tokens and checks configuration files. Run `tollctl help` for the list of
+// commands and their flags.
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+	"time"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr, os.Getenv))
+}
+
+// errUsage marks a command line that cannot be run as given (exit status 2).
+var errUsage = errors.New("usage")
+
+// errReported means the command already printed its problems (exit status 1).
+var errReported = errors.New("problems reported")
+
+// app is what commands read from and write to, so tests run them in-process.
+type app struct {
+	stdout, stderr io.Writer
+	getenv         func(string) string
+	now            func() time.Time
+}
+
+// command is one subcommand. setup registers its flags on fs and returns the
+// function that runs it with the arguments left after the flags; help calls
+// setup only to list the flags.
+type command struct {
+	args    string // positional arguments, for the usage line
+	summary string
+	setup   func(a *app, fs *flag.FlagSet) func(args []string) error
+}
+
+// commands maps a command line's leading words ("token", "config check") to
+// the command they run. New subcommands (budget show, replay, revoke) are
+// one entry each.
+func commands() map[string]command {
+	return map[string]command{
+		"token": {
+			args:    "[flags]",
+			summary: "mint a JWT for an issuer and print it",
+			setup:   setupToken,
+		},
+		"config check": {
+			args:    "FILE",
+			summary: "load and validate a config file, printing every problem",
+			setup: func(a *app, _ *flag.FlagSet) func([]string) error {
+				return a.configCheck
+			},
+		},
+	}
+}
+
+// run executes the command line args and returns the process exit status:
+// 0 success, 1 failure, 2 bad usage.
+func run(args []string, stdout, stderr io.Writer, getenv func(string) string) int {
+	a := &app{stdout: stdout, stderr: stderr, getenv: getenv, now: time.Now}
+	cmds := commands()
+	if len(args) == 0 {
+		usage(stderr, cmds)
+		return 2
+	}
+	switch args[0] {
+	case "help", "-h", "-help", "--help":
+		usage(stdout, cmds)
+		return 0
+	}
+	name, rest, ok := lookup(cmds, args)
+	if !ok {
+		fmt.Fprintf(stderr, "tollctl: unknown command %s (run 'tollctl help')\n", unknown(cmds, args))
+		return 2
+	}
+	cmd := cmds[name]
+	fs := flag.NewFlagSet("tollctl "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { commandUsage(stderr, name, cmd, a) }
+	runCmd := cmd.setup(a, fs)
+	if err := fs.Parse(rest); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2 // flag has printed the error and the usage
+	}
+	err := runCmd(fs.Args())
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, errReported):
+		return 1
+	case errors.Is(err, errUsage):
+		fmt.Fprintf(stderr, "tollctl %s: %v\n", name, err)
+		commandUsage(stderr, name, cmd, a)
+		return 2
+	default:
+		fmt.Fprintf(stderr, "tollctl %s: %v\n", name, err)
+		return 1
+	}
+}
+
+// lookup finds the command named by the first one or two words of args and
+// returns the arguments that follow its name.
+func lookup(cmds map[string]command, args []string) (string, []string, bool) {
+	if len(args) >= 2 {
+		if name := args[0] + " " + args[1]; hasCommand(cmds, name) {
+			return name, args[2:], true
+		}
+	}
+	if hasCommand(cmds, args[0]) {
+		return args[0], args[1:], true
+	}
+	return "", nil, false
+}
+
+// unknown describes a command line that names no command, quoting the group
+// word's subcommands when the first word is one ("config" of "config check").
+func unknown(cmds map[string]command, args []string) string {
+	var subs []string
+	for name := range cmds {
+		if strings.HasPrefix(name, args[0]+" ") {
+			subs = append(subs, name)
+		}
+	}
+	if len(subs) == 0 {
+		return fmt.Sprintf("%q", args[0])
+	}
+	slices.Sort(subs)
+	return fmt.Sprintf("%q (want %s)", strings.Join(args[:min(2, len(args))], " "), strings.Join(subs, ", "))
+}
+
+func hasCommand(cmds map[string]command, name string) bool {
+	_, ok := cmds[name]
+	return ok
+}
+
+// usage lists every command and the flags of each.
+func usage(w io.Writer, cmds map[string]command) {
+	names := make([]string, 0, len(cmds))
+	for name := range cmds {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	fmt.Fprint(w, "tollctl is the Tollgate operator CLI.\n\nUsage:\n  tollctl <command> [flags] [arguments]\n\nCommands:\n")
+	for _, name := range names {
+		fmt.Fprintf(w, "  %-28s %s\n", name+" "+cmds[name].args, cmds[name].summary)
+	}
+	fmt.Fprintf(w, "  %-28s %s\n", "help", "show this help")
+	a := &app{stdout: io.Discard, stderr: io.Discard, getenv: func(string) string { return "" }, now: time.Now}
+	for _, name := range names {
+		fs := flag.NewFlagSet(name, flag.ContinueOnError)
+		cmds[name].setup(a, fs)
+		if hasFlags(fs) {
+			fmt.Fprintf(w, "\nFlags of %s:\n", name)
+			fs.SetOutput(w)
+			fs.PrintDefaults()
+		}
+	}
+}
+
+// commandUsage prints one command's usage line and flags.
+func commandUsage(w io.Writer, name string, cmd command, a *app) {
+	fmt.Fprintf(w, "Usage: tollctl %s %s\n  %s\n", name, cmd.args, cmd.summary)
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	cmd.setup(a, fs)
+	if hasFlags(fs) {
+		fmt.Fprintln(w, "Flags:")
+		fs.SetOutput(w)
+		fs.PrintDefaults()
+	}
+}
+
+func hasFlags(fs *flag.FlagSet) bool {
+	n := 0
+	fs.VisitAll(func(*flag.Flag) { n++ })
+	return n > 0
+}
