@@ -54,6 +54,14 @@ func Parse(data []byte, getenv func(string) string) (*Config, error) {
 	if err := dec.Decode(c); err != nil && !errors.Is(err, io.EOF) {
 		return nil, decodeError(err)
 	}
+	var extra yaml.Node
+	switch err := dec.Decode(&extra); {
+	case errors.Is(err, io.EOF):
+	case err != nil:
+		return nil, decodeError(err)
+	default:
+		return nil, fmt.Errorf("line %d: a config file holds one YAML document", extra.Line)
+	}
 	recordAPIKeyEnv(c, data)
 	if v := getenv(ListenEnv); v != "" {
 		c.Listen = v

@@ -356,6 +356,8 @@ func TestParseStrict(t *testing.T) {
 		{"bad int", "body_limit: big\n", []string{"line 1:", "big"}},
 		{"syntax error", "providers: [\n", []string{"parse yaml"}},
 		{"expansion error", "x: ${A", []string{"line 1: unterminated"}},
+		{"broken second document", "listen: :1\n---\n[\n", []string{"parse yaml"}},
+		{"second document", "listen: :1\n---\nlisten: :2\n", []string{"line 2: a config file holds one YAML document"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
