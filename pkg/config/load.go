@@ -34,9 +34,11 @@ func Load(path string) (*Config, error) {
 // answer (default when that is empty; an unset variable without a default
 // expands to ""), and $$ stands for a literal $. A $ followed by anything
 // else is kept as is. Values that contain YAML syntax (": ", " #", quotes)
-// must be quoted in the file: "${VAR}".
+// must be quoted in the file: "${VAR}". A provider whose api_key is exactly
+// one reference, "${VAR}" or "${VAR:-default}", gets VAR in APIKeyEnv.
 //
-// Keys the types do not declare are errors. The environment variable
+// Keys the types do not declare are errors, reported with their line. The
+// environment variable
 // TOLLGATE_LISTEN, when set, overrides listen. Defaults are then applied and
 // the result validated; a validation failure returns every problem at once,
 // joined with errors.Join. A nil getenv is an empty environment.
