@@ -1,12 +1,14 @@
 package gateway
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -47,6 +49,9 @@ type relay struct {
 	sawFinish bool
 	failure   *apiError // why the stream ended early; sent as an SSE error event
 	closed    bool
+
+	watch *clientWatch
+	gone  atomic.Bool // the client closed its connection (seen by watch)
 }
 
 var relayPool = sync.Pool{New: func() any {
@@ -70,7 +75,7 @@ func (r *relay) prime() *apiError {
 	for len(r.out) == 0 && !r.done {
 		r.pump()
 	}
-	if r.failure != nil && !r.primed {
+	if r.failure != nil && len(r.out) == 0 {
 		return r.failure
 	}
 	r.primed = true
@@ -158,13 +163,23 @@ func (r *relay) handleEvent(ev []byte) {
 
 // upstreamEnded handles the end of the upstream body before [DONE].
 func (r *relay) upstreamEnded(err error) {
+	if r.gone.Load() {
+		// We closed the upstream because the client left: nobody to tell.
+		r.done = true
+		return
+	}
 	name := r.rec.route.up.name
 	var ne net.Error
 	switch {
 	case err == io.EOF && r.sawFinish:
 		// finish_reason without [DONE]: the answer is complete.
 		r.done = true
-	case err == io.EOF:
+	case err == io.EOF || errors.Is(err, io.ErrUnexpectedEOF):
+		if len(r.sc.Buffered()) > 0 && !looksLikeEvent(r.sc.Buffered()) {
+			r.fail(&apiError{Status: fiber.StatusBadGateway, Type: typeUpstream, Code: "upstream_malformed",
+				Message: fmt.Sprintf("provider %s sent a malformed stream event", name)})
+			return
+		}
 		r.fail(&apiError{Status: fiber.StatusBadGateway, Type: typeUpstream, Code: "upstream_stream_cut",
 			Message: fmt.Sprintf("provider %s ended the stream before it was complete", name)})
 	case errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, fasthttp.ErrTimeout) || errors.As(err, &ne) && ne.Timeout():
@@ -183,6 +198,13 @@ func (r *relay) upstreamEnded(err error) {
 		r.fail(&apiError{Status: fiber.StatusBadGateway, Type: typeUpstream, Code: "upstream_error",
 			Message: fmt.Sprintf("provider %s stream broke: %s", name, r.rec.route.up.scrub(err.Error()))})
 	}
+}
+
+// looksLikeEvent reports whether an unterminated tail is the start of an SSE
+// event (a field line) rather than bytes that are not SSE at all.
+func looksLikeEvent(b []byte) bool {
+	return bytes.HasPrefix(b, []byte("data:")) || bytes.HasPrefix(b, []byte("event:")) ||
+		bytes.HasPrefix(b, []byte(":")) || bytes.HasPrefix(b, []byte("id:")) || bytes.HasPrefix(b, []byte("retry:"))
 }
 
 func (r *relay) fail(e *apiError) {
@@ -213,8 +235,9 @@ func (r *relay) CloseWithError(err error) error {
 		return nil
 	}
 	r.closed = true
+	r.watch.stop()
 	switch {
-	case err != nil || !r.done:
+	case err != nil || !r.done || r.gone.Load():
 		r.rec.clientAborted = true
 		r.rec.status = StatusClientClosed
 	case r.rec.status == 0:
@@ -224,6 +247,16 @@ func (r *relay) CloseWithError(err error) error {
 	r.g.finish(&r.rec)
 	r.release()
 	return nil
+}
+
+// clientGone runs on the watch goroutine when the client has closed its
+// connection: closing the upstream connection cancels the call at once and
+// wakes the relay from its read.
+func (r *relay) clientGone() {
+	r.gone.Store(true)
+	if r.conn != nil {
+		_ = r.conn.Close()
+	}
 }
 
 // release closes the upstream body and returns the relay to its pool.

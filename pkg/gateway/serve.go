@@ -143,6 +143,7 @@ func (g *Gateway) stream(c *fiber.Ctx, req *fasthttp.Request, rt *route, rec *re
 	c.Set(fiber.HeaderCacheControl, "no-cache")
 	c.Set("X-Accel-Buffering", "no")
 	c.Context().SetBodyStream(r, -1)
+	r.watch = watchClient(c.Context().Conn(), r.clientGone)
 	return nil
 }
 

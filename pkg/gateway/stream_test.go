@@ -1,0 +1,303 @@
+package gateway
+
+import (
+	"bufio"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tollgate/tollgate/pkg/config"
+	"github.com/valyala/fasthttp"
+)
+
+func b64url(b []byte) string { return base64.RawURLEncoding.EncodeToString(b) }
+
+func streamBody(mock string) string {
+	return `{"model":"mock-gpt","stream":true,"messages":[{"role":"user","content":"stream please"}],"mock":` + mock + `}`
+}
+
+type chunk struct {
+	ID      string `json:"id"`
+	Object  string `json:"object"`
+	Choices []struct {
+		Delta        struct{ Content string } `json:"delta"`
+		FinishReason *string                  `json:"finish_reason"`
+	} `json:"choices"`
+	Usage *struct {
+		CompletionTokens int `json:"completion_tokens"`
+	} `json:"usage"`
+	Error *struct{ Message, Type, Code string } `json:"error"`
+}
+
+func decodeChunks(t *testing.T, events []sseEvent) (chunks []chunk, done bool) {
+	t.Helper()
+	for i, ev := range events {
+		if ev.data == "[DONE]" {
+			if i != len(events)-1 {
+				t.Errorf("[DONE] is not the last event")
+			}
+			return chunks, true
+		}
+		var c chunk
+		if err := json.Unmarshal([]byte(ev.data), &c); err != nil {
+			t.Fatalf("event %d is not JSON: %v: %s", i, err, ev.data)
+		}
+		chunks = append(chunks, c)
+	}
+	return chunks, false
+}
+
+func TestStreamRelayedChunkByChunk(t *testing.T) {
+	r := newRig(t, nil)
+	const n, delay = 6, 120 * time.Millisecond
+	start := time.Now()
+	resp := r.post("/v1/chat/completions", r.token(nil), streamBody(`{"chunks":6,"chunk_delay_ms":120}`))
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("status %d, content-type %q", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	events := readEvents(t, resp.Body)
+	resp.Body.Close()
+	chunks, done := decodeChunks(t, events)
+	if !done {
+		t.Fatal("no [DONE]")
+	}
+	var content []time.Time
+	finishes := 0
+	for i, c := range chunks {
+		if c.ID != chunks[0].ID {
+			t.Errorf("chunk %d id %q differs from %q", i, c.ID, chunks[0].ID)
+		}
+		if len(c.Choices) > 0 && c.Choices[0].FinishReason != nil {
+			finishes++
+		}
+		if len(c.Choices) > 0 && c.Choices[0].Delta.Content != "" {
+			content = append(content, events[i].at)
+		}
+		if c.Usage != nil {
+			t.Error("usage chunk sent although the client did not ask for it")
+		}
+	}
+	if len(content) != n || finishes != 1 {
+		t.Fatalf("content chunks %d (want %d), finish reasons %d (want 1)", len(content), n, finishes)
+	}
+	// No buffering: every content chunk reached the client while the upstream
+	// was still pacing the later ones, so arrivals are spread over the
+	// stream instead of landing together at its end.
+	for i := 1; i < n; i++ {
+		if gap := content[i].Sub(content[i-1]); gap < delay/2 {
+			t.Errorf("chunk %d arrived %v after chunk %d: relayed in a batch, not as generated", i, gap, i-1)
+		}
+	}
+	if first := content[0].Sub(start); first > time.Duration(n-2)*delay {
+		t.Errorf("first content chunk took %v: the stream was buffered", first)
+	}
+}
+
+func TestStreamUsageOnlyWhenAsked(t *testing.T) {
+	r := newRig(t, nil)
+	resp := r.post("/v1/chat/completions", r.token(nil),
+		`{"model":"mock-gpt","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"x"}],"mock":{"chunks":3}}`)
+	chunks, done := decodeChunks(t, readEvents(t, resp.Body))
+	resp.Body.Close()
+	last := chunks[len(chunks)-1]
+	if !done || last.Usage == nil || len(last.Choices) != 0 || last.Usage.CompletionTokens != 3 {
+		t.Fatalf("want a final usage chunk with choices []: %+v", last)
+	}
+}
+
+func TestClientDisconnectCancelsUpstream(t *testing.T) {
+	r := newRig(t, nil)
+	resp := r.post("/v1/chat/completions", r.token(nil), streamBody(`{"chunks":200,"chunk_delay_ms":20}`))
+	if resp.StatusCode != 200 {
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+	br := bufio.NewReader(resp.Body)
+	for seen := 0; seen < 3; {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.HasPrefix(line, "data: ") {
+			seen++
+		}
+	}
+	resp.Body.Close() // the client goes away at chunk 3 of 200
+	waitFor(t, 3*time.Second, "the mock to see the stream cancelled", func() bool {
+		return r.mock.Stats().StreamsCancelled == 1
+	})
+	if s := r.mock.Stats(); s.StreamsCompleted != 0 || s.CompletionTokens >= 150 {
+		t.Errorf("upstream kept generating after the client left: %+v", s)
+	}
+	waitFor(t, 3*time.Second, "the request to be logged as client closed", func() bool {
+		return strings.Contains(r.logs.String(), `"status":499`)
+	})
+}
+
+func TestStreamFailuresAfterFirstByte(t *testing.T) {
+	r := newRig(t, nil)
+	tests := []struct {
+		name, mock string
+		headers    []string
+		code       string
+		content    int
+	}{
+		{"cut mid-stream", `{"chunks":10,"cut_after":3}`, nil, "upstream_stream_cut", 3},
+		{"garbage mid-stream", `{"chunks":10,"cut_after":2,"garbage":true}`, nil, "upstream_malformed", 2},
+		{"error event mid-stream", `{"chunks":10,"error_event_after":4}`, nil, "upstream_error", 4},
+		{"idle timeout", `{"chunks":4,"chunk_delay_ms":900}`, nil, "upstream_timeout", 1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			resp := r.post("/v1/chat/completions", r.token(nil), streamBody(tc.mock), tc.headers...)
+			if resp.StatusCode != 200 {
+				t.Fatalf("status %d, want 200 then an error event", resp.StatusCode)
+			}
+			chunks, done := decodeChunks(t, readEvents(t, resp.Body))
+			resp.Body.Close()
+			if done {
+				t.Error("a failed stream must not end with [DONE]")
+			}
+			content := 0
+			for _, c := range chunks[:len(chunks)-1] {
+				if len(c.Choices) > 0 && c.Choices[0].Delta.Content != "" {
+					content++
+				}
+			}
+			last := chunks[len(chunks)-1]
+			if last.Error == nil || last.Error.Code != tc.code {
+				t.Fatalf("last event = %+v (%+v), want an error event with code %s", last, last.Error, tc.code)
+			}
+			if content != tc.content {
+				t.Errorf("content chunks before the error = %d, want %d", content, tc.content)
+			}
+		})
+	}
+}
+
+// rawUpstream serves body as a 200 text/event-stream answer to any request.
+func rawUpstream(t *testing.T, body string) string {
+	ln := listen(t)
+	srv := &fasthttp.Server{Handler: func(ctx *fasthttp.RequestCtx) {
+		ctx.SetContentType("text/event-stream")
+		ctx.SetBodyString(body)
+	}}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Shutdown() })
+	return "http://" + ln.Addr().String() + "/v1"
+}
+
+// TestStreamUpstreamShapes covers how a provider's stream can begin and end:
+// a failure before the first event is a plain HTTP error; a stream that ends
+// after finish_reason without [DONE] is complete and nothing is appended.
+func TestStreamUpstreamShapes(t *testing.T) {
+	const (
+		c1   = "data: {\"id\":\"c1\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"},\"finish_reason\":null}]}\n\n"
+		stop = "data: {\"id\":\"c1\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n"
+	)
+	tests := []struct {
+		name, body string
+		status     int
+		code       string // error code, plain or in the last event
+		events     int    // data events the client gets
+	}{
+		{"finish without done", c1 + stop, 200, "", 2},
+		{"complete", c1 + stop + "data: [DONE]\n\n", 200, "", 3},
+		{"keep-alive comments pass", ": ping\n\n" + c1 + ": ping\n\n" + stop + "data: [DONE]\n\n", 200, "", 3},
+		{"garbage first", "this is not SSE\n", 502, "upstream_malformed", 0},
+		{"invalid json first", "data: {oops\n\n", 502, "upstream_malformed", 0},
+		{"error event first", "data: {\"error\":{\"message\":\"overloaded\"}}\n\n", 502, "upstream_error", 0},
+		{"empty body", "", 502, "upstream_stream_cut", 0},
+		{"cut after a chunk", c1, 200, "upstream_stream_cut", 2},
+		{"invalid json later", c1 + "data: {oops\n\n", 200, "upstream_malformed", 2},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRigFor(t, nil, rawUpstream(t, tc.body), nil)
+			resp := r.post("/v1/chat/completions", r.token(nil), streamBody(`{}`))
+			if resp.StatusCode != tc.status {
+				t.Fatalf("status = %d, want %d: %s", resp.StatusCode, tc.status, readBody(t, resp))
+			}
+			if tc.status != 200 {
+				errorShape(t, readBody(t, resp), typeUpstream, tc.code)
+				return
+			}
+			events := readEvents(t, resp.Body)
+			resp.Body.Close()
+			if len(events) != tc.events {
+				t.Fatalf("got %d events, want %d: %+v", len(events), tc.events, events)
+			}
+			chunks, _ := decodeChunks(t, events)
+			var code string
+			if last := chunks[len(chunks)-1]; last.Error != nil {
+				code = last.Error.Code
+			}
+			if code != tc.code {
+				t.Errorf("error code = %q, want %q", code, tc.code)
+			}
+		})
+	}
+}
+
+// TestClientDisconnectCancelsSlowUpstreamAtOnce: the provider is thinking
+// (no chunk for many seconds) when the client leaves; the gateway must close
+// the upstream connection at once, not at the provider's next chunk.
+func TestClientDisconnectCancelsSlowUpstreamAtOnce(t *testing.T) {
+	ln := listen(t)
+	upstreamClosed := make(chan time.Time, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		br := bufio.NewReader(c)
+		// Read the request head and its body (Content-Length).
+		n := 0
+		for {
+			line, err := br.ReadString('\n')
+			if err != nil {
+				return
+			}
+			if v, ok := strings.CutPrefix(strings.ToLower(line), "content-length: "); ok {
+				fmt.Sscan(v, &n)
+			}
+			if line == "\r\n" {
+				break
+			}
+		}
+		if _, err := io.ReadFull(br, make([]byte, n)); err != nil {
+			return
+		}
+		ev := "data: {\"id\":\"c\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"thinking\"},\"finish_reason\":null}]}\n\n"
+		fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n", len(ev), ev)
+		// Now think for a long time; a read returns when the gateway closes.
+		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		_, _ = br.ReadByte()
+		upstreamClosed <- time.Now()
+	}()
+	cfgURL := "http://" + ln.Addr().String() + "/v1"
+	r := newRigFor(t, nil, cfgURL, func(c *config.Config) { c.Providers[0].Timeouts.Idle = 30 * time.Second; c.Providers[0].Timeouts.Total = 30 * time.Second })
+	resp := r.post("/v1/chat/completions", r.token(nil), streamBody(`{}`))
+	br := bufio.NewReader(resp.Body)
+	if line, err := br.ReadString('\n'); err != nil || !strings.HasPrefix(line, "data: ") {
+		t.Fatalf("first line %q, %v", line, err)
+	}
+	left := time.Now()
+	resp.Body.Close()
+	httpClient.CloseIdleConnections()
+	select {
+	case at := <-upstreamClosed:
+		if d := at.Sub(left); d > 2*time.Second {
+			t.Errorf("upstream closed %v after the client left", d)
+		}
+	case <-time.After(8 * time.Second):
+		t.Fatal("the upstream connection stayed open after the client left")
+	}
+	waitFor(t, 3*time.Second, "the request to be logged as client closed", func() bool {
+		return strings.Contains(r.logs.String(), `"status":499`)
+	})
+}
