@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Installs what the test suite needs on a fresh Debian machine, only when it
+# is missing: nats-server (integration tests), protoc and protoc-gen-go (the
+# generated-code staleness test). Needs root for apt-get; without root it
+# says what is missing and leaves it to you.
+set -euo pipefail
+
+need_apt=()
+command -v nats-server >/dev/null 2>&1 || need_apt+=(nats-server)
+command -v protoc >/dev/null 2>&1 || need_apt+=(protobuf-compiler)
+
+if [ ${#need_apt[@]} -gt 0 ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "deps: installing ${need_apt[*]}"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null
+  else
+    echo "deps: missing ${need_apt[*]} (install them with your package manager)" >&2
+  fi
+fi
+
+if ! command -v protoc-gen-go >/dev/null 2>&1 && [ ! -x "$(go env GOPATH)/bin/protoc-gen-go" ]; then
+  echo "deps: installing protoc-gen-go"
+  go install google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12
+fi

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# The one test command (`make test`): installs what the tests need, checks
+# formatting and vet, then runs every test with the race detector.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+scripts/deps.sh
+export PATH="$PATH:$(go env GOPATH)/bin"
+
+echo "== gofmt"
+unformatted=$(gofmt -l $(git ls-files '*.go' | grep -v '\.pb\.go$') || true)
+if [ -n "$unformatted" ]; then
+  echo "gofmt would change:"; echo "$unformatted"; exit 1
+fi
+
+echo "== go vet"
+go vet ./...
+
+echo "== go test"
+go test -race -count=1 -timeout 15m ./...
