@@ -9,8 +9,6 @@ import (
 	"fmt"
 	"path"
 	"time"
-
-	"github.com/tollgate/tollgate/pkg/config"
 )
 
 // ErrNoToken means the request carried no bearer token.
@@ -117,26 +115,6 @@ func trimSpace(b []byte) []byte {
 		b = b[:len(b)-1]
 	}
 	return b
-}
-
-// claimNames returns names with every empty field set to its default.
-func claimNames(names config.ClaimNames) config.ClaimNames {
-	set := func(f *string, def string) {
-		if *f == "" {
-			*f = def
-		}
-	}
-	set(&names.Subject, "sub")
-	set(&names.KeyID, "jti")
-	set(&names.Dept, "dept")
-	set(&names.Team, "team")
-	set(&names.Project, "project")
-	set(&names.Models, "models")
-	set(&names.Budgets, "budgets")
-	set(&names.RPM, "rpm")
-	set(&names.TPM, "tpm")
-	set(&names.Admin, "admin")
-	return names
 }
 
 // checkBudgets rejects budget claims with an unknown scope or period or an

@@ -101,7 +101,7 @@ func mintClaims(o MintOptions, now time.Time) (jwt.MapClaims, error) {
 	if jti == "" {
 		jti = rand.Text()
 	}
-	names := claimNames(o.Claims)
+	names := o.Claims.WithDefaults()
 	c := jwt.MapClaims{
 		"iss": o.Issuer,
 		"iat": now.Unix(),

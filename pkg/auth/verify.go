@@ -222,7 +222,7 @@ func newIssuer(c config.Issuer, clock func() time.Time) (*issuer, error) {
 	if len(c.Algorithms) == 0 {
 		return nil, errors.New("algorithms are required")
 	}
-	is := &issuer{name: c.Name, leeway: c.Leeway, names: claimNames(c.Claims), byKID: map[string]verKey{}}
+	is := &issuer{name: c.Name, leeway: c.Leeway, names: c.Claims.WithDefaults(), byKID: map[string]verKey{}}
 	var methods []string
 	for _, name := range c.Algorithms {
 		a, ok := parseAlg(name)
@@ -268,13 +268,18 @@ func newIssuer(c config.Issuer, clock func() time.Time) (*issuer, error) {
 }
 
 // checkClaimNames rejects a principal claim renamed onto a registered claim
-// that jwt validates itself.
+// that jwt validates itself, and two principal fields read from one claim.
 func checkClaimNames(n config.ClaimNames) error {
+	seen := make(map[string]bool, 10)
 	for _, name := range []string{n.Subject, n.KeyID, n.Dept, n.Team, n.Project, n.Models, n.Budgets, n.RPM, n.TPM, n.Admin} {
 		switch name {
 		case "iss", "aud", "exp", "nbf", "iat":
 			return fmt.Errorf("claims: %q is a registered claim and cannot name a principal field", name)
 		}
+		if seen[name] {
+			return fmt.Errorf("claims: %q names two principal fields", name)
+		}
+		seen[name] = true
 	}
 	return nil
 }
