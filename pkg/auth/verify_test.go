@@ -559,3 +559,32 @@ func TestVerifyCachedNoAlloc(t *testing.T) {
 		t.Errorf("cached Verify allocates %v times", n)
 	}
 }
+
+func TestVerifyConcurrent(t *testing.T) {
+	k := genTestKeys()
+	v := newTestVerifier(t, config.Auth{Issuers: testAuth(t).Issuers, CacheSize: 3}, func() time.Time { return testNow })
+	var toks [][]byte
+	for i := range 6 {
+		toks = append(toks, []byte(mint(t, MintOptions{Issuer: "https://rot.test", KID: "new", Key: k.secret2, Subject: fmt.Sprint(i)})))
+	}
+	done := make(chan error)
+	for g := range 4 {
+		go func() {
+			var err error
+			for i := range 60 {
+				tok := toks[(g+i)%len(toks)]
+				p, verr := v.Verify(tok)
+				if verr != nil || p.Subject != fmt.Sprint((g+i)%len(toks)) {
+					err = fmt.Errorf("token %d: principal %+v, error %v", (g+i)%len(toks), p, verr)
+					break
+				}
+			}
+			done <- err
+		}()
+	}
+	for range 4 {
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}
+}
