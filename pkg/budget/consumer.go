@@ -1,0 +1,678 @@
+package budget
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/protobuf/proto"
+
+	usagev1 "github.com/tollgate/tollgate/proto/tollgate/usage/v1"
+)
+
+// ConsumerOptions configure a Consumer. Zero values take the defaults shown.
+type ConsumerOptions struct {
+	// Stream is the usage stream. Default TOLLGATE_USAGE.
+	Stream string
+	// Durable is the pull consumer's name. Default "budget".
+	Durable string
+	// Batch is the most events fetched and written at once. Default 1000.
+	Batch int
+	// MaxWait is how long a fetch waits to fill a batch. Default 50ms.
+	MaxWait time.Duration
+	// MaxAckPending is the consumer's MaxAckPending. Default 20000.
+	MaxAckPending int
+	// AckWait is the consumer's AckWait. Default 30s.
+	AckWait time.Duration
+	// BatchTimeout bounds writing one batch, which runs to its end even
+	// after Run's ctx is cancelled. Default 20s.
+	BatchTimeout time.Duration
+	// NakDelay is the redelivery delay of a batch that could not be written,
+	// and the pause before the next fetch. Default 1s.
+	NakDelay time.Duration
+	// CacheSize bounds the totals and alert records kept in memory between
+	// batches; past it the cache is dropped and rebuilt from the bucket.
+	// Default 200000.
+	CacheSize int
+
+	// Limits are the configured limits, for alerts.
+	Limits []Limit
+	// Thresholds are the fractions of each limit that raise an alert when a
+	// total reaches them. Default 0.5, 0.8, 1.0. Each must be in (0, 2].
+	Thresholds []float64
+	// WebhookURL, when set, receives every alert as a JSON POST too.
+	WebhookURL string
+	// WebhookTimeout bounds one POST. Default 5s.
+	WebhookTimeout time.Duration
+	// WebhookQueue bounds alerts waiting for the webhook; more are dropped
+	// and counted. Default 256.
+	WebhookQueue int
+	// HTTPClient posts to the webhook. Default a client with WebhookTimeout.
+	HTTPClient *http.Client
+
+	// Logger receives poison events, failed batches and webhook failures.
+	// Default slog.Default().
+	Logger *slog.Logger
+	// Registerer receives the consumer's metrics when set.
+	Registerer prometheus.Registerer
+	// Now stamps SpendTotal.updated_unix_ms. Default time.Now.
+	Now func() time.Time
+}
+
+// Consumer folds usage events from the stream into the spend totals of the
+// KV bucket (see the package documentation for how it counts exactly once).
+// Several Consumers may run against the same stream and bucket at once.
+// A Consumer is used by one goroutine (Run) only.
+type Consumer struct {
+	js     jetstream.JetStream
+	o      ConsumerOptions
+	log    *slog.Logger
+	limits limitIndex
+	thresh []uint32 // thresholds in parts per million, ascending
+	m      consumerMetrics
+	now    func() time.Time
+
+	spend, alertKV jetstream.KeyValue
+	hook           *webhook
+
+	safe    uint64 // every event with a stream sequence <= safe is in all its totals
+	cache   map[TotalID]*cachedTotal
+	alerts  map[TotalID]*alertRecord
+	aggs    map[TotalID]*agg
+	absent  map[TotalID]struct{} // totals whose write expecting "absent" conflicted in this fold
+	events  []event
+	written []writtenTotal
+	decoded usagev1.UsageEvent
+
+	// beforeAck, when set (tests), runs after the writes of a batch and
+	// before its acks. An error fails the batch; errCrash ends Run at once
+	// without acking or naking, as a crash would.
+	beforeAck func() error
+}
+
+type consumerMetrics struct {
+	events, poison, batches, failed, conflicts, gapFills, alerts, webhookFailed prometheus.Counter
+}
+
+func newConsumerMetrics(reg prometheus.Registerer) consumerMetrics {
+	c := func(name, help string) prometheus.Counter {
+		return prometheus.NewCounter(prometheus.CounterOpts{Namespace: "tollgate", Subsystem: "budget", Name: name, Help: help})
+	}
+	m := consumerMetrics{
+		events:        c("events_total", "Usage events folded into the spend totals."),
+		poison:        c("poison_events_total", "Usage events that could not be decoded and were terminated."),
+		batches:       c("batches_total", "Batches written and acknowledged."),
+		failed:        c("failed_batches_total", "Batches that could not be written and were redelivered."),
+		conflicts:     c("kv_conflicts_total", "Total writes that lost an optimistic-concurrency race and were redone."),
+		gapFills:      c("gap_fills_total", "Batches that first read events delivered elsewhere from the stream."),
+		alerts:        c("alerts_total", "Threshold alerts published."),
+		webhookFailed: c("webhook_failures_total", "Alerts the webhook did not accept or that were dropped."),
+	}
+	if reg != nil {
+		for _, x := range []prometheus.Collector{m.events, m.poison, m.batches, m.failed, m.conflicts, m.gapFills, m.alerts, m.webhookFailed} {
+			reg.MustRegister(x)
+		}
+	}
+	return m
+}
+
+// event is the part of a usage event the totals need.
+type event struct {
+	seq              uint64
+	cost             int64
+	prompt, complete uint64
+	starts           [numPeriods]int32
+	vals             [numScopes]string
+}
+
+// agg is one batch's contribution to one total.
+type agg struct {
+	id               TotalID
+	cost             int64
+	prompt, complete uint64
+	requests         uint64
+	minSeq, maxSeq   uint64
+}
+
+// cachedTotal is a total as last read or written, with its KV revision.
+type cachedTotal struct {
+	cost                      int64
+	prompt, complete, reqs    uint64
+	asOf                      uint64
+	rev                       uint64
+	updatedMs                 int64
+	scope, value, period, per string
+}
+
+// writtenTotal records a total changed by the current batch, for alerts.
+type writtenTotal struct {
+	id    TotalID
+	spend int64
+}
+
+// NewConsumer validates o and returns a Consumer; Run starts it.
+func NewConsumer(js jetstream.JetStream, o ConsumerOptions) (*Consumer, error) {
+	if o.Stream == "" {
+		o.Stream = Stream
+	}
+	if o.Durable == "" {
+		o.Durable = Durable
+	}
+	if o.Batch <= 0 {
+		o.Batch = 1000
+	}
+	if o.MaxWait <= 0 {
+		o.MaxWait = 50 * time.Millisecond
+	}
+	if o.MaxAckPending <= 0 {
+		o.MaxAckPending = 20000
+	}
+	if o.AckWait <= 0 {
+		o.AckWait = 30 * time.Second
+	}
+	if o.BatchTimeout <= 0 {
+		o.BatchTimeout = 20 * time.Second
+	}
+	if o.NakDelay <= 0 {
+		o.NakDelay = time.Second
+	}
+	if o.CacheSize <= 0 {
+		o.CacheSize = 200_000
+	}
+	if o.Thresholds == nil {
+		o.Thresholds = []float64{0.5, 0.8, 1.0}
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	c := &Consumer{
+		js:     js,
+		o:      o,
+		log:    o.Logger,
+		limits: newLimitIndex(o.Limits),
+		m:      newConsumerMetrics(o.Registerer),
+		now:    o.Now,
+		cache:  make(map[TotalID]*cachedTotal),
+		alerts: make(map[TotalID]*alertRecord),
+		aggs:   make(map[TotalID]*agg),
+		absent: make(map[TotalID]struct{}),
+	}
+	for _, t := range o.Thresholds {
+		if !(t > 0 && t <= 2) {
+			return nil, fmt.Errorf("alert threshold %v: want a fraction in (0, 2]", t)
+		}
+		c.thresh = append(c.thresh, uint32(t*1e6+0.5))
+	}
+	slices.Sort(c.thresh)
+	c.thresh = slices.Compact(c.thresh)
+	if o.WebhookURL != "" {
+		c.hook = newWebhook(o, c.m.webhookFailed)
+	}
+	return c, nil
+}
+
+// Run creates or updates the durable consumer, then fetches, folds and
+// acknowledges batches until ctx is cancelled; the batch being written when
+// that happens is finished first. It returns nil after a cancel, or the
+// error that kept it from starting.
+func (c *Consumer) Run(ctx context.Context) error {
+	var err error
+	if c.spend, err = c.js.KeyValue(ctx, Bucket); err != nil {
+		return fmt.Errorf("open bucket %s: %w", Bucket, err)
+	}
+	if c.alertKV, err = c.js.KeyValue(ctx, AlertBucket); err != nil {
+		return fmt.Errorf("open bucket %s: %w", AlertBucket, err)
+	}
+	cons, err := c.js.CreateOrUpdateConsumer(ctx, c.o.Stream, jetstream.ConsumerConfig{
+		Durable:       c.o.Durable,
+		Description:   "Tollgate budget: folds usage events into spend totals",
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       c.o.AckWait,
+		MaxAckPending: c.o.MaxAckPending,
+		MaxWaiting:    512,
+	})
+	if err != nil {
+		return fmt.Errorf("create consumer %s on %s: %w", c.o.Durable, c.o.Stream, err)
+	}
+	info, err := cons.Info(ctx)
+	if err != nil {
+		return fmt.Errorf("consumer %s info: %w", c.o.Durable, err)
+	}
+	c.safe = info.AckFloor.Stream
+
+	var wg sync.WaitGroup
+	hookCtx, stopHook := context.WithCancel(context.WithoutCancel(ctx))
+	if c.hook != nil {
+		wg.Go(func() { c.hook.run(hookCtx, c.log) })
+	}
+	defer func() {
+		stopHook()
+		wg.Wait()
+	}()
+
+	msgs := make([]jetstream.Msg, 0, c.o.Batch)
+	for ctx.Err() == nil {
+		batch, err := cons.Fetch(c.o.Batch, jetstream.FetchMaxWait(c.o.MaxWait))
+		if err != nil {
+			c.log.Warn("budget fetch", "err", err)
+			c.pause(ctx)
+			continue
+		}
+		msgs = msgs[:0]
+		for m := range batch.Messages() {
+			msgs = append(msgs, m)
+		}
+		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) && len(msgs) == 0 {
+			c.log.Warn("budget fetch", "err", err)
+			c.pause(ctx)
+			continue
+		}
+		if len(msgs) == 0 {
+			continue
+		}
+		bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.o.BatchTimeout)
+		err = c.process(bctx, msgs)
+		cancel()
+		switch {
+		case errors.Is(err, errCrash):
+			return err
+		case err != nil:
+			c.m.failed.Inc()
+			c.log.Error("budget batch not written; redelivering", "events", len(msgs), "err", err)
+			for _, m := range msgs {
+				_ = m.NakWithDelay(c.o.NakDelay)
+			}
+			c.pause(ctx)
+		}
+	}
+	return nil
+}
+
+// errCrash, returned by beforeAck, stops Run as a crash would.
+var errCrash = errors.New("simulated crash")
+
+func (c *Consumer) pause(ctx context.Context) {
+	t := time.NewTimer(c.o.NakDelay)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+// seqMsg is a fetched message and its stream sequence.
+type seqMsg struct {
+	m      jetstream.Msg
+	seq    uint64
+	poison bool
+}
+
+// process folds one fetched batch into the totals and acknowledges it.
+//
+// Totals skip events at or below their as_of_seq, which is exact only if
+// every writer applies events in stream order from a point below which all
+// events are applied. c.safe is that point: messages at or below it are
+// only acknowledged. If the new messages are not exactly safe+1, safe+2,
+// ... (the missing ones went to another instance, or await redelivery after
+// a crash or a Nak), the whole range is read from the stream instead, so
+// nothing below a written as_of_seq is ever left out.
+func (c *Consumer) process(ctx context.Context, msgs []jetstream.Msg) error {
+	items := make([]seqMsg, 0, len(msgs))
+	for _, m := range msgs {
+		md, err := m.Metadata()
+		if err != nil {
+			c.log.Error("budget: message without metadata; terminating", "subject", m.Subject(), "err", err)
+			_ = m.Term()
+			continue
+		}
+		items = append(items, seqMsg{m: m, seq: md.Sequence.Stream})
+	}
+	slices.SortFunc(items, func(a, b seqMsg) int { return cmpU64(a.seq, b.seq) })
+
+	c.events = c.events[:0]
+	top, contiguous := c.safe, true
+	for i := range items {
+		it := &items[i]
+		if it.seq <= c.safe || it.seq == top {
+			continue // applied already, or a duplicate delivery in this batch
+		}
+		if it.seq != top+1 {
+			contiguous = false
+		}
+		top = it.seq
+		ev, err := c.decode(it.m.Data(), it.seq)
+		if err != nil {
+			c.m.poison.Inc()
+			c.log.Error("budget: undecodable usage event; terminating", "seq", it.seq, "subject", it.m.Subject(), "err", err)
+			_ = it.m.Term()
+			it.poison = true
+			continue
+		}
+		c.events = append(c.events, ev)
+	}
+	if top > c.safe {
+		if !contiguous {
+			c.m.gapFills.Inc()
+			if err := c.readRange(ctx, c.safe+1, top); err != nil {
+				return err
+			}
+		}
+		if err := c.fold(ctx); err != nil {
+			return err
+		}
+	}
+	if c.beforeAck != nil {
+		if err := c.beforeAck(); err != nil {
+			return err
+		}
+	}
+	for _, it := range items {
+		if !it.poison {
+			_ = it.m.Ack()
+		}
+	}
+	c.m.events.Add(float64(len(c.events)))
+	c.m.batches.Inc()
+	c.safe = max(c.safe, top)
+	return nil
+}
+
+func cmpU64(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// decode extracts what the totals need from an encoded UsageEvent.
+func (c *Consumer) decode(data []byte, seq uint64) (event, error) {
+	u := &c.decoded
+	u.Reset()
+	if err := proto.Unmarshal(data, u); err != nil {
+		return event{}, fmt.Errorf("decode usage event: %w", err)
+	}
+	ev := event{seq: seq, cost: u.CostNanoUsd, prompt: u.PromptTokens, complete: u.CompletionTokens,
+		starts: periodStarts(u.Timestamp)}
+	ev.vals[ScopeKey] = u.KeyId
+	ev.vals[ScopeSubject] = u.Subject
+	ev.vals[ScopeTeam] = u.Team
+	ev.vals[ScopeDept] = u.Dept
+	ev.vals[ScopeProject] = u.Project
+	return ev, nil
+}
+
+// readRange replaces c.events by the decodable events of stream sequences
+// from..to, read with an ordered consumer.
+func (c *Consumer) readRange(ctx context.Context, from, to uint64) error {
+	oc, err := c.js.OrderedConsumer(ctx, c.o.Stream, jetstream.OrderedConsumerConfig{
+		DeliverPolicy: jetstream.DeliverByStartSequencePolicy,
+		OptStartSeq:   from,
+	})
+	if err != nil {
+		return fmt.Errorf("read stream %d..%d: %w", from, to, err)
+	}
+	c.events = c.events[:0]
+	for {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("read stream %d..%d: %w", from, to, err)
+		}
+		batch, err := oc.Fetch(c.o.Batch, jetstream.FetchMaxWait(time.Second))
+		if err != nil {
+			return fmt.Errorf("read stream %d..%d: %w", from, to, err)
+		}
+		n := 0
+		for m := range batch.Messages() {
+			n++
+			md, err := m.Metadata()
+			if err != nil {
+				continue
+			}
+			seq := md.Sequence.Stream
+			if seq > to {
+				continue
+			}
+			if ev, err := c.decode(m.Data(), seq); err == nil {
+				c.events = append(c.events, ev)
+			}
+			if seq == to {
+				return nil
+			}
+		}
+		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) {
+			return fmt.Errorf("read stream %d..%d: %w", from, to, err)
+		}
+		if n == 0 {
+			return fmt.Errorf("read stream %d..%d: stream ended early", from, to)
+		}
+	}
+}
+
+// fold aggregates c.events per total and writes every touched total once.
+func (c *Consumer) fold(ctx context.Context) error {
+	clear(c.aggs)
+	for i := range c.events {
+		e := &c.events[i]
+		for sc := range numScopes {
+			v := e.vals[sc]
+			if sc != ScopeGlobal && v == "" {
+				continue
+			}
+			for p := range numPeriods {
+				id := TotalID{Scope: sc, Value: v, Period: p, Start: e.starts[p]}
+				a := c.aggs[id]
+				if a == nil {
+					a = &agg{id: id, minSeq: e.seq}
+					c.aggs[id] = a
+				}
+				a.cost += e.cost
+				a.prompt += e.prompt
+				a.complete += e.complete
+				a.requests++
+				a.maxSeq = e.seq
+			}
+		}
+	}
+	if len(c.cache) > c.o.CacheSize {
+		clear(c.cache)
+	}
+	c.written = c.written[:0]
+	clear(c.absent)
+	todo := make([]*agg, 0, len(c.aggs))
+	for _, a := range c.aggs {
+		todo = append(todo, a)
+	}
+	for round := 0; len(todo) > 0; round++ {
+		if round == 10 {
+			return fmt.Errorf("write %d totals: still conflicting after %d rounds", len(todo), round)
+		}
+		var err error
+		if todo, err = c.writeRound(ctx, todo); err != nil {
+			return err
+		}
+	}
+	return c.checkAlerts(ctx)
+}
+
+// inflight bounds the async KV writes awaiting acks at once.
+const inflight = 512
+
+type pendingWrite struct {
+	a      *agg
+	next   cachedTotal
+	f      jetstream.PubAckFuture
+	expect uint64 // the revision the write expected
+}
+
+// writeRound writes each total of todo with optimistic concurrency and
+// returns those that lost a race (their cache entry is dropped, so the next
+// round re-reads them).
+func (c *Consumer) writeRound(ctx context.Context, todo []*agg) ([]*agg, error) {
+	var retry []*agg
+	pend := make([]pendingWrite, 0, min(len(todo), inflight))
+	flush := func() error {
+		for _, w := range pend {
+			select {
+			case ack := <-w.f.Ok():
+				w.next.rev = ack.Sequence
+				cur := c.cache[w.a.id]
+				if cur == nil {
+					cur = new(cachedTotal)
+					c.cache[w.a.id] = cur
+				}
+				*cur = w.next
+				c.written = append(c.written, writtenTotal{id: w.a.id, spend: w.next.cost})
+			case err := <-w.f.Err():
+				if !isConflict(err) {
+					return fmt.Errorf("write total %s: %w", w.a.id.Key(), err)
+				}
+				c.m.conflicts.Inc()
+				if w.expect == 0 {
+					c.absent[w.a.id] = struct{}{}
+				}
+				delete(c.cache, w.a.id)
+				retry = append(retry, w.a)
+			case <-ctx.Done():
+				return fmt.Errorf("write totals: %w", ctx.Err())
+			}
+		}
+		pend = pend[:0]
+		return nil
+	}
+	for _, a := range todo {
+		cur, err := c.current(ctx, a.id)
+		if err != nil {
+			return nil, err
+		}
+		next, changed := c.apply(cur, a)
+		if !changed {
+			continue
+		}
+		data, err := proto.Marshal(&usagev1.SpendTotal{
+			Scope: next.scope, Value: next.value, Period: next.period, PeriodStart: next.per,
+			CostNanoUsd: next.cost, PromptTokens: next.prompt, CompletionTokens: next.complete,
+			Requests: next.reqs, AsOfSeq: next.asOf, UpdatedUnixMs: next.updatedMs,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("encode total: %w", err)
+		}
+		key := a.id.Key()
+		if _, ok := c.absent[a.id]; ok && cur.rev == 0 {
+			// Absent but read back as deleted: let Create handle the tombstone.
+			if _, err := c.spend.Create(ctx, key, data); err != nil {
+				if errors.Is(err, jetstream.ErrKeyExists) {
+					delete(c.cache, a.id)
+					retry = append(retry, a)
+					continue
+				}
+				return nil, fmt.Errorf("create total %s: %w", key, err)
+			}
+			delete(c.cache, a.id) // revision unknown: re-read next time
+			c.written = append(c.written, writtenTotal{id: a.id, spend: next.cost})
+			continue
+		}
+		f, err := c.js.PublishMsgAsync(&nats.Msg{Subject: "$KV." + Bucket + "." + key, Data: data},
+			jetstream.WithExpectLastSequencePerSubject(cur.rev))
+		if err != nil {
+			return nil, fmt.Errorf("write total %s: %w", key, err)
+		}
+		pend = append(pend, pendingWrite{a: a, next: next, f: f, expect: cur.rev})
+		if len(pend) == inflight {
+			if err := flush(); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if err := flush(); err != nil {
+		return nil, err
+	}
+	return retry, nil
+}
+
+// isConflict reports a wrong-last-sequence answer: another writer updated
+// the key since we read it.
+func isConflict(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
+}
+
+// current returns the total for id from the cache or the bucket.
+func (c *Consumer) current(ctx context.Context, id TotalID) (*cachedTotal, error) {
+	if cur := c.cache[id]; cur != nil {
+		return cur, nil
+	}
+	cur := &cachedTotal{scope: id.Scope.String(), period: id.Period.String(), per: id.PeriodStart()}
+	if id.Scope != ScopeGlobal {
+		cur.value = id.Value
+	}
+	e, err := c.spend.Get(ctx, id.Key())
+	switch {
+	case errors.Is(err, jetstream.ErrKeyNotFound):
+		// Absent, or a delete marker: a write expecting revision 0 fails on
+		// the latter, and the retry then uses Create (see c.absent).
+	case err != nil:
+		return nil, fmt.Errorf("read total %s: %w", id.Key(), err)
+	default:
+		var st usagev1.SpendTotal
+		if err := proto.Unmarshal(e.Value(), &st); err != nil {
+			return nil, fmt.Errorf("decode total %s: %w", id.Key(), err)
+		}
+		cur.cost, cur.prompt, cur.complete, cur.reqs = st.CostNanoUsd, st.PromptTokens, st.CompletionTokens, st.Requests
+		cur.asOf, cur.rev, cur.updatedMs = st.AsOfSeq, e.Revision(), st.UpdatedUnixMs
+	}
+	c.cache[id] = cur
+	return cur, nil
+}
+
+// apply returns cur plus the events of a not yet in it, and whether that
+// changed anything.
+func (c *Consumer) apply(cur *cachedTotal, a *agg) (cachedTotal, bool) {
+	next := *cur
+	asOf := cur.asOf
+	switch {
+	case asOf >= a.maxSeq:
+		return next, false
+	case asOf < a.minSeq:
+		next.cost += a.cost
+		next.prompt += a.prompt
+		next.complete += a.complete
+		next.reqs += a.requests
+	default:
+		// Another writer got part of this batch in first: add only the
+		// events above its as_of_seq.
+		for i := range c.events {
+			e := &c.events[i]
+			if e.seq > asOf && e.belongsTo(a.id) {
+				next.cost += e.cost
+				next.prompt += e.prompt
+				next.complete += e.complete
+				next.reqs++
+			}
+		}
+	}
+	next.asOf = a.maxSeq
+	next.updatedMs = c.now().UnixMilli()
+	return next, true
+}
+
+func (e *event) belongsTo(id TotalID) bool {
+	if id.Scope != ScopeGlobal && e.vals[id.Scope] != id.Value {
+		return false
+	}
+	return e.starts[id.Period] == id.Start
+}

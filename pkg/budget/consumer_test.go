@@ -1,0 +1,272 @@
+package budget
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// knownEvents straddle a day and a month boundary in UTC and need escaping.
+var knownEvents = []ev{
+	{at: utc(2026, 11, 30, 23, 59, 59), key: "k1", subject: "alice", team: "ml", dept: "eng", project: "p1", costNano: 1_500_000_000, prompt: 10, completion: 5},
+	{at: utc(2026, 12, 1, 0, 0, 1), key: "k1", subject: "alice", team: "ml", dept: "eng", project: "p1", costNano: 2_250_000_000, prompt: 20, completion: 7},
+	{at: utc(2026, 12, 1, 12, 0, 0), key: "k2", subject: "bob", team: "ml", dept: "eng", costNano: 1, prompt: 1, completion: 1},
+	{at: utc(2026, 11, 15, 8, 0, 0), key: "k.3/é", subject: "carol", dept: "finance", project: "p1", costNano: 10_000_000_000, prompt: 100},
+	{at: utc(2026, 12, 1, 23, 59, 59).Add(999_999_999), key: "k2", subject: "bob", team: "ml", dept: "eng", costNano: 3_000_000_000},
+}
+
+// wantTotal is one expected total: cost in nano-USD and request count.
+type wantTotal struct {
+	scope         Scope
+	value         string
+	period        Period
+	start         string // period_start as stored
+	cost          int64
+	reqs          uint64
+	absent        bool
+	prompt, compl uint64
+}
+
+var knownWant = []wantTotal{
+	{scope: ScopeDept, value: "eng", period: PeriodMonth, start: "2026-11", cost: 1_500_000_000, reqs: 1},
+	{scope: ScopeDept, value: "eng", period: PeriodMonth, start: "2026-12", cost: 5_250_000_001, reqs: 3},
+	{scope: ScopeDept, value: "eng", period: PeriodDay, start: "2026-11-30", cost: 1_500_000_000, reqs: 1},
+	{scope: ScopeDept, value: "eng", period: PeriodDay, start: "2026-12-01", cost: 5_250_000_001, reqs: 3},
+	{scope: ScopeDept, value: "eng", period: PeriodDay, start: "2026-12-02", absent: true},
+	{scope: ScopeDept, value: "eng", period: PeriodTotal, cost: 6_750_000_001, reqs: 4},
+	{scope: ScopeDept, value: "finance", period: PeriodTotal, cost: 10_000_000_000, reqs: 1},
+	{scope: ScopeTeam, value: "ml", period: PeriodDay, start: "2026-12-01", cost: 5_250_000_001, reqs: 3},
+	{scope: ScopeProject, value: "p1", period: PeriodMonth, start: "2026-11", cost: 11_500_000_000, reqs: 2},
+	{scope: ScopeProject, value: "p1", period: PeriodTotal, cost: 13_750_000_000, reqs: 3},
+	{scope: ScopeKey, value: "k.3/é", period: PeriodTotal, cost: 10_000_000_000, reqs: 1},
+	{scope: ScopeKey, value: "k2", period: PeriodDay, start: "2026-12-01", cost: 3_000_000_001, reqs: 2},
+	{scope: ScopeSubject, value: "alice", period: PeriodDay, start: "2026-11-30", cost: 1_500_000_000, reqs: 1},
+	{scope: ScopeGlobal, period: PeriodMonth, start: "2026-11", cost: 11_500_000_000, reqs: 2},
+	{scope: ScopeGlobal, period: PeriodTotal, cost: 16_750_000_001, reqs: 5, prompt: 131, compl: 13},
+}
+
+// bulkEvents are many events over a few values, for concurrency.
+func bulkEvents(n int) []ev {
+	out := make([]ev, n)
+	base := utc(2026, 12, 31, 23, 0, 0)
+	for i := range out {
+		out[i] = ev{
+			at:       base.Add(time.Duration(i) * 7 * time.Second), // crosses into 2027
+			key:      fmt.Sprintf("key%d", i%7),
+			subject:  fmt.Sprintf("user%d", i%5),
+			team:     fmt.Sprintf("team%d", i%3),
+			dept:     fmt.Sprintf("dept%d", i%2),
+			costNano: int64(1000 + i),
+			prompt:   uint64(i),
+		}
+	}
+	return out
+}
+
+// expected computes every total of evs independently of the consumer.
+func expected(evs []ev) map[string]wantTotal {
+	out := map[string]wantTotal{}
+	for _, e := range evs {
+		vals := map[Scope]string{ScopeGlobal: "", ScopeDept: e.dept, ScopeTeam: e.team, ScopeProject: e.project,
+			ScopeSubject: e.subject, ScopeKey: e.key}
+		u := e.at.UTC()
+		for sc, v := range vals {
+			if sc != ScopeGlobal && v == "" {
+				continue
+			}
+			for _, p := range []struct {
+				p     Period
+				start string
+			}{{PeriodDay, u.Format("2006-01-02")}, {PeriodMonth, u.Format("2006-01")}, {PeriodTotal, ""}} {
+				id := TotalID{Scope: sc, Value: v, Period: p.p}
+				var err error
+				if p.p != PeriodTotal {
+					if id.Start, err = parseStart(p.p, p.start); err != nil {
+						panic(err)
+					}
+				}
+				w := out[id.Key()]
+				w.scope, w.value, w.period, w.start = sc, v, p.p, p.start
+				w.cost += e.costNano
+				w.reqs++
+				w.prompt += e.prompt
+				w.compl += e.completion
+				out[id.Key()] = w
+			}
+		}
+	}
+	return out
+}
+
+func (e *env) checkTotals(t *testing.T, want []wantTotal) {
+	t.Helper()
+	for _, w := range want {
+		id := TotalID{Scope: w.scope, Value: w.value, Period: w.period}
+		if w.period != PeriodTotal {
+			var err error
+			if id.Start, err = parseStart(w.period, w.start); err != nil {
+				t.Fatal(err)
+			}
+		}
+		st := e.total(t, id)
+		if w.absent {
+			if st != nil {
+				t.Errorf("%s: got a total, want none", id.Key())
+			}
+			continue
+		}
+		if st == nil {
+			t.Errorf("%s: missing", id.Key())
+			continue
+		}
+		if st.CostNanoUsd != w.cost || st.Requests != w.reqs {
+			t.Errorf("%s: cost %d, requests %d; want %d, %d", id.Key(), st.CostNanoUsd, st.Requests, w.cost, w.reqs)
+		}
+		if (w.prompt != 0 || w.compl != 0) && (st.PromptTokens != w.prompt || st.CompletionTokens != w.compl) {
+			t.Errorf("%s: tokens %d/%d, want %d/%d", id.Key(), st.PromptTokens, st.CompletionTokens, w.prompt, w.compl)
+		}
+		if st.Scope != w.scope.String() || st.Value != w.value || st.Period != w.period.String() || st.PeriodStart != w.start {
+			t.Errorf("%s: stored as %q %q %q %q", id.Key(), st.Scope, st.Value, st.Period, st.PeriodStart)
+		}
+	}
+}
+
+func (e *env) checkAll(t *testing.T, evs []ev) {
+	t.Helper()
+	want := expected(evs)
+	list := make([]wantTotal, 0, len(want))
+	for _, w := range want {
+		list = append(list, w)
+	}
+	e.checkTotals(t, list)
+	keys, err := e.kv.ListKeys(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for k := range keys.Keys() {
+		n++
+		if _, ok := want[k]; !ok {
+			t.Errorf("unexpected total %s", k)
+		}
+	}
+	if n != len(want) {
+		t.Errorf("bucket holds %d totals, want %d", n, len(want))
+	}
+}
+
+func TestConsumerTotals(t *testing.T) {
+	e := startEnv(t)
+	seq := e.publish(t, knownEvents...)
+	stop := run(t, newConsumer(t, e.js, ConsumerOptions{Batch: 2}))
+	e.waitApplied(t, seq)
+	e.waitConsumed(t, Durable)
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	e.checkTotals(t, knownWant)
+	e.checkAll(t, knownEvents)
+}
+
+func TestConsumerExactlyOnce(t *testing.T) {
+	tests := []struct {
+		name string
+		// scenario publishes evs and runs consumers until they are applied.
+		scenario func(t *testing.T, e *env, evs []ev)
+	}{
+		{
+			name: "crash after writes before ack, then restart",
+			scenario: func(t *testing.T, e *env, evs []ev) {
+				e.publish(t, evs...)
+				c := newConsumer(t, e.js, ConsumerOptions{Batch: 10})
+				var n atomic.Int32
+				c.beforeAck = func() error {
+					if n.Add(1) == 3 {
+						return errCrash
+					}
+					return nil
+				}
+				ctx := context.Background()
+				if err := c.Run(ctx); !errors.Is(err, errCrash) {
+					t.Fatalf("Run = %v, want the simulated crash", err)
+				}
+				// A new instance starts while the crashed batch awaits redelivery.
+				run(t, newConsumer(t, e.js, ConsumerOptions{Batch: 10, AckWait: time.Second}))
+			},
+		},
+		{
+			name: "failed batch is naked and redelivered",
+			scenario: func(t *testing.T, e *env, evs []ev) {
+				e.publish(t, evs...)
+				c := newConsumer(t, e.js, ConsumerOptions{Batch: 10, NakDelay: 100 * time.Millisecond})
+				var n atomic.Int32
+				c.beforeAck = func() error {
+					if k := n.Add(1); k == 2 || k == 5 {
+						return errors.New("transient")
+					}
+					return nil
+				}
+				run(t, c)
+			},
+		},
+		{
+			name: "two instances share the durable",
+			scenario: func(t *testing.T, e *env, evs []ev) {
+				run(t, newConsumer(t, e.js, ConsumerOptions{Batch: 4}))
+				run(t, newConsumer(t, e.newJS(t), ConsumerOptions{Batch: 4}))
+				for i := 0; i < len(evs); i += 25 {
+					e.publish(t, evs[i:min(i+25, len(evs))]...)
+				}
+			},
+		},
+		{
+			name: "two durables race on every total",
+			scenario: func(t *testing.T, e *env, evs []ev) {
+				run(t, newConsumer(t, e.js, ConsumerOptions{Batch: 8}))
+				run(t, newConsumer(t, e.newJS(t), ConsumerOptions{Batch: 5, Durable: "budget-b"}))
+				for i := 0; i < len(evs); i += 25 {
+					e.publish(t, evs[i:min(i+25, len(evs))]...)
+				}
+			},
+		},
+		{
+			name: "replay with a fresh durable",
+			scenario: func(t *testing.T, e *env, evs []ev) {
+				seq := e.publish(t, evs...)
+				stop := run(t, newConsumer(t, e.js, ConsumerOptions{}))
+				e.waitApplied(t, seq)
+				e.waitConsumed(t, Durable)
+				_ = stop()
+				run(t, newConsumer(t, e.js, ConsumerOptions{Batch: 7, Durable: "budget-replay"}))
+				e.waitConsumed(t, "budget-replay")
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := startEnv(t)
+			evs := append(append([]ev(nil), knownEvents...), bulkEvents(200)...)
+			tt.scenario(t, e, evs)
+			e.waitApplied(t, uint64(len(evs)))
+			e.waitConsumed(t, Durable)
+			e.checkTotals(t, knownWant[:len(knownWant)-2]) // the global rows change with the bulk
+			e.checkAll(t, evs)
+		})
+	}
+}
+
+func TestConsumerPoison(t *testing.T) {
+	e := startEnv(t)
+	e.publish(t, knownEvents[:2]...)
+	if _, err := e.js.Publish(context.Background(), "tollgate.usage.eng", []byte{0xff, 0xff, 0xff}); err != nil {
+		t.Fatal(err)
+	}
+	seq := e.publish(t, knownEvents[2:]...)
+	run(t, newConsumer(t, e.js, ConsumerOptions{}))
+	e.waitApplied(t, seq)
+	e.waitConsumed(t, Durable)
+	e.checkAll(t, knownEvents)
+}

@@ -1,0 +1,214 @@
+package budget
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/protobuf/proto"
+
+	usagev1 "github.com/tollgate/tollgate/proto/tollgate/usage/v1"
+)
+
+// env is an embedded JetStream server with the usage stream and buckets.
+type env struct {
+	ns *server.Server
+	nc *nats.Conn
+	js jetstream.JetStream
+	kv jetstream.KeyValue
+	n  int // events published, for unique event ids
+}
+
+func startEnv(tb testing.TB) *env {
+	tb.Helper()
+	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true,
+		StoreDir: tb.TempDir(), NoLog: true, NoSigs: true})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	go ns.Start()
+	if !ns.ReadyForConnections(5 * time.Second) {
+		tb.Fatal("nats not ready")
+	}
+	tb.Cleanup(ns.Shutdown)
+	nc, err := nats.Connect(ns.ClientURL())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(nc.Close)
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(4096))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: Stream, Subjects: []string{"tollgate.usage.>"},
+		Duplicates: 2 * time.Minute}); err != nil {
+		tb.Fatal(err)
+	}
+	kv, err := EnsureBucket(ctx, js, 1)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return &env{ns: ns, nc: nc, js: js, kv: kv}
+}
+
+// newJS opens a second connection, as another process would.
+func (e *env) newJS(tb testing.TB) jetstream.JetStream {
+	tb.Helper()
+	nc, err := nats.Connect(e.ns.ClientURL())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return js
+}
+
+// ev is a usage event in test shorthand.
+type ev struct {
+	at                                time.Time
+	key, subject, team, dept, project string
+	costNano                          int64
+	prompt, completion                uint64
+}
+
+func (e ev) proto(id string) *usagev1.UsageEvent {
+	return &usagev1.UsageEvent{EventId: id, Timestamp: e.at.UnixNano(), KeyId: e.key, Subject: e.subject,
+		Team: e.team, Dept: e.dept, Project: e.project, CostNanoUsd: e.costNano,
+		PromptTokens: e.prompt, CompletionTokens: e.completion}
+}
+
+// publish sends events and returns the stream sequence of the last.
+func (e *env) publish(tb testing.TB, evs ...ev) uint64 {
+	tb.Helper()
+	var seq uint64
+	for _, x := range evs {
+		e.n++
+		data, err := proto.Marshal(x.proto("ev-" + itoa(e.n)))
+		if err != nil {
+			tb.Fatal(err)
+		}
+		subj := "tollgate.usage." + x.dept
+		if x.dept == "" {
+			subj = "tollgate.usage._"
+		}
+		ack, err := e.js.Publish(context.Background(), subj, data)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		seq = ack.Sequence
+	}
+	return seq
+}
+
+func itoa(n int) string {
+	var b [20]byte
+	i := len(b)
+	for {
+		i--
+		b[i] = byte('0' + n%10)
+		n /= 10
+		if n == 0 {
+			return string(b[i:])
+		}
+	}
+}
+
+func discard() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// run starts c in the background; the returned func cancels it and returns
+// Run's error.
+func run(tb testing.TB, c *Consumer) (stop func() error) {
+	tb.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	var once bool
+	var res error
+	stop = func() error {
+		if !once {
+			once = true
+			cancel()
+			res = <-done
+		}
+		return res
+	}
+	tb.Cleanup(func() { _ = stop() })
+	return stop
+}
+
+func newConsumer(tb testing.TB, js jetstream.JetStream, o ConsumerOptions) *Consumer {
+	tb.Helper()
+	if o.Logger == nil {
+		o.Logger = discard()
+	}
+	c, err := NewConsumer(js, o)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return c
+}
+
+// total reads one total from the bucket (nil when absent).
+func (e *env) total(tb testing.TB, id TotalID) *usagev1.SpendTotal {
+	tb.Helper()
+	ent, err := e.kv.Get(context.Background(), id.Key())
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil
+	}
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var st usagev1.SpendTotal
+	if err := proto.Unmarshal(ent.Value(), &st); err != nil {
+		tb.Fatal(err)
+	}
+	return &st
+}
+
+// waitApplied waits until the global total includes stream sequence seq.
+func (e *env) waitApplied(tb testing.TB, seq uint64) {
+	tb.Helper()
+	waitFor(tb, 10*time.Second, func() bool {
+		st := e.total(tb, TotalID{Scope: ScopeGlobal, Period: PeriodTotal})
+		return st != nil && st.AsOfSeq >= seq
+	})
+}
+
+// waitConsumed waits until durable has acknowledged everything.
+func (e *env) waitConsumed(tb testing.TB, durable string) {
+	tb.Helper()
+	waitFor(tb, 10*time.Second, func() bool {
+		c, err := e.js.Consumer(context.Background(), Stream, durable)
+		if err != nil {
+			return false
+		}
+		info, err := c.Info(context.Background())
+		return err == nil && info.NumPending == 0 && info.NumAckPending == 0
+	})
+}
+
+func waitFor(tb testing.TB, d time.Duration, cond func() bool) {
+	tb.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			tb.Fatalf("condition not met within %v", d)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// utc builds a UTC time.
+func utc(y int, mo time.Month, d, h, mi, s int) time.Time {
+	return time.Date(y, mo, d, h, mi, s, 0, time.UTC)
+}

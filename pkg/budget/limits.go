@@ -1,0 +1,328 @@
+package budget
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+
+	"github.com/tollgate/tollgate/pkg/auth"
+	"github.com/tollgate/tollgate/pkg/config"
+)
+
+// NanoPerUSD is the number of nano-USD in one US dollar.
+const NanoPerUSD = 1_000_000_000
+
+// Scope is what a spend total is grouped by. The order is the hierarchy,
+// from the widest (global) to the narrowest (key).
+type Scope uint8
+
+// The scopes, widest first.
+const (
+	ScopeGlobal Scope = iota
+	ScopeDept
+	ScopeTeam
+	ScopeProject
+	ScopeSubject
+	ScopeKey
+	numScopes
+)
+
+var scopeNames = [numScopes]string{"global", "dept", "team", "project", "subject", "key"}
+
+// String returns the scope's config name: global, dept, team, project,
+// subject or key.
+func (s Scope) String() string {
+	if s < numScopes {
+		return scopeNames[s]
+	}
+	return "scope(" + strconv.Itoa(int(s)) + ")"
+}
+
+// ParseScope returns the scope named s.
+func ParseScope(s string) (Scope, error) {
+	for i, n := range scopeNames {
+		if n == s {
+			return Scope(i), nil
+		}
+	}
+	return 0, fmt.Errorf("unknown budget scope %q (want global, dept, team, project, subject or key)", s)
+}
+
+// Period is the time window a spend total covers.
+type Period uint8
+
+// The periods. Day and month are UTC calendar periods.
+const (
+	PeriodDay Period = iota
+	PeriodMonth
+	PeriodTotal
+	numPeriods
+)
+
+var periodNames = [numPeriods]string{"day", "month", "total"}
+
+// String returns the period's config name: day, month or total.
+func (p Period) String() string {
+	if p < numPeriods {
+		return periodNames[p]
+	}
+	return "period(" + strconv.Itoa(int(p)) + ")"
+}
+
+// ParsePeriod returns the period named s.
+func ParsePeriod(s string) (Period, error) {
+	for i, n := range periodNames {
+		if n == s {
+			return Period(i), nil
+		}
+	}
+	return 0, fmt.Errorf("unknown budget period %q (want day, month or total)", s)
+}
+
+// Star is the Limit value that applies to each value of its scope separately.
+const Star = "*"
+
+// Limit is one parsed spend limit.
+type Limit struct {
+	Scope Scope
+	// Value is the scope value the limit applies to, or Star for each value
+	// separately. It is always "" for ScopeGlobal.
+	Value  string
+	Period Period
+	// AmountNano is the limit in nano-USD.
+	AmountNano int64
+}
+
+// String formats the limit for logs and errors: "dept finance month 250.000000000 USD".
+func (l Limit) String() string {
+	v := l.Value
+	if l.Scope == ScopeGlobal {
+		v = "-"
+	}
+	return fmt.Sprintf("%s %s %s %s USD", l.Scope, v, l.Period, formatUSD(l.AmountNano))
+}
+
+// appliesTo returns the value of l's scope in s that l limits, and whether l
+// applies to s at all.
+func (l *Limit) appliesTo(s *Scopes) (string, bool) {
+	if l.Scope == ScopeGlobal {
+		return "", true
+	}
+	v := s.value(l.Scope)
+	if v == "" || (l.Value != Star && l.Value != v) {
+		return "", false
+	}
+	return v, true
+}
+
+// ParseLimits validates the budgets section of the config and converts it.
+// Scope must be one of global, dept, team, project, subject or key. Value is
+// required except for global (where it is ignored); "*" means each value
+// separately. AmountUSD is a non-negative decimal with at most nine
+// fractional digits, parsed exactly ("0" refuses every request). Period
+// defaults to month. Two limits on the same scope, value and period are an
+// error.
+func ParseLimits(cfg []config.BudgetLimit) ([]Limit, error) {
+	out := make([]Limit, 0, len(cfg))
+	seen := make(map[Limit]bool, len(cfg))
+	for i, c := range cfg {
+		l, err := parseLimit(c.Scope, c.Value, c.Period)
+		if err == nil {
+			l.AmountNano, err = parseUSD(c.AmountUSD)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("budgets[%d]: %w", i, err)
+		}
+		key := l
+		key.AmountNano = 0
+		if seen[key] {
+			return nil, fmt.Errorf("budgets[%d]: duplicate limit for %s %q %s", i, l.Scope, l.Value, l.Period)
+		}
+		seen[key] = true
+		out = append(out, l)
+	}
+	return out, nil
+}
+
+// parseLimit checks and converts everything but the amount.
+func parseLimit(scope, value, period string) (Limit, error) {
+	var l Limit
+	var err error
+	if l.Scope, err = ParseScope(scope); err != nil {
+		return l, err
+	}
+	if period == "" {
+		period = "month"
+	}
+	if l.Period, err = ParsePeriod(period); err != nil {
+		return l, err
+	}
+	switch {
+	case l.Scope == ScopeGlobal:
+		l.Value = ""
+	case value == "":
+		return l, fmt.Errorf("budget scope %s needs a value (or %q for each value)", l.Scope, Star)
+	default:
+		l.Value = value
+	}
+	return l, nil
+}
+
+// FromClaims converts the budgets signed into a token. A claim's value ""
+// or "*" means the principal's own value of that scope. AmountUSD is
+// converted to nano-USD through its decimal form rounded to nine fractional
+// digits (strconv.FormatFloat(v, 'f', 9, 64)), i.e. the nano-USD amount
+// nearest to the float, never by multiplying floats; so 12.5 is exactly
+// 12_500_000_000 and 0.1 is exactly 100_000_000. NaN, infinities, negative
+// amounts and amounts above math.MaxInt64 nano-USD are errors.
+func FromClaims(claims []auth.BudgetClaim) ([]Limit, error) {
+	if len(claims) == 0 {
+		return nil, nil
+	}
+	out := make([]Limit, 0, len(claims))
+	for i, c := range claims {
+		v := c.Value
+		if v == "" {
+			v = Star
+		}
+		l, err := parseLimit(c.Scope, v, c.Period)
+		if err == nil {
+			l.AmountNano, err = USDFloatToNano(c.AmountUSD)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("budgets claim [%d]: %w", i, err)
+		}
+		out = append(out, l)
+	}
+	return out, nil
+}
+
+// USDFloatToNano converts a dollar amount held in a float64 (as JSON claims
+// carry it) to nano-USD exactly as FromClaims documents.
+func USDFloatToNano(usd float64) (int64, error) {
+	if math.IsNaN(usd) || math.IsInf(usd, 0) || usd < 0 {
+		return 0, fmt.Errorf("amount %v usd: not a non-negative finite number", usd)
+	}
+	return parseUSD(strconv.FormatFloat(usd, 'f', 9, 64))
+}
+
+// errAmount is wrapped by parseUSD for text that is not a plain decimal.
+var errAmount = errors.New("not a non-negative decimal with at most 9 fractional digits")
+
+// parseUSD parses a decimal dollar amount ("250", "12.50") into nano-USD
+// exactly, without floating point.
+func parseUSD(s string) (int64, error) {
+	whole, frac := s, ""
+	for i := 0; i < len(s); i++ {
+		if s[i] == '.' {
+			whole, frac = s[:i], s[i+1:]
+			if frac == "" {
+				return 0, fmt.Errorf("parse amount %q: %w", s, errAmount)
+			}
+			break
+		}
+	}
+	if whole == "" || len(frac) > 9 || !isDigits(whole) || !isDigits(frac) {
+		return 0, fmt.Errorf("parse amount %q: %w", s, errAmount)
+	}
+	var n int64
+	for i := 0; i < len(whole); i++ {
+		d := int64(whole[i] - '0')
+		if n > (math.MaxInt64/NanoPerUSD-d)/10 {
+			return 0, fmt.Errorf("parse amount %q: %w", s, strconv.ErrRange)
+		}
+		n = n*10 + d
+	}
+	n *= NanoPerUSD
+	scale := int64(NanoPerUSD / 10)
+	for i := 0; i < len(frac); i++ {
+		n += int64(frac[i]-'0') * scale
+		scale /= 10
+	}
+	if n < 0 {
+		return 0, fmt.Errorf("parse amount %q: %w", s, strconv.ErrRange)
+	}
+	return n, nil
+}
+
+func isDigits(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// formatUSD formats nano-USD with nine fractional digits.
+func formatUSD(nano int64) string {
+	sign := ""
+	u := uint64(nano)
+	if nano < 0 {
+		sign, u = "-", -u
+	}
+	return fmt.Sprintf("%s%d.%09d", sign, u/NanoPerUSD, u%NanoPerUSD)
+}
+
+// ValidateHierarchy checks that configured limits do not promise a child
+// more than its parent can give, unless overcommit is true. Config names no
+// parent of a value (it does not say which dept a team belongs to), so for
+// each period it checks two simple rules:
+//
+//  1. For each scope below global, the explicit (non-"*") limits added
+//     together must not exceed the global limit.
+//  2. A "*" limit of a scope must not exceed any limit of a wider scope,
+//     and an explicit limit must not exceed a "*" limit of a wider scope:
+//     each value of the narrower scope sits inside some value of the wider
+//     one, which has that limit.
+func ValidateHierarchy(limits []Limit, overcommit bool) error {
+	if overcommit {
+		return nil
+	}
+	var errs []error
+	for p := range numPeriods {
+		var sums [numScopes]int64
+		global := int64(-1)
+		for _, l := range limits {
+			if l.Period != p {
+				continue
+			}
+			if l.Scope == ScopeGlobal {
+				global = l.AmountNano
+			} else if l.Value != Star {
+				sums[l.Scope] = satAdd(sums[l.Scope], l.AmountNano)
+			}
+		}
+		if global >= 0 {
+			for s := ScopeDept; s < numScopes; s++ {
+				if sums[s] > global {
+					errs = append(errs, fmt.Errorf("%s limits of scope %s add up to %s USD, above the global limit of %s USD",
+						Period(p), s, formatUSD(sums[s]), formatUSD(global)))
+				}
+			}
+		}
+		for _, child := range limits {
+			for _, parent := range limits {
+				if child.Period != p || parent.Period != p || parent.Scope >= child.Scope ||
+					(child.Value != Star && parent.Value != Star) {
+					continue
+				}
+				if child.AmountNano > parent.AmountNano {
+					errs = append(errs, fmt.Errorf("limit %s exceeds wider limit %s", child, parent))
+				}
+			}
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("budget hierarchy (set budget_overcommit to allow): %w", errors.Join(errs...))
+	}
+	return nil
+}
+
+func satAdd(a, b int64) int64 {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
+}

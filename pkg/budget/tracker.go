@@ -1,0 +1,519 @@
+package budget
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/protobuf/proto"
+
+	usagev1 "github.com/tollgate/tollgate/proto/tollgate/usage/v1"
+)
+
+// ErrOverBudget is matched (errors.Is) by every *ExceededError.
+var ErrOverBudget = errors.New("over budget")
+
+// ExceededError says which limit refused a request.
+type ExceededError struct {
+	Scope Scope
+	// Value is the scope value whose total is over ("" for global).
+	Value  string
+	Period Period
+	// PeriodStart is the period as stored in SpendTotal ("2026-11", "" for total).
+	PeriodStart string
+	// LimitNano is the limit, SpendNano the spend it was checked against
+	// (applied totals plus this gateway's reservations), in nano-USD.
+	LimitNano, SpendNano int64
+}
+
+// Error names the scope, value, period, limit and spend.
+func (e *ExceededError) Error() string {
+	v := e.Value
+	if e.Scope == ScopeGlobal {
+		v = "all"
+	}
+	return fmt.Sprintf("budget exceeded: %s %q has spent %s of its %s USD %s limit",
+		e.Scope, v, formatUSD(e.SpendNano), formatUSD(e.LimitNano), e.Period)
+}
+
+// Is reports target == ErrOverBudget.
+func (e *ExceededError) Is(target error) bool { return target == ErrOverBudget }
+
+// Scopes are the values a request is accounted under: the principal's API
+// key id, subject, team, dept and project. Empty fields are skipped; every
+// request also counts towards global.
+type Scopes struct {
+	Key, Subject, Team, Dept, Project string
+}
+
+func (s *Scopes) value(sc Scope) string {
+	switch sc {
+	case ScopeDept:
+		return s.Dept
+	case ScopeTeam:
+		return s.Team
+	case ScopeProject:
+		return s.Project
+	case ScopeSubject:
+		return s.Subject
+	case ScopeKey:
+		return s.Key
+	}
+	return ""
+}
+
+// TrackerOptions configure a Tracker. Zero values take the defaults shown.
+type TrackerOptions struct {
+	// Limits are the configured limits (from ParseLimits).
+	Limits []Limit
+	// Now is the clock that picks the day and month being checked. Default time.Now.
+	Now func() time.Time
+	// Grace bounds how long a published reservation is kept after the
+	// stream-wide watermark (the largest as_of_seq seen) has passed its
+	// sequence while one of its totals has not: that happens when the event
+	// landed in another day than the reservation (a request running across
+	// midnight UTC). Default 10s.
+	Grace time.Duration
+}
+
+// Tracker keeps every spend total of the KV bucket in memory, plus this
+// gateway's reservations for requests whose cost is not in the totals yet,
+// and checks requests against limits.
+//
+// Invariant: a request is admitted only if every applicable limit L has
+// spend + reserved + estimate <= L, and it is charged at most its estimate
+// when the gateway clamps max_tokens to Headroom. Reservations are dropped
+// only once the total's as_of_seq covers the request's event, so on one
+// gateway spend never exceeds a limit. Across N gateways, each sees the
+// others' spend only once the budget consumer has written it to the KV and
+// the watch has delivered it, so the overshoot is at most the other
+// gateways' in-flight reservations within one propagation delay
+// (publish -> consumer batch -> KV -> watch).
+//
+// Reads (Check, Headroom, Reserve) take only a per-shard read lock and
+// atomics; the single watch goroutine in Run writes.
+type Tracker struct {
+	now    func() time.Time
+	grace  int64
+	limits limitIndex
+	seed   maphash.Seed
+	shards [trackerShards]trackerShard
+
+	reserved [numScopes]atomic.Int64 // sum over the scope's total-period slots
+	maxAsOf  atomic.Uint64           // largest as_of_seq seen in any total
+
+	pendMu  sync.Mutex
+	pending []*Reservation // published, not fully released; guarded by pendMu
+
+	readyOnce sync.Once
+	ready     chan struct{}
+}
+
+const trackerShards = 64
+
+// trackerShard is one slice of the totals; mu guards m (the slots
+// themselves are atomics).
+type trackerShard struct {
+	mu sync.RWMutex
+	m  map[TotalID]*slot
+	_  [32]byte
+}
+
+// slot is one total as the Tracker sees it.
+type slot struct {
+	spend    atomic.Int64
+	asOf     atomic.Uint64
+	reserved atomic.Int64
+	rev      uint64 // KV revision stored; only the watch goroutine touches it
+}
+
+// limitIndex finds the limits for a scope value without allocating.
+type limitIndex struct {
+	star  [numScopes][]Limit
+	exact [numScopes]map[string][]Limit
+}
+
+func newLimitIndex(limits []Limit) limitIndex {
+	var ix limitIndex
+	for _, l := range limits {
+		if l.Scope == ScopeGlobal || l.Value == Star {
+			ix.star[l.Scope] = append(ix.star[l.Scope], l)
+			continue
+		}
+		if ix.exact[l.Scope] == nil {
+			ix.exact[l.Scope] = make(map[string][]Limit)
+		}
+		ix.exact[l.Scope][l.Value] = append(ix.exact[l.Scope][l.Value], l)
+	}
+	return ix
+}
+
+// NewTracker returns a Tracker with no totals; Run fills it.
+func NewTracker(o TrackerOptions) *Tracker {
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Grace <= 0 {
+		o.Grace = 10 * time.Second
+	}
+	t := &Tracker{
+		now:    o.Now,
+		grace:  int64(o.Grace),
+		limits: newLimitIndex(o.Limits),
+		seed:   maphash.MakeSeed(),
+		ready:  make(chan struct{}),
+	}
+	for i := range t.shards {
+		t.shards[i].m = make(map[TotalID]*slot)
+	}
+	return t
+}
+
+// Ready is closed once Run has loaded every total present at its start.
+func (t *Tracker) Ready() <-chan struct{} { return t.ready }
+
+func (t *Tracker) shard(id *TotalID) *trackerShard {
+	h := maphash.String(t.seed, id.Value) ^ uint64(id.Scope)<<56 ^ uint64(id.Period)<<48 ^ uint64(uint32(id.Start))
+	return &t.shards[h%trackerShards]
+}
+
+func (t *Tracker) lookup(id TotalID) *slot {
+	sh := t.shard(&id)
+	sh.mu.RLock()
+	s := sh.m[id]
+	sh.mu.RUnlock()
+	return s
+}
+
+func (t *Tracker) slotFor(id TotalID) *slot {
+	sh := t.shard(&id)
+	sh.mu.RLock()
+	s := sh.m[id]
+	sh.mu.RUnlock()
+	if s != nil {
+		return s
+	}
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if s = sh.m[id]; s == nil {
+		s = &slot{}
+		sh.m[id] = s
+	}
+	return s
+}
+
+// Spend returns what the Tracker knows of one total: the applied spend, the
+// reservations on it, and the stream sequence the spend includes.
+func (t *Tracker) Spend(id TotalID) (spendNano, reservedNano int64, asOfSeq uint64) {
+	if s := t.lookup(id); s != nil {
+		return s.spend.Load(), s.reserved.Load(), s.asOf.Load()
+	}
+	return 0, 0, 0
+}
+
+// Reserved returns this gateway's reserved spend for one scope (the sum
+// over all its values), for a metric.
+func (t *Tracker) Reserved(scope Scope) int64 {
+	if scope >= numScopes {
+		return 0
+	}
+	return t.reserved[scope].Load()
+}
+
+// Check returns an *ExceededError for the first applicable limit, from the
+// configured limits and then claims (from FromClaims), that has no headroom
+// for estimateNano more: spend + reserved + estimate > limit. It returns nil
+// when every limit has room. It does not allocate unless it refuses.
+func (t *Tracker) Check(s Scopes, claims []Limit, estimateNano int64) error {
+	starts := periodStarts(t.now().UnixNano())
+	var err error
+	t.eachLimit(&s, claims, func(l *Limit, v string) bool {
+		used := t.used(TotalID{Scope: l.Scope, Value: v, Period: l.Period, Start: starts[l.Period]})
+		if used+estimateNano > l.AmountNano {
+			id := TotalID{Scope: l.Scope, Value: v, Period: l.Period, Start: starts[l.Period]}
+			err = &ExceededError{Scope: l.Scope, Value: v, Period: l.Period, PeriodStart: id.PeriodStart(),
+				LimitNano: l.AmountNano, SpendNano: used}
+			return false
+		}
+		return true
+	})
+	return err
+}
+
+// Headroom returns the smallest remaining amount (limit - spend - reserved,
+// at least 0) over every applicable limit, for clamping max_tokens; limited
+// is false when no limit applies.
+func (t *Tracker) Headroom(s Scopes, claims []Limit) (nano int64, limited bool) {
+	starts := periodStarts(t.now().UnixNano())
+	t.eachLimit(&s, claims, func(l *Limit, v string) bool {
+		left := l.AmountNano - t.used(TotalID{Scope: l.Scope, Value: v, Period: l.Period, Start: starts[l.Period]})
+		if !limited || left < nano {
+			nano, limited = left, true
+		}
+		return true
+	})
+	return max(nano, 0), limited
+}
+
+func (t *Tracker) used(id TotalID) int64 {
+	if s := t.lookup(id); s != nil {
+		return s.spend.Load() + s.reserved.Load()
+	}
+	return 0
+}
+
+// eachLimit calls f with every limit applying to s and the value it limits,
+// until f returns false.
+func (t *Tracker) eachLimit(s *Scopes, claims []Limit, f func(l *Limit, v string) bool) {
+	for sc := range numScopes {
+		v := s.value(sc)
+		if sc != ScopeGlobal && v == "" {
+			continue
+		}
+		for i := range t.limits.star[sc] {
+			if !f(&t.limits.star[sc][i], v) {
+				return
+			}
+		}
+		if ls, ok := t.limits.exact[sc][v]; ok {
+			for i := range ls {
+				if !f(&ls[i], v) {
+					return
+				}
+			}
+		}
+	}
+	for i := range claims {
+		if v, ok := claims[i].appliesTo(s); ok && !f(&claims[i], v) {
+			return
+		}
+	}
+}
+
+// maxSlots is the most totals one request touches: 6 scopes x 3 periods.
+const maxSlots = int(numScopes) * int(numPeriods)
+
+// Reservation is one request's spend that the totals do not include yet.
+// Every Reservation must end with Published or Release.
+type Reservation struct {
+	t *Tracker
+
+	mu          sync.Mutex // guards the fields below
+	amount      int64
+	n           int
+	slots       [maxSlots]*slot
+	scopes      [maxSlots]Scope
+	periods     [maxSlots]Period
+	released    uint32 // bit i set: slots[i] no longer holds amount
+	seq         uint64
+	coveredAt   int64 // unix ns when the watermark first passed seq, or 0
+	publishedAt int64
+}
+
+// Reserve adds estimateNano to every total the request counts towards
+// (each scope value of s, and global, for day, month and total) until the
+// request's event is in those totals.
+func (t *Tracker) Reserve(s Scopes, estimateNano int64) *Reservation {
+	starts := periodStarts(t.now().UnixNano())
+	r := &Reservation{t: t, amount: estimateNano}
+	for sc := range numScopes {
+		v := s.value(sc)
+		if sc != ScopeGlobal && v == "" {
+			continue
+		}
+		for p := range numPeriods {
+			sl := t.slotFor(TotalID{Scope: sc, Value: v, Period: p, Start: starts[p]})
+			sl.reserved.Add(estimateNano)
+			r.slots[r.n], r.scopes[r.n], r.periods[r.n] = sl, sc, p
+			r.n++
+		}
+		t.reserved[sc].Add(estimateNano)
+	}
+	return r
+}
+
+// adjust adds d to slot i's reservation. r.mu is held.
+func (r *Reservation) adjust(i int, d int64) {
+	r.slots[i].reserved.Add(d)
+	if r.periods[i] == PeriodTotal {
+		r.t.reserved[r.scopes[i]].Add(d)
+	}
+}
+
+// release drops slot i's reservation. r.mu is held.
+func (r *Reservation) release(i int) {
+	if r.released&(1<<i) == 0 {
+		r.released |= 1 << i
+		r.adjust(i, -r.amount)
+	}
+}
+
+func (r *Reservation) done() bool { return r.released == 1<<r.n-1 }
+
+// Settle replaces the estimate by the request's actual cost.
+func (r *Reservation) Settle(actualNano int64) {
+	r.mu.Lock()
+	d := actualNano - r.amount
+	for i := range r.n {
+		if r.released&(1<<i) == 0 {
+			r.adjust(i, d)
+		}
+	}
+	r.amount = actualNano
+	r.mu.Unlock()
+}
+
+// Release drops the reservation at once: the request cost nothing or its
+// event will never be published.
+func (r *Reservation) Release() {
+	r.mu.Lock()
+	for i := range r.n {
+		r.release(i)
+	}
+	r.mu.Unlock()
+}
+
+// Published records the stream sequence of the request's usage event. Each
+// total's share of the reservation is dropped once that total's as_of_seq
+// reaches seq; totals already there are released at once.
+func (r *Reservation) Published(seq uint64) {
+	r.mu.Lock()
+	r.seq = seq
+	r.publishedAt = r.t.now().UnixNano()
+	r.releaseCovered()
+	done := r.done()
+	r.mu.Unlock()
+	if !done {
+		r.t.pendMu.Lock()
+		r.t.pending = append(r.t.pending, r)
+		r.t.pendMu.Unlock()
+	}
+}
+
+// releaseCovered releases every slot whose total includes r.seq. r.mu is held.
+func (r *Reservation) releaseCovered() {
+	for i := range r.n {
+		if r.released&(1<<i) == 0 && r.slots[i].asOf.Load() >= r.seq {
+			r.release(i)
+		}
+	}
+}
+
+// sweep releases what the totals now cover, and after Grace whatever the
+// stream-wide watermark has passed. Only the watch goroutine calls it.
+func (t *Tracker) sweep(now int64) {
+	t.pendMu.Lock()
+	list := t.pending
+	t.pending = nil
+	t.pendMu.Unlock()
+	if len(list) == 0 {
+		return
+	}
+	w := t.maxAsOf.Load()
+	keep := list[:0]
+	for _, r := range list {
+		r.mu.Lock()
+		r.releaseCovered()
+		if !r.done() && r.seq <= w {
+			if r.coveredAt == 0 {
+				r.coveredAt = now
+			} else if now-r.coveredAt >= t.grace {
+				for i := range r.n {
+					r.release(i)
+				}
+			}
+		}
+		if !r.done() {
+			keep = append(keep, r)
+		}
+		r.mu.Unlock()
+	}
+	clear(list[len(keep):])
+	t.pendMu.Lock()
+	t.pending = append(keep, t.pending...)
+	t.pendMu.Unlock()
+}
+
+// apply stores one KV entry. Only the watch goroutine calls it.
+func (t *Tracker) apply(e jetstream.KeyValueEntry) error {
+	id, err := ParseKey(e.Key())
+	if err != nil {
+		return err
+	}
+	s := t.slotFor(id)
+	if e.Revision() <= s.rev {
+		return nil
+	}
+	s.rev = e.Revision()
+	if e.Operation() != jetstream.KeyValuePut {
+		s.spend.Store(0)
+		return nil
+	}
+	var st usagev1.SpendTotal
+	if err := proto.Unmarshal(e.Value(), &st); err != nil {
+		return fmt.Errorf("decode total %s: %w", e.Key(), err)
+	}
+	s.spend.Store(st.CostNanoUsd)
+	s.asOf.Store(st.AsOfSeq)
+	for {
+		w := t.maxAsOf.Load()
+		if st.AsOfSeq <= w || t.maxAsOf.CompareAndSwap(w, st.AsOfSeq) {
+			break
+		}
+	}
+	return nil
+}
+
+// Run keeps the totals of kv in memory until ctx ends, re-establishing the
+// watch if it stops. Entries it cannot parse are skipped. It returns
+// ctx.Err() once ctx ends.
+func (t *Tracker) Run(ctx context.Context, kv jetstream.KeyValue) error {
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if err := t.watch(ctx, kv, tick.C); ctx.Err() != nil {
+			return ctx.Err()
+		} else if err != nil {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(time.Second):
+			}
+		}
+	}
+}
+
+func (t *Tracker) watch(ctx context.Context, kv jetstream.KeyValue, tick <-chan time.Time) error {
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	w, err := kv.WatchAll(wctx)
+	if err != nil {
+		return fmt.Errorf("watch spend totals: %w", err)
+	}
+	updates := w.Updates()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick:
+			t.sweep(t.now().UnixNano())
+		case e, ok := <-updates:
+			if !ok {
+				return errors.New("spend watch closed")
+			}
+			if e == nil {
+				t.readyOnce.Do(func() { close(t.ready) })
+				continue
+			}
+			_ = t.apply(e) // a foreign key in the bucket is not ours to track
+			if len(updates) == 0 {
+				t.sweep(t.now().UnixNano())
+			}
+		}
+	}
+}
