@@ -1,0 +1,191 @@
+package gateway
+
+import (
+	"bytes"
+	"io"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tidwall/gjson"
+	"github.com/tollgate/tollgate/pkg/config"
+	"github.com/tollgate/tollgate/pkg/sse"
+	"github.com/valyala/fasthttp"
+)
+
+// fixedUpstream answers every request with body, allocation-free, so a
+// benchmark counts the gateway's own allocations.
+func fixedUpstream(b testing.TB, body []byte) string {
+	ln := listen(b)
+	srv := &fasthttp.Server{Handler: func(ctx *fasthttp.RequestCtx) {
+		ctx.Response.Header.SetContentTypeBytes(mimeJSON)
+		ctx.Response.SetBodyRaw(body)
+	}}
+	go func() { _ = srv.Serve(ln) }()
+	b.Cleanup(func() { _ = srv.Shutdown() })
+	return "http://" + ln.Addr().String() + "/v1"
+}
+
+var benchCompletion = []byte(`{"id":"chatcmpl-1","object":"chat.completion","created":1764460800,"model":"mock-gpt","choices":[{"index":0,"message":{"role":"assistant","content":"Hello from the benchmark upstream"},"finish_reason":"stop"}],"usage":{"prompt_tokens":210,"completion_tokens":6,"total_tokens":216}}`)
+
+// BenchmarkNonStreamRequest measures one non-stream chat request through the
+// gateway's handler (fiber routing, cached-token auth, parse, route, body
+// edit, upstream call over loopback, response hand-off), without the client
+// socket. Expected: about 10 allocs/op, of which the gateway's own code
+// makes the request id and the parse closure.
+func BenchmarkNonStreamRequest(b *testing.B) {
+	for _, tc := range []struct{ name, model string }{{"same-model", "mock-gpt"}, {"renamed-model", "alias-gpt"}} {
+		b.Run(tc.name, func(b *testing.B) {
+			r := newRigFor(b, nil, fixedUpstream(b, benchCompletion), func(c *config.Config) { c.Log.Requests = false })
+			r.gw.logRequests = false
+			body := []byte(`{"model":"` + tc.model + `","messages":[{"role":"user","content":"` + strings.Repeat("word ", 200) + `"}]}`)
+			tok := r.token(nil)
+			h := r.gw.Handler()
+			var ctx fasthttp.RequestCtx
+			var req fasthttp.Request
+			req.Header.SetMethod("POST")
+			req.SetRequestURI("/v1/chat/completions")
+			req.Header.Set("Authorization", "Bearer "+tok)
+			req.Header.SetContentType("application/json")
+			req.SetBody(body)
+			addr := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 5555}
+			run := func() {
+				ctx.Init(&req, addr, nil)
+				h(&ctx)
+				if ctx.Response.StatusCode() != 200 {
+					b.Fatalf("status %d: %s", ctx.Response.StatusCode(), ctx.Response.Body())
+				}
+			}
+			for i := 0; i < 100; i++ { // warm pools and the token cache
+				run()
+			}
+			b.ReportAllocs()
+			b.SetBytes(int64(len(body)))
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				run()
+			}
+		})
+	}
+}
+
+// BenchmarkParseRequest is the body scan alone (200-word prompt).
+func BenchmarkParseRequest(b *testing.B) {
+	body := []byte(`{"model":"mock-gpt","stream":true,"stream_options":{"include_usage":true},"max_tokens":256,"messages":[{"role":"system","content":"be brief"},{"role":"user","content":"` + strings.Repeat("word ", 200) + `"}]}`)
+	b.ReportAllocs()
+	b.SetBytes(int64(len(body)))
+	for i := 0; i < b.N; i++ {
+		if _, err := parseRequest(body, epChat); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+var benchChunk = []byte(`data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1764460800,"model":"mock-gpt","choices":[{"index":0,"delta":{"content":" word"},"logprobs":null,"finish_reason":null}]}` + "\n\n")
+
+// BenchmarkRelayChunk measures relaying one upstream SSE event: split,
+// inspect (validity, finish_reason, usage, error) and hand to fasthttp's
+// writer. Expected: 0 allocs/op.
+func BenchmarkRelayChunk(b *testing.B) {
+	const perStream = 64
+	stream := bytes.Repeat(benchChunk, perStream)
+	src := bytes.NewReader(stream)
+	up := &upstream{name: "bench"}
+	r := &relay{sc: sse.NewReader(src, 8<<10, maxEventSize), out: make([]byte, 0, 8<<10), primed: true,
+		rec: record{route: &route{up: up}, start: time.Now()}, idle: time.Minute, deadline: time.Now().Add(time.Hour)}
+	p := make([]byte, 4096)
+	b.ReportAllocs()
+	b.SetBytes(int64(len(benchChunk)))
+	b.ResetTimer()
+	events := 0
+	for events < b.N {
+		n, err := r.Read(p)
+		if err == io.EOF {
+			// The source ran dry (no [DONE]): start the stream again.
+			src.Reset(stream)
+			r.sc.Reset(src)
+			r.done, r.failure, r.sawFinish = false, nil, false
+			continue
+		}
+		events += bytes.Count(p[:n], []byte("\n\n"))
+	}
+}
+
+// FuzzParseRequest: any body either gets a 400-class answer or parses, and
+// a parsed body with a renamed model is still valid JSON naming the new model.
+func FuzzParseRequest(f *testing.F) {
+	for _, s := range []string{chatBody, `{"model":"m","messages":[1],"stream":true}`, `{"model":"a\"b","prompt":"x"}`, `[]`, `{"model":1}`, "{\"model\":\"m\",\"messages\":[{}],\"model\":\"x\"}"} {
+		f.Add([]byte(s))
+	}
+	rt := &route{name: "x", upstreamModel: "up/model-é", modelJSON: jsonString("up/model-é")}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		for _, ep := range []endpoint{epChat, epCompletions, epEmbeddings} {
+			info, aerr := parseRequest(body, ep)
+			if aerr != nil {
+				if aerr.Status != 400 {
+					t.Fatalf("status %d for a bad body", aerr.Status)
+				}
+				continue
+			}
+			if !gjson.ValidBytes(body) || info.model == "" {
+				t.Fatalf("accepted an invalid body: %q", body)
+			}
+			var req fasthttp.Request
+			writeBody(&req, body, &info, rt)
+			out := req.Body()
+			if !gjson.ValidBytes(out) {
+				t.Fatalf("edited body is invalid JSON: %q -> %q", body, out)
+			}
+			if !strings.Contains(string(out), `"up/model-é"`) {
+				t.Fatalf("edited body lacks the new model: %q", out)
+			}
+		}
+	})
+}
+
+// FuzzRelay feeds arbitrary upstream bytes through the relay: it must end,
+// never panic, and send the client only whole events whose data is JSON or
+// [DONE] (anything else becomes one error event).
+func FuzzRelay(f *testing.F) {
+	f.Add([]byte(string(benchChunk) + "data: [DONE]\n\n"))
+	f.Add([]byte("data: {oops\n\n"))
+	f.Add([]byte(": ping\n\ndata: {\"error\":{\"message\":\"x\"}}\n\n"))
+	f.Add([]byte("garbage"))
+	f.Add([]byte("data: {\"choices\":[{\"finish_reason\":\"stop\"}]}\n\n"))
+	f.Fuzz(func(t *testing.T, in []byte) {
+		up := &upstream{name: "fuzz"}
+		src := bytes.NewReader(in)
+		r := &relay{sc: sse.NewReader(src, 64, 1<<16), body: src, primed: true,
+			rec: record{route: &route{up: up}, start: time.Now()}, idle: time.Minute, deadline: time.Now().Add(time.Hour)}
+		var out []byte
+		p := make([]byte, 100)
+		for i := 0; ; i++ {
+			if i > 10*len(in)+100 {
+				t.Fatal("relay did not end")
+			}
+			n, err := r.Read(p)
+			out = append(out, p[:n]...)
+			if err == io.EOF {
+				break
+			}
+		}
+		rd := sse.NewReader(bytes.NewReader(out), 64, 1<<20)
+		for {
+			ev, ok := rd.Next()
+			if !ok {
+				if rd.Fill() != nil {
+					break
+				}
+				continue
+			}
+			_, data, _ := sse.Parse(ev, nil)
+			if len(data) > 0 && string(data) != "[DONE]" && !gjson.ValidBytes(data) {
+				t.Fatalf("client got invalid data %q from input %q", data, in)
+			}
+		}
+		if rest := rd.Buffered(); len(rest) > 0 {
+			t.Fatalf("client got a partial event %q", rest)
+		}
+	})
+}
