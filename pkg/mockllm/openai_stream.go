@@ -1,0 +1,216 @@
+package mockllm
+
+// OpenAI streams: every event is "data: <json>\n\n" and the stream ends
+// with "data: [DONE]\n\n". One id serves all chunks of a stream, exactly one
+// chunk carries a finish_reason, and the usage chunk ("choices":[]) is sent
+// only when the request set stream_options.include_usage.
+
+const (
+	sseDone       = "data: [DONE]\n\n"
+	sseErrorEvent = `data: {"error":{"message":"mock: injected stream error","type":"server_error","param":null,"code":null}}` + "\n\n"
+)
+
+// appendOpenAIPrefix appends the members every chunk of a stream shares,
+// ending with a comma.
+func appendOpenAIPrefix(dst []byte, st *stream, idPrefix, object string) []byte {
+	dst = append(dst, `data: {"id":"`...)
+	dst = append(dst, idPrefix...)
+	dst = appendHex(dst, st.a.id)
+	dst = append(dst, `","object":"`...)
+	dst = append(dst, object...)
+	dst = append(dst, `","created":`...)
+	dst = appendInt(dst, st.a.created)
+	dst = append(dst, `,"model":`...)
+	dst = append(dst, st.a.model...)
+	return append(dst, ',')
+}
+
+// appendChunkEnd closes a chunk: "usage":null on every chunk when the usage
+// chunk will follow, as OpenAI does.
+func appendChunkEnd(dst []byte, st *stream) []byte {
+	if st.includeUsage {
+		dst = append(dst, `,"usage":null`...)
+	}
+	return append(dst, "}\n\n"...)
+}
+
+// appendUsageChunk appends the final usage chunk with no choices.
+func appendUsageChunk(dst []byte, st *stream) []byte {
+	dst = append(dst, st.pre...)
+	dst = append(dst, `"choices":[]`...)
+	dst = appendUsage(dst, st.a.prompt, st.written)
+	return append(dst, "}\n\n"...)
+}
+
+func finishReason(last bool, reason string) string {
+	if last {
+		return reason
+	}
+	return "null"
+}
+
+// chatStream streams chat.completion.chunk events. A text answer is a role
+// chunk, then one content chunk per word, the last carrying
+// finish_reason "stop". A tool call is a chunk naming the call, then
+// argument fragments, then a chunk with finish_reason "tool_calls".
+type chatStream struct{}
+
+func (chatStream) prepare(st *stream) {
+	st.pre = appendOpenAIPrefix(st.pre[:0], st, "chatcmpl-", "chat.completion.chunk")
+}
+
+// appendChunk appends a chunk with the given delta object and finish reason
+// (a JSON value: null or a quoted string).
+func (chatStream) appendChunk(dst []byte, st *stream, delta, finish string) []byte {
+	dst = append(dst, st.pre...)
+	dst = append(dst, `"choices":[{"index":0,"delta":`...)
+	dst = append(dst, delta...)
+	dst = append(dst, `,"logprobs":null,"finish_reason":`...)
+	dst = append(dst, finish...)
+	dst = append(dst, "}]"...)
+	return appendChunkEnd(dst, st)
+}
+
+// argsStart and argsEnd frame a chunk carrying a fragment of the tool-call
+// arguments, already escaped for a JSON string.
+func (chatStream) argsStart(dst []byte, st *stream) []byte {
+	dst = append(dst, st.pre...)
+	return append(dst, `"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"`...)
+}
+
+func (chatStream) argsEnd(dst []byte, st *stream) []byte {
+	dst = append(dst, `"}}]},"logprobs":null,"finish_reason":null}]`...)
+	return appendChunkEnd(dst, st)
+}
+
+func (chatStream) headEvents(st *stream) int {
+	if st.a.tool != "" {
+		return 2 // the call, then the opening of the arguments
+	}
+	return 1 // the role
+}
+
+func (c chatStream) appendHead(dst []byte, st *stream, i int) []byte {
+	if st.a.tool == "" {
+		return c.appendChunk(dst, st, `{"role":"assistant","content":"","refusal":null}`, "null")
+	}
+	if i == 1 {
+		return c.argsEnd(append(c.argsStart(dst, st), toolArgsOpen...), st)
+	}
+	dst = append(dst, st.pre...)
+	dst = append(dst, `"choices":[{"index":0,"delta":{"role":"assistant","content":null,"refusal":null,"tool_calls":[{"index":0,"id":"call_`...)
+	dst = appendHex(dst, st.a.id)
+	dst = append(dst, `","type":"function","function":{"name":`...)
+	dst = append(dst, st.a.tool...)
+	dst = append(dst, `,"arguments":""}}]},"logprobs":null,"finish_reason":null}]`...)
+	return appendChunkEnd(dst, st)
+}
+
+func (c chatStream) appendContent(dst []byte, st *stream, i int, last bool) []byte {
+	if st.a.tool != "" {
+		return c.argsEnd(appendChunkWord(c.argsStart(dst, st), i), st)
+	}
+	dst = append(dst, st.pre...)
+	dst = append(dst, `"choices":[{"index":0,"delta":{"content":"`...)
+	dst = appendChunkWord(dst, i)
+	dst = append(dst, `"},"logprobs":null,"finish_reason":`...)
+	dst = append(dst, finishReason(last, `"stop"`)...)
+	dst = append(dst, "}]"...)
+	return appendChunkEnd(dst, st)
+}
+
+func (chatStream) tailEvents(st *stream) int {
+	n := 1 // [DONE]
+	switch {
+	case st.a.tool != "":
+		n += 2 // the closing of the arguments, the finish chunk
+	case st.chunks == 0:
+		n++ // no content chunk carried the finish reason
+	}
+	if st.includeUsage {
+		n++
+	}
+	return n
+}
+
+func (c chatStream) appendTail(dst []byte, st *stream, i int) []byte {
+	switch {
+	case st.a.tool != "":
+		switch i {
+		case 0:
+			return c.argsEnd(append(c.argsStart(dst, st), toolArgsClose...), st)
+		case 1:
+			return c.appendChunk(dst, st, "{}", `"tool_calls"`)
+		}
+		i -= 2
+	case st.chunks == 0:
+		if i == 0 {
+			return c.appendChunk(dst, st, "{}", `"stop"`)
+		}
+		i--
+	}
+	if st.includeUsage && i == 0 {
+		return appendUsageChunk(dst, st)
+	}
+	return append(dst, sseDone...)
+}
+
+func (chatStream) appendError(dst []byte, _ *stream) []byte {
+	return append(dst, sseErrorEvent...)
+}
+
+// textStream streams text_completion chunks: one word each, the last
+// carrying finish_reason "stop".
+type textStream struct{}
+
+func (textStream) prepare(st *stream) {
+	st.pre = appendOpenAIPrefix(st.pre[:0], st, "cmpl-", "text_completion")
+}
+
+func (textStream) headEvents(*stream) int                         { return 0 }
+func (textStream) appendHead(dst []byte, _ *stream, _ int) []byte { return dst }
+
+// appendText appends a chunk with word i (or no text when i < 0).
+func (textStream) appendText(dst []byte, st *stream, i int, last bool) []byte {
+	dst = append(dst, st.pre...)
+	dst = append(dst, `"choices":[{"text":"`...)
+	if i >= 0 {
+		dst = appendChunkWord(dst, i)
+	}
+	dst = append(dst, `","index":0,"logprobs":null,"finish_reason":`...)
+	dst = append(dst, finishReason(last, `"stop"`)...)
+	dst = append(dst, "}]"...)
+	return appendChunkEnd(dst, st)
+}
+
+func (t textStream) appendContent(dst []byte, st *stream, i int, last bool) []byte {
+	return t.appendText(dst, st, i, last)
+}
+
+func (textStream) tailEvents(st *stream) int {
+	n := 1 // [DONE]
+	if st.chunks == 0 {
+		n++
+	}
+	if st.includeUsage {
+		n++
+	}
+	return n
+}
+
+func (t textStream) appendTail(dst []byte, st *stream, i int) []byte {
+	if st.chunks == 0 {
+		if i == 0 {
+			return t.appendText(dst, st, -1, true)
+		}
+		i--
+	}
+	if st.includeUsage && i == 0 {
+		return appendUsageChunk(dst, st)
+	}
+	return append(dst, sseDone...)
+}
+
+func (textStream) appendError(dst []byte, _ *stream) []byte {
+	return append(dst, sseErrorEvent...)
+}
