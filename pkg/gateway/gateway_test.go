@@ -183,6 +183,7 @@ func TestErrors(t *testing.T) {
 		{"bad token", "/v1/chat/completions", "not.a.jwt", chatBody, nil, 401, typeAuthentication, "invalid_token", ""},
 		{"model not allowed", "/v1/chat/completions", onlyEmbed, chatBody, nil, 403, typePermission, "model_not_allowed", ""},
 		{"unknown model before allow-list", "/v1/chat/completions", onlyEmbed, `{"model":"nope","messages":[{"role":"user","content":"x"}]}`, nil, 404, typeInvalidRequest, "model_not_found", ""},
+		{"deeply nested", "/v1/chat/completions", good, `{"model":"mock-gpt","messages":[{"role":"user","content":"x"}],"x":` + strings.Repeat("[", 20000) + strings.Repeat("]", 20000) + `}`, nil, 400, typeInvalidRequest, "invalid_json", ""},
 		{"body too large", "/v1/chat/completions", good, `{"model":"mock-gpt","messages":[{"role":"user","content":"` + strings.Repeat("x", 70000) + `"}]}`, nil, 413, typeInvalidRequest, "request_too_large", ""},
 		{"unknown url", "/v1/nothing", good, `{}`, nil, 404, typeNotFound, "unknown_url", ""},
 		{"provider key missing", "/v1/chat/completions", good, `{"model":"keyless","messages":[{"role":"user","content":"x"}]}`, nil, 503, typeUnavailable, "provider_not_configured", ""},
@@ -346,5 +347,27 @@ func TestConfigRejectsBadProvider(t *testing.T) {
 	cfg := &config.Config{Providers: []config.Provider{{Name: "x", Kind: "openai", BaseURL: "ftp://x"}}}
 	if _, err := New(Options{Config: cfg, Verifier: &auth.Verifier{}}); err == nil {
 		t.Error("New accepted an ftp base URL")
+	}
+}
+
+func TestShallowJSON(t *testing.T) {
+	tests := []struct {
+		name string
+		in   string
+		ok   bool
+	}{
+		{"flat", `{"a":[1,2,{"b":3}]}`, true},
+		{"at the limit", strings.Repeat("[", 128) + strings.Repeat("]", 128), true},
+		{"over the limit", strings.Repeat("[", 129) + strings.Repeat("]", 129), false},
+		{"brackets in strings", `{"a":"` + strings.Repeat("[", 500) + `"}`, true},
+		{"escaped quote in string", `{"a":"\"` + strings.Repeat("{", 500) + `"}`, true},
+		{"hostile 8 MB", strings.Repeat("[", 8<<20), false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := shallowJSON([]byte(tc.in), maxJSONDepth); got != tc.ok {
+				t.Errorf("shallowJSON = %v, want %v", got, tc.ok)
+			}
+		})
 	}
 }

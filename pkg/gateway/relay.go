@@ -136,7 +136,7 @@ func (r *relay) handleEvent(ev []byte) {
 	case string(data) == "[DONE]":
 		r.done = true
 		r.drain()
-	case !gjson.ValidBytes(data):
+	case !shallowJSON(data, maxJSONDepth) || !gjson.ValidBytes(data):
 		r.fail(&apiError{Status: fiber.StatusBadGateway, Type: typeUpstream, Code: "upstream_malformed",
 			Message: fmt.Sprintf("provider %s sent a malformed stream event", r.rec.route.up.name)})
 		return

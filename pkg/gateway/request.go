@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bytes"
+	"fmt"
 	"unsafe"
 
 	"github.com/tidwall/gjson"
@@ -50,6 +51,9 @@ func parseRequest(body []byte, ep endpoint) (reqInfo, *apiError) {
 	var info reqInfo
 	if len(bytes.TrimSpace(body)) == 0 {
 		return info, errBadRequest("invalid_json", "", "request body is empty; send a JSON object")
+	}
+	if !shallowJSON(body, maxJSONDepth) {
+		return info, errBadRequest("invalid_json", "", fmt.Sprintf("request body nests deeper than %d levels", maxJSONDepth))
 	}
 	if !gjson.ValidBytes(body) {
 		return info, errBadRequest("invalid_json", "", "request body is not valid JSON")
@@ -106,6 +110,43 @@ func parseRequest(body []byte, ep endpoint) (reqInfo, *apiError) {
 		info.stream = false
 	}
 	return info, nil
+}
+
+// maxJSONDepth bounds the nesting of JSON the gateway validates: the
+// validator recurses once per level, so hostile input like "[[[[..." must be
+// refused before it is validated.
+const maxJSONDepth = 128
+
+// shallowJSON reports whether b nests arrays and objects at most max deep.
+// It tracks strings so brackets inside them do not count; it does not
+// validate anything else.
+func shallowJSON(b []byte, max int) bool {
+	depth := 0
+	inString := false
+	for i := 0; i < len(b); i++ {
+		c := b[i]
+		if inString {
+			switch c {
+			case '\\':
+				i++
+			case '"':
+				inString = false
+			}
+			continue
+		}
+		switch c {
+		case '"':
+			inString = true
+		case '[', '{':
+			depth++
+			if depth > max {
+				return false
+			}
+		case ']', '}':
+			depth--
+		}
+	}
+	return true
 }
 
 // unsafeString views b as a string without copying; b must not change while

@@ -99,7 +99,7 @@ func (g *Gateway) unary(c *fiber.Ctx, req *fasthttp.Request, rt *route, rec *rec
 		return g.fail(c, rec, rt.up.statusError(resp.StatusCode(), resp.Body(), resp.Header.Peek(fiber.HeaderRetryAfter)))
 	}
 	out := resp.Body()
-	if !gjson.ValidBytes(out) {
+	if !shallowJSON(out, maxJSONDepth) || !gjson.ValidBytes(out) {
 		return g.fail(c, rec, &apiError{Status: fiber.StatusBadGateway, Type: typeUpstream, Code: "upstream_malformed",
 			Message: fmt.Sprintf("provider %s returned a malformed response", rt.up.name)})
 	}
