@@ -203,7 +203,15 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 			s.ResetStats()
 			s.writeStats(ctx)
 		}
+	case "/v1/messages":
+		// Anthropic Messages API (anthropic.go).
+		if s.method(ctx, fasthttp.MethodPost) {
+			s.anthropicMessages(ctx)
+		}
 	default:
+		if s.routeOther(ctx, path) {
+			return
+		}
 		id, ok := modelID(path)
 		if !ok {
 			writeError(ctx, fasthttp.StatusNotFound, "invalid_request_error", "unknown path", "", "unknown_url")
