@@ -1,0 +1,176 @@
+// Command budget runs the budget consumer (package pkg/budget): it folds the
+// usage stream into the spend totals of the tollgate_spend KV bucket and
+// raises threshold alerts, until SIGTERM or interrupt, when it finishes the
+// batch it is writing and exits.
+//
+// It reads the nats and budgets sections of the shared config file.
+// Several instances may run at once.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/tollgate/tollgate/pkg/budget"
+	"github.com/tollgate/tollgate/pkg/config"
+)
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "budget:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string) error {
+	fs := flag.NewFlagSet("budget", flag.ContinueOnError)
+	cfgPath := fs.String("config", "tollgate.yaml", "config file (uses its nats and budgets sections)")
+	natsURL := fs.String("nats", "", "NATS URL; overrides the config's nats.url")
+	webhook := fs.String("webhook", "", "URL that receives every budget alert as a JSON POST")
+	metrics := fs.String("metrics", "", "address serving /metrics, e.g. 127.0.0.1:9102 (off when empty)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	cfg, err := config.Load(*cfgPath)
+	if err != nil {
+		return err
+	}
+	log := newLogger(cfg.Log)
+	if *natsURL != "" {
+		cfg.NATS.URL = *natsURL
+	}
+	limits, err := budget.ParseLimits(cfg.Budgets)
+	if err != nil {
+		return err
+	}
+	if err := budget.ValidateHierarchy(limits, cfg.BudgetOvercommit); err != nil {
+		return err
+	}
+
+	nc, err := connect(cfg.NATS, log)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return fmt.Errorf("jetstream: %w", err)
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	if _, err := budget.EnsureBucket(ctx, js, cfg.NATS.Replicas); err != nil {
+		return err
+	}
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	consumer, err := budget.NewConsumer(js, budget.ConsumerOptions{
+		Limits:     limits,
+		WebhookURL: *webhook,
+		Logger:     log,
+		Registerer: reg,
+	})
+	if err != nil {
+		return err
+	}
+
+	g, ctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return consume(ctx, consumer, log) })
+	if *metrics != "" {
+		srv := &http.Server{Addr: *metrics, Handler: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
+			ReadHeaderTimeout: 5 * time.Second}
+		g.Go(func() error {
+			if err := srv.ListenAndServe(); !errors.Is(err, http.ErrServerClosed) {
+				return fmt.Errorf("metrics listener: %w", err)
+			}
+			return nil
+		})
+		g.Go(func() error {
+			<-ctx.Done()
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			return srv.Shutdown(sctx)
+		})
+	}
+	log.Info("budget consumer started", "nats", nc.ConnectedUrlRedacted(), "limits", len(limits))
+	err = g.Wait()
+	log.Info("budget consumer stopped", "err", err)
+	return err
+}
+
+// consume runs the consumer, waiting for the usage stream if the gateway
+// has not created it yet.
+func consume(ctx context.Context, c *budget.Consumer, log *slog.Logger) error {
+	for {
+		err := c.Run(ctx)
+		if !errors.Is(err, jetstream.ErrStreamNotFound) {
+			return err
+		}
+		log.Warn("usage stream not found; retrying", "stream", budget.Stream)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(2 * time.Second):
+		}
+	}
+}
+
+func connect(c config.NATS, log *slog.Logger) (*nats.Conn, error) {
+	url := c.URL
+	if url == "" {
+		url = nats.DefaultURL
+	}
+	opts := []nats.Option{
+		nats.Name("tollgate-budget"),
+		nats.MaxReconnects(-1),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) { log.Warn("nats disconnected", "err", err) }),
+		nats.ReconnectHandler(func(nc *nats.Conn) { log.Info("nats reconnected", "url", nc.ConnectedUrlRedacted()) }),
+	}
+	if c.CredsFile != "" {
+		opts = append(opts, nats.UserCredentials(c.CredsFile))
+	}
+	if c.NKeyFile != "" {
+		o, err := nats.NkeyOptionFromSeed(c.NKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("nats nkey %s: %w", c.NKeyFile, err)
+		}
+		opts = append(opts, o)
+	}
+	if c.TLS.CAFile != "" {
+		opts = append(opts, nats.RootCAs(c.TLS.CAFile))
+	}
+	if c.TLS.CertFile != "" || c.TLS.KeyFile != "" {
+		opts = append(opts, nats.ClientCert(c.TLS.CertFile, c.TLS.KeyFile))
+	}
+	nc, err := nats.Connect(url, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("connect to nats %s: %w", url, err)
+	}
+	return nc, nil
+}
+
+func newLogger(c config.Log) *slog.Logger {
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(c.Level)) // validated by config.Load; "" is info
+	o := &slog.HandlerOptions{Level: level}
+	if c.Format == "text" {
+		return slog.New(slog.NewTextHandler(os.Stderr, o))
+	}
+	return slog.New(slog.NewJSONHandler(os.Stderr, o))
+}
