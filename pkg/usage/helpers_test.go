@@ -1,0 +1,200 @@
+package usage
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/protobuf/proto"
+
+	usagev1 "github.com/tollgate/tollgate/proto/tollgate/usage/v1"
+)
+
+// testServer is an embedded NATS JetStream server that can be stopped and
+// started again on the same port with the same store.
+type testServer struct {
+	t    testing.TB
+	dir  string
+	port int
+	ns   *server.Server
+}
+
+func startServer(t testing.TB) *testServer {
+	t.Helper()
+	s := &testServer{t: t, dir: t.TempDir(), port: -1}
+	s.start()
+	s.port = s.ns.Addr().(*net.TCPAddr).Port
+	t.Cleanup(s.shutdown)
+	return s
+}
+
+func (s *testServer) start() {
+	s.t.Helper()
+	ns, err := server.NewServer(&server.Options{
+		Host: "127.0.0.1", Port: s.port, JetStream: true, StoreDir: s.dir,
+		NoLog: true, NoSigs: true,
+	})
+	if err != nil {
+		s.t.Fatalf("new nats server: %v", err)
+	}
+	go ns.Start()
+	if !ns.ReadyForConnections(5 * time.Second) {
+		s.t.Fatal("nats server not ready")
+	}
+	s.ns = ns
+}
+
+func (s *testServer) shutdown() {
+	if s.ns != nil {
+		s.ns.Shutdown()
+		s.ns.WaitForShutdown()
+		s.ns = nil
+	}
+}
+
+func (s *testServer) restart() {
+	s.t.Helper()
+	s.shutdown()
+	s.start()
+}
+
+func (s *testServer) url() string { return fmt.Sprintf("nats://127.0.0.1:%d", s.port) }
+
+// connect returns a connection that reconnects forever, and a JetStream
+// context on it with the usage stream in place.
+func connect(t testing.TB, s *testServer, cfg Config) (*nats.Conn, jetstream.JetStream) {
+	t.Helper()
+	nc, err := nats.Connect(s.url(), nats.MaxReconnects(-1), nats.ReconnectWait(20*time.Millisecond),
+		nats.NoCallbacksAfterClientClose())
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc, cfg.JetStreamOptions()...)
+	if err != nil {
+		t.Fatalf("jetstream: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := EnsureStream(ctx, js, StreamConfig{}); err != nil {
+		t.Fatalf("ensure stream: %v", err)
+	}
+	return nc, js
+}
+
+func newEvent(t testing.TB, dept string, i int) *usagev1.UsageEvent {
+	id, err := uuid.NewV7()
+	if err != nil {
+		t.Fatalf("uuid: %v", err)
+	}
+	return &usagev1.UsageEvent{
+		EventId:          id.String(),
+		RequestId:        fmt.Sprintf("req-%d", i),
+		Timestamp:        time.Now().UnixNano(),
+		Dept:             dept,
+		Team:             "core",
+		RequestedModel:   "gpt-4o-mini",
+		ServedModel:      "gpt-4o-mini-2024-07-18",
+		Provider:         "openai",
+		PromptTokens:     uint64(100 + i),
+		CompletionTokens: 42,
+		CostNanoUsd:      int64(1000 * i),
+		Endpoint:         "/v1/chat/completions",
+		StatusCode:       200,
+	}
+}
+
+// startPublisher creates a Publisher and runs it until the test ends.
+func startPublisher(t testing.TB, js jetstream.JetStream, cfg Config) *Publisher {
+	t.Helper()
+	p, err := NewPublisher(js, cfg, nil)
+	if err != nil {
+		t.Fatalf("new publisher: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("run: %v", err)
+		}
+	})
+	return p
+}
+
+func waitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// stored is one message of the usage stream.
+type stored struct {
+	seq     uint64
+	subject string
+	msgID   string
+	ev      *usagev1.UsageEvent
+}
+
+func streamMessages(t testing.TB, js jetstream.JetStream) []stored {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st, err := js.Stream(ctx, StreamName)
+	if err != nil {
+		t.Fatalf("stream: %v", err)
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		t.Fatalf("stream info: %v", err)
+	}
+	var out []stored
+	for seq := info.State.FirstSeq; seq <= info.State.LastSeq && info.State.Msgs > 0; seq++ {
+		m, err := st.GetMsg(ctx, seq)
+		if err != nil {
+			t.Fatalf("get msg %d: %v", seq, err)
+		}
+		ev := new(usagev1.UsageEvent)
+		if err := proto.Unmarshal(m.Data, ev); err != nil {
+			t.Fatalf("unmarshal msg %d: %v", seq, err)
+		}
+		out = append(out, stored{seq: seq, subject: m.Subject, msgID: m.Header.Get(jetstream.MsgIDHeader), ev: ev})
+	}
+	return out
+}
+
+// checkOnce checks that every event of want is in msgs exactly once, with
+// the right subject and Nats-Msg-Id, and that msgs holds nothing else.
+func checkOnce(t testing.TB, msgs []stored, want []*usagev1.UsageEvent) {
+	t.Helper()
+	seen := make(map[string]int, len(msgs))
+	for _, m := range msgs {
+		seen[m.ev.GetEventId()]++
+		if m.msgID != m.ev.GetEventId() {
+			t.Errorf("seq %d: Nats-Msg-Id %q, event id %q", m.seq, m.msgID, m.ev.GetEventId())
+		}
+		if want := Subject(m.ev.GetDept()); m.subject != want {
+			t.Errorf("seq %d: subject %q, want %q", m.seq, m.subject, want)
+		}
+	}
+	for _, ev := range want {
+		if n := seen[ev.GetEventId()]; n != 1 {
+			t.Errorf("event %s stored %d times", ev.GetEventId(), n)
+		}
+	}
+	if len(msgs) != len(want) || len(seen) != len(want) {
+		t.Errorf("stream holds %d messages, %d distinct ids; want %d", len(msgs), len(seen), len(want))
+	}
+}

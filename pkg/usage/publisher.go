@@ -1,0 +1,343 @@
+// Package usage publishes the gateway's usage events to the JetStream stream
+// TOLLGATE_USAGE without ever making a request wait on the network or the
+// disk.
+//
+// The request path hands each event to [Publisher.Enqueue], which only puts
+// a pointer on a bounded queue. One goroutine ([Publisher.Run]) publishes
+// from that queue asynchronously. When NATS is down or failing, events go to
+// a spool of append-only files on local disk instead, and are republished
+// from there, in order, once NATS answers again. Every event carries its
+// event id as Nats-Msg-Id, so an event published twice (an ack lost to a
+// timeout, a crash between a publish and the spool's offset update) is
+// stored once by the stream.
+package usage
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	usagev1 "github.com/tollgate/tollgate/proto/tollgate/usage/v1"
+)
+
+var (
+	// ErrFull is returned by Enqueue under Config.FailClosed when both the
+	// in-memory queue and the spool are full; the gateway answers 503.
+	ErrFull = errors.New("usage publisher full")
+	// ErrClosed is returned by Enqueue after Close (or after Run stopped).
+	ErrClosed = errors.New("usage publisher closed")
+)
+
+// Config tunes a Publisher. Zero fields take the documented defaults; only
+// SpoolDir is required.
+type Config struct {
+	// Buffer is the in-memory queue capacity, in events. Default 65536.
+	// When it is full, up to Buffer more events wait in an overflow list
+	// bound for the spool.
+	Buffer int
+	// BatchSize is the number of events taken from the queue, or read from
+	// the spool, per publish batch. Default 256.
+	BatchSize int
+	// MaxPending bounds the publishes awaiting their ack. Default 4096.
+	// Create the JetStream context with JetStreamOptions so that its own
+	// limit matches.
+	MaxPending int
+	// AckTimeout is how long a publish may wait for its ack before the event
+	// is spooled. Default 5s.
+	AckTimeout time.Duration
+	// SpoolDir holds the spool files. Required; one directory per process.
+	SpoolDir string
+	// SpoolMaxBytes bounds the spool's files. Default 1 GiB.
+	SpoolMaxBytes int64
+	// SyncInterval is how often written spool data is fsynced, and so the
+	// most a power cut can lose. Default 100ms.
+	SyncInterval time.Duration
+	// FailClosed decides what happens when the queue and the spool are both
+	// full: true makes Enqueue return ErrFull; false drops the event and
+	// counts it in Stats.Dropped.
+	FailClosed bool
+	// OnAck, when set, is called from the Run goroutine with the stream
+	// sequence of each acknowledged event, in publish order. It must not
+	// block. A republished duplicate reports its original sequence.
+	OnAck func(ev *usagev1.UsageEvent, seq uint64)
+	// Clock returns the current time. Default time.Now.
+	Clock func() time.Time
+}
+
+func (c Config) withDefaults() Config {
+	if c.Buffer <= 0 {
+		c.Buffer = 65536
+	}
+	if c.BatchSize <= 0 {
+		c.BatchSize = 256
+	}
+	if c.MaxPending <= 0 {
+		c.MaxPending = 4096
+	}
+	if c.AckTimeout <= 0 {
+		c.AckTimeout = 5 * time.Second
+	}
+	if c.SpoolMaxBytes <= 0 {
+		c.SpoolMaxBytes = 1 << 30
+	}
+	if c.SyncInterval <= 0 {
+		c.SyncInterval = 100 * time.Millisecond
+	}
+	if c.Clock == nil {
+		c.Clock = time.Now
+	}
+	return c
+}
+
+// JetStreamOptions returns the options to create the JetStream context a
+// Publisher with this Config uses: its async max-pending and ack timeout
+// match the Config's MaxPending and AckTimeout.
+func (c Config) JetStreamOptions() []jetstream.JetStreamOpt {
+	c = c.withDefaults()
+	return []jetstream.JetStreamOpt{
+		jetstream.WithPublishAsyncMaxPending(c.MaxPending),
+		jetstream.WithPublishAsyncTimeout(c.AckTimeout),
+	}
+}
+
+// Stats is a snapshot of a Publisher's counters. Every event counted in
+// Queued is eventually counted in Published, Drained or Dropped; until then
+// it is queued, pending or spooled. An event Enqueue drops itself (queue and
+// spool full, fail-open) is counted in Dropped only.
+type Stats struct {
+	Queued     int64 // events accepted by Enqueue
+	Published  int64 // events acked by the stream straight from memory
+	Spooled    int64 // events written to the spool
+	Drained    int64 // spooled events acked by the stream
+	Failed     int64 // publishes that failed or timed out (the event was then spooled)
+	Dropped    int64 // events lost: queue and spool full (fail-open), unmarshalable, or a spool write error
+	Torn       int64 // torn spool records truncated when the spool was opened
+	Corrupt    int64 // corrupt spool records moved aside to a .bad file
+	SpoolBytes int64 // spooled bytes not yet drained
+	QueueLen   int64 // events waiting in memory
+	Pending    int64 // publishes awaiting their ack
+}
+
+// lifecycle states of a Publisher.
+const (
+	stateIdle = iota
+	stateRunning
+	stateDone
+)
+
+// Publisher publishes usage events to JetStream, spooling them to disk when
+// NATS cannot take them. Enqueue may be called from any goroutine; Run is
+// the one goroutine that does the work.
+type Publisher struct {
+	js  jetstream.JetStream
+	nc  *nats.Conn
+	cfg Config
+	log *slog.Logger
+
+	// mu guards closed; Enqueue holds it for reading so that Close knows no
+	// Enqueue is still putting an event on ch once closed is set.
+	mu     sync.RWMutex
+	closed bool
+	ch     chan *usagev1.UsageEvent
+
+	// omu guards over, the events Enqueue could not put on the full ch.
+	omu     sync.Mutex
+	over    []*usagev1.UsageEvent
+	overLen atomic.Int64
+	wake    chan struct{}
+
+	life     sync.Mutex // guards state
+	state    int
+	closeReq chan context.Context
+	done     chan struct{}
+
+	spool     *spool
+	spoolFull atomic.Bool
+
+	queued, published, spooled, drained atomic.Int64
+	failed, dropped, pending            atomic.Int64
+
+	run runState // owned by the Run goroutine
+}
+
+// NewPublisher opens (and, after a crash, repairs) the spool in
+// cfg.SpoolDir and returns a Publisher; nothing is published until Run. A
+// nil log discards the Publisher's log lines.
+func NewPublisher(js jetstream.JetStream, cfg Config, log *slog.Logger) (*Publisher, error) {
+	if js == nil {
+		return nil, errors.New("new usage publisher: nil jetstream")
+	}
+	if cfg.SpoolDir == "" {
+		return nil, errors.New("new usage publisher: spool dir required")
+	}
+	cfg = cfg.withDefaults()
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	sp, err := openSpool(cfg.SpoolDir, cfg.SpoolMaxBytes)
+	if err != nil {
+		return nil, fmt.Errorf("new usage publisher: %w", err)
+	}
+	if n := sp.torn.Load(); n > 0 {
+		log.Warn("usage spool had a torn record, moved aside", "dir", cfg.SpoolDir, "records", n)
+	}
+	p := &Publisher{
+		js:       js,
+		nc:       js.Conn(),
+		cfg:      cfg,
+		log:      log,
+		ch:       make(chan *usagev1.UsageEvent, cfg.Buffer),
+		wake:     make(chan struct{}, 1),
+		closeReq: make(chan context.Context, 1),
+		done:     make(chan struct{}),
+		spool:    sp,
+	}
+	p.run.init(p)
+	return p, nil
+}
+
+// Enqueue hands one event to the publisher. It never blocks on the network
+// or the disk: it puts the pointer on the queue, or, when the queue is full,
+// on the overflow list that Run moves to the spool. Only when the spool is
+// full too (or Run has fallen so far behind that the overflow list holds
+// Buffer events as well) does it fail: with ErrFull under
+// Config.FailClosed, else by dropping the event (counted in Stats.Dropped)
+// and returning nil. The caller must not modify ev afterwards.
+func (p *Publisher) Enqueue(ev *usagev1.UsageEvent) error {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if p.closed {
+		return ErrClosed
+	}
+	select {
+	case p.ch <- ev:
+		p.queued.Add(1)
+		return nil
+	default:
+	}
+	return p.overflow(ev)
+}
+
+func (p *Publisher) overflow(ev *usagev1.UsageEvent) error {
+	if p.spoolFull.Load() {
+		return p.full()
+	}
+	p.omu.Lock()
+	if len(p.over) >= p.cfg.Buffer {
+		p.omu.Unlock()
+		return p.full()
+	}
+	p.over = append(p.over, ev)
+	p.overLen.Store(int64(len(p.over)))
+	p.omu.Unlock()
+	p.queued.Add(1)
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+func (p *Publisher) full() error {
+	if p.cfg.FailClosed {
+		return ErrFull
+	}
+	p.dropped.Add(1)
+	return nil
+}
+
+// Stats returns a snapshot of the counters. It is safe to call at any time.
+func (p *Publisher) Stats() Stats {
+	return Stats{
+		Queued:     p.queued.Load(),
+		Published:  p.published.Load(),
+		Spooled:    p.spooled.Load(),
+		Drained:    p.drained.Load(),
+		Failed:     p.failed.Load(),
+		Dropped:    p.dropped.Load() + p.spool.lost.Load(),
+		Torn:       p.spool.torn.Load(),
+		Corrupt:    p.spool.corrupt.Load(),
+		SpoolBytes: p.spool.unread.Load(),
+		QueueLen:   int64(len(p.ch)) + p.overLen.Load(),
+		Pending:    p.pending.Load(),
+	}
+}
+
+// Run publishes queued events until Close or until ctx is cancelled, then
+// returns. On Close it flushes as Close describes; on cancellation it writes
+// whatever is still in memory to the spool without waiting on NATS. It
+// returns nil on a clean stop, and an error if the spool could not be
+// synced and closed. Run after Close returns nil at once (Close did the
+// work); a second concurrent Run is an error.
+func (p *Publisher) Run(ctx context.Context) error {
+	p.life.Lock()
+	switch p.state {
+	case stateRunning:
+		p.life.Unlock()
+		return errors.New("run usage publisher: already running")
+	case stateDone:
+		p.life.Unlock()
+		return nil
+	}
+	p.state = stateRunning
+	p.life.Unlock()
+	defer close(p.done)
+	return p.run.loop(ctx, nil)
+}
+
+// Close stops taking events (Enqueue returns ErrClosed from then on),
+// publishes what is still queued (to NATS if it is up and the spool is
+// empty, else to the spool, which the next start drains), waits for the
+// outstanding acks, spooling events whose publish failed, and fsyncs the
+// spool. When ctx ends first, the events still in memory or
+// awaiting an ack are written to the spool at once. Close works whether or
+// not Run was started, and returns once the spool is closed.
+func (p *Publisher) Close(ctx context.Context) error {
+	p.life.Lock()
+	switch p.state {
+	case stateIdle:
+		p.state = stateDone
+		p.life.Unlock()
+		defer close(p.done)
+		return p.run.loop(context.Background(), ctx)
+	case stateRunning:
+		p.life.Unlock()
+		select {
+		case p.closeReq <- ctx:
+		default: // a Close is already under way
+		}
+	default:
+		p.life.Unlock()
+	}
+	<-p.done
+	return p.run.closeErr
+}
+
+// shut marks the publisher closed: once it returns, no Enqueue is adding to
+// the queue or the overflow list.
+func (p *Publisher) shut() {
+	p.mu.Lock()
+	p.closed = true
+	p.mu.Unlock()
+}
+
+// takeOverflow moves the overflow list into dst.
+func (p *Publisher) takeOverflow(dst []*usagev1.UsageEvent) []*usagev1.UsageEvent {
+	if p.overLen.Load() == 0 {
+		return dst
+	}
+	p.omu.Lock()
+	dst = append(dst, p.over...)
+	clear(p.over)
+	p.over = p.over[:0]
+	p.overLen.Store(0)
+	p.omu.Unlock()
+	return dst
+}

@@ -1,0 +1,654 @@
+package usage
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/protobuf/proto"
+
+	usagev1 "github.com/tollgate/tollgate/proto/tollgate/usage/v1"
+)
+
+func TestSubject(t *testing.T) {
+	tests := []struct {
+		name, dept, want string
+	}{
+		{name: "plain", dept: "finance", want: "tollgate.usage.finance"},
+		{name: "empty", dept: "", want: "tollgate.usage._none"},
+		{name: "dots", dept: "eu.finance", want: "tollgate.usage.eu_finance"},
+		{name: "wildcards", dept: "a*b>c", want: "tollgate.usage.a_b_c"},
+		{name: "white space", dept: "r d\tx\ny", want: "tollgate.usage.r_d_x_y"},
+		{name: "unicode kept", dept: "Forschung-ü", want: "tollgate.usage.Forschung-ü"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := Subject(tt.dept); got != tt.want {
+				t.Errorf("Subject(%q) = %q, want %q", tt.dept, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestEnsureStream(t *testing.T) {
+	tests := []struct {
+		name string
+		cfg  StreamConfig
+		want StreamConfig
+	}{
+		{name: "defaults", want: StreamConfig{Replicas: 1, MaxAge: 400 * 24 * time.Hour, DuplicateWindow: 2 * time.Minute}},
+		{
+			name: "configured",
+			cfg:  StreamConfig{MaxAge: 30 * 24 * time.Hour, DuplicateWindow: 10 * time.Minute},
+			want: StreamConfig{Replicas: 1, MaxAge: 30 * 24 * time.Hour, DuplicateWindow: 10 * time.Minute},
+		},
+	}
+	srv := startServer(t)
+	_, js := connect(t, srv, Config{}) // creates the stream with defaults
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			// Twice: the second call must be a no-op update.
+			for range 2 {
+				if err := EnsureStream(ctx, js, tt.cfg); err != nil {
+					t.Fatalf("ensure stream: %v", err)
+				}
+			}
+			st, err := js.Stream(ctx, StreamName)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := st.CachedInfo().Config
+			got := StreamConfig{Replicas: c.Replicas, MaxAge: c.MaxAge, DuplicateWindow: c.Duplicates}
+			if got != tt.want {
+				t.Errorf("stream config %+v, want %+v", got, tt.want)
+			}
+			if !slices.Equal(c.Subjects, []string{"tollgate.usage.>"}) || c.Storage != jetstream.FileStorage {
+				t.Errorf("subjects %v storage %v", c.Subjects, c.Storage)
+			}
+		})
+	}
+}
+
+// acks records OnAck calls.
+type acks struct {
+	mu   sync.Mutex
+	seqs map[string]uint64
+	list []uint64
+}
+
+func (a *acks) onAck(ev *usagev1.UsageEvent, seq uint64) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.seqs == nil {
+		a.seqs = make(map[string]uint64)
+	}
+	a.seqs[ev.GetEventId()] = seq
+	a.list = append(a.list, seq)
+}
+
+func (a *acks) check(t *testing.T, msgs []stored) {
+	t.Helper()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for i := 1; i < len(a.list); i++ {
+		if a.list[i] <= a.list[i-1] {
+			t.Fatalf("OnAck sequence %d after %d (at %d of %d: %v)", a.list[i], a.list[i-1], i, len(a.list), a.list[max(0, i-5):min(len(a.list), i+5)])
+		}
+	}
+	if len(a.list) != len(msgs) {
+		t.Errorf("OnAck called %d times for %d messages", len(a.list), len(msgs))
+	}
+	for _, m := range msgs {
+		if got := a.seqs[m.ev.GetEventId()]; got != m.seq {
+			t.Errorf("event %s: OnAck seq %d, stream seq %d", m.ev.GetEventId(), got, m.seq)
+		}
+	}
+}
+
+func closePublisher(t *testing.T, p *Publisher) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := p.Close(ctx); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+}
+
+func TestPublishDelivers(t *testing.T) {
+	tests := []struct {
+		name  string
+		depts []string
+		n     int
+		cfg   Config
+	}{
+		{name: "one dept", depts: []string{"finance"}, n: 200},
+		{name: "mixed depts", depts: []string{"finance", "", "eu.sales", "r d"}, n: 400},
+		{name: "small batches and window", depts: []string{"ops"}, n: 300, cfg: Config{BatchSize: 3, MaxPending: 5}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := startServer(t)
+			var got acks
+			cfg := tt.cfg
+			cfg.SpoolDir, cfg.OnAck = t.TempDir(), got.onAck
+			_, js := connect(t, srv, cfg)
+			p := startPublisher(t, js, cfg)
+			var want []*usagev1.UsageEvent
+			for i := range tt.n {
+				ev := newEvent(t, tt.depts[i%len(tt.depts)], i)
+				want = append(want, ev)
+				if err := p.Enqueue(ev); err != nil {
+					t.Fatalf("enqueue: %v", err)
+				}
+			}
+			waitFor(t, "all published", func() bool { return p.Stats().Published == int64(tt.n) })
+			closePublisher(t, p)
+			msgs := streamMessages(t, js)
+			checkOnce(t, msgs, want)
+			got.check(t, msgs)
+			st := p.Stats()
+			if st.Queued != int64(tt.n) || st.Spooled != 0 || st.Failed != 0 || st.Dropped != 0 || st.Pending != 0 || st.QueueLen != 0 {
+				t.Errorf("stats %+v", st)
+			}
+		})
+	}
+}
+
+// TestOutage stops NATS mid-run: events go to the spool, and once the
+// server is back (same port and store) they are drained in order, each
+// stored exactly once.
+func TestOutage(t *testing.T) {
+	tests := []struct {
+		name          string
+		before, while int
+		cfg           Config
+	}{
+		{name: "short", before: 50, while: 200},
+		{name: "spool spans segments", before: 20, while: 600, cfg: Config{SpoolMaxBytes: 256 << 10, BatchSize: 64}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := startServer(t)
+			var got acks
+			cfg := tt.cfg
+			cfg.SpoolDir, cfg.OnAck = t.TempDir(), got.onAck
+			nc, js := connect(t, srv, cfg)
+			p := startPublisher(t, js, cfg)
+			var want []*usagev1.UsageEvent
+			enqueue := func(n int) {
+				for range n {
+					ev := newEvent(t, "finance", len(want))
+					want = append(want, ev)
+					if err := p.Enqueue(ev); err != nil {
+						t.Fatalf("enqueue: %v", err)
+					}
+				}
+			}
+			enqueue(tt.before)
+			waitFor(t, "published before the outage", func() bool { return p.Stats().Published == int64(tt.before) })
+
+			srv.shutdown()
+			waitFor(t, "client to see the outage", func() bool { return !nc.IsConnected() })
+			enqueue(tt.while)
+			waitFor(t, "events spooled", func() bool {
+				st := p.Stats()
+				return st.Spooled == int64(tt.while) && st.QueueLen == 0
+			})
+			if st := p.Stats(); st.SpoolBytes == 0 || st.Published != int64(tt.before) {
+				t.Fatalf("during the outage: %+v", st)
+			}
+
+			srv.restart()
+			waitFor(t, "spool drained", func() bool { return p.Stats().Drained == int64(tt.while) })
+			waitFor(t, "spool empty", func() bool { return p.Stats().SpoolBytes == 0 })
+			// Publishing from memory resumes once the spool is empty.
+			enqueue(10)
+			waitFor(t, "published after the outage", func() bool {
+				return p.Stats().Published == int64(tt.before+10)
+			})
+			closePublisher(t, p)
+
+			msgs := streamMessages(t, js)
+			checkOnce(t, msgs, want)
+			got.check(t, msgs)
+			for i, m := range msgs {
+				if i < len(want) && m.ev.GetEventId() != want[i].GetEventId() {
+					t.Fatalf("stream position %d holds %s (%s), want %s (%s): order lost",
+						i, m.ev.GetEventId(), m.ev.GetRequestId(), want[i].GetEventId(), want[i].GetRequestId())
+				}
+			}
+			if st := p.Stats(); st.Dropped != 0 || st.Corrupt != 0 || st.Torn != 0 {
+				t.Errorf("stats %+v", st)
+			}
+			if segs := spoolFiles(t, cfg.SpoolDir, segExt); len(segs) != 1 {
+				t.Errorf("segments after drain %v, want one", segs)
+			}
+		})
+	}
+}
+
+func TestCloseFlushes(t *testing.T) {
+	tests := []struct {
+		name     string
+		run      bool
+		natsDown bool
+	}{
+		{name: "running, nats up", run: true},
+		{name: "never run, nats up"},
+		{name: "running, nats down", run: true, natsDown: true},
+		{name: "never run, nats down", natsDown: true},
+	}
+	const n = 500
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := startServer(t)
+			cfg := Config{SpoolDir: t.TempDir()}
+			nc, js := connect(t, srv, cfg)
+			if tt.natsDown {
+				srv.shutdown()
+				waitFor(t, "client to see the outage", func() bool { return !nc.IsConnected() })
+			}
+			p, err := NewPublisher(js, cfg, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			runErr := make(chan error, 1)
+			if tt.run {
+				go func() { runErr <- p.Run(context.Background()) }()
+			}
+			var want []*usagev1.UsageEvent
+			for i := range n {
+				ev := newEvent(t, "ops", i)
+				want = append(want, ev)
+				if err := p.Enqueue(ev); err != nil {
+					t.Fatalf("enqueue: %v", err)
+				}
+			}
+			closePublisher(t, p)
+			if tt.run {
+				if err := <-runErr; err != nil {
+					t.Fatalf("run: %v", err)
+				}
+			}
+			if err := p.Enqueue(newEvent(t, "ops", n)); !errors.Is(err, ErrClosed) {
+				t.Errorf("enqueue after close: %v, want ErrClosed", err)
+			}
+			st := p.Stats()
+			if st.QueueLen != 0 || st.Pending != 0 || st.Published+st.Spooled != n {
+				t.Fatalf("after close: %+v", st)
+			}
+			if !tt.natsDown {
+				checkOnce(t, streamMessages(t, js), want)
+				return
+			}
+			if st.Spooled != n {
+				t.Fatalf("spooled %d of %d with nats down", st.Spooled, n)
+			}
+			// The next process finds the events in the spool.
+			srv.restart()
+			p2 := startPublisher(t, js, cfg)
+			waitFor(t, "spool drained by the next publisher", func() bool { return p2.Stats().Drained == n })
+			closePublisher(t, p2)
+			checkOnce(t, streamMessages(t, js), want)
+		})
+	}
+}
+
+func TestRunAfterClose(t *testing.T) {
+	srv := startServer(t)
+	cfg := Config{SpoolDir: t.TempDir()}
+	_, js := connect(t, srv, cfg)
+	p, err := NewPublisher(js, cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	closePublisher(t, p)
+	// Close may win the race with the goroutine starting Run.
+	if err := p.Run(context.Background()); err != nil {
+		t.Errorf("run after close: %v, want nil", err)
+	}
+	closePublisher(t, p) // a second Close is harmless
+}
+
+func TestRunStopsOnCancel(t *testing.T) {
+	srv := startServer(t)
+	cfg := Config{SpoolDir: t.TempDir()}
+	nc, js := connect(t, srv, cfg)
+	srv.shutdown()
+	waitFor(t, "client to see the outage", func() bool { return !nc.IsConnected() })
+	p, err := NewPublisher(js, cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 100 {
+		if err := p.Enqueue(newEvent(t, "ops", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("run: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("run did not stop on cancel")
+	}
+	if st := p.Stats(); st.Spooled != 100 || st.QueueLen != 0 {
+		t.Errorf("after cancel: %+v", st)
+	}
+	if err := p.Enqueue(newEvent(t, "ops", 0)); !errors.Is(err, ErrClosed) {
+		t.Errorf("enqueue after stop: %v, want ErrClosed", err)
+	}
+	closePublisher(t, p)
+}
+
+// TestFull fills queue and spool while NATS is down: fail-closed refuses
+// further events, fail-open drops and counts them; nothing accepted is lost
+// once NATS is back.
+func TestFull(t *testing.T) {
+	tests := []struct {
+		name       string
+		failClosed bool
+	}{
+		{name: "fail closed", failClosed: true},
+		{name: "fail open"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := startServer(t)
+			cfg := Config{
+				SpoolDir: t.TempDir(), Buffer: 4, BatchSize: 2, MaxPending: 8,
+				SpoolMaxBytes: 1024, FailClosed: tt.failClosed,
+			}
+			nc, js := connect(t, srv, cfg)
+			srv.shutdown()
+			waitFor(t, "client to see the outage", func() bool { return !nc.IsConnected() })
+			p := startPublisher(t, js, cfg)
+
+			var accepted []*usagev1.UsageEvent
+			var refused int
+			for i := 0; i < 5000 && refused == 0 && p.Stats().Dropped == 0; i++ {
+				ev := newEvent(t, "ops", i)
+				switch err := p.Enqueue(ev); {
+				case errors.Is(err, ErrFull):
+					refused++
+				case err != nil:
+					t.Fatalf("enqueue: %v", err)
+				default:
+					accepted = append(accepted, ev)
+				}
+				time.Sleep(200 * time.Microsecond)
+			}
+			st := p.Stats()
+			if tt.failClosed && (refused == 0 || st.Dropped != 0) {
+				t.Fatalf("fail closed: refused %d, stats %+v", refused, st)
+			}
+			if !tt.failClosed && (refused != 0 || st.Dropped == 0) {
+				t.Fatalf("fail open: refused %d, stats %+v", refused, st)
+			}
+			if st.Spooled == 0 || st.SpoolBytes > cfg.SpoolMaxBytes {
+				t.Fatalf("spool not filled or over its limit: %+v", st)
+			}
+
+			srv.restart()
+			// Queued counts the events Enqueue kept (not those it dropped).
+			waitFor(t, "accepted events delivered", func() bool {
+				st := p.Stats()
+				return st.Published+st.Drained == st.Queued && st.SpoolBytes == 0
+			})
+			closePublisher(t, p)
+			msgs := streamMessages(t, js)
+			if tt.failClosed {
+				checkOnce(t, msgs, accepted)
+				return
+			}
+			// Fail-open: the dropped events are the only ones missing.
+			if int64(len(msgs)) != int64(len(accepted))-p.Stats().Dropped {
+				t.Errorf("stream holds %d, accepted %d, dropped %d", len(msgs), len(accepted), p.Stats().Dropped)
+			}
+		})
+	}
+}
+
+func TestConcurrentEnqueue(t *testing.T) {
+	srv := startServer(t)
+	var got acks
+	cfg := Config{SpoolDir: t.TempDir(), OnAck: got.onAck, Buffer: 1024}
+	_, js := connect(t, srv, cfg)
+	p := startPublisher(t, js, cfg)
+	const workers, each = 8, 250
+	evs := make([][]*usagev1.UsageEvent, workers)
+	for w := range evs {
+		for i := range each {
+			evs[w] = append(evs[w], newEvent(t, fmt.Sprintf("dept%d", w%3), i))
+		}
+	}
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for _, ev := range evs[w] {
+				if err := p.Enqueue(ev); err != nil {
+					t.Errorf("enqueue: %v", err)
+					return
+				}
+				_ = p.Stats()
+			}
+		})
+	}
+	wg.Wait()
+	waitFor(t, "all delivered", func() bool {
+		st := p.Stats()
+		return st.Published+st.Drained == workers*each
+	})
+	closePublisher(t, p)
+	msgs := streamMessages(t, js)
+	checkOnce(t, msgs, slices.Concat(evs...))
+	got.check(t, msgs)
+}
+
+// TestSpoolRepairedOnStart damages a spool left by an earlier process: the
+// publisher moves the damage aside and publishes every intact event.
+func TestSpoolRepairedOnStart(t *testing.T) {
+	tests := []struct {
+		name        string
+		damage      func(t *testing.T, path string, recLens []int64)
+		lost        []int // indexes of the events that cannot survive
+		torn, crrpt int64
+	}{
+		{
+			name: "torn final record",
+			damage: func(t *testing.T, path string, recLens []int64) {
+				fi, err := os.Stat(path)
+				if err != nil {
+					t.Fatal(err)
+				}
+				truncate(t, path, fi.Size()-recLens[len(recLens)-1]/2)
+			},
+			lost: []int{9}, torn: 1,
+		},
+		{
+			name: "corrupt record",
+			damage: func(t *testing.T, path string, recLens []int64) {
+				b, err := os.ReadFile(path)
+				if err != nil {
+					t.Fatal(err)
+				}
+				off := recLens[0] + recLens[1] + recLens[2] + recHeader + 5 // inside record 3's payload
+				b[off] ^= 0xff
+				if err := os.WriteFile(path, b, 0o640); err != nil {
+					t.Fatal(err)
+				}
+			},
+			lost: []int{3}, crrpt: 1,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			s, err := openSpool(dir, 1<<20)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var all []*usagev1.UsageEvent
+			var lens []int64
+			for i := range 10 {
+				ev := newEvent(t, "ops", i)
+				b, err := proto.Marshal(ev)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := s.append(b); err != nil {
+					t.Fatal(err)
+				}
+				all = append(all, ev)
+				lens = append(lens, int64(recHeader+len(b)))
+			}
+			if err := s.close(); err != nil {
+				t.Fatal(err)
+			}
+			tt.damage(t, s.segPath(s.segs[0].id), lens)
+
+			srv := startServer(t)
+			cfg := Config{SpoolDir: dir}
+			_, js := connect(t, srv, cfg)
+			p := startPublisher(t, js, cfg)
+			want := slices.Clone(all)
+			for _, i := range slices.Backward(tt.lost) {
+				want = slices.Delete(want, i, i+1)
+			}
+			waitFor(t, "intact events drained", func() bool { return p.Stats().Drained == int64(len(want)) })
+			closePublisher(t, p)
+			checkOnce(t, streamMessages(t, js), want)
+			if st := p.Stats(); st.Torn != tt.torn || st.Corrupt != tt.crrpt {
+				t.Errorf("torn %d corrupt %d, want %d %d", st.Torn, st.Corrupt, tt.torn, tt.crrpt)
+			}
+			if bad := spoolFiles(t, dir, badExt); len(bad) != 1 {
+				t.Errorf(".bad files %v, want 1", bad)
+			}
+		})
+	}
+}
+
+func TestRunTwice(t *testing.T) {
+	srv := startServer(t)
+	cfg := Config{SpoolDir: t.TempDir()}
+	_, js := connect(t, srv, cfg)
+	p := startPublisher(t, js, cfg)
+	waitFor(t, "run to start", func() bool {
+		p.life.Lock()
+		defer p.life.Unlock()
+		return p.state == stateRunning
+	})
+	if err := p.Run(context.Background()); err == nil {
+		t.Error("a second concurrent Run returned nil")
+	}
+}
+
+// TestAckTimeoutSpools publishes into a subject nobody acks: each publish
+// times out and its event goes to the spool, to be drained once the
+// stream exists.
+func TestAckTimeoutSpools(t *testing.T) {
+	srv := startServer(t)
+	cfg := Config{SpoolDir: t.TempDir(), AckTimeout: 200 * time.Millisecond}
+	nc, js := connect(t, srv, cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := js.DeleteStream(ctx, StreamName); err != nil {
+		t.Fatal(err)
+	}
+	// A plain subscriber swallows the messages, so there is no "no
+	// responders" answer either: the acks just never come.
+	hole, err := nc.Subscribe(SubjectPrefix+">", func(*nats.Msg) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := startPublisher(t, js, cfg)
+	var want []*usagev1.UsageEvent
+	for i := range 20 {
+		ev := newEvent(t, "ops", i)
+		want = append(want, ev)
+		if err := p.Enqueue(ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "timed-out events spooled", func() bool { return p.Stats().Spooled == 20 })
+	if st := p.Stats(); st.Failed < 20 || st.Published != 0 {
+		t.Fatalf("stats %+v", st)
+	}
+	if err := hole.Unsubscribe(); err != nil {
+		t.Fatal(err)
+	}
+	if err := EnsureStream(ctx, js, StreamConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "spool drained", func() bool { return p.Stats().Drained == 20 })
+	closePublisher(t, p)
+	checkOnce(t, streamMessages(t, js), want)
+}
+
+// TestOverflow fills the queue of a publisher that is not running: the
+// overflow list takes Buffer more events, then Enqueue refuses; Close
+// publishes everything accepted.
+func TestOverflow(t *testing.T) {
+	tests := []struct {
+		name       string
+		failClosed bool
+		wantErr    error
+		dropped    int64
+	}{
+		{name: "fail closed", failClosed: true, wantErr: ErrFull},
+		{name: "fail open", dropped: 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := startServer(t)
+			cfg := Config{SpoolDir: t.TempDir(), Buffer: 3, FailClosed: tt.failClosed}
+			_, js := connect(t, srv, cfg)
+			p, err := NewPublisher(js, cfg, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var want []*usagev1.UsageEvent
+			for i := range 6 {
+				ev := newEvent(t, "ops", i)
+				want = append(want, ev)
+				if err := p.Enqueue(ev); err != nil {
+					t.Fatalf("enqueue %d: %v", i, err)
+				}
+			}
+			if st := p.Stats(); st.QueueLen != 6 || st.Queued != 6 {
+				t.Fatalf("stats %+v, want 6 queued", st)
+			}
+			if err := p.Enqueue(newEvent(t, "ops", 6)); !errors.Is(err, tt.wantErr) {
+				t.Fatalf("enqueue past the overflow: %v, want %v", err, tt.wantErr)
+			}
+			closePublisher(t, p)
+			st := p.Stats()
+			if st.Dropped != tt.dropped {
+				t.Errorf("dropped %d, want %d", st.Dropped, tt.dropped)
+			}
+			// The overflow goes to the spool, so the queue follows it there
+			// to keep the order.
+			if st.Published != 0 || st.Spooled != 6 {
+				t.Errorf("stats %+v, want 6 spooled", st)
+			}
+			p2 := startPublisher(t, js, cfg)
+			waitFor(t, "spool drained", func() bool { return p2.Stats().Drained == 6 })
+			closePublisher(t, p2)
+			checkOnce(t, streamMessages(t, js), want)
+		})
+	}
+}
