@@ -184,11 +184,33 @@ type ClaimNames struct {
 type Provider struct {
 	// Name is how models refer to this provider.
 	Name string `yaml:"name"`
-	// Kind is the wire protocol: "openai" (any OpenAI-compatible server) or
-	// "mock" (the built-in mock upstream, started in-process on loopback).
+	// Kind is the wire protocol: "openai" (any OpenAI-compatible server),
+	// "azure" (Azure OpenAI), "anthropic", "gemini", "bedrock", or "mock"
+	// (the built-in mock upstream, started in-process on loopback).
 	Kind string `yaml:"kind"`
-	// BaseURL is the API root, e.g. https://api.openai.com/v1. Not used by kind mock.
+	// Preset selects a known OpenAI-compatible server for kind openai
+	// (openai, vllm, ollama, lmstudio, llamacpp, groq, together, fireworks,
+	// deepseek, mistral, openrouter, xai, perplexity, cerebras): its base URL
+	// and quirks.
+	Preset string `yaml:"preset"`
+	// BaseURL is the API root, e.g. https://api.openai.com/v1. Required for
+	// kind openai without a preset and for azure; anthropic, gemini and
+	// bedrock default to the public endpoints. Not used by kind mock.
 	BaseURL string `yaml:"base_url"`
+	// APIVersion is Azure's api-version, or Anthropic's anthropic-version
+	// header (default 2023-06-01).
+	APIVersion string `yaml:"api_version"`
+	// StreamUsage overrides how an OpenAI-compatible server reports stream
+	// usage: ask (send stream_options.include_usage), always, never.
+	StreamUsage string `yaml:"stream_usage"`
+	// Headers are extra static headers sent on every upstream request.
+	Headers map[string]string `yaml:"headers"`
+	// Region, AccessKeyID, SecretAccessKey and SessionToken are Bedrock's
+	// AWS settings (credentials usually "${AWS_ACCESS_KEY_ID}" and so on).
+	Region          string `yaml:"region"`
+	AccessKeyID     string `yaml:"access_key_id"`
+	SecretAccessKey string `yaml:"secret_access_key"`
+	SessionToken    string `yaml:"session_token"`
 	// APIKey is sent as a bearer token. Usually "${OPENAI_API_KEY}"; when it
 	// expands to nothing, requests routed here get 503 naming APIKeyEnv.
 	APIKey string `yaml:"api_key"`

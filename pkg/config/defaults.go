@@ -32,10 +32,18 @@ const (
 	DefaultUnpricedModel       = UnpricedZero
 )
 
+// OpenAIPresets are the names Provider.Preset accepts (kind openai).
+var OpenAIPresets = []string{"openai", "vllm", "ollama", "lmstudio", "llamacpp", "groq", "together",
+	"fireworks", "deepseek", "mistral", "openrouter", "xai", "perplexity", "cerebras"}
+
 // Values of the enumerated string fields.
 const (
-	KindOpenAI = "openai" // Provider.Kind
-	KindMock   = "mock"   // Provider.Kind
+	KindOpenAI    = "openai"    // Provider.Kind
+	KindAzure     = "azure"     // Provider.Kind
+	KindAnthropic = "anthropic" // Provider.Kind
+	KindGemini    = "gemini"    // Provider.Kind
+	KindBedrock   = "bedrock"   // Provider.Kind
+	KindMock      = "mock"      // Provider.Kind
 
 	ModelTypeChat       = "chat"       // Model.Type
 	ModelTypeEmbeddings = "embeddings" // Model.Type

@@ -410,7 +410,7 @@ func TestLoad(t *testing.T) {
 		{"missing file", filepath.Join(dir, "nope.yaml"), []string{"read config", "nope.yaml"}},
 		{"invalid", bad, []string{
 			"bad.yaml",
-			`providers[0].kind: unknown kind "opnai" (want openai or mock)`,
+			`providers[0].kind: unknown kind "opnai" (want openai, azure, anthropic, gemini, bedrock or mock)`,
 			"providers[1].name: required",
 		}},
 	}

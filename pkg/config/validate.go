@@ -230,14 +230,38 @@ func (v *validator) providers(ps []Provider) {
 		if v.required(p+".name", pr.Name) {
 			v.unique(names, p+".name", "provider", pr.Name)
 		}
+		const kinds = "openai, azure, anthropic, gemini, bedrock or mock"
 		switch pr.Kind {
 		case KindOpenAI:
+			if pr.Preset == "" || pr.BaseURL != "" {
+				v.baseURL(p+".base_url", pr.BaseURL)
+			}
+			if pr.Preset != "" {
+				v.oneOf(p+".preset", "preset", pr.Preset, OpenAIPresets...)
+			}
+			if pr.StreamUsage != "" {
+				v.oneOf(p+".stream_usage", "stream_usage", pr.StreamUsage, "ask", "always", "never")
+			}
+		case KindAzure:
 			v.baseURL(p+".base_url", pr.BaseURL)
+			v.required(p+".api_version", pr.APIVersion)
+		case KindAnthropic, KindGemini:
+			if pr.BaseURL != "" {
+				v.baseURL(p+".base_url", pr.BaseURL)
+			}
+		case KindBedrock:
+			v.required(p+".region", pr.Region)
+			if pr.BaseURL != "" {
+				v.baseURL(p+".base_url", pr.BaseURL)
+			}
 		case KindMock:
 		case "":
-			v.addf(p+".kind", "required (openai or mock)")
+			v.addf(p+".kind", "required (%s)", kinds)
 		default:
-			v.addf(p+".kind", "unknown kind %q (want openai or mock)", pr.Kind)
+			v.addf(p+".kind", "unknown kind %q (want %s)", pr.Kind, kinds)
+		}
+		if pr.Preset != "" && pr.Kind != KindOpenAI {
+			v.addf(p+".preset", "only kind openai takes a preset")
 		}
 		v.duration(p+".timeouts.connect", pr.Timeouts.Connect)
 		v.duration(p+".timeouts.first_byte", pr.Timeouts.FirstByte)

@@ -10,6 +10,8 @@ import (
 
 	"github.com/tidwall/gjson"
 	"github.com/tollgate/tollgate/pkg/config"
+	"github.com/tollgate/tollgate/pkg/providers"
+	"github.com/tollgate/tollgate/pkg/providers/openai"
 	"github.com/tollgate/tollgate/pkg/sse"
 	"github.com/valyala/fasthttp"
 )
@@ -19,7 +21,7 @@ import (
 func fixedUpstream(b testing.TB, body []byte) string {
 	ln := listen(b)
 	srv := &fasthttp.Server{Handler: func(ctx *fasthttp.RequestCtx) {
-		ctx.Response.Header.SetContentTypeBytes(mimeJSON)
+		ctx.Response.Header.SetContentType("application/json")
 		ctx.Response.SetBodyRaw(body)
 	}}
 	go func() { _ = srv.Serve(ln) }()
@@ -91,9 +93,7 @@ func BenchmarkRelayChunk(b *testing.B) {
 	const perStream = 64
 	stream := bytes.Repeat(benchChunk, perStream)
 	src := bytes.NewReader(stream)
-	up := &upstream{name: "bench"}
-	r := &relay{sc: sse.NewReader(src, 8<<10, maxEventSize), out: make([]byte, 0, 8<<10), primed: true,
-		rec: record{route: &route{up: up}, start: time.Now()}, idle: time.Minute, deadline: time.Now().Add(time.Hour)}
+	r := testRelay(b, src)
 	p := make([]byte, 4096)
 	b.ReportAllocs()
 	b.SetBytes(int64(len(benchChunk)))
@@ -105,11 +105,26 @@ func BenchmarkRelayChunk(b *testing.B) {
 			// The source ran dry (no [DONE]): start the stream again.
 			src.Reset(stream)
 			r.sc.Reset(src)
-			r.done, r.failure, r.sawFinish = false, nil, false
+			r.done, r.failure = false, nil
 			continue
 		}
 		events += bytes.Count(p[:n], []byte("\n\n"))
 	}
+}
+
+// testRelay is a relay over src with the OpenAI stream decoder, for
+// benchmarks and fuzzing without sockets.
+func testRelay(tb testing.TB, src io.Reader) *relay {
+	prov, err := openai.New(openai.Options{Name: "test", BaseURL: "http://127.0.0.1:1/v1"})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	up := &upstream{name: "test", prov: prov}
+	r := &relay{sc: sse.NewReader(src, 8<<10, maxEventSize), body: src, out: make([]byte, 0, 8<<10), primed: true,
+		rec: record{route: &route{up: up}, start: time.Now()}, idle: time.Minute, deadline: time.Now().Add(time.Hour),
+		stream: prov.Stream(&providers.Call{IncludeUsage: true})}
+	r.fr = r.sc
+	return r
 }
 
 // FuzzParseRequest: any body either gets a 400-class answer or parses, and
@@ -118,7 +133,10 @@ func FuzzParseRequest(f *testing.F) {
 	for _, s := range []string{chatBody, `{"model":"m","messages":[1],"stream":true}`, `{"model":"a\"b","prompt":"x"}`, `[]`, `{"model":1}`, "{\"model\":\"m\",\"messages\":[{}],\"model\":\"x\"}"} {
 		f.Add([]byte(s))
 	}
-	rt := &route{name: "x", upstreamModel: "up/model-é", modelJSON: jsonString("up/model-é")}
+	prov, err := openai.New(openai.Options{Name: "fuzz", BaseURL: "http://127.0.0.1:1/v1", APIKey: "k"})
+	if err != nil {
+		f.Fatal(err)
+	}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		for _, ep := range []endpoint{epChat, epCompletions, epEmbeddings} {
 			info, aerr := parseRequest(body, ep)
@@ -132,13 +150,25 @@ func FuzzParseRequest(f *testing.F) {
 				t.Fatalf("accepted an invalid body: %q", body)
 			}
 			var req fasthttp.Request
-			writeBody(&req, body, &info, rt)
+			call := providers.Call{Endpoint: ep, Body: body, Model: "up/model-é", ModelRaw: info.modelRaw, ModelIdx: info.modelIdx,
+				ModelJSON: jsonString("up/model-é"), Stream: info.stream, IncludeUsage: info.includeUsage,
+				StreamOptionsRaw: info.streamOpts, StreamOptionsIdx: info.streamOptIdx, MaxTokens: info.maxTokens, ClampMaxTokens: 77}
+			if err := prov.Build(&req, &call); err != nil {
+				t.Fatal(err)
+			}
 			out := req.Body()
 			if !gjson.ValidBytes(out) {
 				t.Fatalf("edited body is invalid JSON: %q -> %q", body, out)
 			}
-			if !strings.Contains(string(out), `"up/model-é"`) {
+			res := gjson.ParseBytes(out)
+			if res.Get("model").String() != "up/model-é" {
 				t.Fatalf("edited body lacks the new model: %q", out)
+			}
+			if ep != epEmbeddings && info.stream && !res.Get("stream_options.include_usage").Bool() {
+				t.Fatalf("edited stream body does not ask for usage: %q", out)
+			}
+			if max := res.Get("max_completion_tokens"); !max.Exists() && res.Get("max_tokens").Int() != 77 || max.Exists() && max.Int() != 77 {
+				t.Fatalf("edited body lacks the clamped max tokens: %q", out)
 			}
 		}
 	})
@@ -154,10 +184,7 @@ func FuzzRelay(f *testing.F) {
 	f.Add([]byte("garbage"))
 	f.Add([]byte("data: {\"choices\":[{\"finish_reason\":\"stop\"}]}\n\n"))
 	f.Fuzz(func(t *testing.T, in []byte) {
-		up := &upstream{name: "fuzz"}
-		src := bytes.NewReader(in)
-		r := &relay{sc: sse.NewReader(src, 64, 1<<16), body: src, primed: true,
-			rec: record{route: &route{up: up}, start: time.Now()}, idle: time.Minute, deadline: time.Now().Add(time.Hour)}
+		r := testRelay(t, bytes.NewReader(in))
 		var out []byte
 		p := make([]byte, 100)
 		for i := 0; ; i++ {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/tollgate/tollgate/pkg/auth"
 	"github.com/tollgate/tollgate/pkg/config"
+	"github.com/tollgate/tollgate/pkg/providers"
 	"github.com/valyala/fasthttp"
 )
 
@@ -174,6 +175,7 @@ func TestErrors(t *testing.T) {
 		{"body not an object", "/v1/chat/completions", good, `[1,2]`, nil, 400, typeInvalidRequest, "invalid_json", ""},
 		{"missing model", "/v1/chat/completions", good, `{"messages":[{"role":"user","content":"x"}]}`, nil, 400, typeInvalidRequest, "missing_field", ""},
 		{"model not a string", "/v1/chat/completions", good, `{"model":7,"messages":[{"role":"user","content":"x"}]}`, nil, 400, typeInvalidRequest, "invalid_type", ""},
+		{"duplicate model", "/v1/chat/completions", good, `{"model":"mock-gpt","messages":[{"role":"user","content":"x"}],"model":"alias-gpt"}`, nil, 400, typeInvalidRequest, "duplicate_key", ""},
 		{"missing messages", "/v1/chat/completions", good, `{"model":"mock-gpt"}`, nil, 400, typeInvalidRequest, "missing_field", ""},
 		{"empty messages", "/v1/chat/completions", good, `{"model":"mock-gpt","messages":[]}`, nil, 400, typeInvalidRequest, "missing_field", ""},
 		{"missing prompt", "/v1/completions", good, `{"model":"mock-gpt"}`, nil, 400, typeInvalidRequest, "missing_field", ""},
@@ -365,7 +367,7 @@ func TestShallowJSON(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := shallowJSON([]byte(tc.in), maxJSONDepth); got != tc.ok {
+			if got := providers.Shallow([]byte(tc.in), providers.MaxJSONDepth); got != tc.ok {
 				t.Errorf("shallowJSON = %v, want %v", got, tc.ok)
 			}
 		})

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/gofiber/fiber/v2"
-	"github.com/tidwall/gjson"
+	"github.com/tollgate/tollgate/pkg/providers"
 	"github.com/tollgate/tollgate/pkg/sse"
 	"github.com/valyala/fasthttp"
 )
@@ -35,7 +35,9 @@ type relay struct {
 	resp     *fasthttp.Response
 	body     io.Reader
 	conn     *trackedConn
-	sc       *sse.Reader
+	sc       *sse.Reader      // pooled SSE framing
+	fr       providers.Framer // sc, or the provider's own framing
+	stream   providers.Stream
 	out      []byte // output not yet handed to fasthttp: out[pos:]
 	pos      int
 	scratch  []byte
@@ -44,9 +46,8 @@ type relay struct {
 	idle     time.Duration
 	deadline time.Time // the call's total deadline
 
-	primed    bool // the first event arrived; per-read idle deadlines apply
-	done      bool // no more upstream reads
-	sawFinish bool
+	primed bool // the first event arrived; per-read idle deadlines apply
+	done   bool // no more upstream reads
 	failure   *apiError // why the stream ended early; sent as an SSE error event
 	closed    bool
 
@@ -58,12 +59,16 @@ var relayPool = sync.Pool{New: func() any {
 	return &relay{sc: sse.NewReader(nil, 8<<10, maxEventSize), out: make([]byte, 0, 8<<10)}
 }}
 
-func (g *Gateway) newRelay(resp *fasthttp.Response, rt *route, rec record, upStart time.Time) *relay {
+func (g *Gateway) newRelay(resp *fasthttp.Response, rt *route, rec record, upStart time.Time, call *providers.Call) *relay {
 	r := relayPool.Get().(*relay)
 	r.g, r.resp, r.rec, r.upStart = g, resp, rec, upStart
 	r.body = resp.BodyStream()
 	r.conn = connOf(resp)
-	r.sc.Reset(r.body)
+	r.stream = rt.up.prov.Stream(call)
+	if r.fr = r.stream.Framer(r.body); r.fr == nil {
+		r.sc.Reset(r.body)
+		r.fr = r.sc
+	}
 	r.idle = rt.up.timeouts.Idle
 	r.deadline = rec.start.Add(rt.up.timeouts.Total)
 	return r
@@ -106,7 +111,7 @@ func (r *relay) Read(p []byte) (int, error) {
 // reads once more from upstream.
 func (r *relay) pump() {
 	for !r.done {
-		ev, ok := r.sc.Next()
+		ev, ok := r.fr.Next()
 		if !ok {
 			break
 		}
@@ -122,43 +127,41 @@ func (r *relay) pump() {
 		}
 		_ = r.conn.SetReadDeadline(d)
 	}
-	if err := r.sc.Fill(); err != nil {
+	if err := r.fr.Fill(); err != nil {
 		r.upstreamEnded(err)
 	}
 }
 
-// handleEvent inspects one OpenAI stream event and queues it for the client.
+// handleEvent translates one upstream event and queues the result.
 func (r *relay) handleEvent(ev []byte) {
-	var data []byte
-	_, data, r.scratch = sse.Parse(ev, r.scratch)
-	switch {
-	case len(data) == 0: // comment or keep-alive
-	case string(data) == "[DONE]":
+	n := len(r.out)
+	out, st, err := r.stream.Event(r.out, ev)
+	r.out = out
+	if r.rec.ttft == 0 && len(out) > n {
+		r.rec.ttft = time.Since(r.rec.start)
+	}
+	switch st {
+	case providers.Done:
 		r.done = true
 		r.drain()
-	case !shallowJSON(data, maxJSONDepth) || !gjson.ValidBytes(data):
-		r.fail(&apiError{Status: fiber.StatusBadGateway, Type: typeUpstream, Code: "upstream_malformed",
-			Message: fmt.Sprintf("provider %s sent a malformed stream event", r.rec.route.up.name)})
-		return
-	default:
-		s := unsafeString(data)
-		if e := gjson.Get(s, "error"); e.Exists() {
-			msg := r.rec.route.up.scrub(truncate(e.Get("message").String(), 1024))
-			r.fail(&apiError{Status: fiber.StatusBadGateway, Type: typeUpstream, Code: "upstream_error",
-				Message: fmt.Sprintf("provider %s failed mid-stream: %s", r.rec.route.up.name, orDefault(msg, "error event"))})
-			return
-		}
-		if r.rec.ttft == 0 {
-			r.rec.ttft = time.Since(r.rec.start)
-		}
-		if fr := gjson.Get(s, "choices.0.finish_reason"); fr.Exists() && fr.Type != gjson.Null {
-			r.sawFinish = true
-		}
-		if u := gjson.Get(s, "usage"); u.IsObject() {
-			r.rec.usage = parseUsage(u)
-		}
+	case providers.Failed:
+		r.fail(r.eventError(err))
 	}
-	r.out = append(r.out, ev...)
+}
+
+// eventError describes a failed stream event for the client.
+func (r *relay) eventError(err error) *apiError {
+	name := r.rec.route.up.name
+	var ue *providers.UpstreamError
+	switch {
+	case errors.As(err, &ue):
+		msg := r.rec.route.up.scrub(truncate(ue.Message, 1024))
+		return &apiError{Status: fiber.StatusBadGateway, Type: typeUpstream, Code: "upstream_error",
+			Message: fmt.Sprintf("provider %s failed mid-stream: %s", name, msg)}
+	default:
+		return &apiError{Status: fiber.StatusBadGateway, Type: typeUpstream, Code: "upstream_malformed",
+			Message: fmt.Sprintf("provider %s sent a malformed stream event", name)}
+	}
 }
 
 // upstreamEnded handles the end of the upstream body before [DONE].
@@ -171,11 +174,11 @@ func (r *relay) upstreamEnded(err error) {
 	name := r.rec.route.up.name
 	var ne net.Error
 	switch {
-	case err == io.EOF && r.sawFinish:
+	case err == io.EOF && r.stream.Complete():
 		// finish_reason without [DONE]: the answer is complete.
 		r.done = true
 	case err == io.EOF || errors.Is(err, io.ErrUnexpectedEOF):
-		if len(r.sc.Buffered()) > 0 && !looksLikeEvent(r.sc.Buffered()) {
+		if len(r.fr.Buffered()) > 0 && !looksLikeEvent(r.fr.Buffered()) {
 			r.fail(&apiError{Status: fiber.StatusBadGateway, Type: typeUpstream, Code: "upstream_malformed",
 				Message: fmt.Sprintf("provider %s sent a malformed stream event", name)})
 			return
@@ -244,6 +247,7 @@ func (r *relay) CloseWithError(err error) error {
 		r.rec.status = fiber.StatusOK
 	}
 	r.rec.upstream = time.Since(r.upStart)
+	r.rec.usage = r.stream.Usage()
 	r.g.finish(&r.rec)
 	r.release()
 	return nil
@@ -263,6 +267,7 @@ func (r *relay) clientGone() {
 func (r *relay) release() {
 	_ = r.resp.CloseBodyStream()
 	fasthttp.ReleaseResponse(r.resp)
+	r.stream.Close()
 	r.sc.Reset(nil)
 	*r = relay{sc: r.sc, out: r.out[:0], scratch: r.scratch[:0]}
 	relayPool.Put(r)

@@ -6,23 +6,17 @@ import (
 	"unsafe"
 
 	"github.com/tidwall/gjson"
+	"github.com/tollgate/tollgate/pkg/providers"
 )
 
 // endpoint is one of the OpenAI endpoints the gateway serves.
-type endpoint uint8
+type endpoint = providers.Endpoint
 
 const (
-	epChat endpoint = iota
-	epCompletions
-	epEmbeddings
+	epChat        = providers.Chat
+	epCompletions = providers.Completions
+	epEmbeddings  = providers.Embeddings
 )
-
-// upstreamPath is the endpoint's path below a provider's base URL.
-var upstreamPath = [...][]byte{
-	epChat:        []byte("/chat/completions"),
-	epCompletions: []byte("/completions"),
-	epEmbeddings:  []byte("/embeddings"),
-}
 
 var endpointName = [...]string{
 	epChat:        "/v1/chat/completions",
@@ -38,11 +32,16 @@ type reqInfo struct {
 	modelIdx     int    // byte offset of modelRaw in the body
 	stream       bool
 	includeUsage bool // stream_options.include_usage
+	streamOpts   string
+	streamOptIdx int
 	hasMessages  bool
 	hasPrompt    bool
 	hasInput     bool
 	maxTokens    int64
 }
+
+// watchedKeys are the top-level keys the gateway reads or edits.
+var watchedKeys = [...]string{"model", "stream", "stream_options", "messages", "prompt", "input", "max_tokens", "max_completion_tokens"}
 
 // parseRequest reads the fields the gateway needs in one pass over the
 // top-level keys, after checking the whole body is valid JSON. Nothing is
@@ -52,8 +51,8 @@ func parseRequest(body []byte, ep endpoint) (reqInfo, *apiError) {
 	if len(bytes.TrimSpace(body)) == 0 {
 		return info, errBadRequest("invalid_json", "", "request body is empty; send a JSON object")
 	}
-	if !shallowJSON(body, maxJSONDepth) {
-		return info, errBadRequest("invalid_json", "", fmt.Sprintf("request body nests deeper than %d levels", maxJSONDepth))
+	if !providers.Shallow(body, providers.MaxJSONDepth) {
+		return info, errBadRequest("invalid_json", "", fmt.Sprintf("request body nests deeper than %d levels", providers.MaxJSONDepth))
 	}
 	if !gjson.ValidBytes(body) {
 		return info, errBadRequest("invalid_json", "", "request body is not valid JSON")
@@ -63,7 +62,19 @@ func parseRequest(body []byte, ep endpoint) (reqInfo, *apiError) {
 		return info, errBadRequest("invalid_json", "", "request body must be a JSON object")
 	}
 	var bad *apiError
+	var seen [len(watchedKeys)]bool
 	root.ForEach(func(k, v gjson.Result) bool {
+		// A repeated key the gateway acts on could be read one way here and
+		// another way upstream: refuse it.
+		for i, w := range watchedKeys {
+			if k.Str == w {
+				if seen[i] {
+					bad = errBadRequest("duplicate_key", w, fmt.Sprintf("the key %q appears more than once", w))
+					return false
+				}
+				seen[i] = true
+			}
+		}
 		switch k.Str {
 		case "model":
 			if v.Type != gjson.String {
@@ -75,6 +86,9 @@ func parseRequest(body []byte, ep endpoint) (reqInfo, *apiError) {
 			info.stream = v.Type == gjson.True
 		case "stream_options":
 			info.includeUsage = v.Get("include_usage").Type == gjson.True
+			if v.IsObject() {
+				info.streamOpts, info.streamOptIdx = v.Raw, v.Index
+			}
 		case "messages":
 			info.hasMessages = v.IsArray() && len(v.Raw) > 2 && v.Get("#").Int() > 0
 		case "prompt":
@@ -110,43 +124,6 @@ func parseRequest(body []byte, ep endpoint) (reqInfo, *apiError) {
 		info.stream = false
 	}
 	return info, nil
-}
-
-// maxJSONDepth bounds the nesting of JSON the gateway validates: the
-// validator recurses once per level, so hostile input like "[[[[..." must be
-// refused before it is validated.
-const maxJSONDepth = 128
-
-// shallowJSON reports whether b nests arrays and objects at most max deep.
-// It tracks strings so brackets inside them do not count; it does not
-// validate anything else.
-func shallowJSON(b []byte, max int) bool {
-	depth := 0
-	inString := false
-	for i := 0; i < len(b); i++ {
-		c := b[i]
-		if inString {
-			switch c {
-			case '\\':
-				i++
-			case '"':
-				inString = false
-			}
-			continue
-		}
-		switch c {
-		case '"':
-			inString = true
-		case '[', '{':
-			depth++
-			if depth > max {
-				return false
-			}
-		case ']', '}':
-			depth--
-		}
-	}
-	return true
 }
 
 // unsafeString views b as a string without copying; b must not change while

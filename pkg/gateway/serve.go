@@ -2,16 +2,16 @@ package gateway
 
 import (
 	"encoding/hex"
+	"errors"
 	"encoding/json"
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"strings"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
-	"github.com/tidwall/gjson"
 	"github.com/tollgate/tollgate/pkg/auth"
+	"github.com/tollgate/tollgate/pkg/providers"
 	"github.com/valyala/fasthttp"
 )
 
@@ -35,10 +35,7 @@ type record struct {
 }
 
 // usage is token usage as reported by the provider.
-type usage struct {
-	prompt, completion, cached, reasoning uint64
-	reported                              bool
-}
+type usage = providers.Usage
 
 // serve handles one chat, completions or embeddings request.
 func (g *Gateway) serve(c *fiber.Ctx, ep endpoint) error {
@@ -68,24 +65,40 @@ func (g *Gateway) serve(c *fiber.Ctx, ep endpoint) error {
 		return g.fail(c, &rec, &apiError{Status: fiber.StatusForbidden, Type: typePermission, Code: "model_not_allowed", Param: "model",
 			Message: fmt.Sprintf("your token does not allow the model %q", rt.name)})
 	}
-	if rt.up.auth == nil && rt.up.kind == "openai" {
+	if !rt.up.hasKey {
 		return g.fail(c, &rec, g.missingKey(rt.up))
 	}
 
+	call := providers.Call{
+		Endpoint: ep, Body: body, Model: rt.upstreamModel,
+		ModelRaw: info.modelRaw, ModelIdx: info.modelIdx, ModelJSON: rt.modelJSON,
+		Stream: info.stream, IncludeUsage: info.includeUsage,
+		StreamOptionsRaw: info.streamOpts, StreamOptionsIdx: info.streamOptIdx,
+		MaxTokens: info.maxTokens, RequestID: c.Response().Header.Peek(headerRequestID),
+		Header: &c.Request().Header,
+	}
 	req := fasthttp.AcquireRequest()
-	rt.up.prepare(req, ep, c.Response().Header.Peek(headerRequestID))
-	writeBody(req, body, &info, rt)
+	if err := rt.up.prov.Build(req, &call); err != nil {
+		fasthttp.ReleaseRequest(req)
+		var pe *providers.ParamError
+		if errors.As(err, &pe) {
+			return g.fail(c, &rec, errBadRequest("unsupported_parameter", pe.Param,
+				fmt.Sprintf("provider %s cannot honour %s", rt.up.name, pe.Message)))
+		}
+		return g.fail(c, &rec, &apiError{Status: fiber.StatusInternalServerError, Type: typeServer, Code: "build_failed",
+			Message: fmt.Sprintf("cannot build the request for provider %s: %v", rt.up.name, err)})
+	}
 	c.Set("x-tollgate-model", rt.upstreamModel)
 	c.Set("x-tollgate-provider", rt.up.name)
 	if info.stream {
-		return g.stream(c, req, rt, &rec)
+		return g.stream(c, req, rt, &rec, &call)
 	}
-	return g.unary(c, req, rt, &rec)
+	return g.unary(c, req, rt, &rec, &call)
 }
 
 // unary relays a non-stream call: the upstream body is handed to the client
 // without copying.
-func (g *Gateway) unary(c *fiber.Ctx, req *fasthttp.Request, rt *route, rec *record) error {
+func (g *Gateway) unary(c *fiber.Ctx, req *fasthttp.Request, rt *route, rec *record, call *providers.Call) error {
 	resp := fasthttp.AcquireResponse()
 	defer fasthttp.ReleaseResponse(resp)
 	upStart := time.Now()
@@ -98,17 +111,23 @@ func (g *Gateway) unary(c *fiber.Ctx, req *fasthttp.Request, rt *route, rec *rec
 	if resp.StatusCode() != fasthttp.StatusOK {
 		return g.fail(c, rec, rt.up.statusError(resp.StatusCode(), resp.Body(), resp.Header.Peek(fiber.HeaderRetryAfter)))
 	}
-	out := resp.Body()
-	if !shallowJSON(out, maxJSONDepth) || !gjson.ValidBytes(out) {
+	body := resp.Body()
+	out, u, err := rt.up.prov.Response(c.Response().Body()[:0], body, call)
+	if err != nil {
 		return g.fail(c, rec, &apiError{Status: fiber.StatusBadGateway, Type: typeUpstream, Code: "upstream_malformed",
 			Message: fmt.Sprintf("provider %s returned a malformed response", rt.up.name)})
 	}
-	rec.usage = parseUsage(gjson.Get(unsafeString(out), "usage"))
+	rec.usage = u
 	rec.status = fiber.StatusOK
-	c.Response().Header.SetContentTypeBytes(mimeJSON)
-	// Swap buffers: the client response takes the upstream body, the
-	// upstream response takes the (empty) client buffer back to its pool.
-	resp.SwapBody(c.Response().SwapBody(out))
+	c.Response().Header.SetContentType(fiber.MIMEApplicationJSON)
+	if len(out) > 0 && len(body) > 0 && &out[0] == &body[0] {
+		// Passed through: the client response takes the upstream buffer and
+		// the upstream response takes the client's back to its pool.
+		resp.SwapBody(c.Response().SwapBody(out))
+	} else {
+		c.Response().SetBodyRaw(nil)
+		c.Response().SetBody(out)
+	}
 	g.finish(rec)
 	return nil
 }
@@ -116,7 +135,7 @@ func (g *Gateway) unary(c *fiber.Ctx, req *fasthttp.Request, rt *route, rec *rec
 // stream starts a streamed call. The first event is read before any byte
 // goes to the client, so a failure or timeout up to then is a plain HTTP
 // error, never a 200 followed by an error event.
-func (g *Gateway) stream(c *fiber.Ctx, req *fasthttp.Request, rt *route, rec *record) error {
+func (g *Gateway) stream(c *fiber.Ctx, req *fasthttp.Request, rt *route, rec *record, call *providers.Call) error {
 	resp := fasthttp.AcquireResponse()
 	resp.StreamBody = true
 	upStart := time.Now()
@@ -134,7 +153,7 @@ func (g *Gateway) stream(c *fiber.Ctx, req *fasthttp.Request, rt *route, rec *re
 		fasthttp.ReleaseResponse(resp)
 		return g.fail(c, rec, aerr)
 	}
-	r := g.newRelay(resp, rt, *rec, upStart)
+	r := g.newRelay(resp, rt, *rec, upStart, call)
 	if aerr := r.prime(); aerr != nil {
 		r.release()
 		return g.fail(c, rec, aerr)
@@ -177,8 +196,8 @@ func (g *Gateway) finish(rec *record) {
 	if rec.route != nil {
 		attrs = append(attrs, "model", rec.route.name, "provider", rec.route.up.name)
 	}
-	if rec.usage.reported {
-		attrs = append(attrs, "prompt_tokens", rec.usage.prompt, "completion_tokens", rec.usage.completion)
+	if rec.usage.Reported {
+		attrs = append(attrs, "prompt_tokens", rec.usage.Prompt, "completion_tokens", rec.usage.Completion)
 	}
 	if rec.errType != "" {
 		attrs = append(attrs, "error", rec.errType)
@@ -203,7 +222,7 @@ func (g *Gateway) missingKey(u *upstream) *apiError {
 // caller fix the request; credential failures are the operator's problem
 // and say only which provider refused.
 func (u *upstream) statusError(status int, body, retryAfter []byte) *apiError {
-	msg := u.scrub(truncate(gjson.GetBytes(body, "error.message").String(), 1024))
+	msg := u.scrub(truncate(u.prov.ErrorMessage(body), 1024))
 	switch {
 	case status == fasthttp.StatusUnauthorized || status == fasthttp.StatusForbidden:
 		return &apiError{Status: fiber.StatusBadGateway, Type: typeUpstream, Code: "upstream_auth_failed",
@@ -245,42 +264,6 @@ func parseRetryAfter(b []byte) (int, error) {
 		n = n*10 + int(ch-'0')
 	}
 	return n, nil
-}
-
-// writeBody copies the client body into req, replacing the model value with
-// the upstream's name when they differ. No JSON round trip.
-func writeBody(req *fasthttp.Request, body []byte, info *reqInfo, rt *route) {
-	if rt.modelJSON == nil {
-		req.SetBodyRaw(body)
-		return
-	}
-	end := info.modelIdx + len(info.modelRaw)
-	req.AppendBody(body[:info.modelIdx])
-	req.AppendBody(rt.modelJSON)
-	req.AppendBody(body[end:])
-}
-
-// parseUsage reads an OpenAI usage object.
-func parseUsage(u gjson.Result) usage {
-	if !u.IsObject() {
-		return usage{}
-	}
-	var out usage
-	u.ForEach(func(k, v gjson.Result) bool {
-		switch k.Str {
-		case "prompt_tokens", "input_tokens":
-			out.prompt = v.Uint()
-		case "completion_tokens", "output_tokens":
-			out.completion = v.Uint()
-		case "prompt_tokens_details", "input_tokens_details":
-			out.cached = v.Get("cached_tokens").Uint()
-		case "completion_tokens_details", "output_tokens_details":
-			out.reasoning = v.Get("reasoning_tokens").Uint()
-		}
-		return true
-	})
-	out.reported = true
-	return out
 }
 
 // setRequestID echoes the client's x-request-id when it is sane, else
@@ -347,5 +330,3 @@ func orDefault(s, def string) string {
 	}
 	return s
 }
-
-func replaceAll(s, old, repl string) string { return strings.ReplaceAll(s, old, repl) }

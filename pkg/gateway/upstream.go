@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"errors"
+	"strings"
 	"fmt"
 	"net"
 	"net/url"
@@ -10,25 +11,45 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/pkg/config"
+	"github.com/tollgate/tollgate/pkg/providers"
+	"github.com/tollgate/tollgate/pkg/providers/openai"
 	"github.com/valyala/fasthttp"
 )
 
-// upstream is one provider endpoint with its pooled connections.
+// upstream is one provider: its wire protocol and its pooled connections.
 type upstream struct {
 	name      string
 	kind      string
+	prov      providers.Provider
 	hc        *fasthttp.HostClient
-	scheme    string
-	host      string
-	paths     [len(upstreamPath)][]byte // base path + endpoint path, per endpoint
-	auth      []byte                    // "Bearer <key>": a secret, never logged or echoed
-	apiKey    []byte                    // the bare key, to scrub from upstream error text
+	hasKey    bool
+	apiKey    string // to scrub from upstream error text; a secret
 	apiKeyEnv string
 	timeouts  config.Timeouts
 }
 
+// defaultBaseURL is where a kind's public API lives when base_url is unset.
+var defaultBaseURL = map[string]string{
+	config.KindAnthropic: "https://api.anthropic.com",
+	config.KindGemini:    "https://generativelanguage.googleapis.com",
+}
+
 func newUpstream(p config.Provider) (*upstream, error) {
-	u, err := url.Parse(p.BaseURL)
+	prov, err := newProvider(p)
+	if err != nil {
+		return nil, err
+	}
+	base := p.BaseURL
+	if base == "" {
+		base = defaultBaseURL[p.Kind]
+	}
+	if base == "" && p.Kind == config.KindOpenAI {
+		base = openai.Presets[p.Preset].BaseURL
+	}
+	if base == "" && p.Kind == config.KindBedrock {
+		base = "https://bedrock-runtime." + p.Region + ".amazonaws.com"
+	}
+	u, err := url.Parse(base)
 	if err != nil {
 		return nil, fmt.Errorf("provider %s: parse base_url: %w", p.Name, err)
 	}
@@ -46,17 +67,14 @@ func newUpstream(p config.Provider) (*upstream, error) {
 	up := &upstream{
 		name:      p.Name,
 		kind:      p.Kind,
-		scheme:    u.Scheme,
-		host:      u.Host,
+		prov:      prov,
+		hasKey:    p.APIKey != "" || p.Kind == config.KindMock || p.Kind == config.KindBedrock && p.AccessKeyID != "",
+		apiKey:    p.APIKey,
 		apiKeyEnv: p.APIKeyEnv,
 		timeouts:  p.Timeouts,
 	}
-	for ep, path := range upstreamPath {
-		up.paths[ep] = append([]byte(trimSlash(u.Path)), path...)
-	}
-	if p.APIKey != "" {
-		up.apiKey = []byte(p.APIKey)
-		up.auth = []byte("Bearer " + p.APIKey)
+	if p.Kind == config.KindBedrock {
+		up.apiKey = p.SecretAccessKey
 	}
 	dialer := &net.Dialer{Timeout: p.Timeouts.Connect, KeepAlive: 30 * time.Second}
 	up.hc = &fasthttp.HostClient{
@@ -84,30 +102,19 @@ func newUpstream(p config.Provider) (*upstream, error) {
 	return up, nil
 }
 
-func trimSlash(s string) string {
-	for len(s) > 0 && s[len(s)-1] == '/' {
-		s = s[:len(s)-1]
-	}
-	return s
-}
-
-// prepare fills req for a POST to the endpoint under the provider's base URL.
-func (u *upstream) prepare(req *fasthttp.Request, ep endpoint, requestID []byte) {
-	req.Header.SetMethod(fasthttp.MethodPost)
-	uri := req.URI()
-	uri.SetScheme(u.scheme)
-	uri.SetHost(u.host)
-	uri.SetPathBytes(u.paths[ep])
-	req.Header.SetContentTypeBytes(mimeJSON)
-	if u.auth != nil {
-		req.Header.SetBytesV(fasthttp.HeaderAuthorization, u.auth)
-	}
-	if len(requestID) > 0 {
-		req.Header.SetBytesV(headerRequestID, requestID)
+// newProvider builds the wire protocol of a provider kind.
+func newProvider(p config.Provider) (providers.Provider, error) {
+	switch p.Kind {
+	case config.KindOpenAI, config.KindMock, config.KindAzure:
+		return openai.New(openai.Options{
+			Name: p.Name, BaseURL: p.BaseURL, APIKey: p.APIKey, Preset: p.Preset,
+			Azure: p.Kind == config.KindAzure, APIVersion: p.APIVersion,
+			StreamUsage: openai.StreamUsage(p.StreamUsage), Headers: p.Headers,
+		})
+	default:
+		return nil, fmt.Errorf("provider %s: kind %q is not supported yet", p.Name, p.Kind)
 	}
 }
-
-var mimeJSON = []byte("application/json")
 
 // trackedConn lets the relay set per-read deadlines on the upstream
 // connection that serves a streamed response: fasthttp hands back the
@@ -161,8 +168,8 @@ func (u *upstream) classify(err error) *apiError {
 
 // scrub removes the provider key from text that came from upstream.
 func (u *upstream) scrub(s string) string {
-	if len(u.apiKey) == 0 {
+	if u.apiKey == "" {
 		return s
 	}
-	return replaceAll(s, string(u.apiKey), "[redacted]")
+	return strings.ReplaceAll(s, u.apiKey, "[redacted]")
 }

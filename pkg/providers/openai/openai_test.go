@@ -1,0 +1,173 @@
+package openai
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/tidwall/gjson"
+	"github.com/tollgate/tollgate/pkg/config"
+	"github.com/tollgate/tollgate/pkg/providers"
+	"github.com/valyala/fasthttp"
+)
+
+// call reads the fields the gateway would from body.
+func call(body string, stream, includeUsage bool) *providers.Call {
+	c := &providers.Call{Endpoint: providers.Chat, Body: []byte(body), Model: "m", Stream: stream, IncludeUsage: includeUsage}
+	m := gjson.Get(body, "model")
+	c.ModelRaw, c.ModelIdx = m.Raw, m.Index
+	if so := gjson.Get(body, "stream_options"); so.Exists() {
+		c.StreamOptionsRaw, c.StreamOptionsIdx = so.Raw, so.Index
+	}
+	return c
+}
+
+func TestBuildBodyEdits(t *testing.T) {
+	p, err := New(Options{Name: "t", Preset: "openai", APIKey: "sk"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name       string
+		body       string
+		stream     bool
+		clientAsks bool
+		rename     string
+		clamp      int64
+		want       map[string]string // gjson path -> raw value
+	}{
+		{"untouched", `{"model":"m","messages":[]}`, false, false, "", 0, map[string]string{"model": `"m"`, "stream_options": ""}},
+		{"renamed", `{"model":"m","messages":[]}`, false, false, "up-m", 0, map[string]string{"model": `"up-m"`}},
+		{"stream asks for usage", `{"model":"m","stream":true}`, true, false, "", 0, map[string]string{"stream_options.include_usage": "true"}},
+		{"client asked already", `{"model":"m","stream":true,"stream_options":{"include_usage":true}}`, true, true, "", 0, map[string]string{"stream_options.include_usage": "true"}},
+		{"include_usage false flipped", `{"model":"m","stream":true,"stream_options":{"include_usage":false}}`, true, false, "", 0, map[string]string{"stream_options.include_usage": "true"}},
+		{"empty stream_options", `{"model":"m","stream":true,"stream_options":{}}`, true, false, "", 0, map[string]string{"stream_options.include_usage": "true"}},
+		{"other stream option kept", `{"model":"m","stream":true,"stream_options":{"x":1}}`, true, false, "", 0, map[string]string{"stream_options.include_usage": "true", "stream_options.x": "1"}},
+		{"clamp existing max_tokens", `{"model":"m","max_tokens":4000}`, false, false, "", 100, map[string]string{"max_tokens": "100"}},
+		{"clamp adds the preset field", `{"model":"m"}`, false, false, "", 100, map[string]string{"max_completion_tokens": "100"}},
+		{"all edits at once", `{"stream_options":{},"model":"m","max_completion_tokens":9,"stream":true}`, true, false, "up", 5,
+			map[string]string{"model": `"up"`, "max_completion_tokens": "5", "stream_options.include_usage": "true"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c := call(tc.body, tc.stream, tc.clientAsks)
+			if tc.rename != "" {
+				c.ModelJSON = []byte(`"` + tc.rename + `"`)
+			}
+			c.ClampMaxTokens = tc.clamp
+			var req fasthttp.Request
+			if err := p.Build(&req, c); err != nil {
+				t.Fatal(err)
+			}
+			out := string(req.Body())
+			if !gjson.Valid(out) {
+				t.Fatalf("invalid JSON: %s", out)
+			}
+			for path, want := range tc.want {
+				if got := gjson.Get(out, path).Raw; got != want {
+					t.Errorf("%s = %s, want %s (body %s)", path, got, want, out)
+				}
+			}
+		})
+	}
+}
+
+func TestBuildRequestLine(t *testing.T) {
+	tests := []struct {
+		name            string
+		o               Options
+		ep              providers.Endpoint
+		wantURI, header string
+		headerValue     string
+	}{
+		{"preset", Options{Preset: "groq", APIKey: "k"}, providers.Chat, "https://api.groq.com/openai/v1/chat/completions", "Authorization", "Bearer k"},
+		{"base url", Options{BaseURL: "http://127.0.0.1:9/v1/", APIKey: "k"}, providers.Embeddings, "http://127.0.0.1:9/v1/embeddings", "Authorization", "Bearer k"},
+		{"azure", Options{Azure: true, BaseURL: "https://x.openai.azure.com", APIVersion: "2024-10-21", APIKey: "az"}, providers.Chat,
+			"https://x.openai.azure.com/openai/deployments/m/chat/completions?api-version=2024-10-21", "api-key", "az"},
+		{"extra header", Options{BaseURL: "http://h/v1", Headers: map[string]string{"HTTP-Referer": "https://app"}}, providers.Chat, "http://h/v1/chat/completions", "HTTP-Referer", "https://app"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.o.Name = "t"
+			p, err := New(tc.o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var req fasthttp.Request
+			c := call(`{"model":"m"}`, false, false)
+			c.Endpoint = tc.ep
+			if err := p.Build(&req, c); err != nil {
+				t.Fatal(err)
+			}
+			if got := req.URI().String(); got != tc.wantURI {
+				t.Errorf("URI = %s, want %s", got, tc.wantURI)
+			}
+			if got := string(req.Header.Peek(tc.header)); got != tc.headerValue {
+				t.Errorf("%s = %q, want %q", tc.header, got, tc.headerValue)
+			}
+		})
+	}
+}
+
+func TestNewRejects(t *testing.T) {
+	for _, o := range []Options{{Preset: "nope"}, {BaseURL: "ftp://x"}, {}, {Azure: true, BaseURL: "https://x"}} {
+		if _, err := New(o); err == nil {
+			t.Errorf("New(%+v) accepted", o)
+		}
+	}
+}
+
+func TestPresetsMatchConfig(t *testing.T) {
+	var names []string
+	for n := range Presets {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	want := slices.Clone(config.OpenAIPresets)
+	slices.Sort(want)
+	if !slices.Equal(names, want) {
+		t.Errorf("presets %v, config accepts %v", names, want)
+	}
+}
+
+func TestStreamHidesUnaskedUsage(t *testing.T) {
+	p, _ := New(Options{Name: "t", BaseURL: "http://h/v1"})
+	events := []string{
+		"data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"a\"},\"finish_reason\":\"stop\"}]}\n\n",
+		"data: {\"choices\":[],\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":1,\"prompt_tokens_details\":{\"cached_tokens\":2}}}\n\n",
+		"data: [DONE]\n\n",
+	}
+	for _, asked := range []bool{false, true} {
+		s := p.Stream(&providers.Call{IncludeUsage: asked})
+		var out []byte
+		var st providers.State
+		for _, ev := range events {
+			var err error
+			out, st, err = s.Event(out, []byte(ev))
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		if st != providers.Done || !s.Complete() {
+			t.Errorf("asked=%v: state %v complete %v", asked, st, s.Complete())
+		}
+		if u := s.Usage(); u.Prompt != 3 || u.Completion != 1 || u.Cached != 2 || !u.Reported {
+			t.Errorf("asked=%v: usage %+v", asked, u)
+		}
+		if has := strings.Contains(string(out), `"usage"`); has != asked {
+			t.Errorf("asked=%v: usage chunk forwarded = %v", asked, has)
+		}
+		s.Close()
+	}
+}
+
+func TestStreamFailures(t *testing.T) {
+	p, _ := New(Options{Name: "t", BaseURL: "http://h/v1"})
+	for _, ev := range []string{"data: {bad\n\n", "data: " + strings.Repeat("[", 200) + "\n\n", "data: {\"error\":{\"message\":\"boom\"}}\n\n"} {
+		s := p.Stream(&providers.Call{})
+		out, st, err := s.Event(nil, []byte(ev))
+		if st != providers.Failed || err == nil || len(out) != 0 {
+			t.Errorf("%q: state %v err %v out %q", ev, st, err, out)
+		}
+	}
+}

@@ -1,0 +1,207 @@
+// Package providers speaks each upstream's wire protocol. The gateway works
+// in the OpenAI format: a Provider turns an OpenAI-format call into its own
+// request, and its answers (whole bodies or stream events) back into the
+// OpenAI format. Each kind lives in its own subpackage; this package holds
+// the one small interface they implement and the types they share.
+//
+// The hot path matters: a Provider is built once per configured provider,
+// is safe for concurrent use, and Build and the stream Event method are
+// written to allocate nothing per call in steady state (translating kinds
+// reuse the dst buffers they are given).
+package providers
+
+import (
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/tidwall/gjson"
+	"github.com/valyala/fasthttp"
+)
+
+// Endpoint is the OpenAI endpoint a call was made to.
+type Endpoint uint8
+
+// Endpoints the gateway serves.
+const (
+	Chat Endpoint = iota
+	Completions
+	Embeddings
+	Responses
+)
+
+// String returns the endpoint's path below /v1, e.g. "/chat/completions".
+func (e Endpoint) String() string {
+	switch e {
+	case Chat:
+		return "/chat/completions"
+	case Completions:
+		return "/completions"
+	case Embeddings:
+		return "/embeddings"
+	case Responses:
+		return "/responses"
+	}
+	return "/unknown"
+}
+
+// Call is one upstream call for an OpenAI-format request. Its byte slices
+// alias the client request and are valid until the call is built.
+type Call struct {
+	Endpoint Endpoint
+	// Body is the client's OpenAI-format JSON body, unchanged.
+	Body []byte
+	// Model is the upstream's name for the model.
+	Model string
+	// ModelRaw and ModelIdx locate the body's "model" value (quotes
+	// included) for a byte-level rewrite; ModelJSON is the replacement
+	// (nil when Model is the name the client sent).
+	ModelRaw  string
+	ModelIdx  int
+	ModelJSON []byte
+	// Stream is true for "stream": true.
+	Stream bool
+	// IncludeUsage is the client's stream_options.include_usage.
+	IncludeUsage bool
+	// StreamOptionsRaw and StreamOptionsIdx locate the body's
+	// stream_options value (empty when absent), so a provider can ask for
+	// usage without a JSON round trip.
+	StreamOptionsRaw string
+	StreamOptionsIdx int
+	// MaxTokens is max_tokens or max_completion_tokens (0 when absent);
+	// ClampMaxTokens, when positive, replaces it (budget clamping).
+	MaxTokens      int64
+	ClampMaxTokens int64
+	// RequestID is sent upstream for correlation.
+	RequestID []byte
+	// Header gives read access to the client's request headers, for
+	// headers a provider passes through (e.g. anthropic-beta).
+	Header *fasthttp.RequestHeader
+}
+
+// Usage is token usage as reported by a provider.
+type Usage struct {
+	Prompt, Completion, Cached, Reasoning uint64
+	// Reported is true when the provider reported usage at all.
+	Reported bool
+}
+
+// Provider is one configured upstream.
+type Provider interface {
+	// Build fills req (method, URI, headers, body) for the call. The URI's
+	// scheme and host are the provider's base URL. A request the provider
+	// cannot honour returns a *ParamError (answered 400).
+	Build(req *fasthttp.Request, c *Call) error
+	// Response turns a complete 200 upstream body into the OpenAI-format
+	// body for the client, appended to dst (or body itself, unchanged, when
+	// no translation is needed), and reads its usage. A body that cannot be
+	// read returns ErrMalformed.
+	Response(dst, body []byte, c *Call) ([]byte, Usage, error)
+	// Stream returns the decoder for a streamed answer to c.
+	Stream(c *Call) Stream
+	// ErrorMessage extracts the human-readable message from an upstream
+	// error body ("" when there is none).
+	ErrorMessage(body []byte) string
+}
+
+// Stream translates one streamed answer, event by event. It is used by one
+// goroutine at a time.
+type Stream interface {
+	// Framer returns the framing of the upstream stream, or nil for
+	// server-sent events (the gateway then uses its own SSE reader).
+	Framer(src io.Reader) Framer
+	// Event handles one upstream event (a whole SSE event including its
+	// blank line, or one frame), appending the OpenAI-format SSE events for
+	// the client to dst. The returned state says whether the answer is
+	// complete (Done: stop reading), still going (More) or failed (Failed:
+	// err describes it for the client's error event).
+	Event(dst, ev []byte) ([]byte, State, error)
+	// Complete reports whether the answer had a finish reason, so an end of
+	// stream without a terminator still counts as complete.
+	Complete() bool
+	// Usage returns the usage reported so far.
+	Usage() Usage
+	// Close releases the decoder (it may be pooled).
+	Close()
+}
+
+// State is what a stream event meant.
+type State uint8
+
+// Stream states.
+const (
+	More State = iota
+	Done
+	Failed
+)
+
+// Framer splits a non-SSE upstream stream into frames, like the gateway's
+// SSE reader: Next returns a buffered frame without I/O, Fill reads once.
+type Framer interface {
+	Next() ([]byte, bool)
+	Fill() error
+	Buffered() []byte
+}
+
+// ErrMalformed is returned (wrapped) for upstream bodies and events that
+// cannot be read.
+var ErrMalformed = errors.New("malformed upstream answer")
+
+// ParamError rejects a request parameter the provider cannot honour.
+type ParamError struct {
+	Param   string
+	Message string
+}
+
+// Error describes the parameter and why it was refused.
+func (e *ParamError) Error() string { return fmt.Sprintf("%s: %s", e.Param, e.Message) }
+
+// UpstreamError is a provider's error reported inside a stream.
+type UpstreamError struct {
+	Message string
+}
+
+// Error returns the provider's message.
+func (e *UpstreamError) Error() string { return e.Message }
+
+// MaxJSONDepth bounds the nesting of JSON the gateway validates: the
+// validator recurses once per level, so hostile input like "[[[[..." must be
+// refused before it is validated.
+const MaxJSONDepth = 128
+
+// ValidJSON reports whether b is valid JSON nesting at most MaxJSONDepth.
+func ValidJSON(b []byte) bool {
+	return Shallow(b, MaxJSONDepth) && gjson.ValidBytes(b)
+}
+
+// Shallow reports whether b nests arrays and objects at most max deep. It
+// tracks strings so brackets inside them do not count; it validates nothing
+// else.
+func Shallow(b []byte, max int) bool {
+	depth := 0
+	inString := false
+	for i := 0; i < len(b); i++ {
+		c := b[i]
+		if inString {
+			switch c {
+			case '\\':
+				i++
+			case '"':
+				inString = false
+			}
+			continue
+		}
+		switch c {
+		case '"':
+			inString = true
+		case '[', '{':
+			depth++
+			if depth > max {
+				return false
+			}
+		case ']', '}':
+			depth--
+		}
+	}
+	return true
+}
