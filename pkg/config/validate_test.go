@@ -116,7 +116,11 @@ func TestValidateErrors(t *testing.T) {
 		{"preset on another kind", func(c *Config) { c.Providers[1].Kind = "gemini"; c.Providers[1].Preset = "groq" }, "providers[1].preset: only kind openai takes a preset"},
 		{"azure without api_version", func(c *Config) { c.Providers[1].Kind = "azure"; c.Providers[1].BaseURL = "https://x.openai.azure.com" }, "providers[1].api_version: required"},
 		{"bedrock without region", func(c *Config) { c.Providers[1].Kind = "bedrock" }, "providers[1].region: required"},
-		{"stream_usage value", func(c *Config) { c.Providers[1].Kind = "openai"; c.Providers[1].BaseURL = "http://x"; c.Providers[1].StreamUsage = "sometimes" }, `providers[1].stream_usage: unknown stream_usage "sometimes"`},
+		{"stream_usage value", func(c *Config) {
+			c.Providers[1].Kind = "openai"
+			c.Providers[1].BaseURL = "http://x"
+			c.Providers[1].StreamUsage = "sometimes"
+		}, `providers[1].stream_usage: unknown stream_usage "sometimes"`},
 		{"base_url missing", func(c *Config) { c.Providers[0].BaseURL = "" }, "providers[0].base_url: required"},
 		{"base_url scheme", func(c *Config) { c.Providers[0].BaseURL = "ftp://x/v1" }, `providers[0].base_url: "ftp://x/v1" is not an http or https URL`},
 		{"base_url no host", func(c *Config) { c.Providers[0].BaseURL = "https:///v1" }, "is not an http or https URL"},

@@ -46,10 +46,10 @@ type relay struct {
 	idle     time.Duration
 	deadline time.Time // the call's total deadline
 
-	primed bool // the first event arrived; per-read idle deadlines apply
-	done   bool // no more upstream reads
-	failure   *apiError // why the stream ended early; sent as an SSE error event
-	closed    bool
+	primed  bool      // the first event arrived; per-read idle deadlines apply
+	done    bool      // no more upstream reads
+	failure *apiError // why the stream ended early; sent as an SSE error event
+	closed  bool
 
 	watch *clientWatch
 	gone  atomic.Bool // the client closed its connection (seen by watch)

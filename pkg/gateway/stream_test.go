@@ -280,7 +280,10 @@ func TestClientDisconnectCancelsSlowUpstreamAtOnce(t *testing.T) {
 		upstreamClosed <- time.Now()
 	}()
 	cfgURL := "http://" + ln.Addr().String() + "/v1"
-	r := newRigFor(t, nil, cfgURL, func(c *config.Config) { c.Providers[0].Timeouts.Idle = 30 * time.Second; c.Providers[0].Timeouts.Total = 30 * time.Second })
+	r := newRigFor(t, nil, cfgURL, func(c *config.Config) {
+		c.Providers[0].Timeouts.Idle = 30 * time.Second
+		c.Providers[0].Timeouts.Total = 30 * time.Second
+	})
 	resp := r.post("/v1/chat/completions", r.token(nil), streamBody(`{}`))
 	br := bufio.NewReader(resp.Body)
 	if line, err := br.ReadString('\n'); err != nil || !strings.HasPrefix(line, "data: ") {

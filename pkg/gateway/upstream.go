@@ -2,11 +2,11 @@ package gateway
 
 import (
 	"errors"
-	"strings"
 	"fmt"
 	"net"
 	"net/url"
 	"os"
+	"strings"
 	"syscall"
 	"time"
 
