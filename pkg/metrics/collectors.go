@@ -1,0 +1,145 @@
+package metrics
+
+import (
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// PublisherStats is a snapshot of the usage-event publisher's counters
+// (cumulative since start) and gauges.
+type PublisherStats struct {
+	// Queued, Published, Spooled, Drained, Failed and Dropped are event
+	// counts: accepted by Enqueue, acked straight from memory, written to the
+	// spool, acked from the spool, publishes that failed, and events lost.
+	Queued, Published, Spooled, Drained, Failed, Dropped int64
+	// QueueLen is the number of events waiting in memory.
+	QueueLen int64
+	// SpoolBytes is the size of the spool not yet drained, in bytes.
+	SpoolBytes int64
+}
+
+// publisherCollector reads a PublisherStats at scrape time.
+type publisherCollector struct {
+	stats             func() PublisherStats
+	events, queue, sp *prometheus.Desc
+}
+
+// RegisterPublisher registers on reg tollgate_usage_events_total{state},
+// tollgate_usage_queue_length and tollgate_usage_spool_bytes, read from
+// stats on every scrape. stats must be cheap and safe for concurrent use.
+func RegisterPublisher(reg prometheus.Registerer, stats func() PublisherStats) error {
+	c := &publisherCollector{
+		stats: stats,
+		events: prometheus.NewDesc("tollgate_usage_events_total",
+			"Usage events by publisher state: queued (accepted), published (acked from memory), spooled (written to disk), drained (acked from the spool), failed (publish attempts that failed), dropped (lost).",
+			[]string{"state"}, nil),
+		queue: prometheus.NewDesc("tollgate_usage_queue_length",
+			"Usage events waiting in the publisher's memory queue.", nil, nil),
+		sp: prometheus.NewDesc("tollgate_usage_spool_bytes",
+			"Bytes of usage events in the disk spool, not yet published.", nil, nil),
+	}
+	if err := reg.Register(c); err != nil {
+		return fmt.Errorf("register publisher metrics: %w", err)
+	}
+	return nil
+}
+
+// Describe implements prometheus.Collector.
+func (c *publisherCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.events
+	ch <- c.queue
+	ch <- c.sp
+}
+
+// Collect implements prometheus.Collector.
+func (c *publisherCollector) Collect(ch chan<- prometheus.Metric) {
+	s := c.stats()
+	for _, e := range []struct {
+		state string
+		n     int64
+	}{
+		{"queued", s.Queued}, {"published", s.Published}, {"spooled", s.Spooled},
+		{"drained", s.Drained}, {"failed", s.Failed}, {"dropped", s.Dropped},
+	} {
+		ch <- prometheus.MustNewConstMetric(c.events, prometheus.CounterValue, float64(e.n), e.state)
+	}
+	ch <- prometheus.MustNewConstMetric(c.queue, prometheus.GaugeValue, float64(s.QueueLen))
+	ch <- prometheus.MustNewConstMetric(c.sp, prometheus.GaugeValue, float64(s.SpoolBytes))
+}
+
+// BudgetStats is a snapshot of budget state for the budget gauges. Each
+// label set must appear at most once.
+type BudgetStats struct {
+	Utilization []BudgetUtilization
+	Reserved    []BudgetReserved
+}
+
+// BudgetUtilization is the spend of one limit's total as a fraction of the
+// limit (1 = fully spent; it may exceed 1).
+type BudgetUtilization struct {
+	// Scope is global, dept, team, project, subject or key; Value the scope
+	// value; Period day, month or total.
+	Scope, Value, Period string
+	Ratio                float64
+}
+
+// BudgetReserved is the spend this gateway has reserved for requests in
+// flight or not yet applied to the totals, for one scope value ("*" or ""
+// when it sums a whole scope), in nano-USD.
+type BudgetReserved struct {
+	Scope, Value string
+	Nano         int64
+}
+
+// budgetCollector reads a BudgetStats at scrape time.
+type budgetCollector struct {
+	stats       func() BudgetStats
+	util, reser *prometheus.Desc
+}
+
+// RegisterBudgets registers on reg tollgate_budget_utilization_ratio{scope,
+// value,period} and tollgate_budget_reserved_nano_usd{scope,value}, read from
+// stats on every scrape. stats must be safe for concurrent use.
+func RegisterBudgets(reg prometheus.Registerer, stats func() BudgetStats) error {
+	c := &budgetCollector{
+		stats: stats,
+		util: prometheus.NewDesc("tollgate_budget_utilization_ratio",
+			"Spend of a budget limit's current period as a fraction of the limit.",
+			[]string{"scope", "value", "period"}, nil),
+		reser: prometheus.NewDesc("tollgate_budget_reserved_nano_usd",
+			"Spend this gateway has reserved and not yet seen applied to the totals, in nano-USD.",
+			[]string{"scope", "value"}, nil),
+	}
+	if err := reg.Register(c); err != nil {
+		return fmt.Errorf("register budget metrics: %w", err)
+	}
+	return nil
+}
+
+// Describe implements prometheus.Collector.
+func (c *budgetCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.util
+	ch <- c.reser
+}
+
+// Collect implements prometheus.Collector.
+func (c *budgetCollector) Collect(ch chan<- prometheus.Metric) {
+	s := c.stats()
+	for _, u := range s.Utilization {
+		ch <- constMetric(c.util, u.Ratio, u.Scope, u.Value, u.Period)
+	}
+	for _, r := range s.Reserved {
+		ch <- constMetric(c.reser, float64(r.Nano), r.Scope, r.Value)
+	}
+}
+
+// constMetric returns a gauge, or for label values Prometheus refuses
+// (invalid UTF-8) a metric that fails the scrape of this series only.
+func constMetric(d *prometheus.Desc, v float64, labels ...string) prometheus.Metric {
+	m, err := prometheus.NewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	if err != nil {
+		return prometheus.NewInvalidMetric(d, err)
+	}
+	return m
+}
