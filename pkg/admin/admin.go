@@ -1,0 +1,337 @@
+// Package admin serves the operator listener, separate from the public one:
+// health and readiness probes, Prometheus metrics, pprof, and the /admin/
+// endpoints that show the running config, routes and budgets and reload the
+// config. It is net/http based; nothing here is on the request hot path.
+//
+// # Endpoints
+//
+//	GET  /healthz          200 while the process runs
+//	GET  /readyz           200 when Options.Ready returns nil, else 503
+//	GET  /metrics          Prometheus exposition of Options.Gatherer
+//	GET  /debug/pprof/...  net/http/pprof (index, cmdline, profile, symbol, trace, named profiles)
+//	GET  /admin/config     the running config as JSON, secrets redacted
+//	GET  /admin/routes     Options.Routes() as JSON
+//	GET  /admin/budgets    Options.Budgets() as JSON
+//	POST /admin/reload     Options.Reload: 200 with its summary, 400 with its error
+//
+// # Access
+//
+// /healthz, /readyz and /metrics are always open: probes and scrapers must
+// reach them without credentials, and they reveal nothing sensitive.
+// Everything under /admin/ and /debug/ is open only when the listener is
+// bound to a loopback address (127.0.0.0/8 or ::1) and RequireToken is
+// false. Otherwise a request needs "Authorization: Bearer <JWT>" whose
+// verified principal has the admin claim: 401 without a valid token, 403
+// without the claim. Set RequireToken when a local proxy or a shared network
+// namespace (a Kubernetes pod's sidecars) makes loopback reachable by others.
+//
+// Every error is a JSON body {"error":{"message":"...","type":"..."}}.
+package admin
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/tollgate/tollgate/pkg/auth"
+	"github.com/tollgate/tollgate/pkg/config"
+)
+
+// DefaultAddr is the admin listener's default address: loopback only.
+const DefaultAddr = "127.0.0.1:9090"
+
+// Options configure a Server. Every func may be nil: the endpoint it feeds
+// then answers 404 (not_configured), except Ready (nil: always ready).
+type Options struct {
+	// Gatherer is served on /metrics, usually the *prometheus.Registry the
+	// metrics were registered on.
+	Gatherer prometheus.Gatherer
+	// Verify checks a bearer token on /admin/ and /debug/ when the listener
+	// is not loopback or RequireToken is set; pass (*auth.Verifier).Verify.
+	// Without it those endpoints refuse every request in that case.
+	Verify func(token []byte) (*auth.Principal, error)
+	// RequireToken requires an admin token even on a loopback listener.
+	RequireToken bool
+	// Ready reports readiness for /readyz: nil when ready, else why not.
+	Ready func() error
+	// Config returns the running config for /admin/config; called on every
+	// request, so a reload shows at once. The result is not modified.
+	Config func() *config.Config
+	// Routes returns the route and circuit state for /admin/routes; the
+	// value is encoded with encoding/json.
+	Routes func() any
+	// Budgets returns the budget state for /admin/budgets; the value is
+	// encoded with encoding/json.
+	Budgets func() any
+	// Reload reloads the config for POST /admin/reload and returns a summary
+	// (encoded with encoding/json) or the reason it refused, such as a
+	// validation error. Calls are serialized. Its ctx is not cancelled when
+	// the caller hangs up, so a reload is never abandoned half way.
+	Reload func(ctx context.Context) (summary any, err error)
+	// Logger receives reloads, refused admin requests (debug) and metrics
+	// gathering errors. Default: discard.
+	Logger *slog.Logger
+}
+
+// Server is the admin HTTP server. It serves one listener.
+type Server struct {
+	o    Options
+	log  *slog.Logger
+	srv  *http.Server
+	open atomic.Bool // /admin/ and /debug/ need no token; set by Serve
+
+	reloadMu sync.Mutex // serializes Options.Reload
+}
+
+// New returns a Server for o. Start it with Serve.
+func New(o Options) *Server {
+	log := o.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{o: o, log: log}
+	s.srv = &http.Server{
+		Handler:           s.routes(),
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		// No WriteTimeout: /debug/pprof/profile and /trace stream for as
+		// many seconds as asked.
+		IdleTimeout:    120 * time.Second,
+		MaxHeaderBytes: 64 << 10,
+		ErrorLog:       slog.NewLogLogger(log.Handler(), slog.LevelDebug),
+	}
+	return s
+}
+
+// Serve serves ln until Shutdown, then returns nil. Whether /admin/ and
+// /debug/ need a token is decided from ln's address (see the package
+// documentation).
+func (s *Server) Serve(ln net.Listener) error {
+	s.open.Store(!s.o.RequireToken && isLoopback(ln.Addr()))
+	if err := s.srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("serve admin: %w", err)
+	}
+	return nil
+}
+
+// Shutdown stops accepting connections and waits, up to ctx, for requests
+// in progress (a running pprof profile included) to end.
+func (s *Server) Shutdown(ctx context.Context) error {
+	if err := s.srv.Shutdown(ctx); err != nil {
+		return fmt.Errorf("shut down admin: %w", err)
+	}
+	return nil
+}
+
+// isLoopback reports whether addr is a TCP address on a loopback IP.
+// Wildcard binds (0.0.0.0, ::) and other networks are not.
+func isLoopback(addr net.Addr) bool {
+	a, ok := addr.(*net.TCPAddr)
+	return ok && a.IP.IsLoopback()
+}
+
+// routes builds the private mux; net/http/pprof's handlers are mounted on
+// it explicitly and http.DefaultServeMux is never served.
+func (s *Server) routes() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/healthz", readOnly(http.HandlerFunc(s.healthz)))
+	mux.Handle("/readyz", readOnly(http.HandlerFunc(s.readyz)))
+	mux.Handle("/metrics", readOnly(s.metrics()))
+
+	mux.Handle("/debug/pprof/", s.guard(http.HandlerFunc(pprof.Index)))
+	mux.Handle("/debug/pprof/cmdline", s.guard(http.HandlerFunc(pprof.Cmdline)))
+	mux.Handle("/debug/pprof/profile", s.guard(http.HandlerFunc(pprof.Profile)))
+	mux.Handle("/debug/pprof/symbol", s.guard(http.HandlerFunc(pprof.Symbol)))
+	mux.Handle("/debug/pprof/trace", s.guard(http.HandlerFunc(pprof.Trace)))
+	mux.Handle("/debug/", s.guard(http.HandlerFunc(notFound)))
+
+	mux.Handle("/admin/config", s.guard(readOnly(http.HandlerFunc(s.config))))
+	mux.Handle("/admin/routes", s.guard(readOnly(s.snapshot("routes", s.o.Routes))))
+	mux.Handle("/admin/budgets", s.guard(readOnly(s.snapshot("budgets", s.o.Budgets))))
+	mux.Handle("/admin/reload", s.guard(http.HandlerFunc(s.reload)))
+	mux.Handle("/admin/", s.guard(http.HandlerFunc(notFound)))
+
+	mux.HandleFunc("/", notFound)
+	return mux
+}
+
+// principalKey is the context key of the admin principal of a request.
+type principalKey struct{}
+
+// guard lets a request through when the listener is open, or when it
+// carries a bearer token whose principal is an admin.
+func (s *Server) guard(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.open.Load() {
+			h.ServeHTTP(w, r)
+			return
+		}
+		tok := auth.BearerToken([]byte(r.Header.Get("Authorization")))
+		if tok == nil {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="tollgate-admin"`)
+			s.refuse(w, r, http.StatusUnauthorized, "unauthorized", "an admin bearer token is required")
+			return
+		}
+		if s.o.Verify == nil {
+			s.refuse(w, r, http.StatusForbidden, "forbidden", "admin endpoints are disabled on this listener: no token verifier is configured")
+			return
+		}
+		p, err := s.o.Verify(tok)
+		if err != nil {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="tollgate-admin", error="invalid_token"`)
+			s.refuse(w, r, http.StatusUnauthorized, "unauthorized", err.Error())
+			return
+		}
+		if !p.Admin {
+			s.refuse(w, r, http.StatusForbidden, "forbidden", "the token has no admin claim")
+			return
+		}
+		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), principalKey{}, p)))
+	})
+}
+
+func (s *Server) refuse(w http.ResponseWriter, r *http.Request, status int, typ, msg string) {
+	s.log.Debug("admin request refused", "path", r.URL.Path, "remote", r.RemoteAddr, "status", status, "reason", msg)
+	writeError(w, status, typ, msg)
+}
+
+// readOnly answers 405 to methods other than GET and HEAD.
+func readOnly(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET, HEAD")
+			writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", r.Method+" is not allowed on "+r.URL.Path)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
+	if s.o.Ready != nil {
+		if err := s.o.Ready(); err != nil {
+			writeError(w, http.StatusServiceUnavailable, "not_ready", err.Error())
+			return
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+}
+
+func (s *Server) metrics() http.Handler {
+	if s.o.Gatherer == nil {
+		return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			writeError(w, http.StatusNotFound, "not_configured", "no metrics registry is configured")
+		})
+	}
+	return promhttp.HandlerFor(s.o.Gatherer, promhttp.HandlerOpts{
+		ErrorLog:      promLogger{s.log},
+		ErrorHandling: promhttp.ContinueOnError,
+	})
+}
+
+// promLogger passes promhttp's gathering errors to slog.
+type promLogger struct{ log *slog.Logger }
+
+// Println implements promhttp.Logger.
+func (l promLogger) Println(v ...any) { l.log.Warn("metrics", "error", fmt.Sprint(v...)) }
+
+func (s *Server) config(w http.ResponseWriter, _ *http.Request) {
+	if s.o.Config == nil {
+		writeError(w, http.StatusNotFound, "not_configured", "the config is not available")
+		return
+	}
+	c := s.o.Config()
+	if c == nil {
+		writeError(w, http.StatusServiceUnavailable, "not_ready", "no config is loaded")
+		return
+	}
+	v, err := Redact(c)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, "internal_error", err.Error())
+		return
+	}
+	writeJSON(w, http.StatusOK, v)
+}
+
+func (s *Server) snapshot(what string, f func() any) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		if f == nil {
+			writeError(w, http.StatusNotFound, "not_configured", what+" are not available")
+			return
+		}
+		writeJSON(w, http.StatusOK, f())
+	})
+}
+
+func (s *Server) reload(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", "POST")
+		writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", "use POST to reload")
+		return
+	}
+	if s.o.Reload == nil {
+		writeError(w, http.StatusNotFound, "not_configured", "reload is not available")
+		return
+	}
+	who := "loopback"
+	if p, ok := r.Context().Value(principalKey{}).(*auth.Principal); ok {
+		who = p.Subject
+	}
+	s.reloadMu.Lock()
+	summary, err := s.o.Reload(context.WithoutCancel(r.Context()))
+	s.reloadMu.Unlock()
+	if err != nil {
+		s.log.Warn("config reload refused", "by", who, "error", err)
+		writeError(w, http.StatusBadRequest, "invalid_config", err.Error())
+		return
+	}
+	s.log.Info("config reloaded", "by", who)
+	writeJSON(w, http.StatusOK, map[string]any{"status": "reloaded", "summary": summary})
+}
+
+func notFound(w http.ResponseWriter, r *http.Request) {
+	writeError(w, http.StatusNotFound, "not_found", "no such endpoint: "+r.URL.Path)
+}
+
+// errorBody is the JSON shape of every error.
+type errorBody struct {
+	Error struct {
+		Message string `json:"message"`
+		Type    string `json:"type"`
+	} `json:"error"`
+}
+
+func writeError(w http.ResponseWriter, status int, typ, msg string) {
+	var b errorBody
+	b.Error.Message, b.Error.Type = msg, typ
+	writeJSON(w, status, b)
+}
+
+// writeJSON writes v indented; a value that cannot be encoded becomes a 500.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	body, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		status = http.StatusInternalServerError
+		body = []byte(`{"error":{"message":"encode response","type":"internal_error"}}`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(body, '\n'))
+}
