@@ -341,3 +341,11 @@ func (p *Publisher) takeOverflow(dst []*usagev1.UsageEvent) []*usagev1.UsageEven
 	p.omu.Unlock()
 	return dst
 }
+
+// Saturated reports whether Enqueue would refuse an event now: the
+// publisher fails closed and both the memory queue and the spool are full.
+// The gateway checks it before serving, so a request is refused (503)
+// before it costs anything rather than served and left unbilled.
+func (p *Publisher) Saturated() bool {
+	return p.cfg.FailClosed && p.spoolFull.Load() && len(p.ch) == cap(p.ch)
+}
