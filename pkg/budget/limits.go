@@ -28,6 +28,9 @@ const (
 	numScopes
 )
 
+// NumScopes is the number of scopes, for arrays indexed by Scope.
+const NumScopes = int(numScopes)
+
 var scopeNames = [numScopes]string{"global", "dept", "team", "project", "subject", "key"}
 
 // String returns the scope's config name: global, dept, team, project,

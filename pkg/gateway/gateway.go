@@ -15,7 +15,10 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/tollgate/tollgate/pkg/auth"
+	"github.com/tollgate/tollgate/pkg/budget"
 	"github.com/tollgate/tollgate/pkg/config"
+	"github.com/tollgate/tollgate/pkg/pricing"
+	"github.com/tollgate/tollgate/pkg/ratelimit"
 	"github.com/valyala/fasthttp"
 )
 
@@ -29,6 +32,8 @@ type Options struct {
 	Config   *config.Config
 	Verifier verifier
 	Logger   *slog.Logger
+	// Accounting bills and limits requests; its zero value bills nothing.
+	Accounting Accounting
 }
 
 // Gateway serves the public API. It is safe for concurrent use.
@@ -42,6 +47,8 @@ type Gateway struct {
 	draining atomic.Bool
 	// logRequests logs one info line per request (config log.requests).
 	logRequests bool
+	acct        Accounting
+	limiters    [budget.NumScopes]*ratelimit.Limiter // one per scope, so keys need no prefix
 }
 
 // route is where one model name is served.
@@ -50,6 +57,7 @@ type route struct {
 	embeddings    bool
 	up            *upstream
 	upstreamModel string
+	deployment    string // provider/upstream-model, in usage events
 	// modelJSON replaces the body's model value when the upstream knows
 	// the model by another name; nil when the names match.
 	modelJSON []byte
@@ -70,6 +78,21 @@ func New(o Options) (*Gateway, error) {
 		log:         log,
 		routes:      make(map[string]*route, len(o.Config.Models)),
 		logRequests: o.Config.Log.Requests,
+		acct:        o.Accounting,
+	}
+	if g.acct.Prices == nil {
+		g.acct.Prices = pricing.Default()
+	}
+	if g.acct.OutputReserve <= 0 {
+		g.acct.OutputReserve = 4096
+	}
+	if g.acct.Reservations == nil {
+		g.acct.Reservations = NewReservations()
+	}
+	if g.acct.Limiter != nil {
+		for i := range g.limiters {
+			g.limiters[i] = ratelimit.New(ratelimit.Options{})
+		}
 	}
 	ups := make(map[string]*upstream, len(o.Config.Providers))
 	for _, p := range o.Config.Providers {
@@ -92,6 +115,7 @@ func New(o Options) (*Gateway, error) {
 		if r.upstreamModel == "" {
 			r.upstreamModel = m.Name
 		}
+		r.deployment = u.name + "/" + r.upstreamModel
 		if r.upstreamModel != m.Name {
 			r.modelJSON = jsonString(r.upstreamModel)
 		}

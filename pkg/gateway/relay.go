@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gofiber/fiber/v2"
+	"github.com/tidwall/gjson"
 	"github.com/tollgate/tollgate/pkg/providers"
 	"github.com/tollgate/tollgate/pkg/sse"
 	"github.com/valyala/fasthttp"
@@ -41,11 +42,14 @@ type relay struct {
 	out      []byte // output not yet handed to fasthttp: out[pos:]
 	pos      int
 	scratch  []byte
+	bodyCopy []byte // the request body, kept for token estimation
+	content  []byte // delivered content, for token estimation
 	rec      record
 	upStart  time.Time
 	idle     time.Duration
 	deadline time.Time // the call's total deadline
 
+	track   bool      // collect delivered content for estimation
 	primed  bool      // the first event arrived; per-read idle deadlines apply
 	done    bool      // no more upstream reads
 	failure *apiError // why the stream ended early; sent as an SSE error event
@@ -65,6 +69,11 @@ func (g *Gateway) newRelay(resp *fasthttp.Response, rt *route, rec record, upSta
 	r.body = resp.BodyStream()
 	r.conn = connOf(resp)
 	r.stream = rt.up.prov.Stream(call)
+	if g.acct.Estimator != nil && g.acct.Publisher != nil {
+		r.bodyCopy = append(r.bodyCopy[:0], call.Body...)
+		r.rec.body = r.bodyCopy
+		r.track = true
+	}
 	if r.fr = r.stream.Framer(r.body); r.fr == nil {
 		r.sc.Reset(r.body)
 		r.fr = r.sc
@@ -84,6 +93,7 @@ func (r *relay) prime() *apiError {
 		return r.failure
 	}
 	r.primed = true
+	r.rec.started = true
 	return nil
 }
 
@@ -137,8 +147,13 @@ func (r *relay) handleEvent(ev []byte) {
 	n := len(r.out)
 	out, st, err := r.stream.Event(r.out, ev)
 	r.out = out
-	if r.rec.ttft == 0 && len(out) > n {
-		r.rec.ttft = time.Since(r.rec.start)
+	if len(out) > n {
+		if r.rec.ttft == 0 {
+			r.rec.ttft = time.Since(r.rec.start)
+		}
+		if r.track {
+			r.content = appendContent(r.content, out[n:])
+		}
 	}
 	switch st {
 	case providers.Done:
@@ -248,6 +263,7 @@ func (r *relay) CloseWithError(err error) error {
 	}
 	r.rec.upstream = time.Since(r.upStart)
 	r.rec.usage = r.stream.Usage()
+	r.rec.delivered = r.content
 	r.g.finish(&r.rec)
 	r.release()
 	return nil
@@ -269,8 +285,33 @@ func (r *relay) release() {
 	fasthttp.ReleaseResponse(r.resp)
 	r.stream.Close()
 	r.sc.Reset(nil)
-	*r = relay{sc: r.sc, out: r.out[:0], scratch: r.scratch[:0]}
+	*r = relay{sc: r.sc, out: r.out[:0], scratch: r.scratch[:0], bodyCopy: r.bodyCopy[:0], content: r.content[:0]}
 	relayPool.Put(r)
+}
+
+// maxDelivered bounds the content kept for estimating a stream's tokens.
+const maxDelivered = 1 << 20
+
+// appendContent appends the delta content of OpenAI chunk events in evs to
+// dst (as raw JSON string text, which tokenizes close to the text itself).
+func appendContent(dst, evs []byte) []byte {
+	for len(evs) > 0 && len(dst) < maxDelivered {
+		i := bytes.Index(evs, []byte("\n\n"))
+		ev := evs
+		if i >= 0 {
+			ev, evs = evs[:i], evs[i+2:]
+		} else {
+			evs = nil
+		}
+		d, ok := bytes.CutPrefix(ev, []byte("data: "))
+		if !ok || len(d) == 0 || d[0] != '{' {
+			continue
+		}
+		if v := gjson.Get(unsafeString(d), "choices.0.delta.content"); v.Type == gjson.String && len(v.Raw) > 2 {
+			dst = append(dst, v.Raw[1:len(v.Raw)-1]...)
+		}
+	}
+	return dst
 }
 
 // appendErrorEvent writes e as an OpenAI-style stream error event.

@@ -32,6 +32,11 @@ type record struct {
 	usage         usage
 	ttft          time.Duration // time to first content chunk (streams)
 	upstream      time.Duration // upstream call, header to end of body
+	model         string        // the requested model, even when unknown
+	adm           admission
+	started       bool   // the client got a 200 (an answer began)
+	body          []byte // the request body, for token estimation
+	delivered     []byte // content delivered in a stream, for estimation
 }
 
 // usage is token usage as reported by the provider.
@@ -52,6 +57,7 @@ func (g *Gateway) serve(c *fiber.Ctx, ep endpoint) error {
 	}
 	rec.stream = info.stream
 	rt := g.routes[info.model]
+	rec.model = info.model
 	if rt == nil {
 		return g.fail(c, &rec, &apiError{Status: fiber.StatusNotFound, Type: typeInvalidRequest, Code: "model_not_found", Param: "model",
 			Message: fmt.Sprintf("the model %q does not exist", info.model)})
@@ -68,13 +74,19 @@ func (g *Gateway) serve(c *fiber.Ctx, ep endpoint) error {
 	if !rt.up.hasKey {
 		return g.fail(c, &rec, g.missingKey(rt.up))
 	}
+	adm, aerr := g.admit(c, p, rt, &info, body)
+	if aerr != nil {
+		return g.fail(c, &rec, aerr)
+	}
+	rec.adm = adm
+	rec.body = body
 
 	call := providers.Call{
 		Endpoint: ep, Body: body, Model: rt.upstreamModel,
 		ModelRaw: info.modelRaw, ModelIdx: info.modelIdx, ModelJSON: rt.modelJSON,
 		Stream: info.stream, IncludeUsage: info.includeUsage,
 		StreamOptionsRaw: info.streamOpts, StreamOptionsIdx: info.streamOptIdx,
-		MaxTokens: info.maxTokens, RequestID: c.Response().Header.Peek(headerRequestID),
+		MaxTokens: info.maxTokens, ClampMaxTokens: adm.clamp, RequestID: c.Response().Header.Peek(headerRequestID),
 		Header: &c.Request().Header,
 	}
 	req := fasthttp.AcquireRequest()
@@ -119,6 +131,7 @@ func (g *Gateway) unary(c *fiber.Ctx, req *fasthttp.Request, rt *route, rec *rec
 	}
 	rec.usage = u
 	rec.status = fiber.StatusOK
+	rec.started = true
 	c.Response().Header.SetContentType(fiber.MIMEApplicationJSON)
 	if len(out) > 0 && len(body) > 0 && &out[0] == &body[0] {
 		// Passed through: the client response takes the upstream buffer and
@@ -177,9 +190,11 @@ func (g *Gateway) fail(c *fiber.Ctx, rec *record, e *apiError) error {
 	return writeError(c, e)
 }
 
-// finish is the single place a request ends: it is logged (when enabled)
-// and, later, published as a usage event.
+// finish is the single place a request ends: it is billed, published as a
+// usage event and logged (when enabled).
 func (g *Gateway) finish(rec *record) {
+	g.bill(rec)
+	rec.body = nil
 	if !g.logRequests {
 		return
 	}

@@ -20,6 +20,7 @@ type request struct {
 	model, messages, prompt, input       gjson.Result
 	stream, streamOptions, tools, choice gjson.Result
 	dimensions, encodingFormat, mock     gjson.Result
+	maxTokens                            gjson.Result // max_tokens or max_completion_tokens
 }
 
 // parseRequest reads the body in one pass. It answers 400 and reports false
@@ -60,6 +61,8 @@ func parseRequest(ctx *fasthttp.RequestCtx) (request, bool) {
 			r.encodingFormat = v
 		case "mock":
 			r.mock = v
+		case "max_tokens", "max_completion_tokens":
+			r.maxTokens = v
 		}
 		return true
 	})
@@ -205,6 +208,11 @@ func (s *Server) completions(ctx *fasthttp.RequestCtx) {
 // which it has completed and counted.
 func (s *Server) respond(ctx *fasthttp.RequestCtx, r *request, a *answer, f streamer, sc *scratch) bool {
 	b := resolveBehaviour(s.defaults, r.mock, &ctx.Request.Header)
+	if n := r.maxTokens.Int(); n > 0 {
+		// Like a real model, never produce more than max_tokens.
+		b.chunks = int(min(int64(b.chunks), n))
+		b.words = int(min(int64(b.words), n))
+	}
 	if !s.prelude(ctx, &b, sc.timer) {
 		return false
 	}

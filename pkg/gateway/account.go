@@ -1,0 +1,429 @@
+package gateway
+
+import (
+	"errors"
+	"fmt"
+	"math/bits"
+	"strconv"
+	"sync"
+	"time"
+	"unsafe"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/tollgate/tollgate/pkg/auth"
+	"github.com/tollgate/tollgate/pkg/budget"
+	"github.com/tollgate/tollgate/pkg/config"
+	"github.com/tollgate/tollgate/pkg/pricing"
+	"github.com/tollgate/tollgate/pkg/ratelimit"
+	"github.com/tollgate/tollgate/pkg/tokenize"
+	usagepub "github.com/tollgate/tollgate/pkg/usage"
+	usagev1 "github.com/tollgate/tollgate/proto/tollgate/usage/v1"
+)
+
+// publisher takes usage events off the request path.
+type publisher interface {
+	Enqueue(ev *usagev1.UsageEvent) error
+	Saturated() bool
+}
+
+// Accounting is what the gateway needs to bill and limit requests. Every
+// field is optional: without a Publisher no events are sent, without a
+// Tracker no budget is enforced, without a Limiter no rate limit applies.
+type Accounting struct {
+	Publisher publisher
+	// Reservations receives the publish acks (wire its Acked method to the
+	// publisher's OnAck) and releases budget reservations.
+	Reservations *Reservations
+	Tracker      *budget.Tracker
+	// Prices is the price table (default: the embedded one).
+	Prices *pricing.Table
+	// RefuseUnpriced answers 400 for a model with no price instead of
+	// billing it zero (config usage.unpriced_model).
+	RefuseUnpriced bool
+	RateLimits     []config.RateLimit
+	Limiter        *ratelimit.Limiter
+	Estimator      *tokenize.Estimator
+	// OutputReserve is the completion tokens reserved for a request
+	// without max_tokens. Default 4096.
+	OutputReserve int64
+}
+
+// admission is what admit decided for one request.
+type admission struct {
+	price     pricing.Price
+	priced    bool
+	res       *budget.Reservation
+	clamp     int64 // max_tokens set by the gateway, 0 when untouched
+	rateKeys  [8]rateCharge
+	nRateKeys int
+	tokens    int64 // tokens charged to rate limits at admission
+}
+
+type rateCharge struct {
+	limiter *ratelimit.Limiter
+	key     string
+	tpm     int64
+}
+
+// admit applies rate limits, the publisher's fail-closed state and budgets
+// before the upstream is called. It may clamp max_tokens (call.ClampMaxTokens).
+func (g *Gateway) admit(c *fiber.Ctx, p *auth.Principal, rt *route, info *reqInfo, body []byte) (admission, *apiError) {
+	var adm admission
+	a := &g.acct
+	if a.Publisher != nil && a.Publisher.Saturated() {
+		return adm, &apiError{Status: fiber.StatusServiceUnavailable, Type: typeUnavailable, Code: "usage_backlog_full",
+			Message: "the gateway cannot record usage right now (event buffer and spool are full); retry later", RetryAfter: 5}
+	}
+	adm.price, adm.priced = a.Prices.Lookup(rt.upstreamModel)
+	if !adm.priced {
+		adm.price, adm.priced = a.Prices.Lookup(rt.name)
+	}
+	if !adm.priced && a.RefuseUnpriced {
+		return adm, errBadRequest("model_not_priced", "model", fmt.Sprintf("the model %q has no price, and this gateway refuses unpriced models", rt.name))
+	}
+	promptGuess := int64(len(body) / 4) // a cheap first estimate; exact only when it matters
+	if aerr := g.rateLimit(&adm, p, promptGuess); aerr != nil {
+		return adm, aerr
+	}
+	if a.Tracker == nil {
+		return adm, nil
+	}
+	scopes := budget.Scopes{Key: p.KeyID, Subject: p.Subject, Team: p.Team, Dept: p.Dept, Project: p.Project}
+	var claims []budget.Limit
+	if len(p.Budgets) > 0 {
+		var err error
+		if claims, err = budget.FromClaims(p.Budgets); err != nil {
+			g.refundRate(&adm)
+			return adm, &apiError{Status: fiber.StatusUnauthorized, Type: typeAuthentication, Code: "invalid_token", Message: "invalid token: " + err.Error()}
+		}
+	}
+	headroom, limited := a.Tracker.Headroom(scopes, claims)
+	if !limited {
+		return adm, nil
+	}
+	out := info.maxTokens
+	if out <= 0 {
+		out = a.OutputReserve
+	}
+	est := adm.price.Cost(pricing.Usage{PromptTokens: uint64(promptGuess), CompletionTokens: uint64(out)})
+	prompt := promptGuess
+	if est > headroom/2 && a.Estimator != nil {
+		// Near the limit: count the prompt exactly.
+		prompt = int64(a.Estimator.ChatPrompt(body))
+		est = adm.price.Cost(pricing.Usage{PromptTokens: uint64(prompt), CompletionTokens: uint64(out)})
+	}
+	if est > headroom && adm.price.OutputPerM > 0 {
+		promptCost := adm.price.Cost(pricing.Usage{PromptTokens: uint64(prompt)})
+		if afford := affordable(headroom-promptCost, adm.price.OutputPerM); afford >= 1 && afford < out {
+			out, adm.clamp = afford, afford
+			est = adm.price.Cost(pricing.Usage{PromptTokens: uint64(prompt), CompletionTokens: uint64(out)})
+		}
+	}
+	// Reserve first, then check including the reservation: two requests
+	// racing for the last headroom cannot both pass.
+	adm.res = a.Tracker.Reserve(scopes, est)
+	if err := a.Tracker.Check(scopes, claims, 0); err != nil {
+		adm.res.Release()
+		adm.res = nil
+		g.refundRate(&adm)
+		return adm, budgetError(err)
+	}
+	if adm.clamp > 0 {
+		c.Set("x-tollgate-max-tokens-clamped", strconv.FormatInt(adm.clamp, 10))
+	}
+	return adm, nil
+}
+
+// affordable is how many output tokens nano-USD buys at perM nano-USD per
+// million tokens.
+func affordable(nano, perM int64) int64 {
+	if nano <= 0 || perM <= 0 {
+		return 0
+	}
+	hi, lo := bits.Mul64(uint64(nano), 1_000_000)
+	if hi >= uint64(perM) {
+		return 1 << 62
+	}
+	q, _ := bits.Div64(hi, lo, uint64(perM))
+	return int64(min(q, 1<<62))
+}
+
+func budgetError(err error) *apiError {
+	var ex *budget.ExceededError
+	msg := err.Error()
+	if errors.As(err, &ex) {
+		msg = fmt.Sprintf("%s (scope %s, value %q, period %s, limit %s USD, spent %s USD)", ex.Error(),
+			ex.Scope, ex.Value, ex.Period, pricing.FormatUSD(ex.LimitNano), pricing.FormatUSD(ex.SpendNano))
+	}
+	return &apiError{Status: fiber.StatusTooManyRequests, Type: typeBudget, Code: "budget_exceeded", Message: msg}
+}
+
+// rateLimit applies the token's rpm/tpm claims (per API key, else per
+// subject) and the configured rate limits, each on its own scope's limiter.
+func (g *Gateway) rateLimit(adm *admission, p *auth.Principal, tokens int64) *apiError {
+	a := &g.acct
+	if a.Limiter == nil {
+		return nil
+	}
+	adm.tokens = tokens
+	if p.RPM > 0 || p.TPM > 0 {
+		key := p.KeyID
+		if key == "" {
+			key = p.Subject
+		}
+		if aerr := g.allow(adm, g.limiters[budget.ScopeKey], key, p.RPM, p.TPM, tokens, "token"); aerr != nil {
+			return aerr
+		}
+	}
+	for i := range a.RateLimits {
+		rl := &a.RateLimits[i]
+		v := scopeValue(p, rl.Scope)
+		if v == "" || rl.Value != "*" && rl.Value != v {
+			continue
+		}
+		sc, _ := budget.ParseScope(rl.Scope)
+		if aerr := g.allow(adm, g.limiters[sc], v, rl.RPM, rl.TPM, tokens, rl.Scope+" "+v); aerr != nil {
+			return aerr
+		}
+	}
+	return nil
+}
+
+func (g *Gateway) allow(adm *admission, l *ratelimit.Limiter, key string, rpm, tpm, tokens int64, what string) *apiError {
+	ok, wait := l.Allow(key, rpm, tpm, tokens)
+	if !ok {
+		g.refundRate(adm)
+		secs := int((wait + time.Second - 1) / time.Second)
+		return &apiError{Status: fiber.StatusTooManyRequests, Type: typeRateLimit, Code: "rate_limit_exceeded", RetryAfter: max(secs, 1),
+			Message: fmt.Sprintf("rate limit reached for %s (rpm %d, tpm %d); retry in %d s", what, rpm, tpm, max(secs, 1))}
+	}
+	if adm.nRateKeys < len(adm.rateKeys) {
+		adm.rateKeys[adm.nRateKeys] = rateCharge{l, key, tpm}
+		adm.nRateKeys++
+	}
+	return nil
+}
+
+// refundRate returns the tokens charged at admission to a request refused
+// later on.
+func (g *Gateway) refundRate(adm *admission) {
+	for _, rc := range adm.rateKeys[:adm.nRateKeys] {
+		rc.limiter.Charge(rc.key, rc.tpm, -adm.tokens)
+	}
+	adm.nRateKeys = 0
+}
+
+func scopeValue(p *auth.Principal, scope string) string {
+	switch scope {
+	case "key":
+		return p.KeyID
+	case "subject":
+		return p.Subject
+	case "team":
+		return p.Team
+	case "dept":
+		return p.Dept
+	case "project":
+		return p.Project
+	}
+	return ""
+}
+
+// bill prices the finished request, settles its reservation and rate
+// charges, and publishes its usage event. Requests without a principal
+// (refused before authentication) produce no event.
+func (g *Gateway) bill(rec *record) {
+	adm := &rec.adm
+	if rec.principal == nil || g.acct.Publisher == nil {
+		if adm.res != nil {
+			adm.res.Release()
+		}
+		return
+	}
+	u := rec.usage
+	estimated := false
+	if !u.Reported && rec.started {
+		u, estimated = g.estimate(rec), true
+	}
+	cost := int64(0)
+	if adm.priced {
+		cost = adm.price.Cost(pricing.Usage{PromptTokens: u.Prompt, CompletionTokens: u.Completion, CachedTokens: u.Cached, ReasoningTokens: u.Reasoning})
+	}
+	for _, rc := range adm.rateKeys[:adm.nRateKeys] {
+		rc.limiter.Charge(rc.key, rc.tpm, int64(u.Prompt+u.Completion)-adm.tokens)
+	}
+	ev := g.event(rec, u, estimated, cost)
+	if adm.res != nil {
+		adm.res.Settle(cost)
+		g.acct.Reservations.add(ev, adm.res)
+	}
+	if err := g.acct.Publisher.Enqueue(ev); err != nil {
+		if adm.res != nil && g.acct.Reservations.remove(ev) {
+			adm.res.Release()
+		}
+		g.log.Error("usage event not recorded", "request_id", rec.requestID, "err", err)
+	}
+}
+
+// estimate counts tokens with the tokenizer when the provider reported no
+// usage (a client abort, a cut stream): the prompt, and what was delivered.
+func (g *Gateway) estimate(rec *record) usage {
+	var u usage
+	if g.acct.Estimator == nil {
+		return u
+	}
+	if len(rec.body) > 0 {
+		switch rec.endpoint {
+		case epChat:
+			u.Prompt = uint64(g.acct.Estimator.ChatPrompt(rec.body))
+		default:
+			u.Prompt = uint64(g.acct.Estimator.Prompt(rec.body))
+		}
+	}
+	if len(rec.delivered) > 0 {
+		u.Completion = uint64(g.acct.Estimator.Count(rec.delivered))
+	}
+	return u
+}
+
+// event builds the usage event of a finished request.
+func (g *Gateway) event(rec *record, u usage, estimated bool, cost int64) *usagev1.UsageEvent {
+	p := rec.principal
+	total := time.Since(rec.start)
+	ev := &usagev1.UsageEvent{
+		EventId:          usagepub.NewEventID(rec.start),
+		RequestId:        rec.requestID,
+		Timestamp:        rec.start.UnixNano(),
+		Issuer:           p.Issuer,
+		Subject:          p.Subject,
+		KeyId:            p.KeyID,
+		Dept:             p.Dept,
+		Team:             p.Team,
+		Project:          p.Project,
+		Attempts:         1,
+		PromptTokens:     u.Prompt,
+		CompletionTokens: u.Completion,
+		CachedTokens:     u.Cached,
+		ReasoningTokens:  u.Reasoning,
+		Estimated:        estimated,
+		CostNanoUsd:      cost,
+		PricingVersion:   g.acct.Prices.Version,
+		Endpoint:         endpointName[rec.endpoint],
+		Stream:           rec.stream,
+		StatusCode:       uint32(rec.status),
+		ErrorType:        rec.errType,
+		ClientAborted:    rec.clientAborted,
+		LatencyTotalUs:   uint64(total / time.Microsecond),
+		TtftUs:           uint64(rec.ttft / time.Microsecond),
+		UpstreamUs:       uint64(rec.upstream / time.Microsecond),
+		ClampedMaxTokens: uint32(min(rec.adm.clamp, 1<<31)),
+	}
+	if rec.upstream > 0 && total > rec.upstream {
+		ev.OverheadUs = uint64((total - rec.upstream) / time.Microsecond)
+	}
+	if rt := rec.route; rt != nil {
+		ev.RequestedModel = rt.name
+		ev.ServedModel = rt.upstreamModel
+		ev.Provider = rt.up.name
+		ev.Deployment = rt.deployment
+		ev.Route = rt.name
+	} else if rec.model != "" {
+		ev.RequestedModel = rec.model
+	}
+	return ev
+}
+
+// Reservations holds the budget reservation of each published event until
+// the publisher reports the event's stream sequence. It is sharded so
+// request goroutines and the publisher's ack goroutine rarely meet on a lock.
+type Reservations struct {
+	shards [32]resShard
+	now    func() time.Time
+}
+
+type resShard struct {
+	mu sync.Mutex
+	m  map[*usagev1.UsageEvent]resEntry // guarded by mu
+	_  [40]byte
+}
+
+type resEntry struct {
+	r  *budget.Reservation
+	at time.Time
+}
+
+// NewReservations returns an empty table.
+func NewReservations() *Reservations {
+	rs := &Reservations{now: time.Now}
+	for i := range rs.shards {
+		rs.shards[i].m = make(map[*usagev1.UsageEvent]resEntry)
+	}
+	return rs
+}
+
+func (rs *Reservations) shard(ev *usagev1.UsageEvent) *resShard {
+	return &rs.shards[(uintptr(unsafe.Pointer(ev))>>6)%uintptr(len(rs.shards))]
+}
+
+func (rs *Reservations) add(ev *usagev1.UsageEvent, r *budget.Reservation) {
+	s := rs.shard(ev)
+	s.mu.Lock()
+	s.m[ev] = resEntry{r, rs.now()}
+	s.mu.Unlock()
+}
+
+func (rs *Reservations) remove(ev *usagev1.UsageEvent) bool {
+	s := rs.shard(ev)
+	s.mu.Lock()
+	_, ok := s.m[ev]
+	delete(s.m, ev)
+	s.mu.Unlock()
+	return ok
+}
+
+// Acked is the publisher's OnAck: the event is in the stream at seq, so its
+// reservation can go once the spend totals include seq.
+func (rs *Reservations) Acked(ev *usagev1.UsageEvent, seq uint64) {
+	s := rs.shard(ev)
+	s.mu.Lock()
+	e, ok := s.m[ev]
+	delete(s.m, ev)
+	s.mu.Unlock()
+	if ok {
+		e.r.Published(seq)
+	}
+}
+
+// Sweep releases reservations whose event was not acked within maxAge:
+// the event went to the disk spool (NATS unreachable) and will be counted
+// in the totals when the spool drains. Until then this gateway no longer
+// holds that spend against the limits (see the README's budget bound).
+func (rs *Reservations) Sweep(maxAge time.Duration) int {
+	cut := rs.now().Add(-maxAge)
+	n := 0
+	for i := range rs.shards {
+		s := &rs.shards[i]
+		s.mu.Lock()
+		for ev, e := range s.m {
+			if e.at.Before(cut) {
+				delete(s.m, ev)
+				e.r.Release()
+				n++
+			}
+		}
+		s.mu.Unlock()
+	}
+	return n
+}
+
+// Len returns the number of reservations waiting for an ack.
+func (rs *Reservations) Len() int {
+	n := 0
+	for i := range rs.shards {
+		s := &rs.shards[i]
+		s.mu.Lock()
+		n += len(s.m)
+		s.mu.Unlock()
+	}
+	return n
+}
