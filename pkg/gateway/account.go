@@ -16,7 +16,7 @@ import (
 	"github.com/tollgate/tollgate/pkg/pricing"
 	"github.com/tollgate/tollgate/pkg/ratelimit"
 	"github.com/tollgate/tollgate/pkg/tokenize"
-	usagepub "github.com/tollgate/tollgate/pkg/usage"
+	"github.com/tollgate/tollgate/pkg/usage"
 	usagev1 "github.com/tollgate/tollgate/proto/tollgate/usage/v1"
 )
 
@@ -267,8 +267,8 @@ func (g *Gateway) bill(rec *record) {
 
 // estimate counts tokens with the tokenizer when the provider reported no
 // usage (a client abort, a cut stream): the prompt, and what was delivered.
-func (g *Gateway) estimate(rec *record) usage {
-	var u usage
+func (g *Gateway) estimate(rec *record) tokenUsage {
+	var u tokenUsage
 	if g.acct.Estimator == nil {
 		return u
 	}
@@ -287,11 +287,11 @@ func (g *Gateway) estimate(rec *record) usage {
 }
 
 // event builds the usage event of a finished request.
-func (g *Gateway) event(rec *record, u usage, estimated bool, cost int64) *usagev1.UsageEvent {
+func (g *Gateway) event(rec *record, u tokenUsage, estimated bool, cost int64) *usagev1.UsageEvent {
 	p := rec.principal
 	total := time.Since(rec.start)
 	ev := &usagev1.UsageEvent{
-		EventId:          usagepub.NewEventID(rec.start),
+		EventId:          usage.NewEventID(rec.start),
 		RequestId:        rec.requestID,
 		Timestamp:        rec.start.UnixNano(),
 		Issuer:           p.Issuer,

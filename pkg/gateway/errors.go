@@ -69,7 +69,7 @@ func writeError(c *fiber.Ctx, e *apiError) error {
 	switch {
 	case e.RetryAfter > 0:
 		c.Set(fiber.HeaderRetryAfter, strconv.Itoa(e.RetryAfter))
-	case e.Status >= 400 && e.Status < 500:
+	case e.Status >= 400 && e.Status < 500 && (e.Status != 429 || e.Type == typeBudget):
 		c.Set("x-should-retry", "false")
 	}
 	return c.Send(e.body())

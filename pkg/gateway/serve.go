@@ -29,7 +29,7 @@ type record struct {
 	status        int
 	errType       string
 	clientAborted bool
-	usage         usage
+	usage         tokenUsage
 	ttft          time.Duration // time to first content chunk (streams)
 	upstream      time.Duration // upstream call, header to end of body
 	model         string        // the requested model, even when unknown
@@ -40,7 +40,7 @@ type record struct {
 }
 
 // usage is token usage as reported by the provider.
-type usage = providers.Usage
+type tokenUsage = providers.Usage
 
 // serve handles one chat, completions or embeddings request.
 func (g *Gateway) serve(c *fiber.Ctx, ep endpoint) error {

@@ -1,0 +1,330 @@
+package gateway
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tollgate/tollgate/pkg/auth"
+	"github.com/tollgate/tollgate/pkg/budget"
+	"github.com/tollgate/tollgate/pkg/config"
+	"github.com/tollgate/tollgate/pkg/natstest"
+	"github.com/tollgate/tollgate/pkg/pricing"
+	"github.com/tollgate/tollgate/pkg/ratelimit"
+	"github.com/tollgate/tollgate/pkg/tokenize"
+	"github.com/tollgate/tollgate/pkg/usage"
+	usagev1 "github.com/tollgate/tollgate/proto/tollgate/usage/v1"
+	"google.golang.org/protobuf/proto"
+)
+
+// acctRig is a rig with the whole accounting path: an embedded JetStream
+// server, the publisher, the budget tracker and the budget consumer.
+type acctRig struct {
+	*rig
+	js      jetstream.JetStream
+	pub     *usage.Publisher
+	tracker *budget.Tracker
+}
+
+func newAcctRig(t *testing.T, mutate func(*config.Config)) *acctRig {
+	t.Helper()
+	ns := natstest.Start(t)
+	nc := natstest.Connect(t, ns)
+	ucfg := usage.Config{SpoolDir: t.TempDir()}
+	js, err := jetstream.New(nc, ucfg.JetStreamOptions()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	if err := usage.EnsureStream(ctx, js, usage.StreamConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	kv, err := budget.EnsureBucket(ctx, js, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var limits []budget.Limit
+	captured := &config.Config{}
+	r := newRig(t, func(c *config.Config) {
+		if mutate != nil {
+			mutate(c)
+		}
+		captured = c
+	})
+	if limits, err = budget.ParseLimits(captured.Budgets); err != nil {
+		t.Fatal(err)
+	}
+	tracker := budget.NewTracker(budget.TrackerOptions{Limits: limits})
+	res := NewReservations()
+	ucfg.OnAck = res.Acked
+	pub, err := usage.NewPublisher(js, ucfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	consumer, err := budget.NewConsumer(js, budget.ConsumerOptions{Limits: limits, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, run := range []func(context.Context) error{
+		func(ctx context.Context) error { return tracker.Run(ctx, kv) },
+		pub.Run,
+		consumer.Run,
+	} {
+		wg.Add(1)
+		go func() { defer wg.Done(); _ = run(ctx) }()
+	}
+	<-tracker.Ready()
+	// Swap the rig's gateway for one with accounting, on the same config.
+	gw, err := New(Options{Config: r.cfg, Verifier: r.gw.verifier, Logger: r.gw.log, Accounting: Accounting{
+		Publisher: pub, Reservations: res, Tracker: tracker, Prices: pricing.Default(),
+		RateLimits: r.cfg.RateLimits, Limiter: ratelimit.New(ratelimit.Options{}), Estimator: tokenize.New(),
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln := listen(t)
+	go func() { _ = gw.Serve(ln) }()
+	t.Cleanup(func() {
+		sctx, c := context.WithTimeout(context.Background(), 5*time.Second)
+		defer c()
+		_ = gw.Shutdown(sctx)
+	})
+	r.gw, r.url = gw, "http://"+ln.Addr().String()
+	return &acctRig{rig: r, js: js, pub: pub, tracker: tracker}
+}
+
+// events reads every usage event in the stream, waiting until n arrived.
+func (a *acctRig) events(t *testing.T, n int) []*usagev1.UsageEvent {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var out []*usagev1.UsageEvent
+	c, err := a.js.OrderedConsumer(ctx, usage.StreamName, jetstream.OrderedConsumerConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for len(out) < n {
+		msg, err := c.Next(jetstream.FetchMaxWait(5 * time.Second))
+		if err != nil {
+			t.Fatalf("got %d of %d events: %v", len(out), n, err)
+		}
+		ev := &usagev1.UsageEvent{}
+		if err := proto.Unmarshal(msg.Data(), ev); err != nil {
+			t.Fatal(err)
+		}
+		if got := msg.Headers().Get("Nats-Msg-Id"); got != ev.EventId {
+			t.Errorf("Nats-Msg-Id %q != event id %q", got, ev.EventId)
+		}
+		out = append(out, ev)
+	}
+	return out
+}
+
+func TestUsageEventNonStream(t *testing.T) {
+	a := newAcctRig(t, nil)
+	resp := a.post("/v1/chat/completions", a.token(nil), chatBody, "X-Request-Id", "bill-me-1")
+	body := readBody(t, resp)
+	if resp.StatusCode != 200 {
+		t.Fatalf("status %d: %s", resp.StatusCode, body)
+	}
+	var out struct {
+		Usage struct {
+			PromptTokens     uint64 `json:"prompt_tokens"`
+			CompletionTokens uint64 `json:"completion_tokens"`
+		} `json:"usage"`
+	}
+	if err := json.Unmarshal(body, &out); err != nil {
+		t.Fatal(err)
+	}
+	ev := a.events(t, 1)[0]
+	price, _ := pricing.Default().Lookup("mock-gpt")
+	wantCost := price.Cost(pricing.Usage{PromptTokens: ev.PromptTokens, CompletionTokens: ev.CompletionTokens})
+	checks := []struct {
+		name      string
+		got, want any
+	}{
+		{"request id", ev.RequestId, "bill-me-1"},
+		{"subject", ev.Subject, "alice"},
+		{"dept", ev.Dept, "research"},
+		{"team", ev.Team, "nlp"},
+		{"project", ev.Project, "bench"},
+		{"requested model", ev.RequestedModel, "mock-gpt"},
+		{"provider", ev.Provider, "mock"},
+		{"status", ev.StatusCode, uint32(200)},
+		{"endpoint", ev.Endpoint, "/v1/chat/completions"},
+		{"prompt tokens as reported", ev.PromptTokens, out.Usage.PromptTokens},
+		{"completion tokens as reported", ev.CompletionTokens, out.Usage.CompletionTokens},
+		{"estimated", ev.Estimated, false},
+		{"cost", ev.CostNanoUsd, wantCost},
+		{"pricing version", ev.PricingVersion, pricing.Default().Version},
+	}
+	for _, c := range checks {
+		if fmt.Sprint(c.got) != fmt.Sprint(c.want) {
+			t.Errorf("%s = %v, want %v", c.name, c.got, c.want)
+		}
+	}
+	if wantCost <= 0 || ev.LatencyTotalUs == 0 || ev.Timestamp == 0 || !uuidV7(ev.EventId) {
+		t.Errorf("cost %d latency %d ts %d id %q", wantCost, ev.LatencyTotalUs, ev.Timestamp, ev.EventId)
+	}
+}
+
+func uuidV7(s string) bool { return len(s) == 36 && s[14] == '7' }
+
+// TestUsageEventStreamWithoutClientUsage: the gateway asks the upstream for
+// the usage chunk, bills from it, and hides it from a client that did not
+// ask.
+func TestUsageEventStreamWithoutClientUsage(t *testing.T) {
+	a := newAcctRig(t, nil)
+	resp := a.post("/v1/chat/completions", a.token(nil), streamBody(`{"chunks":5}`))
+	events := readEvents(t, resp.Body)
+	resp.Body.Close()
+	for _, e := range events {
+		if strings.Contains(e.data, `"usage":{`) {
+			t.Fatalf("client got a usage chunk it did not ask for: %s", e.data)
+		}
+	}
+	ev := a.events(t, 1)[0]
+	if ev.Estimated || ev.CompletionTokens != 5 || !ev.Stream || ev.CostNanoUsd <= 0 {
+		t.Errorf("event = estimated %v, completion %d, stream %v, cost %d", ev.Estimated, ev.CompletionTokens, ev.Stream, ev.CostNanoUsd)
+	}
+}
+
+// TestUsageEventClientAbortIsEstimated: a client leaving mid-stream is
+// billed for the prompt and the chunks delivered, counted by the tokenizer.
+func TestUsageEventClientAbortIsEstimated(t *testing.T) {
+	a := newAcctRig(t, nil)
+	resp := a.post("/v1/chat/completions", a.token(nil), streamBody(`{"chunks":200,"chunk_delay_ms":20}`))
+	br := bufio.NewReader(resp.Body)
+	for seen := 0; seen < 5; {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.HasPrefix(line, "data: ") {
+			seen++
+		}
+	}
+	resp.Body.Close()
+	ev := a.events(t, 1)[0]
+	if !ev.Estimated || !ev.ClientAborted || ev.StatusCode != StatusClientClosed {
+		t.Fatalf("event estimated %v aborted %v status %d", ev.Estimated, ev.ClientAborted, ev.StatusCode)
+	}
+	if ev.PromptTokens == 0 || ev.CompletionTokens < 3 || ev.CompletionTokens > 150 || ev.CostNanoUsd <= 0 {
+		t.Errorf("estimated prompt %d completion %d cost %d", ev.PromptTokens, ev.CompletionTokens, ev.CostNanoUsd)
+	}
+}
+
+func TestUsageEventUpstreamFailureCostsNothing(t *testing.T) {
+	a := newAcctRig(t, nil)
+	readBody(t, a.post("/v1/chat/completions", a.token(nil), mockChat(false, `{"status":500}`)))
+	ev := a.events(t, 1)[0]
+	if ev.StatusCode != 502 || ev.ErrorType != "upstream_error" || ev.CostNanoUsd != 0 || ev.PromptTokens != 0 {
+		t.Errorf("event status %d error %q cost %d prompt %d", ev.StatusCode, ev.ErrorType, ev.CostNanoUsd, ev.PromptTokens)
+	}
+}
+
+func TestRateLimitFromClaims(t *testing.T) {
+	a := newAcctRig(t, nil)
+	tok := a.token(func(o *auth.MintOptions) { o.RPM = 2 })
+	for i := 0; i < 2; i++ {
+		if resp := a.post("/v1/chat/completions", tok, chatBody); resp.StatusCode != 200 {
+			t.Fatalf("request %d: %d", i, resp.StatusCode)
+		}
+	}
+	resp := a.post("/v1/chat/completions", tok, chatBody)
+	body := readBody(t, resp)
+	if resp.StatusCode != 429 || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("third request: %d, retry-after %q: %s", resp.StatusCode, resp.Header.Get("Retry-After"), body)
+	}
+	errorShape(t, body, typeRateLimit, "rate_limit_exceeded")
+}
+
+// TestBudgetStopsSpending runs 200 concurrent clients against one
+// department budget. With clamping, spend never exceeds the limit on one
+// gateway (README: budget bound), and the refusals are budget_exceeded 429s.
+func TestBudgetStopsSpending(t *testing.T) {
+	const limitNano = 500_000 // 0.0005 USD: about 100 requests of mock-gpt
+	a := newAcctRig(t, func(c *config.Config) {
+		c.Budgets = []config.BudgetLimit{{Scope: "dept", Value: "research", AmountUSD: "0.0005", Period: "month"}}
+	})
+	tok := a.token(nil)
+	body := `{"model":"mock-gpt","max_tokens":8,"messages":[{"role":"user","content":"spend some money please"}],"mock":{"chunks":8}}`
+	var ok, refused, clamped atomic.Int64
+	var wg sync.WaitGroup
+	for w := 0; w < 200; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 5; i++ {
+				resp := a.post("/v1/chat/completions", tok, body)
+				b := readBody(t, resp)
+				switch resp.StatusCode {
+				case 200:
+					ok.Add(1)
+					if resp.Header.Get("X-Tollgate-Max-Tokens-Clamped") != "" {
+						clamped.Add(1)
+					}
+				case 429:
+					refused.Add(1)
+					if !strings.Contains(string(b), `"budget_exceeded"`) || !strings.Contains(string(b), "research") {
+						t.Errorf("429 body: %s", b)
+					}
+				default:
+					t.Errorf("status %d: %s", resp.StatusCode, b)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	events := a.events(t, int(ok.Load()+refused.Load()))
+	var spent int64
+	for _, ev := range events {
+		spent += ev.CostNanoUsd
+	}
+	t.Logf("served %d, refused %d, clamped %d, spent %d of %d nano-USD", ok.Load(), refused.Load(), clamped.Load(), spent, limitNano)
+	if refused.Load() == 0 || ok.Load() == 0 {
+		t.Fatalf("the budget should both serve and refuse: served %d refused %d", ok.Load(), refused.Load())
+	}
+	if spent > limitNano {
+		t.Errorf("spent %d nano-USD over a %d limit on one gateway", spent, limitNano)
+	}
+	// Refusals must be plain HTTP answers, and later requests keep being refused.
+	resp := a.post("/v1/chat/completions", tok, body)
+	if b := readBody(t, resp); resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("X-Should-Retry") != "false" {
+		t.Errorf("after the budget: %d %s", resp.StatusCode, b)
+	}
+}
+
+// TestBudgetClampsMaxTokens: a request without max_tokens near the limit is
+// clamped to what the budget still affords, and says so in a header.
+func TestBudgetClampsMaxTokens(t *testing.T) {
+	a := newAcctRig(t, func(c *config.Config) {
+		// 0.00003 USD buys about 50 output tokens of mock-gpt (0.60 USD/M).
+		c.Budgets = []config.BudgetLimit{{Scope: "team", Value: "*", AmountUSD: "0.00003", Period: "day"}}
+	})
+	resp := a.post("/v1/chat/completions", a.token(nil), `{"model":"mock-gpt","messages":[{"role":"user","content":"hi"}],"mock":{"chunks":100}}`)
+	body := readBody(t, resp)
+	if resp.StatusCode != 200 {
+		t.Fatalf("status %d: %s", resp.StatusCode, body)
+	}
+	h := resp.Header.Get("X-Tollgate-Max-Tokens-Clamped")
+	var n int
+	if _, err := fmt.Sscan(h, &n); err != nil || n <= 0 || n >= 100 {
+		t.Fatalf("clamp header %q, want a count below 100", h)
+	}
+	ev := a.events(t, 1)[0]
+	if ev.CompletionTokens != uint64(n) || ev.ClampedMaxTokens != uint32(n) || ev.CostNanoUsd > 30_000 {
+		t.Errorf("completion %d clamped %d (header %d) cost %d", ev.CompletionTokens, ev.ClampedMaxTokens, n, ev.CostNanoUsd)
+	}
+}
