@@ -23,6 +23,8 @@ type Config struct {
 	IdleTimeout time.Duration `yaml:"idle_timeout"`
 
 	Log       Log        `yaml:"log"`
+	Admin     Admin      `yaml:"admin"`
+	Profiling Profiling  `yaml:"profiling"`
 	Auth      Auth       `yaml:"auth"`
 	Providers []Provider `yaml:"providers"`
 	Models    []Model    `yaml:"models"`

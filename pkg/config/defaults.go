@@ -57,6 +57,7 @@ const (
 // can call it too. It is idempotent.
 func (c *Config) ApplyDefaults() {
 	setDefault(&c.Listen, DefaultListen)
+	setDefault(&c.Admin.Listen, DefaultAdminListen)
 	setDefault(&c.BodyLimit, DefaultBodyLimit)
 	setDefault(&c.ShutdownGrace, DefaultShutdownGrace)
 	setDefault(&c.ReadTimeout, DefaultReadTimeout)

@@ -68,6 +68,9 @@ func Parse(data []byte, getenv func(string) string) (*Config, error) {
 	if v := getenv(ListenEnv); v != "" {
 		c.Listen = v
 	}
+	if v := getenv(AdminListenEnv); v != "" {
+		c.Admin.Listen = v
+	}
 	c.ApplyDefaults()
 	if err := c.Validate(); err != nil {
 		return nil, err
