@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
+	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -100,7 +101,7 @@ type TrackerOptions struct {
 type Tracker struct {
 	now    func() time.Time
 	grace  int64
-	limits limitIndex
+	limits atomic.Pointer[limitIndex] // replaced whole by SetLimits
 	seed   maphash.Seed
 	shards [trackerShards]trackerShard
 
@@ -136,6 +137,7 @@ type slot struct {
 type limitIndex struct {
 	star  [numScopes][]Limit
 	exact [numScopes]map[string][]Limit
+	all   []Limit // as configured, for Report
 }
 
 func newLimitIndex(limits []Limit) limitIndex {
@@ -162,16 +164,79 @@ func NewTracker(o TrackerOptions) *Tracker {
 		o.Grace = 10 * time.Second
 	}
 	t := &Tracker{
-		now:    o.Now,
-		grace:  int64(o.Grace),
-		limits: newLimitIndex(o.Limits),
-		seed:   maphash.MakeSeed(),
-		ready:  make(chan struct{}),
+		now:   o.Now,
+		grace: int64(o.Grace),
+		seed:  maphash.MakeSeed(),
+		ready: make(chan struct{}),
 	}
 	for i := range t.shards {
 		t.shards[i].m = make(map[TotalID]*slot)
 	}
+	t.SetLimits(o.Limits)
 	return t
+}
+
+// SetLimits replaces the configured limits (a config reload). Requests
+// checked afterwards see the new limits; reservations are kept.
+func (t *Tracker) SetLimits(limits []Limit) {
+	ix := newLimitIndex(limits)
+	ix.all = append([]Limit(nil), limits...)
+	t.limits.Store(&ix)
+}
+
+// LimitStatus is one configured limit applied to one scope value, as the
+// admin API and the budget metrics show it.
+type LimitStatus struct {
+	Scope       string  `json:"scope"`
+	Value       string  `json:"value"`
+	Period      string  `json:"period"`
+	PeriodStart string  `json:"period_start"`
+	LimitNano   int64   `json:"limit_nano_usd"`
+	SpendNano   int64   `json:"spend_nano_usd"`
+	Reserved    int64   `json:"reserved_nano_usd"`
+	Utilization float64 `json:"utilization"`
+	AsOfSeq     uint64  `json:"as_of_seq"`
+}
+
+// Report lists every configured limit with its current spend: an exact
+// limit once, a "*" limit once per value with a total in the current
+// period.
+func (t *Tracker) Report() []LimitStatus {
+	ix := t.limits.Load()
+	starts := periodStarts(t.now().UnixNano())
+	var out []LimitStatus
+	add := func(l Limit, v string) {
+		id := TotalID{Scope: l.Scope, Value: v, Period: l.Period, Start: starts[l.Period]}
+		spend, res, seq := t.Spend(id)
+		st := LimitStatus{Scope: l.Scope.String(), Value: v, Period: l.Period.String(), PeriodStart: id.PeriodStart(),
+			LimitNano: l.AmountNano, SpendNano: spend, Reserved: res, AsOfSeq: seq}
+		if l.AmountNano > 0 {
+			st.Utilization = float64(spend+res) / float64(l.AmountNano)
+		}
+		out = append(out, st)
+	}
+	for _, l := range ix.all {
+		if l.Scope == ScopeGlobal || l.Value != Star {
+			add(l, l.Value)
+			continue
+		}
+		var values []string
+		for i := range t.shards {
+			sh := &t.shards[i]
+			sh.mu.RLock()
+			for id := range sh.m {
+				if id.Scope == l.Scope && id.Period == l.Period && id.Start == starts[l.Period] {
+					values = append(values, id.Value)
+				}
+			}
+			sh.mu.RUnlock()
+		}
+		sort.Strings(values)
+		for _, v := range values {
+			add(l, v)
+		}
+	}
+	return out
 }
 
 // Ready is closed once Run has loaded every total present at its start.
@@ -270,17 +335,18 @@ func (t *Tracker) used(id TotalID) int64 {
 // eachLimit calls f with every limit applying to s and the value it limits,
 // until f returns false.
 func (t *Tracker) eachLimit(s *Scopes, claims []Limit, f func(l *Limit, v string) bool) {
+	ix := t.limits.Load()
 	for sc := range numScopes {
 		v := s.value(sc)
 		if sc != ScopeGlobal && v == "" {
 			continue
 		}
-		for i := range t.limits.star[sc] {
-			if !f(&t.limits.star[sc][i], v) {
+		for i := range ix.star[sc] {
+			if !f(&ix.star[sc][i], v) {
 				return
 			}
 		}
-		if ls, ok := t.limits.exact[sc][v]; ok {
+		if ls, ok := ix.exact[sc][v]; ok {
 			for i := range ls {
 				if !f(&ls[i], v) {
 					return

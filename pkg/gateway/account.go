@@ -12,7 +12,6 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/tollgate/tollgate/pkg/auth"
 	"github.com/tollgate/tollgate/pkg/budget"
-	"github.com/tollgate/tollgate/pkg/config"
 	"github.com/tollgate/tollgate/pkg/pricing"
 	"github.com/tollgate/tollgate/pkg/ratelimit"
 	"github.com/tollgate/tollgate/pkg/tokenize"
@@ -35,14 +34,12 @@ type Accounting struct {
 	// publisher's OnAck) and releases budget reservations.
 	Reservations *Reservations
 	Tracker      *budget.Tracker
-	// Prices is the price table (default: the embedded one).
-	Prices *pricing.Table
-	// RefuseUnpriced answers 400 for a model with no price instead of
-	// billing it zero (config usage.unpriced_model).
-	RefuseUnpriced bool
-	RateLimits     []config.RateLimit
-	Limiter        *ratelimit.Limiter
-	Estimator      *tokenize.Estimator
+	// Prices is the price table at start (default: the embedded one);
+	// Reload replaces it. Rate limits and the unpriced-model policy come
+	// from the config.
+	Prices    *pricing.Table
+	Limiter   *ratelimit.Limiter
+	Estimator *tokenize.Estimator
 	// OutputReserve is the completion tokens reserved for a request
 	// without max_tokens. Default 4096.
 	OutputReserve int64
@@ -67,22 +64,22 @@ type rateCharge struct {
 
 // admit applies rate limits, the publisher's fail-closed state and budgets
 // before the upstream is called. It may clamp max_tokens (call.ClampMaxTokens).
-func (g *Gateway) admit(c *fiber.Ctx, p *auth.Principal, rt *route, info *reqInfo, body []byte) (admission, *apiError) {
+func (g *Gateway) admit(c *fiber.Ctx, st *state, p *auth.Principal, rt *route, info *reqInfo, body []byte) (admission, *apiError) {
 	var adm admission
 	a := &g.acct
 	if a.Publisher != nil && a.Publisher.Saturated() {
 		return adm, &apiError{Status: fiber.StatusServiceUnavailable, Type: typeUnavailable, Code: "usage_backlog_full",
 			Message: "the gateway cannot record usage right now (event buffer and spool are full); retry later", RetryAfter: 5}
 	}
-	adm.price, adm.priced = a.Prices.Lookup(rt.upstreamModel)
+	adm.price, adm.priced = st.prices.Lookup(rt.upstreamModel)
 	if !adm.priced {
-		adm.price, adm.priced = a.Prices.Lookup(rt.name)
+		adm.price, adm.priced = st.prices.Lookup(rt.name)
 	}
-	if !adm.priced && a.RefuseUnpriced {
+	if !adm.priced && st.refuseUnpriced {
 		return adm, errBadRequest("model_not_priced", "model", fmt.Sprintf("the model %q has no price, and this gateway refuses unpriced models", rt.name))
 	}
 	promptGuess := int64(len(body) / 4) // a cheap first estimate; exact only when it matters
-	if aerr := g.rateLimit(&adm, p, promptGuess); aerr != nil {
+	if aerr := g.rateLimit(&adm, st, p, promptGuess); aerr != nil {
 		return adm, aerr
 	}
 	if a.Tracker == nil {
@@ -160,7 +157,7 @@ func budgetError(err error) *apiError {
 
 // rateLimit applies the token's rpm/tpm claims (per API key, else per
 // subject) and the configured rate limits, each on its own scope's limiter.
-func (g *Gateway) rateLimit(adm *admission, p *auth.Principal, tokens int64) *apiError {
+func (g *Gateway) rateLimit(adm *admission, st *state, p *auth.Principal, tokens int64) *apiError {
 	a := &g.acct
 	if a.Limiter == nil {
 		return nil
@@ -175,8 +172,8 @@ func (g *Gateway) rateLimit(adm *admission, p *auth.Principal, tokens int64) *ap
 			return aerr
 		}
 	}
-	for i := range a.RateLimits {
-		rl := &a.RateLimits[i]
+	for i := range st.rateLimits {
+		rl := &st.rateLimits[i]
 		v := scopeValue(p, rl.Scope)
 		if v == "" || rl.Value != "*" && rl.Value != v {
 			continue
@@ -252,6 +249,9 @@ func (g *Gateway) bill(rec *record) {
 	for _, rc := range adm.rateKeys[:adm.nRateKeys] {
 		rc.limiter.Charge(rc.key, rc.tpm, int64(u.Prompt+u.Completion)-adm.tokens)
 	}
+	if g.metrics != nil && rec.route != nil {
+		g.metrics.Tokens(rec.principal.Dept, rec.route.name, u.Prompt, u.Completion, u.Cached, u.Reasoning, cost)
+	}
 	ev := g.event(rec, u, estimated, cost)
 	if adm.res != nil {
 		adm.res.Settle(cost)
@@ -307,7 +307,7 @@ func (g *Gateway) event(rec *record, u tokenUsage, estimated bool, cost int64) *
 		ReasoningTokens:  u.Reasoning,
 		Estimated:        estimated,
 		CostNanoUsd:      cost,
-		PricingVersion:   g.acct.Prices.Version,
+		PricingVersion:   rec.prices.Version,
 		Endpoint:         endpointName[rec.endpoint],
 		Stream:           rec.stream,
 		StatusCode:       uint32(rec.status),

@@ -86,9 +86,9 @@ func newAcctRig(t *testing.T, mutate func(*config.Config)) *acctRig {
 	}
 	<-tracker.Ready()
 	// Swap the rig's gateway for one with accounting, on the same config.
-	gw, err := New(Options{Config: r.cfg, Verifier: r.gw.verifier, Logger: r.gw.log, Accounting: Accounting{
+	gw, err := New(Options{Config: r.cfg, Verifier: r.gw.state.Load().verifier, Logger: r.gw.log, Accounting: Accounting{
 		Publisher: pub, Reservations: res, Tracker: tracker, Prices: pricing.Default(),
-		RateLimits: r.cfg.RateLimits, Limiter: ratelimit.New(ratelimit.Options{}), Estimator: tokenize.New(),
+		Limiter: ratelimit.New(ratelimit.Options{}), Estimator: tokenize.New(),
 	}})
 	if err != nil {
 		t.Fatal(err)

@@ -17,6 +17,7 @@ import (
 	"github.com/tollgate/tollgate/pkg/auth"
 	"github.com/tollgate/tollgate/pkg/budget"
 	"github.com/tollgate/tollgate/pkg/config"
+	"github.com/tollgate/tollgate/pkg/metrics"
 	"github.com/tollgate/tollgate/pkg/pricing"
 	"github.com/tollgate/tollgate/pkg/ratelimit"
 	"github.com/valyala/fasthttp"
@@ -34,21 +35,23 @@ type Options struct {
 	Logger   *slog.Logger
 	// Accounting bills and limits requests; its zero value bills nothing.
 	Accounting Accounting
+	// Metrics records Prometheus metrics; nil records none.
+	Metrics *metrics.Gateway
 }
 
 // Gateway serves the public API. It is safe for concurrent use.
 type Gateway struct {
-	cfg      *config.Config
-	verifier verifier
+	cfg      *config.Config // the start-up config: listener settings
+	state    atomic.Pointer[state]
 	log      *slog.Logger
-	routes   map[string]*route
-	names    []string // model names, sorted, for /v1/models
 	app      *fiber.App
 	draining atomic.Bool
 	// logRequests logs one info line per request (config log.requests).
 	logRequests bool
 	acct        Accounting
 	limiters    [budget.NumScopes]*ratelimit.Limiter // one per scope, so keys need no prefix
+	metrics     *metrics.Gateway
+	refused     [3]*metrics.Route // requests that resolved no model, per endpoint
 }
 
 // route is where one model name is served.
@@ -57,7 +60,8 @@ type route struct {
 	embeddings    bool
 	up            *upstream
 	upstreamModel string
-	deployment    string // provider/upstream-model, in usage events
+	deployment    string            // provider/upstream-model, in usage events
+	metrics       [3]*metrics.Route // per endpoint; nil without metrics
 	// modelJSON replaces the body's model value when the upstream knows
 	// the model by another name; nil when the names match.
 	modelJSON []byte
@@ -74,11 +78,10 @@ func New(o Options) (*Gateway, error) {
 	}
 	g := &Gateway{
 		cfg:         o.Config,
-		verifier:    o.Verifier,
 		log:         log,
-		routes:      make(map[string]*route, len(o.Config.Models)),
 		logRequests: o.Config.Log.Requests,
 		acct:        o.Accounting,
+		metrics:     o.Metrics,
 	}
 	if g.acct.Prices == nil {
 		g.acct.Prices = pricing.Default()
@@ -94,15 +97,47 @@ func New(o Options) (*Gateway, error) {
 			g.limiters[i] = ratelimit.New(ratelimit.Options{})
 		}
 	}
-	ups := make(map[string]*upstream, len(o.Config.Providers))
-	for _, p := range o.Config.Providers {
+	if g.metrics != nil {
+		for ep := range g.refused {
+			g.refused[ep] = g.metrics.Route("", "", endpointName[ep])
+		}
+	}
+	st, err := g.buildState(o.Config, o.Verifier, g.acct.Prices)
+	if err != nil {
+		return nil, err
+	}
+	g.state.Store(st)
+	g.app = g.newApp()
+	return g, nil
+}
+
+// state is what a reload replaces. A request loads it once, so in-flight
+// requests finish on the state they started with.
+type state struct {
+	cfg            *config.Config
+	verifier       verifier
+	routes         map[string]*route
+	names          []string // model names, sorted, for /v1/models
+	prices         *pricing.Table
+	rateLimits     []config.RateLimit
+	refuseUnpriced bool
+}
+
+// buildState turns a validated config into routes.
+func (g *Gateway) buildState(cfg *config.Config, v verifier, prices *pricing.Table) (*state, error) {
+	st := &state{
+		cfg: cfg, verifier: v, routes: make(map[string]*route, len(cfg.Models)), prices: prices,
+		rateLimits: cfg.RateLimits, refuseUnpriced: cfg.Usage.UnpricedModel == config.UnpricedRefuse,
+	}
+	ups := make(map[string]*upstream, len(cfg.Providers))
+	for _, p := range cfg.Providers {
 		u, err := newUpstream(p)
 		if err != nil {
 			return nil, err
 		}
 		ups[p.Name] = u
 	}
-	for _, m := range o.Config.Models {
+	for _, m := range cfg.Models {
 		if len(m.Targets) == 0 {
 			return nil, fmt.Errorf("model %s: no targets", m.Name)
 		}
@@ -119,12 +154,52 @@ func New(o Options) (*Gateway, error) {
 		if r.upstreamModel != m.Name {
 			r.modelJSON = jsonString(r.upstreamModel)
 		}
-		g.routes[m.Name] = r
-		g.names = append(g.names, m.Name)
+		if g.metrics != nil {
+			for ep := range r.metrics {
+				r.metrics[ep] = g.metrics.Route(m.Name, u.name, endpointName[ep])
+			}
+		}
+		st.routes[m.Name] = r
+		st.names = append(st.names, m.Name)
 	}
-	sort.Strings(g.names)
-	g.app = g.newApp()
-	return g, nil
+	sort.Strings(st.names)
+	return st, nil
+}
+
+// Reload applies a new validated config to new requests: routes,
+// providers, keys, prices, rate limits and token issuers. Requests in
+// flight finish on the old state. Settings of the listener itself (listen,
+// body_limit, read_timeout, idle_timeout) need a restart.
+func (g *Gateway) Reload(cfg *config.Config, v verifier, prices *pricing.Table) error {
+	if prices == nil {
+		prices = g.acct.Prices
+	}
+	st, err := g.buildState(cfg, v, prices)
+	if err != nil {
+		return err
+	}
+	g.state.Store(st)
+	return nil
+}
+
+// Routes describes the current routes, for the admin API.
+func (g *Gateway) Routes() []RouteInfo {
+	st := g.state.Load()
+	out := make([]RouteInfo, 0, len(st.names))
+	for _, n := range st.names {
+		r := st.routes[n]
+		out = append(out, RouteInfo{Model: n, Provider: r.up.name, Kind: r.up.kind, UpstreamModel: r.upstreamModel, Embeddings: r.embeddings})
+	}
+	return out
+}
+
+// RouteInfo is one model's route as the admin API shows it.
+type RouteInfo struct {
+	Model         string `json:"model"`
+	Provider      string `json:"provider"`
+	Kind          string `json:"kind"`
+	UpstreamModel string `json:"upstream_model"`
+	Embeddings    bool   `json:"embeddings"`
 }
 
 func (g *Gateway) newApp() *fiber.App {
@@ -213,13 +288,14 @@ func (g *Gateway) handleReady(c *fiber.Ctx) error {
 // handleModels lists the models the caller's token may use.
 func (g *Gateway) handleModels(c *fiber.Ctx) error {
 	setRequestID(c)
-	p, aerr := g.authenticate(c)
+	st := g.state.Load()
+	p, aerr := st.authenticate(c)
 	if aerr != nil {
 		return writeError(c, aerr)
 	}
-	b := append(make([]byte, 0, 64+64*len(g.names)), `{"object":"list","data":[`...)
+	b := append(make([]byte, 0, 64+64*len(st.names)), `{"object":"list","data":[`...)
 	n := 0
-	for _, name := range g.names {
+	for _, name := range st.names {
 		if !p.AllowsModel(name) {
 			continue
 		}
@@ -230,7 +306,7 @@ func (g *Gateway) handleModels(c *fiber.Ctx) error {
 		b = append(b, `{"id":`...)
 		b = append(b, jsonString(name)...)
 		b = append(b, `,"object":"model","created":0,"owned_by":`...)
-		b = append(b, jsonString(g.routes[name].up.name)...)
+		b = append(b, jsonString(st.routes[name].up.name)...)
 		b = append(b, '}')
 	}
 	b = append(b, "]}"...)
@@ -239,13 +315,13 @@ func (g *Gateway) handleModels(c *fiber.Ctx) error {
 }
 
 // authenticate verifies the bearer token of the request.
-func (g *Gateway) authenticate(c *fiber.Ctx) (*auth.Principal, *apiError) {
+func (st *state) authenticate(c *fiber.Ctx) (*auth.Principal, *apiError) {
 	tok := auth.BearerToken(c.Request().Header.Peek(fiber.HeaderAuthorization))
 	if len(tok) == 0 {
 		return nil, &apiError{Status: fiber.StatusUnauthorized, Type: typeAuthentication, Code: "missing_token",
 			Message: "missing bearer token: send Authorization: Bearer <JWT>"}
 	}
-	p, err := g.verifier.Verify(tok)
+	p, err := st.verifier.Verify(tok)
 	if err != nil {
 		return nil, &apiError{Status: fiber.StatusUnauthorized, Type: typeAuthentication, Code: "invalid_token",
 			Message: err.Error()}

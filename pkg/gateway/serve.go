@@ -11,6 +11,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/tollgate/tollgate/pkg/auth"
+	"github.com/tollgate/tollgate/pkg/pricing"
 	"github.com/tollgate/tollgate/pkg/providers"
 	"github.com/valyala/fasthttp"
 )
@@ -33,6 +34,7 @@ type record struct {
 	ttft          time.Duration // time to first content chunk (streams)
 	upstream      time.Duration // upstream call, header to end of body
 	model         string        // the requested model, even when unknown
+	prices        *pricing.Table
 	adm           admission
 	started       bool   // the client got a 200 (an answer began)
 	body          []byte // the request body, for token estimation
@@ -45,7 +47,9 @@ type tokenUsage = providers.Usage
 // serve handles one chat, completions or embeddings request.
 func (g *Gateway) serve(c *fiber.Ctx, ep endpoint) error {
 	rec := record{start: time.Now(), endpoint: ep, requestID: setRequestID(c)}
-	p, aerr := g.authenticate(c)
+	st := g.state.Load()
+	rec.prices = st.prices
+	p, aerr := st.authenticate(c)
 	if aerr != nil {
 		return g.fail(c, &rec, aerr)
 	}
@@ -56,7 +60,7 @@ func (g *Gateway) serve(c *fiber.Ctx, ep endpoint) error {
 		return g.fail(c, &rec, aerr)
 	}
 	rec.stream = info.stream
-	rt := g.routes[info.model]
+	rt := st.routes[info.model]
 	rec.model = info.model
 	if rt == nil {
 		return g.fail(c, &rec, &apiError{Status: fiber.StatusNotFound, Type: typeInvalidRequest, Code: "model_not_found", Param: "model",
@@ -74,7 +78,7 @@ func (g *Gateway) serve(c *fiber.Ctx, ep endpoint) error {
 	if !rt.up.hasKey {
 		return g.fail(c, &rec, g.missingKey(rt.up))
 	}
-	adm, aerr := g.admit(c, p, rt, &info, body)
+	adm, aerr := g.admit(c, st, p, rt, &info, body)
 	if aerr != nil {
 		return g.fail(c, &rec, aerr)
 	}
@@ -194,6 +198,7 @@ func (g *Gateway) fail(c *fiber.Ctx, rec *record, e *apiError) error {
 // usage event and logged (when enabled).
 func (g *Gateway) finish(rec *record) {
 	g.bill(rec)
+	g.observe(rec)
 	rec.body = nil
 	if !g.logRequests {
 		return
@@ -344,4 +349,19 @@ func orDefault(s, def string) string {
 		return def
 	}
 	return s
+}
+
+// observe records the request's metrics.
+func (g *Gateway) observe(rec *record) {
+	if g.metrics == nil {
+		return
+	}
+	m := g.refused[rec.endpoint]
+	if rec.route != nil {
+		m = rec.route.metrics[rec.endpoint]
+	}
+	m.Observe(rec.status, time.Since(rec.start), rec.upstream, rec.ttft, rec.stream)
+	if rec.route != nil && rec.started && !rec.adm.priced {
+		m.Unpriced()
+	}
 }

@@ -17,18 +17,24 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/tollgate/tollgate/pkg/admin"
 	"github.com/tollgate/tollgate/pkg/auth"
 	"github.com/tollgate/tollgate/pkg/budget"
 	"github.com/tollgate/tollgate/pkg/config"
 	"github.com/tollgate/tollgate/pkg/gateway"
+	"github.com/tollgate/tollgate/pkg/metrics"
 	"github.com/tollgate/tollgate/pkg/mockllm"
 	"github.com/tollgate/tollgate/pkg/natsconn"
 	"github.com/tollgate/tollgate/pkg/pricing"
+	"github.com/tollgate/tollgate/pkg/profiling"
 	"github.com/tollgate/tollgate/pkg/ratelimit"
 	"github.com/tollgate/tollgate/pkg/tokenize"
 	"github.com/tollgate/tollgate/pkg/usage"
@@ -84,8 +90,14 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	stopProfiling, err := profiling.Start(profiling.Config{ServerAddress: cfg.Profiling.ServerAddress,
+		ApplicationName: cfg.Profiling.ApplicationName, Tags: cfg.Profiling.Tags}, log)
+	if err != nil {
+		return err
+	}
+	defer stopProfiling()
 
-	mock, err := startMock(g, cfg, log)
+	mock, mockURL, err := startMock(g, cfg, log)
 	if err != nil {
 		return err
 	}
@@ -93,10 +105,35 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	gw, err := gateway.New(gateway.Options{Config: cfg, Verifier: verifier, Logger: log, Accounting: acct})
+	reg := metrics.NewRegistry()
+	m, err := metrics.New(reg, metrics.Options{})
 	if err != nil {
 		return err
 	}
+	if err := registerCollectors(reg, pub, acct.Tracker); err != nil {
+		return err
+	}
+	gw, err := gateway.New(gateway.Options{Config: cfg, Verifier: verifier, Logger: log, Accounting: acct, Metrics: m})
+	if err != nil {
+		return err
+	}
+	rl := &reloader{path: *cfgPath, gw: gw, tracker: acct.Tracker, mockURL: mockURL, log: log}
+	rl.cfg.Store(cfg)
+	rl.verifier.Store(verifier)
+	adminSrv, err := startAdmin(cfg, reg, rl, gw, acct.Tracker, log)
+	if err != nil {
+		return err
+	}
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	go func() {
+		for range hup {
+			if _, err := rl.reload(); err != nil {
+				log.Error("config reload refused; the running config stays", "err", err)
+			}
+		}
+	}()
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", cfg.Listen, err)
@@ -121,6 +158,11 @@ func run() error {
 	}
 	if mock != nil {
 		_ = mock.Shutdown()
+	}
+	if adminSrv != nil {
+		actx, acancel := context.WithTimeout(context.Background(), 2*time.Second)
+		_ = adminSrv.Shutdown(actx)
+		acancel()
 	}
 	// Flush every usage event of the drained requests before stopping.
 	cctx, ccancel := context.WithTimeout(context.Background(), 15*time.Second)
@@ -218,8 +260,7 @@ func startAccounting(ctx context.Context, g *errgroup.Group, cfg *config.Config,
 	}
 	acct = gateway.Accounting{
 		Publisher: pub, Reservations: res, Tracker: tracker, Prices: prices,
-		RefuseUnpriced: cfg.Usage.UnpricedModel == config.UnpricedRefuse,
-		RateLimits:     cfg.RateLimits, Limiter: ratelimit.New(ratelimit.Options{}),
+		Limiter:   ratelimit.New(ratelimit.Options{}),
 		Estimator: tokenize.New(),
 	}
 	return acct, pub, nil
@@ -261,7 +302,7 @@ func sweepReservations(ctx context.Context, res *gateway.Reservations, log *slog
 
 // startMock serves providers of kind "mock" with one in-process mock
 // upstream on a loopback port, pointing their base URL at it.
-func startMock(g *errgroup.Group, cfg *config.Config, log *slog.Logger) (*mockllm.Server, error) {
+func startMock(g *errgroup.Group, cfg *config.Config, log *slog.Logger) (*mockllm.Server, string, error) {
 	var m *mockllm.Server
 	var base string
 	for i := range cfg.Providers {
@@ -272,7 +313,7 @@ func startMock(g *errgroup.Group, cfg *config.Config, log *slog.Logger) (*mockll
 		if m == nil {
 			ln, err := net.Listen("tcp", "127.0.0.1:0")
 			if err != nil {
-				return nil, fmt.Errorf("listen for the mock upstream: %w", err)
+				return nil, "", fmt.Errorf("listen for the mock upstream: %w", err)
 			}
 			m = mockllm.New(mockllm.Config{Logger: log})
 			g.Go(func() error { return m.Serve(ln) })
@@ -281,7 +322,7 @@ func startMock(g *errgroup.Group, cfg *config.Config, log *slog.Logger) (*mockll
 		}
 		p.BaseURL = base
 	}
-	return m, nil
+	return m, base, nil
 }
 
 // printBanner tells a first-time user how to call the gateway, with a dev
@@ -325,4 +366,121 @@ func devToken(cfg *config.Config) string {
 		}
 	}
 	return ""
+}
+
+// registerCollectors exports the publisher's counters and the budget state
+// at scrape time.
+func registerCollectors(reg *prometheus.Registry, pub *usage.Publisher, tr *budget.Tracker) error {
+	err := metrics.RegisterPublisher(reg, func() metrics.PublisherStats {
+		st := pub.Stats()
+		return metrics.PublisherStats{Queued: int64(st.Queued), Published: int64(st.Published), Spooled: int64(st.Spooled),
+			Drained: int64(st.Drained), Failed: int64(st.Failed), Dropped: int64(st.Dropped),
+			QueueLen: int64(st.QueueLen), SpoolBytes: int64(st.SpoolBytes)}
+	})
+	if err != nil {
+		return err
+	}
+	return metrics.RegisterBudgets(reg, func() metrics.BudgetStats {
+		var bs metrics.BudgetStats
+		for _, l := range tr.Report() {
+			bs.Utilization = append(bs.Utilization, metrics.BudgetUtilization{Scope: l.Scope, Value: l.Value, Period: l.Period + ":" + l.PeriodStart, Ratio: l.Utilization})
+		}
+		for sc := range budget.NumScopes {
+			s := budget.Scope(sc)
+			bs.Reserved = append(bs.Reserved, metrics.BudgetReserved{Scope: s.String(), Value: "*", Nano: tr.Reserved(s)})
+		}
+		return bs
+	})
+}
+
+// startAdmin serves the admin API unless admin.listen is "off".
+func startAdmin(cfg *config.Config, reg *prometheus.Registry, rl *reloader, gw *gateway.Gateway, tr *budget.Tracker, log *slog.Logger) (*admin.Server, error) {
+	if cfg.Admin.Listen == "off" {
+		return nil, nil
+	}
+	srv := admin.New(admin.Options{
+		Gatherer:     reg,
+		Verify:       func(tok []byte) (*auth.Principal, error) { return rl.verifier.Load().Verify(tok) },
+		RequireToken: cfg.Admin.RequireToken,
+		Ready:        func() error { return nil },
+		Config:       rl.cfg.Load,
+		Routes:       func() any { return gw.Routes() },
+		Budgets:      func() any { return tr.Report() },
+		Reload:       func(context.Context) (any, error) { return rl.reload() },
+		Logger:       log,
+	})
+	ln, err := net.Listen("tcp", cfg.Admin.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("admin listen %s: %w", cfg.Admin.Listen, err)
+	}
+	go func() {
+		if err := srv.Serve(ln); err != nil {
+			log.Error("admin listener stopped", "err", err)
+		}
+	}()
+	log.Info("admin listening", "addr", ln.Addr().String())
+	return srv, nil
+}
+
+// reloader re-reads the config file (SIGHUP, POST /admin/reload) and
+// applies it to new requests; an invalid file changes nothing.
+type reloader struct {
+	path     string
+	gw       *gateway.Gateway
+	tracker  *budget.Tracker
+	mockURL  string
+	log      *slog.Logger
+	cfg      atomic.Pointer[config.Config]
+	verifier atomic.Pointer[auth.Verifier]
+	mu       sync.Mutex
+}
+
+// reloadSummary is what a successful reload reports.
+type reloadSummary struct {
+	Providers int    `json:"providers"`
+	Models    int    `json:"models"`
+	Issuers   int    `json:"issuers"`
+	Budgets   int    `json:"budgets"`
+	Prices    string `json:"pricing_version"`
+}
+
+func (r *reloader) reload() (any, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	cfg, err := config.Load(r.path)
+	if err != nil {
+		return nil, err
+	}
+	for i := range cfg.Providers {
+		if cfg.Providers[i].Kind == config.KindMock {
+			if r.mockURL == "" {
+				return nil, errors.New("a mock provider was added; it needs a restart")
+			}
+			cfg.Providers[i].BaseURL = r.mockURL
+		}
+	}
+	v, err := auth.NewVerifier(cfg.Auth, time.Now)
+	if err != nil {
+		return nil, err
+	}
+	prices, err := priceTable(cfg)
+	if err != nil {
+		return nil, err
+	}
+	limits, err := budget.ParseLimits(cfg.Budgets)
+	if err != nil {
+		return nil, err
+	}
+	if err := budget.ValidateHierarchy(limits, cfg.BudgetOvercommit); err != nil {
+		return nil, err
+	}
+	if err := r.gw.Reload(cfg, v, prices); err != nil {
+		return nil, err
+	}
+	r.tracker.SetLimits(limits)
+	r.cfg.Store(cfg)
+	r.verifier.Store(v)
+	sum := reloadSummary{Providers: len(cfg.Providers), Models: len(cfg.Models), Issuers: len(cfg.Auth.Issuers), Budgets: len(limits), Prices: prices.Version}
+	r.log.Info("config reloaded", "providers", sum.Providers, "models", sum.Models, "issuers", sum.Issuers, "budgets", sum.Budgets)
+	return sum, nil
 }

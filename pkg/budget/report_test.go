@@ -1,0 +1,33 @@
+package budget
+
+import (
+	"testing"
+	"time"
+)
+
+func TestReportAndSetLimits(t *testing.T) {
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	tr := NewTracker(TrackerOptions{Now: func() time.Time { return now }, Limits: []Limit{
+		{Scope: ScopeDept, Value: "finance", Period: PeriodMonth, AmountNano: 1000},
+		{Scope: ScopeTeam, Value: Star, Period: PeriodDay, AmountNano: 500},
+	}})
+	r := tr.Reserve(Scopes{Dept: "finance", Team: "ml"}, 250)
+	rep := tr.Report()
+	if len(rep) != 2 {
+		t.Fatalf("report has %d rows, want 2: %+v", len(rep), rep)
+	}
+	if rep[0].Scope != "dept" || rep[0].Value != "finance" || rep[0].Reserved != 250 || rep[0].Utilization != 0.25 || rep[0].PeriodStart != "2026-11" {
+		t.Errorf("dept row %+v", rep[0])
+	}
+	if rep[1].Scope != "team" || rep[1].Value != "ml" || rep[1].Utilization != 0.5 {
+		t.Errorf("team row %+v", rep[1])
+	}
+	if err := tr.Check(Scopes{Team: "ml"}, nil, 300); err == nil {
+		t.Error("team ml should be over its 500 limit with 250 reserved and 300 more")
+	}
+	tr.SetLimits([]Limit{{Scope: ScopeTeam, Value: Star, Period: PeriodDay, AmountNano: 10_000}})
+	if err := tr.Check(Scopes{Team: "ml"}, nil, 300); err != nil {
+		t.Errorf("after raising the limit: %v", err)
+	}
+	r.Release()
+}
