@@ -1,0 +1,255 @@
+package anthropic
+
+import (
+	"fmt"
+	"strconv"
+	"sync"
+
+	"github.com/tollgate/tollgate/pkg/providers"
+	"github.com/tollgate/tollgate/pkg/sse"
+)
+
+// Encoder turns the OpenAI chat.completion.chunk events of one streamed
+// answer into the Anthropic SSE event sequence: message_start and a ping,
+// then for each content block content_block_start, content_block_delta
+// (text_delta or input_json_delta) and content_block_stop, and finally
+// message_delta (stop_reason, usage) and message_stop. The closing events
+// wait for "[DONE]" (or Finish), so the usage chunk that follows the
+// finish_reason is included. Reasoning deltas are dropped.
+//
+// An Encoder is used by one goroutine at a time. Get one with NewEncoder
+// and give it back with Release.
+type Encoder struct {
+	model     string
+	requestID string
+	started   bool
+	closed    bool
+	kind      blockKind // of the open block; blockNone when none is open
+	blocks    int       // blocks opened; the open one is blocks-1
+	toolIndex uint64    // OpenAI tool_calls index of the open tool block
+	toolID    []byte    // raw id token of the open tool block
+	usedTools bool
+	stop      string // Anthropic stop reason; "" until a finish_reason
+	u         providers.Usage
+	scratch   []byte
+}
+
+var encoderPool = sync.Pool{New: func() any { return new(Encoder) }}
+
+// NewEncoder returns an encoder for an answer from model; requestID names
+// the message ("msg_" + requestID).
+func NewEncoder(model, requestID string) *Encoder {
+	e := encoderPool.Get().(*Encoder)
+	*e = Encoder{model: model, requestID: requestID, toolID: e.toolID[:0], scratch: e.scratch[:0]}
+	return e
+}
+
+// Release returns the encoder to its pool; it must not be used after.
+func (e *Encoder) Release() {
+	if cap(e.scratch) > 64<<10 {
+		e.scratch = nil
+	}
+	encoderPool.Put(e)
+}
+
+// Usage returns the usage the OpenAI events reported.
+func (e *Encoder) Usage() providers.Usage { return e.u }
+
+// Closed reports whether the closing events (or an error event) were
+// written: nothing more will be.
+func (e *Encoder) Closed() bool { return e.closed }
+
+// Event translates one OpenAI SSE event (whole, including its blank line)
+// into zero or more Anthropic events appended to dst. "[DONE]" writes the
+// closing events; an OpenAI error event becomes an Anthropic error event.
+// An event that is not JSON returns an error wrapping providers.ErrMalformed.
+func (e *Encoder) Event(dst, ev []byte) ([]byte, error) {
+	var data []byte
+	_, data, e.scratch = sse.Parse(ev, e.scratch)
+	if len(data) == 0 || e.closed {
+		return dst, nil
+	}
+	if string(data) == "[DONE]" {
+		return e.Finish(dst), nil
+	}
+	if !providers.ValidJSON(data) {
+		return dst, fmt.Errorf("encode messages stream: %w: event is not JSON", providers.ErrMalformed)
+	}
+	d := bytesString(data)
+	if errObj := member(d, "error"); len(errObj) > 0 && errObj[0] == '{' {
+		msg := inner(member(errObj, "message"))
+		dst = e.failRaw(dst, ErrAPI, msg)
+		return dst, nil
+	}
+	if !e.started {
+		dst = e.start(dst)
+	}
+	if u := member(d, "usage"); len(u) > 0 && u[0] == '{' {
+		e.u = providers.Usage{
+			Prompt:     rawUint(member(u, "prompt_tokens")),
+			Completion: rawUint(member(u, "completion_tokens")),
+			Cached:     rawUint(member(member(u, "prompt_tokens_details"), "cached_tokens")),
+			Reasoning:  rawUint(member(member(u, "completion_tokens_details"), "reasoning_tokens")),
+			Reported:   true,
+		}
+	}
+	var choice string
+	forEachRaw(member(d, "choices"), func(_ int, c string) bool {
+		choice = c
+		return false
+	})
+	if choice == "" {
+		return dst, nil
+	}
+	delta := member(choice, "delta")
+	if c := inner(member(delta, "content")); c != "" {
+		dst = e.text(dst, c)
+	}
+	forEachRaw(member(delta, "tool_calls"), func(_ int, tc string) bool {
+		dst = e.toolCall(dst, tc)
+		return true
+	})
+	if fr := member(choice, "finish_reason"); isString(fr) {
+		e.stop = stopReason(inner(fr))
+		dst = e.closeBlock(dst)
+	}
+	return dst, nil
+}
+
+// Finish writes the closing events (closing the open block first) unless
+// they were written; use it when the upstream completed without "[DONE]".
+func (e *Encoder) Finish(dst []byte) []byte {
+	if e.closed {
+		return dst
+	}
+	if !e.started {
+		dst = e.start(dst)
+	}
+	dst = e.closeBlock(dst)
+	e.closed = true
+	stop := e.stop
+	if stop == "" {
+		stop = "end_turn"
+	}
+	if stop == "end_turn" && e.usedTools {
+		stop = "tool_use"
+	}
+	dst = appendEventHead(dst, "message_delta")
+	dst = append(dst, `{"type":"message_delta","delta":{"stop_reason":"`...)
+	dst = append(dst, stop...)
+	dst = append(dst, `","stop_sequence":null},"usage":`...)
+	dst = appendAnthropicUsage(dst, e.u)
+	dst = append(dst, "}\n\n"...)
+	dst = appendEventHead(dst, "message_stop")
+	return append(dst, `{"type":"message_stop"}`+"\n\n"...)
+}
+
+// Fail writes an Anthropic error event for a failure after the stream
+// started; nothing is written after it.
+func (e *Encoder) Fail(dst []byte, errType, message string) []byte {
+	e.closed = true
+	dst = appendEventHead(dst, "error")
+	dst = appendErrorObject(dst, errType, message)
+	return append(dst, "\n\n"...)
+}
+
+// failRaw is Fail with an already escaped message.
+func (e *Encoder) failRaw(dst []byte, errType, rawMessage string) []byte {
+	e.closed = true
+	dst = appendEventHead(dst, "error")
+	dst = append(dst, `{"type":"error","error":{"type":"`...)
+	dst = append(dst, errType...)
+	dst = append(dst, `","message":"`...)
+	dst = appendEscaped(dst, rawMessage)
+	return append(dst, `"}}`+"\n\n"...)
+}
+
+// appendEventHead appends the event line and the start of the data line.
+func appendEventHead(dst []byte, name string) []byte {
+	dst = append(dst, "event: "...)
+	dst = append(dst, name...)
+	return append(dst, "\ndata: "...)
+}
+
+// start writes message_start and a ping. Input usage is not known yet
+// (OpenAI reports it at the end): message_delta carries it.
+func (e *Encoder) start(dst []byte) []byte {
+	e.started = true
+	dst = appendEventHead(dst, "message_start")
+	dst = append(dst, `{"type":"message_start","message":{"id":"msg_`...)
+	dst = appendStringBody(dst, e.requestID)
+	dst = append(dst, `","type":"message","role":"assistant","model":`...)
+	dst = appendJSONString(dst, e.model)
+	dst = append(dst, `,"content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":0,"output_tokens":0}}}`+"\n\n"...)
+	dst = appendEventHead(dst, "ping")
+	return append(dst, `{"type":"ping"}`+"\n\n"...)
+}
+
+// blockHead appends the start of an event about the open block, up to and
+// including its index and a comma.
+func (e *Encoder) blockHead(dst []byte, name string) []byte {
+	dst = appendEventHead(dst, name)
+	dst = append(dst, `{"type":"`...)
+	dst = append(dst, name...)
+	dst = append(dst, `","index":`...)
+	return strconv.AppendInt(dst, int64(e.blocks-1), 10)
+}
+
+// text writes a text delta, opening a text block when needed.
+func (e *Encoder) text(dst []byte, raw string) []byte {
+	if e.kind != blockText {
+		dst = e.closeBlock(dst)
+		e.kind = blockText
+		e.blocks++
+		dst = e.blockHead(dst, "content_block_start")
+		dst = append(dst, `,"content_block":{"type":"text","text":""}}`+"\n\n"...)
+	}
+	dst = e.blockHead(dst, "content_block_delta")
+	dst = append(dst, `,"delta":{"type":"text_delta","text":"`...)
+	dst = appendEscaped(dst, raw)
+	return append(dst, `"}}`+"\n\n"...)
+}
+
+// toolCall writes one tool_calls element: a new call opens a tool_use
+// block, argument fragments become input_json_delta events.
+func (e *Encoder) toolCall(dst []byte, tc string) []byte {
+	idx := rawUint(member(tc, "index"))
+	id := member(tc, "id")
+	fn := member(tc, "function")
+	newID := inner(id) != "" && inner(id) != inner(bytesString(e.toolID))
+	if e.kind != blockTool || idx != e.toolIndex || newID {
+		dst = e.closeBlock(dst)
+		e.kind, e.toolIndex, e.usedTools = blockTool, idx, true
+		e.toolID = append(e.toolID[:0], id...)
+		e.blocks++
+		dst = e.blockHead(dst, "content_block_start")
+		dst = append(dst, `,"content_block":{"type":"tool_use","id":"`...)
+		if inner(id) != "" {
+			dst = appendEscaped(dst, inner(id))
+		} else {
+			dst = append(dst, "toolu_"...)
+			dst = appendUint(dst, idx)
+		}
+		dst = append(dst, `","name":`...)
+		dst = appendToken(dst, member(fn, "name"))
+		dst = append(dst, `,"input":{}}}`+"\n\n"...)
+	}
+	args := inner(member(fn, "arguments"))
+	if args == "" {
+		return dst
+	}
+	dst = e.blockHead(dst, "content_block_delta")
+	dst = append(dst, `,"delta":{"type":"input_json_delta","partial_json":"`...)
+	dst = appendEscaped(dst, args)
+	return append(dst, `"}}`+"\n\n"...)
+}
+
+// closeBlock writes content_block_stop for the open block, if any.
+func (e *Encoder) closeBlock(dst []byte) []byte {
+	if e.kind == blockNone {
+		return dst
+	}
+	e.kind = blockNone
+	dst = e.blockHead(dst, "content_block_stop")
+	return append(dst, "}\n\n"...)
+}

@@ -1,0 +1,307 @@
+package anthropic
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/tollgate/tollgate/pkg/sse"
+)
+
+// encode feeds an OpenAI SSE transcript through a new encoder.
+func encode(t testing.TB, transcript []byte) ([]byte, *Encoder) {
+	t.Helper()
+	e := NewEncoder("claude-sonnet-4-5", "req_1")
+	r := sse.NewReader(bytes.NewReader(transcript), 512, 1<<20)
+	var out []byte
+	for {
+		ev, ok := r.Next()
+		if !ok {
+			if err := r.Fill(); err == io.EOF {
+				return out, e
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		var err error
+		if out, err = e.Event(out, ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// anthropicEvent is the union of the fields of Anthropic stream events.
+type anthropicEvent struct {
+	Type    string `json:"type"`
+	Index   *int   `json:"index"`
+	Message *struct {
+		ID           string          `json:"id"`
+		Type         string          `json:"type"`
+		Role         string          `json:"role"`
+		Model        string          `json:"model"`
+		Content      json.RawMessage `json:"content"`
+		StopReason   *string         `json:"stop_reason"`
+		StopSequence *string         `json:"stop_sequence"`
+		Usage        *struct {
+			InputTokens  *int `json:"input_tokens"`
+			OutputTokens *int `json:"output_tokens"`
+		} `json:"usage"`
+	} `json:"message"`
+	Block *struct {
+		Type  string          `json:"type"`
+		Text  *string         `json:"text"`
+		ID    string          `json:"id"`
+		Name  string          `json:"name"`
+		Input json.RawMessage `json:"input"`
+	} `json:"content_block"`
+	Delta *struct {
+		Type         string  `json:"type"`
+		Text         string  `json:"text"`
+		PartialJSON  string  `json:"partial_json"`
+		StopReason   string  `json:"stop_reason"`
+		StopSequence *string `json:"stop_sequence"`
+	} `json:"delta"`
+	Usage *struct {
+		InputTokens  int `json:"input_tokens"`
+		CacheRead    int `json:"cache_read_input_tokens"`
+		OutputTokens int `json:"output_tokens"`
+	} `json:"usage"`
+	Error *struct {
+		Type    string `json:"type"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+// anthropicResult is what an Anthropic SDK accumulates from a stream.
+type anthropicResult struct {
+	text       string
+	tools      []struct{ id, name, input string }
+	stop       string
+	input      int
+	cacheRead  int
+	output     int
+	eventNames []string
+}
+
+// checkAnthropicStream checks the exact event grammar of a Messages
+// stream: message_start, ping, then blocks (start, deltas of their kind,
+// stop) with indexes counting from 0, then message_delta and message_stop.
+func checkAnthropicStream(t *testing.T, out []byte) anthropicResult {
+	t.Helper()
+	var res anthropicResult
+	raw := strings.Split(string(out), "\n\n")
+	if raw[len(raw)-1] != "" {
+		t.Fatalf("output does not end with a blank line: %q", out)
+	}
+	open, next := "", 0
+	for i, ev := range raw[:len(raw)-1] {
+		lines := strings.Split(ev, "\n")
+		if len(lines) != 2 || !strings.HasPrefix(lines[0], "event: ") || !strings.HasPrefix(lines[1], "data: ") {
+			t.Fatalf("event %d is not an event line and a data line: %q", i, ev)
+		}
+		name := strings.TrimPrefix(lines[0], "event: ")
+		var e anthropicEvent
+		if err := json.Unmarshal([]byte(strings.TrimPrefix(lines[1], "data: ")), &e); err != nil {
+			t.Fatalf("event %d: %v: %s", i, err, lines[1])
+		}
+		if e.Type != name {
+			t.Errorf("event %d named %q has type %q", i, name, e.Type)
+		}
+		res.eventNames = append(res.eventNames, name)
+		if want := [...]string{"message_start", "ping"}; i < len(want) && name != want[i] {
+			t.Fatalf("event %d is %s, want %s", i, name, want[i])
+		}
+		switch name {
+		case "message_start":
+			m := e.Message
+			if m == nil || m.ID != "msg_req_1" || m.Type != "message" || m.Role != "assistant" || m.Model != "claude-sonnet-4-5" ||
+				string(m.Content) != "[]" || m.StopReason != nil || m.Usage == nil || m.Usage.InputTokens == nil || m.Usage.OutputTokens == nil {
+				t.Errorf("message_start %s", lines[1])
+			}
+		case "content_block_start":
+			if open != "" || e.Index == nil || *e.Index != next || e.Block == nil {
+				t.Fatalf("block start %s with %q open, next index %d", lines[1], open, next)
+			}
+			open = e.Block.Type
+			switch open {
+			case "text":
+				if e.Block.Text == nil || *e.Block.Text != "" {
+					t.Errorf("text block start %s", lines[1])
+				}
+			case "tool_use":
+				if e.Block.ID == "" || e.Block.Name == "" || string(e.Block.Input) != "{}" {
+					t.Errorf("tool block start %s", lines[1])
+				}
+				res.tools = append(res.tools, struct{ id, name, input string }{e.Block.ID, e.Block.Name, ""})
+			default:
+				t.Errorf("block type %q", open)
+			}
+		case "content_block_delta":
+			if e.Index == nil || *e.Index != next || e.Delta == nil {
+				t.Fatalf("delta %s for block %d", lines[1], next)
+			}
+			switch {
+			case open == "text" && e.Delta.Type == "text_delta":
+				res.text += e.Delta.Text
+			case open == "tool_use" && e.Delta.Type == "input_json_delta":
+				res.tools[len(res.tools)-1].input += e.Delta.PartialJSON
+			default:
+				t.Errorf("delta %s in a %s block", e.Delta.Type, open)
+			}
+		case "content_block_stop":
+			if open == "" || e.Index == nil || *e.Index != next {
+				t.Fatalf("block stop %s", lines[1])
+			}
+			open = ""
+			next++
+		case "message_delta":
+			if e.Delta == nil || e.Delta.StopReason == "" || e.Usage == nil {
+				t.Fatalf("message_delta %s", lines[1])
+			}
+			res.stop = e.Delta.StopReason
+			res.input, res.cacheRead, res.output = e.Usage.InputTokens, e.Usage.CacheRead, e.Usage.OutputTokens
+		}
+	}
+	if n := len(res.eventNames); n < 4 || res.eventNames[n-2] != "message_delta" || res.eventNames[n-1] != "message_stop" {
+		t.Errorf("stream does not end with message_delta, message_stop: %v", res.eventNames)
+	}
+	for _, tc := range res.tools {
+		if tc.input != "" && !json.Valid([]byte(tc.input)) {
+			t.Errorf("tool %s input %q is not JSON", tc.id, tc.input)
+		}
+	}
+	return res
+}
+
+func TestEncoderGolden(t *testing.T) {
+	tests := []struct {
+		name   string
+		text   string
+		tools  int
+		stop   string
+		input  int
+		cached int
+		output int
+		seq    string
+	}{
+		{"text", "Hello, \"world\"\né", 0, "end_turn", 8, 32, 6,
+			"message_start ping content_block_start content_block_delta content_block_delta content_block_stop message_delta message_stop"},
+		{"tool_calls", "Checking.", 2, "tool_use", 100, 0, 20,
+			"message_start ping content_block_start content_block_delta content_block_stop content_block_start content_block_delta content_block_delta content_block_stop content_block_start content_block_delta content_block_stop message_delta message_stop"},
+		{"length_no_usage", "cut short", 0, "max_tokens", 0, 0, 0,
+			"message_start ping content_block_start content_block_delta content_block_delta content_block_stop message_delta message_stop"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			out, e := encode(t, readFile(t, filepath.Join("testdata", "encoder", tt.name+".sse")))
+			defer e.Release()
+			if !e.Closed() {
+				t.Errorf("encoder not closed after [DONE]")
+			}
+			golden(t, filepath.Join("testdata", "encoder", tt.name+".golden.sse"), out)
+			res := checkAnthropicStream(t, out)
+			if got := strings.Join(res.eventNames, " "); got != tt.seq {
+				t.Errorf("sequence\n got: %s\nwant: %s", got, tt.seq)
+			}
+			if res.text != tt.text || len(res.tools) != tt.tools || res.stop != tt.stop || res.input != tt.input || res.cacheRead != tt.cached || res.output != tt.output {
+				t.Errorf("result %+v", res)
+			}
+		})
+	}
+}
+
+func TestEncoderEndings(t *testing.T) {
+	const chunk = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"},\"finish_reason\":null}]}\n\n"
+	t.Run("finish without done", func(t *testing.T) {
+		e := NewEncoder("claude-sonnet-4-5", "req_1")
+		defer e.Release()
+		out, err := e.Event(nil, []byte(chunk))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = e.Finish(out)
+		res := checkAnthropicStream(t, out)
+		if res.stop != "end_turn" || res.text != "hi" {
+			t.Errorf("result %+v", res)
+		}
+		if again := e.Finish(nil); len(again) != 0 {
+			t.Errorf("second Finish wrote %q", again)
+		}
+	})
+	t.Run("done only", func(t *testing.T) {
+		e := NewEncoder("claude-sonnet-4-5", "req_1")
+		defer e.Release()
+		out, err := e.Event(nil, []byte("data: [DONE]\n\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Count(string(out), "event: "); got != 4 { // start, ping, delta, stop
+			t.Errorf("%d events: %s", got, out)
+		}
+	})
+	t.Run("fail mid-stream", func(t *testing.T) {
+		e := NewEncoder("claude-sonnet-4-5", "req_1")
+		defer e.Release()
+		out, _ := e.Event(nil, []byte(chunk))
+		n := len(out)
+		out = e.Fail(out, ErrOverloaded, "provider \"x\" failed")
+		want := "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"provider \\\"x\\\" failed\"}}\n\n"
+		if string(out[n:]) != want {
+			t.Errorf("error event %q, want %q", out[n:], want)
+		}
+		if more, _ := e.Event(nil, []byte(chunk)); len(more) != 0 || len(e.Finish(nil)) != 0 {
+			t.Errorf("events written after Fail")
+		}
+	})
+	t.Run("openai error event", func(t *testing.T) {
+		e := NewEncoder("claude-sonnet-4-5", "req_1")
+		defer e.Release()
+		out, err := e.Event(nil, []byte("data: {\"error\":{\"message\":\"boom\",\"type\":\"server_error\"}}\n\n"))
+		if err != nil || !strings.HasPrefix(string(out), "event: error\n") || !e.Closed() {
+			t.Errorf("out %q err %v", out, err)
+		}
+	})
+	t.Run("not JSON", func(t *testing.T) {
+		e := NewEncoder("claude-sonnet-4-5", "req_1")
+		defer e.Release()
+		if _, err := e.Event(nil, []byte("data: {nope\n\n")); err == nil {
+			t.Errorf("accepted a broken event")
+		}
+	})
+}
+
+// FuzzEncoder feeds arbitrary OpenAI events: the encoder never panics and
+// writes only well-formed events with JSON data.
+func FuzzEncoder(f *testing.F) {
+	for _, name := range []string{"text", "tool_calls", "length_no_usage"} {
+		b, err := readFileErr(filepath.Join("testdata", "encoder", name+".sse"))
+		if err != nil {
+			f.Fatal(err)
+		}
+		for _, ev := range bytes.SplitAfter(b, []byte("\n\n")) {
+			f.Add(ev)
+		}
+	}
+	f.Add([]byte("data: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":3,\"function\":{\"arguments\":\"\xff\"}}]}}]}\n\n"))
+	f.Fuzz(func(t *testing.T, ev []byte) {
+		e := NewEncoder("m\"", "r\\")
+		defer e.Release()
+		var out []byte
+		for _, in := range [][]byte{ev, ev, []byte("data: [DONE]\n\n")} {
+			out, _ = e.Event(out, in)
+		}
+		for _, event := range strings.Split(strings.TrimSuffix(string(out), "\n\n"), "\n\n") {
+			if event == "" {
+				continue
+			}
+			name, data, ok := strings.Cut(event, "\ndata: ")
+			if !ok || !strings.HasPrefix(name, "event: ") || !json.Valid([]byte(data)) {
+				t.Fatalf("bad output event %q for input %q", event, ev)
+			}
+		}
+	})
+}

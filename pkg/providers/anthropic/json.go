@@ -1,0 +1,274 @@
+package anthropic
+
+import (
+	"strconv"
+	"unicode/utf8"
+	"unsafe"
+)
+
+// This file holds the small JSON tools the translators share: a string
+// escaper, a sanitizing copier for already-escaped strings, and a raw member
+// scanner that returns values as written, so escaped text is copied rather
+// than decoded and re-encoded (gjson unescapes, and allocates, for every
+// string it returns).
+//
+// The scanners expect JSON that was validated first (providers.ValidJSON);
+// on anything else they return partial results but never panic.
+
+const hexDigits = "0123456789abcdef"
+
+// appendJSONString appends s as a quoted JSON string: '"' and '\' are
+// escaped, control characters below 0x20 become \n, \r, \t or \u00XX, valid
+// UTF-8 passes through and each invalid byte becomes \ufffd.
+func appendJSONString(dst []byte, s string) []byte {
+	dst = append(dst, '"')
+	return append(appendStringBody(dst, s), '"')
+}
+
+// appendStringBody appends s escaped as in appendJSONString, without the
+// quotes.
+func appendStringBody(dst []byte, s string) []byte {
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c >= 0x20 && c != '"' && c != '\\' && c < utf8.RuneSelf {
+			i++
+			continue
+		}
+		if c >= utf8.RuneSelf {
+			r, size := utf8.DecodeRuneInString(s[i:])
+			if r != utf8.RuneError || size != 1 {
+				i += size
+				continue
+			}
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, `\ufffd`...)
+			i++
+			start = i
+			continue
+		}
+		dst = append(dst, s[start:i]...)
+		switch c {
+		case '"', '\\':
+			dst = append(dst, '\\', c)
+		case '\n':
+			dst = append(dst, '\\', 'n')
+		case '\r':
+			dst = append(dst, '\\', 'r')
+		case '\t':
+			dst = append(dst, '\\', 't')
+		default:
+			dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+		}
+		i++
+		start = i
+	}
+	return append(dst, s[start:]...)
+}
+
+// appendEscaped appends raw, the text between the quotes of a JSON string
+// token as written (escapes kept), for use inside another JSON string. A
+// validated token needs no change but for invalid UTF-8, which becomes
+// \ufffd; a stray control character is escaped too.
+func appendEscaped(dst []byte, raw string) []byte {
+	start := 0
+	for i := 0; i < len(raw); {
+		c := raw[i]
+		if c >= 0x20 && c < utf8.RuneSelf {
+			i++
+			continue
+		}
+		if c >= utf8.RuneSelf {
+			r, size := utf8.DecodeRuneInString(raw[i:])
+			if r != utf8.RuneError || size != 1 {
+				i += size
+				continue
+			}
+			dst = append(dst, raw[start:i]...)
+			dst = append(dst, `\ufffd`...)
+		} else {
+			dst = append(dst, raw[start:i]...)
+			dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+		}
+		i++
+		start = i
+	}
+	return append(dst, raw[start:]...)
+}
+
+// appendToken appends a raw JSON string token (quotes included) as a
+// quoted, sanitized string; anything but a string token is written as "".
+func appendToken(dst []byte, tok string) []byte {
+	dst = append(dst, '"')
+	if isString(tok) {
+		dst = appendEscaped(dst, tok[1:len(tok)-1])
+	}
+	return append(dst, '"')
+}
+
+// isString reports whether raw is a JSON string token.
+func isString(raw string) bool { return len(raw) >= 2 && raw[0] == '"' }
+
+// inner returns the text between the quotes of a string token ("" for
+// anything else).
+func inner(raw string) string {
+	if !isString(raw) {
+		return ""
+	}
+	return raw[1 : len(raw)-1]
+}
+
+// member returns the raw value of key in the JSON object obj, or "" when
+// obj is not an object or has no such member. Keys are compared as
+// written: a key spelled with escapes does not match. The first of
+// repeated keys wins.
+func member(obj, key string) string {
+	i := skipSpace(obj, 0)
+	if i >= len(obj) || obj[i] != '{' {
+		return ""
+	}
+	for i++; ; i++ { // i is at '{' or ',' here
+		i = skipSpace(obj, i)
+		if i >= len(obj) || obj[i] != '"' {
+			return ""
+		}
+		end := skipString(obj, i)
+		k := obj[i+1 : max(end-1, i+1)]
+		i = skipSpace(obj, end)
+		if i >= len(obj) || obj[i] != ':' {
+			return ""
+		}
+		i = skipSpace(obj, i+1)
+		end = skipValue(obj, i)
+		if k == key {
+			return obj[i:end]
+		}
+		i = skipSpace(obj, end)
+		if i >= len(obj) || obj[i] != ',' {
+			return ""
+		}
+	}
+}
+
+// forEachRaw calls f with the raw text of each element of the JSON array
+// arr, stopping early when f returns false. It does nothing when arr is not
+// an array.
+func forEachRaw(arr string, f func(i int, raw string) bool) {
+	i := skipSpace(arr, 0)
+	if i >= len(arr) || arr[i] != '[' {
+		return
+	}
+	i = skipSpace(arr, i+1)
+	if i < len(arr) && arr[i] == ']' {
+		return
+	}
+	for n := 0; i < len(arr); n++ {
+		end := skipValue(arr, i)
+		if end == i || !f(n, arr[i:end]) {
+			return
+		}
+		i = skipSpace(arr, end)
+		if i >= len(arr) || arr[i] != ',' {
+			return
+		}
+		i = skipSpace(arr, i+1)
+	}
+}
+
+// skipSpace returns the index of the first non-space byte at or after i.
+func skipSpace(s string, i int) int {
+	for i < len(s) && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// skipString returns the index just past the string token starting at
+// s[i] == '"'.
+func skipString(s string, i int) int {
+	for i++; i < len(s); i++ {
+		switch s[i] {
+		case '\\':
+			i++
+		case '"':
+			return i + 1
+		}
+	}
+	return len(s)
+}
+
+// skipValue returns the index just past the value starting at s[i].
+func skipValue(s string, i int) int {
+	if i >= len(s) {
+		return i
+	}
+	switch s[i] {
+	case '"':
+		return skipString(s, i)
+	case '{', '[':
+		depth := 0
+		for ; i < len(s); i++ {
+			switch s[i] {
+			case '"':
+				i = skipString(s, i) - 1
+			case '{', '[':
+				depth++
+			case '}', ']':
+				if depth--; depth == 0 {
+					return i + 1
+				}
+			}
+		}
+		return len(s)
+	}
+	for i < len(s) && s[i] != ',' && s[i] != '}' && s[i] != ']' && s[i] > ' ' {
+		i++
+	}
+	return i
+}
+
+// appendRawJSON appends a validated raw JSON value, each invalid UTF-8
+// byte replaced by U+FFFD (valid JSON is UTF-8).
+func appendRawJSON(dst []byte, raw string) []byte {
+	start := 0
+	for i := 0; i < len(raw); {
+		if raw[i] < utf8.RuneSelf {
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(raw[i:])
+		if r != utf8.RuneError || size != 1 {
+			i += size
+			continue
+		}
+		dst = append(dst, raw[start:i]...)
+		dst = utf8.AppendRune(dst, utf8.RuneError)
+		i++
+		start = i
+	}
+	return append(dst, raw[start:]...)
+}
+
+// rawUint reads a raw JSON number as a non-negative integer: 0 for
+// anything else (negative, fractional beyond the dot, not a number).
+func rawUint(raw string) uint64 {
+	var n uint64
+	for i := 0; i < len(raw); i++ {
+		c := raw[i]
+		if c < '0' || c > '9' {
+			if i == 0 || c != '.' && c != 'e' && c != 'E' {
+				return 0
+			}
+			return n
+		}
+		n = n*10 + uint64(c-'0')
+	}
+	return n
+}
+
+// appendUint appends the decimal form of n.
+func appendUint(dst []byte, n uint64) []byte { return strconv.AppendUint(dst, n, 10) }
+
+// bytesString views b as a string without copying; b must not change while
+// the string is in use.
+func bytesString(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
