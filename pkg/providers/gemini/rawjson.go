@@ -1,0 +1,142 @@
+package gemini
+
+// gjson unescapes every string value it returns, which allocates for text
+// with escapes (most model output contains \n or \"). The stream path only
+// copies raw tokens, so these helpers walk JSON that providers.ValidJSON
+// has already accepted and hand out raw values without decoding them. On
+// invalid JSON they stop early; they never panic.
+
+// forEachMember calls f with the raw key (quotes stripped, escapes kept)
+// and raw value of each member of the JSON object obj, until f returns
+// false. It does nothing when obj is not an object.
+func forEachMember(obj string, f func(key, val string) bool) {
+	i := skipSpace(obj, 0)
+	if i >= len(obj) || obj[i] != '{' {
+		return
+	}
+	i = skipSpace(obj, i+1)
+	for i < len(obj) && obj[i] == '"' {
+		end := skipString(obj, i)
+		key := obj[i+1 : max(end-1, i+1)]
+		i = skipSpace(obj, end)
+		if i >= len(obj) || obj[i] != ':' {
+			return
+		}
+		i = skipSpace(obj, i+1)
+		end = skipValue(obj, i)
+		if end == i || !f(key, obj[i:end]) {
+			return
+		}
+		i = skipSpace(obj, end)
+		if i >= len(obj) || obj[i] != ',' {
+			return
+		}
+		i = skipSpace(obj, i+1)
+	}
+}
+
+// forEachElem calls f with the raw text of each element of the JSON array
+// arr, until f returns false. It does nothing when arr is not an array.
+func forEachElem(arr string, f func(val string) bool) {
+	i := skipSpace(arr, 0)
+	if i >= len(arr) || arr[i] != '[' {
+		return
+	}
+	i = skipSpace(arr, i+1)
+	for i < len(arr) && arr[i] != ']' {
+		end := skipValue(arr, i)
+		if end == i || !f(arr[i:end]) {
+			return
+		}
+		i = skipSpace(arr, end)
+		if i >= len(arr) || arr[i] != ',' {
+			return
+		}
+		i = skipSpace(arr, i+1)
+	}
+}
+
+// firstElem returns the raw first element of a JSON array, or "".
+func firstElem(arr string) string {
+	var first string
+	forEachElem(arr, func(v string) bool {
+		first = v
+		return false
+	})
+	return first
+}
+
+// member returns the raw value of key in obj, or "".
+func member(obj, key string) string {
+	var out string
+	forEachMember(obj, func(k, v string) bool {
+		if k == key {
+			out = v
+			return false
+		}
+		return true
+	})
+	return out
+}
+
+// isString reports whether a raw value is a string token.
+func isString(raw string) bool { return len(raw) >= 2 && raw[0] == '"' }
+
+// inner returns the text between the quotes of a raw string token, still
+// escaped, or "" for anything else.
+func inner(raw string) string {
+	if !isString(raw) {
+		return ""
+	}
+	return raw[1 : len(raw)-1]
+}
+
+func skipSpace(s string, i int) int {
+	for i < len(s) && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// skipString returns the index just past the string token at s[i] == '"'.
+func skipString(s string, i int) int {
+	for i++; i < len(s); i++ {
+		switch s[i] {
+		case '\\':
+			i++
+		case '"':
+			return i + 1
+		}
+	}
+	return len(s)
+}
+
+// skipValue returns the index just past the value starting at s[i].
+func skipValue(s string, i int) int {
+	if i >= len(s) {
+		return i
+	}
+	switch s[i] {
+	case '"':
+		return skipString(s, i)
+	case '{', '[':
+		depth := 0
+		for ; i < len(s); i++ {
+			switch s[i] {
+			case '"':
+				i = skipString(s, i) - 1
+			case '{', '[':
+				depth++
+			case '}', ']':
+				if depth--; depth == 0 {
+					return i + 1
+				}
+			}
+		}
+		return len(s)
+	}
+	for i < len(s) && s[i] != ',' && s[i] != '}' && s[i] != ']' && s[i] > ' ' {
+		i++
+	}
+	return i
+}
