@@ -257,6 +257,8 @@ func TestBudgetStopsSpending(t *testing.T) {
 	const limitNano = 500_000 // 0.0005 USD: about 100 requests of mock-gpt
 	a := newAcctRig(t, func(c *config.Config) {
 		c.Budgets = []config.BudgetLimit{{Scope: "dept", Value: "research", AmountUSD: "0.0005", Period: "month"}}
+		// 200 clients on a shared 2-core machine under -race: allow time.
+		c.Providers[0].Timeouts.Total = time.Minute
 	})
 	tok := a.token(nil)
 	body := `{"model":"mock-gpt","max_tokens":8,"messages":[{"role":"user","content":"spend some money please"}],"mock":{"chunks":8}}`
