@@ -4,8 +4,9 @@ package mockllm
 // "data: <GenerateContentResponse>\r\n\r\n" carrying the next piece of the
 // answer and the usage so far; the last one carries finishReason "STOP".
 // There is no terminator: the stream ends with the body. A function call is
-// never split: it comes whole in one event. An injected error event is a
-// Gemini error object.
+// never split: it comes whole in one event, which Stats counts as one
+// completion token and cut_after and error_event_after count as one content
+// chunk. An injected error event is a Gemini error object.
 
 const geminiErrorEvent = `data: {"error":{"code":500,"message":"mock: injected stream error","status":"INTERNAL"}}` + "\r\n\r\n"
 
