@@ -37,6 +37,13 @@ type Options struct {
 	Accounting Accounting
 	// Metrics records Prometheus metrics; nil records none.
 	Metrics *metrics.Gateway
+	// Revocations refuses revoked tokens; nil revokes nothing.
+	Revocations revocations
+}
+
+// revocations says whether a token's key id or subject was revoked.
+type revocations interface {
+	Revoked(keyID, subject string) bool
 }
 
 // Gateway serves the public API. It is safe for concurrent use.
@@ -51,6 +58,7 @@ type Gateway struct {
 	acct        Accounting
 	limiters    [budget.NumScopes]*ratelimit.Limiter // one per scope, so keys need no prefix
 	metrics     *metrics.Gateway
+	revoked     revocations
 	refused     [3]*metrics.Route // requests that resolved no model, per endpoint
 }
 
@@ -82,6 +90,7 @@ func New(o Options) (*Gateway, error) {
 		logRequests: o.Config.Log.Requests,
 		acct:        o.Accounting,
 		metrics:     o.Metrics,
+		revoked:     o.Revocations,
 	}
 	if g.acct.Prices == nil {
 		g.acct.Prices = pricing.Default()
@@ -289,7 +298,7 @@ func (g *Gateway) handleReady(c *fiber.Ctx) error {
 func (g *Gateway) handleModels(c *fiber.Ctx) error {
 	setRequestID(c)
 	st := g.state.Load()
-	p, aerr := st.authenticate(c)
+	p, aerr := g.authenticate(c, st)
 	if aerr != nil {
 		return writeError(c, aerr)
 	}
@@ -315,7 +324,7 @@ func (g *Gateway) handleModels(c *fiber.Ctx) error {
 }
 
 // authenticate verifies the bearer token of the request.
-func (st *state) authenticate(c *fiber.Ctx) (*auth.Principal, *apiError) {
+func (g *Gateway) authenticate(c *fiber.Ctx, st *state) (*auth.Principal, *apiError) {
 	tok := auth.BearerToken(c.Request().Header.Peek(fiber.HeaderAuthorization))
 	if len(tok) == 0 {
 		return nil, &apiError{Status: fiber.StatusUnauthorized, Type: typeAuthentication, Code: "missing_token",
@@ -325,6 +334,10 @@ func (st *state) authenticate(c *fiber.Ctx) (*auth.Principal, *apiError) {
 	if err != nil {
 		return nil, &apiError{Status: fiber.StatusUnauthorized, Type: typeAuthentication, Code: "invalid_token",
 			Message: err.Error()}
+	}
+	if g.revoked != nil && g.revoked.Revoked(p.KeyID, p.Subject) {
+		return nil, &apiError{Status: fiber.StatusUnauthorized, Type: typeAuthentication, Code: "token_revoked",
+			Message: "invalid token: the token has been revoked"}
 	}
 	return p, nil
 }

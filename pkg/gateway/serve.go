@@ -49,7 +49,7 @@ func (g *Gateway) serve(c *fiber.Ctx, ep endpoint) error {
 	rec := record{start: time.Now(), endpoint: ep, requestID: setRequestID(c)}
 	st := g.state.Load()
 	rec.prices = st.prices
-	p, aerr := st.authenticate(c)
+	p, aerr := g.authenticate(c, st)
 	if aerr != nil {
 		return g.fail(c, &rec, aerr)
 	}

@@ -36,6 +36,7 @@ import (
 	"github.com/tollgate/tollgate/pkg/pricing"
 	"github.com/tollgate/tollgate/pkg/profiling"
 	"github.com/tollgate/tollgate/pkg/ratelimit"
+	"github.com/tollgate/tollgate/pkg/revoke"
 	"github.com/tollgate/tollgate/pkg/tokenize"
 	"github.com/tollgate/tollgate/pkg/usage"
 	"golang.org/x/sync/errgroup"
@@ -113,7 +114,11 @@ func run() error {
 	if err := registerCollectors(reg, pub, acct.Tracker); err != nil {
 		return err
 	}
-	gw, err := gateway.New(gateway.Options{Config: cfg, Verifier: verifier, Logger: log, Accounting: acct, Metrics: m})
+	revoked, err := startRevocations(bg, g, cfg, nc, m)
+	if err != nil {
+		return err
+	}
+	gw, err := gateway.New(gateway.Options{Config: cfg, Verifier: verifier, Logger: log, Accounting: acct, Metrics: m, Revocations: revoked})
 	if err != nil {
 		return err
 	}
@@ -483,4 +488,27 @@ func (r *reloader) reload() (any, error) {
 	sum := reloadSummary{Providers: len(cfg.Providers), Models: len(cfg.Models), Issuers: len(cfg.Auth.Issuers), Budgets: len(limits), Prices: prices.Version}
 	r.log.Info("config reloaded", "providers", sum.Providers, "models", sum.Models, "issuers", sum.Issuers, "budgets", sum.Budgets)
 	return sum, nil
+}
+
+// startRevocations watches the revocation bucket; the first load must
+// finish before serving, so a revoked token is never accepted at start.
+func startRevocations(ctx context.Context, g *errgroup.Group, cfg *config.Config, nc *nats.Conn, m *metrics.Gateway) (*revoke.Watcher, error) {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, err
+	}
+	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	kv, err := revoke.EnsureBucket(sctx, js, cfg.NATS.Replicas)
+	if err != nil {
+		return nil, err
+	}
+	w := revoke.NewWatcher(time.Now, m.RevocationPropagated)
+	g.Go(func() error { return w.Run(ctx, kv) })
+	select {
+	case <-w.Ready():
+		return w, nil
+	case <-sctx.Done():
+		return nil, errors.New("revocations did not load within 30s")
+	}
 }

@@ -50,6 +50,26 @@ func commands() map[string]command {
 			summary: "mint a JWT for an issuer and print it",
 			setup:   setupToken,
 		},
+		"revoke": {
+			args:    "--jti ID | --sub SUBJECT [--reason R]",
+			summary: "refuse a token (by jti) or every token of a subject on every gateway",
+			setup:   setupRevoke(false),
+		},
+		"unrevoke": {
+			args:    "--jti ID | --sub SUBJECT",
+			summary: "remove a revocation",
+			setup:   setupRevoke(true),
+		},
+		"revocations": {
+			args:    "[flags]",
+			summary: "list the revoked key ids and subjects",
+			setup:   setupRevocations,
+		},
+		"budget show": {
+			args:    "[--dept D] [--team T] [--period month] [--config FILE]",
+			summary: "print spend totals (with limits and utilisation given --config)",
+			setup:   setupBudgetShow,
+		},
 		"config check": {
 			args:    "FILE",
 			summary: "load and validate a config file, printing every problem",

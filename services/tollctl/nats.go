@@ -1,0 +1,254 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"log/slog"
+	"sort"
+	"text/tabwriter"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tollgate/tollgate/pkg/budget"
+	"github.com/tollgate/tollgate/pkg/config"
+	"github.com/tollgate/tollgate/pkg/natsconn"
+	"github.com/tollgate/tollgate/pkg/pricing"
+	"github.com/tollgate/tollgate/pkg/revoke"
+	usagev1 "github.com/tollgate/tollgate/proto/tollgate/usage/v1"
+	"google.golang.org/protobuf/proto"
+)
+
+// natsFlags are the connection flags of the commands that talk to NATS.
+type natsFlags struct {
+	url, config string
+}
+
+func (n *natsFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&n.url, "nats", "", "NATS URL (default: the config's nats.url, else nats://127.0.0.1:4222, where make run listens)")
+	fs.StringVar(&n.config, "config", "", "config file whose nats section to use")
+}
+
+// connect opens JetStream with the flags.
+func (n *natsFlags) connect() (*nats.Conn, jetstream.JetStream, error) {
+	var c config.NATS
+	if n.config != "" {
+		cfg, err := config.Load(n.config)
+		if err != nil {
+			return nil, nil, err
+		}
+		c = cfg.NATS
+	}
+	if n.url != "" {
+		c.URL = n.url
+	}
+	nc, err := natsconn.Connect(c, "tollctl", slog.New(slog.DiscardHandler))
+	if err != nil {
+		return nil, nil, err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, nil, err
+	}
+	return nc, js, nil
+}
+
+func setupRevoke(undo bool) func(a *app, fs *flag.FlagSet) func([]string) error {
+	return func(a *app, fs *flag.FlagSet) func([]string) error {
+		var nf natsFlags
+		nf.register(fs)
+		jti := fs.String("jti", "", "revoke one token by its key id (jti claim)")
+		sub := fs.String("sub", "", "revoke every token of a subject")
+		reason := fs.String("reason", "", "why (kept with the revocation)")
+		return func(args []string) error {
+			if len(args) > 0 || (*jti == "") == (*sub == "") {
+				return fmt.Errorf("%w: give exactly one of --jti or --sub", errUsage)
+			}
+			kind, value := revoke.KeyID, *jti
+			if *sub != "" {
+				kind, value = revoke.Subject, *sub
+			}
+			nc, js, err := nf.connect()
+			if err != nil {
+				return err
+			}
+			defer nc.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			kv, err := revoke.EnsureBucket(ctx, js, 0)
+			if err != nil {
+				return err
+			}
+			if undo {
+				if err := revoke.Unrevoke(ctx, kv, kind, value); err != nil {
+					return err
+				}
+				fmt.Fprintf(a.stdout, "unrevoked %s %s\n", kind, value)
+				return nil
+			}
+			if err := revoke.Revoke(ctx, kv, kind, value, *reason, a.now()); err != nil {
+				return err
+			}
+			fmt.Fprintf(a.stdout, "revoked %s %s: every gateway refuses it once its watch delivers the change\n", kind, value)
+			return nil
+		}
+	}
+}
+
+func setupRevocations(a *app, fs *flag.FlagSet) func([]string) error {
+	var nf natsFlags
+	nf.register(fs)
+	return func([]string) error {
+		nc, js, err := nf.connect()
+		if err != nil {
+			return err
+		}
+		defer nc.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		kv, err := revoke.EnsureBucket(ctx, js, 0)
+		if err != nil {
+			return err
+		}
+		list, err := revoke.List(ctx, kv)
+		if err != nil {
+			return err
+		}
+		tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "KIND\tVALUE\tREVOKED AT\tREASON")
+		for _, e := range list {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", e.Kind, e.Value, time.Unix(0, e.RevokedAtUnixNano).UTC().Format(time.RFC3339), e.Reason)
+		}
+		return tw.Flush()
+	}
+}
+
+// setupBudgetShow prints spend totals from the KV bucket, with the
+// configured limits when --config is given.
+func setupBudgetShow(a *app, fs *flag.FlagSet) func([]string) error {
+	var nf natsFlags
+	nf.register(fs)
+	filters := map[string]*string{}
+	for _, s := range []string{"dept", "team", "project", "subject", "key"} {
+		filters[s] = fs.String(s, "", "show only this "+s)
+	}
+	period := fs.String("period", "", "day, month or total (default: all)")
+	asJSON := fs.Bool("json", false, "print JSON")
+	return func([]string) error {
+		nc, js, err := nf.connect()
+		if err != nil {
+			return err
+		}
+		defer nc.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		kv, err := js.KeyValue(ctx, budget.Bucket)
+		if err != nil {
+			return fmt.Errorf("open %s: %w", budget.Bucket, err)
+		}
+		var limits []budget.Limit
+		if nf.config != "" {
+			cfg, err := config.Load(nf.config)
+			if err != nil {
+				return err
+			}
+			if limits, err = budget.ParseLimits(cfg.Budgets); err != nil {
+				return err
+			}
+		}
+		keys, err := kv.ListKeys(ctx)
+		if err != nil {
+			return err
+		}
+		var rows []budgetRow
+		for k := range keys.Keys() {
+			id, err := budget.ParseKey(k)
+			if err != nil {
+				continue
+			}
+			if f := filters[id.Scope.String()]; id.Scope != budget.ScopeGlobal && f != nil && *f != "" && *f != id.Value {
+				continue
+			}
+			if any := anyFilter(filters); any && (id.Scope == budget.ScopeGlobal || filters[id.Scope.String()] == nil || *filters[id.Scope.String()] == "") {
+				continue
+			}
+			if *period != "" && id.Period.String() != *period {
+				continue
+			}
+			e, err := kv.Get(ctx, k)
+			if err != nil {
+				continue
+			}
+			var t usagev1.SpendTotal
+			if proto.Unmarshal(e.Value(), &t) != nil {
+				continue
+			}
+			row := budgetRow{Scope: t.Scope, Value: t.Value, Period: t.Period, PeriodStart: t.PeriodStart,
+				SpendUSD: pricing.FormatUSD(t.CostNanoUsd), Requests: t.Requests, PromptTokens: t.PromptTokens,
+				CompletionTokens: t.CompletionTokens, AsOfSeq: t.AsOfSeq}
+			for _, l := range limits {
+				if l.Scope == id.Scope && l.Period == id.Period && (l.Value == budget.Star || l.Value == id.Value || l.Scope == budget.ScopeGlobal) {
+					row.LimitUSD = pricing.FormatUSD(l.AmountNano)
+					if l.AmountNano > 0 {
+						row.Utilization = float64(t.CostNanoUsd) / float64(l.AmountNano)
+					}
+				}
+			}
+			rows = append(rows, row)
+		}
+		sort.Slice(rows, func(i, j int) bool {
+			a, b := rows[i], rows[j]
+			if a.Scope != b.Scope {
+				return a.Scope < b.Scope
+			}
+			if a.Value != b.Value {
+				return a.Value < b.Value
+			}
+			if a.Period != b.Period {
+				return a.Period < b.Period
+			}
+			return a.PeriodStart > b.PeriodStart
+		})
+		if *asJSON {
+			enc := json.NewEncoder(a.stdout)
+			enc.SetIndent("", "  ")
+			return enc.Encode(rows)
+		}
+		tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "SCOPE\tVALUE\tPERIOD\tSTART\tSPEND USD\tLIMIT USD\tUSED\tREQUESTS\tTOKENS IN\tTOKENS OUT")
+		for _, r := range rows {
+			used := ""
+			if r.LimitUSD != "" {
+				used = fmt.Sprintf("%.1f%%", 100*r.Utilization)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\n", r.Scope, r.Value, r.Period, r.PeriodStart, r.SpendUSD, r.LimitUSD, used, r.Requests, r.PromptTokens, r.CompletionTokens)
+		}
+		return tw.Flush()
+	}
+}
+
+type budgetRow struct {
+	Scope            string  `json:"scope"`
+	Value            string  `json:"value"`
+	Period           string  `json:"period"`
+	PeriodStart      string  `json:"period_start"`
+	SpendUSD         string  `json:"spend_usd"`
+	LimitUSD         string  `json:"limit_usd,omitempty"`
+	Utilization      float64 `json:"utilization,omitempty"`
+	Requests         uint64  `json:"requests"`
+	PromptTokens     uint64  `json:"prompt_tokens"`
+	CompletionTokens uint64  `json:"completion_tokens"`
+	AsOfSeq          uint64  `json:"as_of_seq"`
+}
+
+func anyFilter(f map[string]*string) bool {
+	for _, v := range f {
+		if *v != "" {
+			return true
+		}
+	}
+	return false
+}
