@@ -281,7 +281,7 @@ auth:
 			name: "every problem", args: []string{bad}, code: 1, wantErrLen: 3,
 			wantErr: []string{
 				bad + `: log.format: unknown format "xml"`,
-				bad + `: providers[0].kind: unknown kind "opnai" (want openai or mock)`,
+				bad + `: providers[0].kind: unknown kind "opnai" (want openai, azure, anthropic, gemini, bedrock or mock)`,
 				bad + `: models[0].targets[0].provider: unknown provider "x"`,
 			},
 		},
