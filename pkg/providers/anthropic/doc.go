@@ -46,7 +46,8 @@
 //     system/developer/user/assistant/tool.
 //   - dropped: stream_options (usage is always streamed), seed,
 //     presence_penalty, frequency_penalty, logit_bias, service_tier, store,
-//     metadata, prediction, message names, and any key not named here.
+//     metadata, prediction, message names, and any key not named here but
+//     "mock", the test mock's per-request behaviour, which passes through.
 //
 // Answers: text blocks are joined into content, thinking blocks into
 // reasoning_content (a delta field in streams), tool_use blocks become
@@ -57,7 +58,9 @@
 // cache_creation_input_tokens + cache_read_input_tokens, cached_tokens is
 // cache_read_input_tokens, completion_tokens is output_tokens (which
 // includes thinking: reasoning_tokens is reported as 0). In streams the
-// input usage comes from message_start, the output from message_delta; an
+// input usage comes from message_start, the output from message_delta; the
+// usage chunk is sent, before [DONE], when the client asked for it and the
+// upstream reported usage. ping and unknown events produce nothing; an
 // "error" event fails the stream with a *providers.UpstreamError.
 //
 // # Inbound: Messages API -> OpenAI chat
@@ -79,7 +82,8 @@
 //     stop_sequences becomes stop, metadata.user_id user, max_tokens,
 //     temperature and top_p pass through, a stream asks for the usage chunk.
 //   - dropped: cache_control, top_k, thinking, service_tier, container and
-//     any key not named here; non-empty mcp_servers are refused.
+//     any key not named here but "mock" (passed through); non-empty
+//     mcp_servers are refused.
 //
 // Answers: content and refusal become a text block, tool calls tool_use
 // blocks, reasoning is dropped; finish_reason stop, length, tool_calls and

@@ -6,6 +6,8 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+
+	"github.com/tidwall/gjson"
 	"testing"
 	"time"
 )
@@ -70,3 +72,6 @@ func golden(t *testing.T, path string, got []byte) {
 
 // readFileErr reads a file, for callers without a testing.TB.
 func readFileErr(path string) ([]byte, error) { return os.ReadFile(path) }
+
+// gjsonGet reads path from a JSON body.
+func gjsonGet(body []byte, path string) gjson.Result { return gjson.GetBytes(body, path) }

@@ -17,7 +17,7 @@ import (
 type messagesRequest struct {
 	model, maxTokens, system, messages, stream       gjson.Result
 	stop, temperature, topP, tools, choice, metadata gjson.Result
-	mcpServers                                       gjson.Result
+	mcpServers, mock                                 gjson.Result
 }
 
 // RequestToOpenAI converts an Anthropic Messages request body into an
@@ -60,6 +60,8 @@ func RequestToOpenAI(dst, body []byte) (out []byte, model string, stream bool, e
 			r.metadata = v
 		case "mcp_servers":
 			r.mcpServers = v
+		case "mock":
+			r.mock = v
 		}
 		return true
 	})
@@ -111,7 +113,7 @@ func RequestToOpenAI(dst, body []byte) (out []byte, model string, stream bool, e
 		out = append(out, `,"user":`...)
 		out = appendToken(out, u.Raw)
 	}
-	return append(out, '}'), r.model.Str, stream, nil
+	return appendMock(out, r.mock), r.model.Str, stream, nil
 }
 
 // oaMessages writes OpenAI messages.

@@ -14,7 +14,7 @@ type chatRequest struct {
 	messages, tools, toolChoice, parallel, stop gjson.Result
 	temperature, topP, topK, n, responseFormat  gjson.Result
 	user, reasoningEffort, thinking             gjson.Result
-	maxTokens, maxCompletionTokens              gjson.Result
+	maxTokens, maxCompletionTokens, mock        gjson.Result
 	// Members refused unless absent or null (or false, or ["text"]).
 	logprobs, topLogprobs, audio, functions, fnCall gjson.Result
 	webSearch, modalities                           gjson.Result
@@ -74,6 +74,8 @@ func parseChat(body string) (chatRequest, error) {
 			r.maxTokens = v
 		case "max_completion_tokens":
 			r.maxCompletionTokens = v
+		case "mock":
+			r.mock = v
 		case "logprobs":
 			r.logprobs = v
 		case "top_logprobs":
@@ -167,7 +169,17 @@ func (p *Provider) appendRequest(dst []byte, c *providers.Call) ([]byte, error) 
 	if c.Stream {
 		dst = append(dst, `,"stream":true`...)
 	}
-	return append(dst, '}'), nil
+	return appendMock(dst, r.mock), nil
+}
+
+// appendMock passes the test mock's per-request "mock" object through
+// (see package mockllm) and closes the body.
+func appendMock(dst []byte, mock gjson.Result) []byte {
+	if mock.IsObject() {
+		dst = append(dst, `,"mock":`...)
+		dst = appendRawJSON(dst, mock.Raw)
+	}
+	return append(dst, '}')
 }
 
 // maxTokensFor picks max_tokens: the budget clamp, else the request's,
@@ -388,6 +400,9 @@ func appendImage(dst []byte, u, param string) ([]byte, error) {
 	mt, data, ok := parseDataURL(u)
 	if !ok {
 		return dst, paramErr(param, "the image must be an http(s) URL or a base64 data URL")
+	}
+	if mt == "image/jpg" { // a common misspelling of the registered type
+		mt = "image/jpeg"
 	}
 	known := false
 	for _, t := range imageTypes {
