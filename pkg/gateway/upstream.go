@@ -12,6 +12,7 @@ import (
 
 	"github.com/tollgate/tollgate/pkg/config"
 	"github.com/tollgate/tollgate/pkg/providers"
+	"github.com/tollgate/tollgate/pkg/providers/gemini"
 	"github.com/tollgate/tollgate/pkg/providers/openai"
 	"github.com/valyala/fasthttp"
 )
@@ -111,6 +112,8 @@ func newProvider(p config.Provider) (providers.Provider, error) {
 			Azure: p.Kind == config.KindAzure, APIVersion: p.APIVersion,
 			StreamUsage: openai.StreamUsage(p.StreamUsage), Headers: p.Headers,
 		})
+	case config.KindGemini:
+		return gemini.New(gemini.Options{Name: p.Name, BaseURL: p.BaseURL, APIKey: p.APIKey, APIVersion: p.APIVersion, Headers: p.Headers})
 	default:
 		return nil, fmt.Errorf("provider %s: kind %q is not supported yet", p.Name, p.Kind)
 	}
