@@ -210,14 +210,17 @@ func (w *oaMessages) user(content gjson.Result, i int) error {
 	if !content.IsArray() {
 		return paramErr(fmt.Sprintf("messages[%d].content", i), "must be a string or an array of blocks")
 	}
-	blocks := content.Array()
 	var err error
-	for j, b := range blocks {
+	j := -1
+	content.ForEach(func(_, b gjson.Result) bool {
+		j++
 		if b.Get("type").Str == "tool_result" {
-			if err = w.toolResult(b, fmt.Sprintf("messages[%d].content[%d]", i, j)); err != nil {
-				return err
-			}
+			err = w.toolResult(b, loc{i, j, -1})
 		}
+		return err == nil
+	})
+	if err != nil {
+		return err
 	}
 	parts := 0
 	part := func() {
@@ -229,28 +232,26 @@ func (w *oaMessages) user(content gjson.Result, i int) error {
 		}
 		parts++
 	}
-	for j, b := range blocks {
-		param := fmt.Sprintf("messages[%d].content[%d]", i, j)
-		if b.Get("type").Str == "tool_result" {
-			c := b.Get("content")
-			if !c.IsArray() {
-				continue
+	j = -1
+	content.ForEach(func(_, b gjson.Result) bool {
+		j++
+		if b.Get("type").Str != "tool_result" {
+			err = w.userBlock(b, loc{i, j, -1}, part)
+			return err == nil
+		}
+		k := -1
+		b.Get("content").ForEach(func(_, cb gjson.Result) bool {
+			k++
+			if cb.Get("type").Str == "image" {
+				part()
+				w.dst, err = appendImagePart(w.dst, cb, loc{i, j, k})
 			}
-			k := -1
-			c.ForEach(func(_, cb gjson.Result) bool {
-				k++
-				if cb.Get("type").Str == "image" {
-					part()
-					w.dst, err = appendImagePart(w.dst, cb, fmt.Sprintf("%s.content[%d]", param, k))
-				}
-				return err == nil
-			})
-		} else if err == nil {
-			err = w.userBlock(b, param, part)
-		}
-		if err != nil {
-			return err
-		}
+			return err == nil
+		})
+		return err == nil
+	})
+	if err != nil {
+		return err
 	}
 	if parts > 0 {
 		w.dst = append(w.dst, "]}"...)
@@ -259,7 +260,7 @@ func (w *oaMessages) user(content gjson.Result, i int) error {
 }
 
 // userBlock writes one user content block as an OpenAI part; part opens it.
-func (w *oaMessages) userBlock(b gjson.Result, param string, part func()) error {
+func (w *oaMessages) userBlock(b gjson.Result, at loc, part func()) error {
 	var err error
 	switch typ := b.Get("type").Str; typ {
 	case "text":
@@ -269,13 +270,13 @@ func (w *oaMessages) userBlock(b gjson.Result, param string, part func()) error 
 		w.dst = append(w.dst, '}')
 	case "image":
 		part()
-		w.dst, err = appendImagePart(w.dst, b, param)
+		w.dst, err = appendImagePart(w.dst, b, at)
 	case "document":
 		src := b.Get("source")
 		switch src.Get("type").Str {
 		case "base64":
 			if mt := src.Get("media_type").Str; mt != "application/pdf" {
-				return paramErr(param, "document media type %q is not supported", mt)
+				return paramErr(at.param(""), "document media type %q is not supported", mt)
 			}
 			part()
 			w.dst = append(w.dst, `{"type":"file","file":{"filename":"document.pdf","file_data":"data:application/pdf;base64,`...)
@@ -287,16 +288,29 @@ func (w *oaMessages) userBlock(b gjson.Result, param string, part func()) error 
 			w.dst = appendToken(w.dst, src.Get("data").Raw)
 			w.dst = append(w.dst, '}')
 		default:
-			return paramErr(param, "only base64 PDF and text documents are supported")
+			return paramErr(at.param(""), "only base64 PDF and text documents are supported")
 		}
 	default:
-		return paramErr(param, "content block type %q is not supported by this gateway", typ)
+		return paramErr(at.param(""), "content block type %q is not supported by this gateway", typ)
 	}
 	return err
 }
 
+// loc locates a block for error messages: block j of message i's content,
+// and block k of that tool result's content when k >= 0.
+type loc struct{ i, j, k int }
+
+// param names the located block, with suffix appended.
+func (l loc) param(suffix string) string {
+	p := fmt.Sprintf("messages[%d].content[%d]", l.i, l.j)
+	if l.k >= 0 {
+		p += fmt.Sprintf(".content[%d]", l.k)
+	}
+	return p + suffix
+}
+
 // appendImagePart appends an image_url part for an image block.
-func appendImagePart(dst []byte, b gjson.Result, param string) ([]byte, error) {
+func appendImagePart(dst []byte, b gjson.Result, at loc) ([]byte, error) {
 	src := b.Get("source")
 	switch src.Get("type").Str {
 	case "base64":
@@ -310,16 +324,16 @@ func appendImagePart(dst []byte, b gjson.Result, param string) ([]byte, error) {
 		dst = appendToken(dst, src.Get("url").Raw)
 		return append(dst, "}}"...), nil
 	}
-	return dst, paramErr(param+".source", "only base64 and url image sources are supported")
+	return dst, paramErr(at.param(".source"), "only base64 and url image sources are supported")
 }
 
 // toolResult writes a tool_result block as a tool message whose content is
 // the result's text (text blocks joined by newlines); its images go to the
 // user message that follows.
-func (w *oaMessages) toolResult(b gjson.Result, param string) error {
+func (w *oaMessages) toolResult(b gjson.Result, at loc) error {
 	id := b.Get("tool_use_id")
 	if id.Type != gjson.String || id.Str == "" {
-		return paramErr(param+".tool_use_id", "a tool result needs a tool_use_id")
+		return paramErr(at.param(".tool_use_id"), "a tool result needs a tool_use_id")
 	}
 	w.begin("tool")
 	w.dst = append(w.dst, `,"tool_call_id":`...)
@@ -343,7 +357,7 @@ func (w *oaMessages) toolResult(b gjson.Result, param string) error {
 				w.dst = appendEscaped(w.dst, inner(cb.Get("text").Raw))
 			case "image":
 			default:
-				err = paramErr(fmt.Sprintf("%s.content[%d]", param, k), "tool result block type %q is not supported", typ)
+				err = paramErr(loc{at.i, at.j, k}.param(""), "tool result block type %q is not supported", typ)
 			}
 			return err == nil
 		})
@@ -586,6 +600,9 @@ func ResponseFromOpenAI(dst, body []byte, model string) ([]byte, error) {
 	var err error
 	calls := 0
 	msg.Get("tool_calls").ForEach(func(_, tc gjson.Result) bool {
+		if !tc.IsObject() {
+			return true // "tool_calls": null
+		}
 		input := strings.TrimSpace(tc.Get("function.arguments").Str)
 		if input == "" {
 			input = "{}"

@@ -269,6 +269,9 @@ func rawUint(raw string) uint64 {
 // appendUint appends the decimal form of n.
 func appendUint(dst []byte, n uint64) []byte { return strconv.AppendUint(dst, n, 10) }
 
+// stringBytes views s as bytes without copying; they must not be changed.
+func stringBytes(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)) }
+
 // bytesString views b as a string without copying; b must not change while
 // the string is in use.
 func bytesString(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }

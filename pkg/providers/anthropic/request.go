@@ -28,8 +28,27 @@ const jsonModeInstruction = "Respond with a single valid JSON object and nothing
 // parameters.
 const defaultSchema = `{"type":"object","properties":{}}`
 
-// Thinking budgets for reasoning_effort.
-var effortBudget = map[string]int64{"low": 1024, "medium": 4096, "high": 16384}
+// effortBudget returns the thinking budget for a reasoning_effort.
+func effortBudget(effort string) (int64, bool) {
+	switch effort {
+	case "low":
+		return 1024, true
+	case "medium":
+		return 4096, true
+	case "high":
+		return 16384, true
+	}
+	return 0, false
+}
+
+// contentParam names part j of message i's content (the whole content
+// when j < 0), for errors.
+func contentParam(i, j int) string {
+	if j < 0 {
+		return fmt.Sprintf("messages[%d].content", i)
+	}
+	return fmt.Sprintf("messages[%d].content[%d]", i, j)
+}
 
 func paramErr(param, format string, args ...any) error {
 	return &providers.ParamError{Param: param, Message: fmt.Sprintf(format, args...)}
@@ -117,13 +136,15 @@ func (r *chatRequest) check() error {
 	case r.n.Exists() && r.n.Type != gjson.Null && r.n.Int() != 1:
 		return paramErr("n", "the Anthropic API returns one choice; n must be 1")
 	}
-	bad := false
-	r.modalities.ForEach(func(_, m gjson.Result) bool {
-		bad = m.Str != "text"
-		return !bad
-	})
-	if bad {
-		return paramErr("modalities", "the Anthropic API produces text only")
+	if m := r.modalities; m.Exists() && m.Type != gjson.Null {
+		textOnly := m.IsArray()
+		m.ForEach(func(_, v gjson.Result) bool {
+			textOnly = textOnly && v.Str == "text"
+			return textOnly
+		})
+		if !textOnly {
+			return paramErr("modalities", "the Anthropic API produces text only")
+		}
 	}
 	return nil
 }
@@ -238,7 +259,7 @@ func appendSystem(dst []byte, messages gjson.Result, jsonMode bool) ([]byte, err
 		if role := m.Get("role").Str; role != "system" && role != "developer" {
 			return true
 		}
-		err = forEachText(m.Get("content"), fmt.Sprintf("messages[%d].content", i), block)
+		err = forEachText(m.Get("content"), i, block)
 		return err == nil
 	})
 	if err != nil {
@@ -254,8 +275,9 @@ func appendSystem(dst []byte, messages gjson.Result, jsonMode bool) ([]byte, err
 }
 
 // forEachText calls f with the raw token of each non-empty text of a
-// string content or an array of text parts. Other parts are refused.
-func forEachText(content gjson.Result, param string, f func(textRaw string)) error {
+// string content or an array of text parts (message i's). Other parts are
+// refused.
+func forEachText(content gjson.Result, i int, f func(textRaw string)) error {
 	switch {
 	case content.Type == gjson.String:
 		if content.Raw != `""` {
@@ -265,14 +287,14 @@ func forEachText(content gjson.Result, param string, f func(textRaw string)) err
 	case content.Type == gjson.Null || !content.Exists():
 		return nil
 	case !content.IsArray():
-		return paramErr(param, "must be a string or an array of text parts")
+		return paramErr(contentParam(i, -1), "must be a string or an array of text parts")
 	}
 	var err error
 	j := -1
 	content.ForEach(func(_, part gjson.Result) bool {
 		j++
 		if t := part.Get("type").Str; t != "text" {
-			err = paramErr(fmt.Sprintf("%s[%d]", param, j), "only text parts are allowed here, not %q", t)
+			err = paramErr(contentParam(i, j), "only text parts are allowed here, not %q", t)
 			return false
 		}
 		if t := part.Get("text"); t.Type == gjson.String && t.Raw != `""` {
@@ -356,13 +378,12 @@ func (t *turns) user(content gjson.Result, i int) error {
 		return nil
 	}
 	if !content.IsArray() {
-		return paramErr(fmt.Sprintf("messages[%d].content", i), "must be a string or an array of parts")
+		return paramErr(contentParam(i, -1), "must be a string or an array of parts")
 	}
 	var err error
 	j := -1
 	content.ForEach(func(_, part gjson.Result) bool {
 		j++
-		param := fmt.Sprintf("messages[%d].content[%d]", i, j)
 		switch typ := part.Get("type").Str; typ {
 		case "text":
 			if tx := part.Get("text"); tx.Type == gjson.String && tx.Raw != `""` {
@@ -374,12 +395,12 @@ func (t *turns) user(content gjson.Result, i int) error {
 				u = u.Get("url")
 			}
 			t.block("user")
-			t.dst, err = appendImage(t.dst, u.Str, param)
+			t.dst, err = appendImage(t.dst, u.Str, i, j)
 		case "file":
 			t.block("user")
-			t.dst, err = appendFile(t.dst, part.Get("file"), param)
+			t.dst, err = appendFile(t.dst, part.Get("file"), i, j)
 		default:
-			err = paramErr(param, "content part type %q is not supported by the Anthropic API", typ)
+			err = paramErr(contentParam(i, j), "content part type %q is not supported by the Anthropic API", typ)
 		}
 		return err == nil
 	})
@@ -391,7 +412,7 @@ var imageTypes = [...]string{"image/jpeg", "image/png", "image/gif", "image/webp
 
 // appendImage appends an image block for a data URL (base64 source) or an
 // http(s) URL (url source; never fetched here).
-func appendImage(dst []byte, u, param string) ([]byte, error) {
+func appendImage(dst []byte, u string, i, j int) ([]byte, error) {
 	if strings.HasPrefix(u, "http://") || strings.HasPrefix(u, "https://") {
 		dst = append(dst, `{"type":"image","source":{"type":"url","url":`...)
 		dst = appendJSONString(dst, u)
@@ -399,7 +420,7 @@ func appendImage(dst []byte, u, param string) ([]byte, error) {
 	}
 	mt, data, ok := parseDataURL(u)
 	if !ok {
-		return dst, paramErr(param, "the image must be an http(s) URL or a base64 data URL")
+		return dst, paramErr(contentParam(i, j), "the image must be an http(s) URL or a base64 data URL")
 	}
 	if mt == "image/jpg" { // a common misspelling of the registered type
 		mt = "image/jpeg"
@@ -409,7 +430,7 @@ func appendImage(dst []byte, u, param string) ([]byte, error) {
 		known = known || mt == t
 	}
 	if !known {
-		return dst, paramErr(param, "image type %q is not supported by the Anthropic API (jpeg, png, gif, webp)", mt)
+		return dst, paramErr(contentParam(i, j), "image type %q is not supported by the Anthropic API (jpeg, png, gif, webp)", mt)
 	}
 	dst = append(dst, `{"type":"image","source":{"type":"base64","media_type":`...)
 	dst = appendJSONString(dst, mt)
@@ -419,10 +440,10 @@ func appendImage(dst []byte, u, param string) ([]byte, error) {
 }
 
 // appendFile appends a document block for a PDF given as file_data.
-func appendFile(dst []byte, f gjson.Result, param string) ([]byte, error) {
+func appendFile(dst []byte, f gjson.Result, i, j int) ([]byte, error) {
 	mt, data, ok := parseDataURL(f.Get("file_data").Str)
 	if !ok || mt != "application/pdf" {
-		return dst, paramErr(param, "only PDF files given as base64 file_data are supported by the Anthropic API")
+		return dst, paramErr(contentParam(i, j), "only PDF files given as base64 file_data are supported by the Anthropic API")
 	}
 	dst = append(dst, `{"type":"document","source":{"type":"base64","media_type":"application/pdf","data":`...)
 	dst = appendJSONString(dst, data)
@@ -462,7 +483,7 @@ func (t *turns) assistant(m gjson.Result, i int) error {
 			case "refusal":
 				tx = part.Get("refusal")
 			default:
-				err = paramErr(fmt.Sprintf("messages[%d].content[%d]", i, j), "assistant content part type %q is not supported", typ)
+				err = paramErr(contentParam(i, j), "assistant content part type %q is not supported", typ)
 				return false
 			}
 			if tx.Type == gjson.String && tx.Raw != `""` {
@@ -479,24 +500,32 @@ func (t *turns) assistant(m gjson.Result, i int) error {
 	if fc := m.Get("function_call"); fc.Exists() && fc.Type != gjson.Null {
 		return paramErr(fmt.Sprintf("messages[%d].function_call", i), "is not supported; use tool_calls")
 	}
+	calls := m.Get("tool_calls")
+	switch {
+	case calls.Type == gjson.Null || !calls.Exists():
+		return nil
+	case !calls.IsArray():
+		return paramErr(fmt.Sprintf("messages[%d].tool_calls", i), "must be an array")
+	}
 	j := -1
-	m.Get("tool_calls").ForEach(func(_, tc gjson.Result) bool {
+	calls.ForEach(func(_, tc gjson.Result) bool {
 		j++
-		err = t.toolUse(tc, fmt.Sprintf("messages[%d].tool_calls[%d]", i, j))
+		err = t.toolUse(tc, i, j)
 		return err == nil
 	})
 	return err
 }
 
-// toolUse writes one tool call as a tool_use block.
-func (t *turns) toolUse(tc gjson.Result, param string) error {
+// toolUse writes tool call j of message i as a tool_use block.
+func (t *turns) toolUse(tc gjson.Result, i, j int) error {
+	param := func(field string) string { return fmt.Sprintf("messages[%d].tool_calls[%d].%s", i, j, field) }
 	id := tc.Get("id")
 	if id.Type != gjson.String || id.Str == "" {
-		return paramErr(param+".id", "a tool call needs an id")
+		return paramErr(param("id"), "a tool call needs an id")
 	}
 	name := tc.Get("function.name")
 	if name.Type != gjson.String || name.Str == "" {
-		return paramErr(param+".function.name", "a tool call needs a function name")
+		return paramErr(param("function.name"), "a tool call needs a function name")
 	}
 	args := tc.Get("function.arguments")
 	input := args.Raw
@@ -511,7 +540,7 @@ func (t *turns) toolUse(tc gjson.Result, param string) error {
 		input = "{}"
 	}
 	if !isObject(input) {
-		return paramErr(param+".function.arguments", "must be a JSON object")
+		return paramErr(param("function.arguments"), "must be a JSON object")
 	}
 	t.block("assistant")
 	t.dst = append(t.dst, `{"type":"tool_use","id":`...)
@@ -526,7 +555,7 @@ func (t *turns) toolUse(tc gjson.Result, param string) error {
 
 // isObject reports whether s is a valid JSON object.
 func isObject(s string) bool {
-	return len(s) > 0 && s[0] == '{' && providers.ValidJSON([]byte(s))
+	return len(s) > 0 && s[0] == '{' && providers.ValidJSON(stringBytes(s))
 }
 
 // tool writes a tool result as a tool_result block of a user turn, so
@@ -548,7 +577,7 @@ func (t *turns) tool(m gjson.Result, i int) error {
 		}
 	case content.IsArray():
 		n := 0
-		err := forEachText(content, fmt.Sprintf("messages[%d].content", i), func(textRaw string) {
+		err := forEachText(content, i, func(textRaw string) {
 			if n == 0 {
 				t.dst = append(t.dst, `,"content":[`...)
 			} else {
@@ -751,7 +780,7 @@ func appendThinking(dst []byte, r *chatRequest, maxTokens int64) ([]byte, error)
 	if e == "none" || e == "minimal" {
 		return dst, nil
 	}
-	budget, ok := effortBudget[e]
+	budget, ok := effortBudget(e)
 	if !ok {
 		return dst, paramErr("reasoning_effort", "unknown value %q", e)
 	}

@@ -68,6 +68,7 @@ func TestBuildRejects(t *testing.T) {
 		{"temperature above 1", `{"messages":[` + user + `],"temperature":1.5}`, "temperature"},
 		{"logprobs", `{"messages":[` + user + `],"logprobs":true}`, "logprobs"},
 		{"audio out", `{"messages":[` + user + `],"modalities":["text","audio"]}`, "modalities"},
+		{"modalities not a list", `{"messages":[` + user + `],"modalities":"text"}`, "modalities"},
 		{"functions", `{"messages":[` + user + `],"functions":[{"name":"f"}]}`, "functions"},
 		{"no messages", `{"model":"m"}`, "messages"},
 		{"audio part", `{"messages":[{"role":"user","content":[{"type":"input_audio","input_audio":{"data":"x","format":"wav"}}]}]}`, "messages[0].content[0]"},
