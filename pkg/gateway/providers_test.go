@@ -18,6 +18,9 @@ func TestProviderKindsEndToEnd(t *testing.T) {
 		embeds bool
 	}{
 		{"gemini", func(p *config.Provider, u string) { p.BaseURL = strings.TrimSuffix(u, "/v1") }, true},
+		{"bedrock", func(p *config.Provider, u string) {
+			p.BaseURL, p.Region, p.AccessKeyID, p.SecretAccessKey = strings.TrimSuffix(u, "/v1"), "us-east-1", "AKIDEXAMPLE", testProvKey
+		}, false},
 	}
 	for _, k := range kinds {
 		t.Run(k.kind, func(t *testing.T) {

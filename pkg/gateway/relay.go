@@ -192,8 +192,12 @@ func (r *relay) upstreamEnded(err error) {
 	case err == io.EOF && r.stream.Complete():
 		// finish_reason without [DONE]: the answer is complete.
 		r.done = true
+	case errors.Is(err, providers.ErrMalformed):
+		r.fail(&apiError{Status: fiber.StatusBadGateway, Type: typeUpstream, Code: "upstream_malformed",
+			Message: fmt.Sprintf("provider %s sent a malformed stream frame", name)})
 	case err == io.EOF || errors.Is(err, io.ErrUnexpectedEOF):
-		if len(r.fr.Buffered()) > 0 && !looksLikeEvent(r.fr.Buffered()) {
+		// A non-SSE tail is garbage; a partial binary frame is a cut.
+		if r.fr == providers.Framer(r.sc) && len(r.fr.Buffered()) > 0 && !looksLikeEvent(r.fr.Buffered()) {
 			r.fail(&apiError{Status: fiber.StatusBadGateway, Type: typeUpstream, Code: "upstream_malformed",
 				Message: fmt.Sprintf("provider %s sent a malformed stream event", name)})
 			return

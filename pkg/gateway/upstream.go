@@ -12,6 +12,7 @@ import (
 
 	"github.com/tollgate/tollgate/pkg/config"
 	"github.com/tollgate/tollgate/pkg/providers"
+	"github.com/tollgate/tollgate/pkg/providers/bedrock"
 	"github.com/tollgate/tollgate/pkg/providers/gemini"
 	"github.com/tollgate/tollgate/pkg/providers/openai"
 	"github.com/valyala/fasthttp"
@@ -24,7 +25,7 @@ type upstream struct {
 	prov      providers.Provider
 	hc        *fasthttp.HostClient
 	hasKey    bool
-	apiKey    string // to scrub from upstream error text; a secret
+	secrets   []string // to scrub from upstream error text
 	apiKeyEnv string
 	timeouts  config.Timeouts
 }
@@ -69,13 +70,14 @@ func newUpstream(p config.Provider) (*upstream, error) {
 		name:      p.Name,
 		kind:      p.Kind,
 		prov:      prov,
-		hasKey:    p.APIKey != "" || p.Kind == config.KindMock || p.Kind == config.KindBedrock && p.AccessKeyID != "",
-		apiKey:    p.APIKey,
+		hasKey:    p.APIKey != "" || p.Kind == config.KindMock || p.Kind == config.KindBedrock && p.AccessKeyID != "" && p.SecretAccessKey != "",
 		apiKeyEnv: p.APIKeyEnv,
 		timeouts:  p.Timeouts,
 	}
-	if p.Kind == config.KindBedrock {
-		up.apiKey = p.SecretAccessKey
+	for _, s := range []string{p.APIKey, p.SecretAccessKey, p.SessionToken} {
+		if len(s) >= 8 { // shorter strings would scrub ordinary words
+			up.secrets = append(up.secrets, s)
+		}
 	}
 	dialer := &net.Dialer{Timeout: p.Timeouts.Connect, KeepAlive: 30 * time.Second}
 	up.hc = &fasthttp.HostClient{
@@ -112,6 +114,9 @@ func newProvider(p config.Provider) (providers.Provider, error) {
 			Azure: p.Kind == config.KindAzure, APIVersion: p.APIVersion,
 			StreamUsage: openai.StreamUsage(p.StreamUsage), Headers: p.Headers,
 		})
+	case config.KindBedrock:
+		return bedrock.New(bedrock.Options{Name: p.Name, BaseURL: p.BaseURL, APIKey: p.APIKey, Region: p.Region,
+			AccessKeyID: p.AccessKeyID, SecretAccessKey: p.SecretAccessKey, SessionToken: p.SessionToken, Headers: p.Headers})
 	case config.KindGemini:
 		return gemini.New(gemini.Options{Name: p.Name, BaseURL: p.BaseURL, APIKey: p.APIKey, APIVersion: p.APIVersion, Headers: p.Headers})
 	default:
@@ -171,8 +176,8 @@ func (u *upstream) classify(err error) *apiError {
 
 // scrub removes the provider key from text that came from upstream.
 func (u *upstream) scrub(s string) string {
-	if u.apiKey == "" {
-		return s
+	for _, k := range u.secrets {
+		s = strings.ReplaceAll(s, k, "[redacted]")
 	}
-	return strings.ReplaceAll(s, u.apiKey, "[redacted]")
+	return s
 }
