@@ -75,41 +75,69 @@ func (e *Encoder) Event(dst, ev []byte) ([]byte, error) {
 	if !providers.ValidJSON(data) {
 		return dst, fmt.Errorf("encode messages stream: %w: event is not JSON", providers.ErrMalformed)
 	}
-	d := bytesString(data)
-	if errObj := member(d, "error"); len(errObj) > 0 && errObj[0] == '{' {
-		msg := inner(member(errObj, "message"))
-		dst = e.failRaw(dst, ErrAPI, msg)
-		return dst, nil
+	var errObj, usage, choices string
+	eachMember(bytesString(data), func(k, v string) bool {
+		switch k {
+		case "error":
+			errObj = v
+		case "usage":
+			usage = v
+		case "choices":
+			choices = v
+		}
+		return true
+	})
+	if len(errObj) > 0 && errObj[0] == '{' {
+		return e.failRaw(dst, ErrAPI, inner(member(errObj, "message"))), nil
 	}
 	if !e.started {
 		dst = e.start(dst)
 	}
-	if u := member(d, "usage"); len(u) > 0 && u[0] == '{' {
+	if len(usage) > 0 && usage[0] == '{' {
 		e.u = providers.Usage{
-			Prompt:     rawUint(member(u, "prompt_tokens")),
-			Completion: rawUint(member(u, "completion_tokens")),
-			Cached:     rawUint(member(member(u, "prompt_tokens_details"), "cached_tokens")),
-			Reasoning:  rawUint(member(member(u, "completion_tokens_details"), "reasoning_tokens")),
+			Prompt:     rawUint(member(usage, "prompt_tokens")),
+			Completion: rawUint(member(usage, "completion_tokens")),
+			Cached:     rawUint(member(member(usage, "prompt_tokens_details"), "cached_tokens")),
+			Reasoning:  rawUint(member(member(usage, "completion_tokens_details"), "reasoning_tokens")),
 			Reported:   true,
 		}
 	}
 	var choice string
-	forEachRaw(member(d, "choices"), func(_ int, c string) bool {
+	forEachRaw(choices, func(_ int, c string) bool {
 		choice = c
 		return false
 	})
 	if choice == "" {
 		return dst, nil
 	}
-	delta := member(choice, "delta")
-	if c := inner(member(delta, "content")); c != "" {
+	var delta, finish string
+	eachMember(choice, func(k, v string) bool {
+		switch k {
+		case "delta":
+			delta = v
+		case "finish_reason":
+			finish = v
+		}
+		return true
+	})
+	var content, calls string
+	eachMember(delta, func(k, v string) bool {
+		switch k {
+		case "content":
+			content = v
+		case "tool_calls":
+			calls = v
+		}
+		return true
+	})
+	if c := inner(content); c != "" {
 		dst = e.text(dst, c)
 	}
-	forEachRaw(member(delta, "tool_calls"), func(_ int, tc string) bool {
+	forEachRaw(calls, func(_ int, tc string) bool {
 		dst = e.toolCall(dst, tc)
 		return true
 	})
-	if fr := member(choice, "finish_reason"); isString(fr) {
+	if fr := finish; isString(fr) {
 		e.stop = stopReason(inner(fr))
 		dst = e.closeBlock(dst)
 	}

@@ -2,6 +2,7 @@ package anthropic
 
 import (
 	"strconv"
+	"strings"
 	"unicode/utf8"
 	"unsafe"
 )
@@ -150,6 +151,37 @@ func member(obj, key string) string {
 	}
 }
 
+// eachMember calls f with each key (as written) and raw value of the JSON
+// object obj, in order, until f returns false: one pass where several
+// member calls would each scan the object.
+func eachMember(obj string, f func(key, value string) bool) {
+	i := skipSpace(obj, 0)
+	if i >= len(obj) || obj[i] != '{' {
+		return
+	}
+	for i++; ; i++ { // i is at '{' or ',' here
+		i = skipSpace(obj, i)
+		if i >= len(obj) || obj[i] != '"' {
+			return
+		}
+		end := skipString(obj, i)
+		k := obj[i+1 : max(end-1, i+1)]
+		i = skipSpace(obj, end)
+		if i >= len(obj) || obj[i] != ':' {
+			return
+		}
+		i = skipSpace(obj, i+1)
+		end = skipValue(obj, i)
+		if !f(k, obj[i:end]) {
+			return
+		}
+		i = skipSpace(obj, end)
+		if i >= len(obj) || obj[i] != ',' {
+			return
+		}
+	}
+}
+
 // forEachRaw calls f with the raw text of each element of the JSON array
 // arr, stopping early when f returns false. It does nothing when arr is not
 // an array.
@@ -184,13 +216,21 @@ func skipSpace(s string, i int) int {
 }
 
 // skipString returns the index just past the string token starting at
-// s[i] == '"'.
+// s[i] == '"'. It jumps from quote to quote; a quote after an odd number
+// of backslashes is escaped.
 func skipString(s string, i int) int {
-	for i++; i < len(s); i++ {
-		switch s[i] {
-		case '\\':
-			i++
-		case '"':
+	start := i + 1
+	for i = start; i < len(s); i++ {
+		j := strings.IndexByte(s[i:], '"')
+		if j < 0 {
+			break
+		}
+		i += j
+		n := 0
+		for k := i - 1; k >= start && s[k] == '\\'; k-- {
+			n++
+		}
+		if n%2 == 0 {
 			return i + 1
 		}
 	}
