@@ -87,10 +87,16 @@ func TestStreamRelayedChunkByChunk(t *testing.T) {
 	// No buffering: every content chunk reached the client while the upstream
 	// was still pacing the later ones, so arrivals are spread over the
 	// stream instead of landing together at its end.
+	spread := 0
 	for i := 1; i < n; i++ {
-		if gap := content[i].Sub(content[i-1]); gap < delay/2 {
-			t.Errorf("chunk %d arrived %v after chunk %d: relayed in a batch, not as generated", i, gap, i-1)
+		if content[i].Sub(content[i-1]) >= delay/2 {
+			spread++
 		}
+	}
+	// One gap may shrink when the machine stalls a goroutine; a buffering
+	// relay would shrink them all.
+	if spread < n-2 {
+		t.Errorf("only %d of %d gaps between chunks kept the upstream's pacing: relayed in batches", spread, n-1)
 	}
 	if first := content[0].Sub(start); first > time.Duration(n-2)*delay {
 		t.Errorf("first content chunk took %v: the stream was buffered", first)
