@@ -4,6 +4,9 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/tidwall/gjson"
+	"github.com/tollgate/tollgate/pkg/providers"
 )
 
 func TestAppendJSONString(t *testing.T) {
@@ -47,13 +50,16 @@ func TestAppendEscaped(t *testing.T) {
 }
 
 func TestMember(t *testing.T) {
-	obj := `{ "a" : 1, "b":{"c":[1,{"d":"}"}]}, "e":"x\"y", "a":2 }`
+	obj := `{ "a" : 1, "b":{"c":[1,{"d":"}"}]}, "e":"x\"y", "g":"back\\", "h":"\\\"q", "i":3, "a":2 }`
 	tests := []struct {
 		key, want string
 	}{
 		{"a", "1"},
 		{"b", `{"c":[1,{"d":"}"}]}`},
 		{"e", `"x\"y"`},
+		{"g", `"back\\"`},
+		{"h", `"\\\"q"`},
+		{"i", "3"},
 		{"z", ""},
 	}
 	for _, tt := range tests {
@@ -109,6 +115,41 @@ func FuzzAppendEscaped(f *testing.F) {
 		_ = json.Unmarshal(tok, &want)
 		if back != want {
 			t.Fatalf("%s decoded to %q, want %q", tok, back, want)
+		}
+	})
+}
+
+// FuzzEachMember checks the raw member scanner against gjson on valid
+// objects: the same members, each value valid JSON, and member finding
+// the first of each key.
+func FuzzEachMember(f *testing.F) {
+	for _, s := range []string{`{}`, `{"a":1,"b":"x\\\"","c":[{"d":"]}"}]}`, `{ "k" : { "n" : null } , "k":2}`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, obj string) {
+		if !providers.ValidJSON([]byte(obj)) || !gjson.Parse(obj).IsObject() {
+			return
+		}
+		var want []string
+		gjson.Parse(obj).ForEach(func(k, v gjson.Result) bool {
+			want = append(want, v.Raw)
+			return true
+		})
+		var got []string
+		seen := map[string]bool{}
+		eachMember(obj, func(k, v string) bool {
+			got = append(got, v)
+			if !json.Valid([]byte(v)) {
+				t.Fatalf("value %q of %q is not JSON", v, k)
+			}
+			if !seen[k] && member(obj, k) != v {
+				t.Fatalf("member(%q) = %q, want %q", k, member(obj, k), v)
+			}
+			seen[k] = true
+			return true
+		})
+		if strings.Join(got, "\x00") != strings.Join(want, "\x00") {
+			t.Fatalf("members %q, gjson %q", got, want)
 		}
 	})
 }
