@@ -1,0 +1,538 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"path"
+	"slices"
+	"strings"
+	"time"
+)
+
+// namedChart is a chart and its file name.
+type namedChart struct {
+	file  string
+	alt   string
+	chart barChart
+}
+
+// charts builds the charts of r.
+func charts(r *Results) []namedChart {
+	var out []namedChart
+	bySeries := func(group string, label func(Scenario) string, value func(*Run) float64, targets []string) ([]string, []series) {
+		var groups []string
+		ss := make([]series, len(targets))
+		for i, t := range targets {
+			ss[i] = series{name: t, color: targetColor(t)}
+		}
+		for _, sc := range r.Scenarios {
+			if sc.Group != group {
+				continue
+			}
+			groups = append(groups, label(sc))
+			for i, t := range targets {
+				v := math.NaN()
+				if tr := sc.target(t); tr != nil && len(tr.Runs) > 0 {
+					v = value(&tr.Median)
+				}
+				ss[i].values = append(ss[i].values, v)
+			}
+		}
+		return groups, ss
+	}
+	clients := func(sc Scenario) string {
+		l := fmt.Sprintf("%.0f %s", sc.X, plural(int(sc.X), "client"))
+		if strings.Contains(sc.Name, "paced") {
+			l += ", paced"
+		}
+		return l
+	}
+	rps := func(x *Run) float64 { return x.RPS }
+	if g, s := bySeries(groupNonStream, clients, rps, allTargets()); len(g) > 0 {
+		out = append(out, namedChart{"nonstream-rps.svg", "Non-stream requests per second by client count",
+			barChart{title: "Non-stream throughput (instant upstream, 200-word prompt)", yLabel: "requests/s", groups: g, series: s}})
+	}
+	if g, s := bySeries(groupStream, clients, rps, allTargets()); len(g) > 0 {
+		out = append(out, namedChart{"stream-rps.svg", "Streams per second by client count",
+			barChart{title: "Stream throughput (50 chunks each)", yLabel: "streams/s", groups: g, series: s}})
+	}
+	for _, name := range []string{"nonstream-c1", "nonstream-c32"} {
+		var sc *Scenario
+		for i := range r.Scenarios {
+			if r.Scenarios[i].Name == name {
+				sc = &r.Scenarios[i]
+			}
+		}
+		if sc == nil {
+			continue
+		}
+		groups := []string{"p50", "p90", "p99", "p99.9"}
+		var ss []series
+		for _, t := range allTargets() {
+			tr := sc.target(t)
+			if tr == nil {
+				continue
+			}
+			m := tr.Median
+			ss = append(ss, series{name: t, color: targetColor(t), values: []float64{m.P50, m.P90, m.P99, m.P999}})
+		}
+		out = append(out, namedChart{"latency-" + strings.TrimPrefix(name, "nonstream-") + ".svg", "Latency percentiles, " + sc.Title,
+			barChart{title: "Latency percentiles: " + sc.Title, yLabel: "ms", groups: groups, series: ss}})
+	}
+	rate := func(sc Scenario) string { return fmt.Sprintf("%.0f req/s", sc.X) }
+	if g, s := bySeries(groupOpen, rate, func(x *Run) float64 { return x.P99 }, allTargets()); len(g) > 0 {
+		out = append(out, namedChart{"open-loop-p99.svg", "Open loop p99 latency by request rate",
+			barChart{title: "Open loop with a 300 ms upstream: p99 latency", yLabel: "ms (from intended send time)", groups: g, series: s}})
+	}
+	if len(r.Startup) > 0 {
+		streams := func(sc Scenario) string { return fmt.Sprintf("%.0f streams", sc.X) }
+		g, s := bySeries(groupHold, streams, func(x *Run) float64 { return x.RSSEndMB }, []string{targetBareproxy, targetTollgate})
+		g = append([]string{"idle"}, g...)
+		for i := range s {
+			idle := math.NaN()
+			if st := r.startup(s[i].name); st != nil {
+				idle = st.MedianRSS
+			}
+			s[i].values = append([]float64{idle}, s[i].values...)
+		}
+		if st := r.startup("tollgate --embed"); st != nil {
+			vals := make([]float64, len(g))
+			for i := range vals {
+				vals[i] = math.NaN()
+			}
+			vals[0] = st.MedianRSS
+			s = append(s, series{name: "tollgate --embed", color: "#59a14f", values: vals})
+		}
+		out = append(out, namedChart{"memory.svg", "Resident memory idle and with concurrent slow streams",
+			barChart{title: "Resident memory (RSS)", yLabel: "MiB", groups: g, series: s}})
+	}
+	return out
+}
+
+// md accumulates markdown.
+type md struct{ bytes.Buffer }
+
+func (m *md) p(format string, a ...any) { fmt.Fprintf(&m.Buffer, format, a...) }
+
+// row writes one table row.
+func (m *md) row(cells ...string) { m.p("| %s |\n", strings.Join(cells, " | ")) }
+
+// header writes a table header.
+func (m *md) header(cells ...string) {
+	m.row(cells...)
+	sep := make([]string, len(cells))
+	for i := range sep {
+		sep[i] = "---"
+	}
+	m.row(sep...)
+}
+
+// Number formats for tables.
+func ms3(v float64) string { return fmt.Sprintf("%.3f", v) }
+func ms2(v float64) string { return fmt.Sprintf("%.2f", v) }
+func n0(v float64) string  { return fmt.Sprintf("%.0f", v) }
+
+// times formats a ratio, or "-" when there is none.
+func times(v float64) string {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f×", v)
+}
+
+// delta formats a difference in milliseconds.
+func delta(v float64) string { return fmt.Sprintf("%+.3f", v) }
+
+// errText formats error counts, with their kinds.
+func errText(r *Run) string {
+	if r.Errors == 0 {
+		return "0"
+	}
+	var kinds []string
+	for k, n := range r.ErrorsByKind {
+		kinds = append(kinds, fmt.Sprintf("%s %d", k, n))
+	}
+	slices.Sort(kinds)
+	return fmt.Sprintf("**%d** (%s)", r.Errors, strings.Join(kinds, ", "))
+}
+
+// render writes BENCHMARKS.md. chartDir is the charts' directory relative
+// to the markdown file; soak may be nil.
+func render(r *Results, soak *Soak, chartDir string) []byte {
+	var m md
+	m.p("# Benchmarks\n\n")
+	m.p("Tollgate measured against a bare Go reverse proxy and against direct calls to an instant mock upstream, in one run, with Tollgate's full request path switched on (JWT verification, budget and rate-limit checks, usage events to a real NATS JetStream server). ")
+	m.p("This file is generated by `make bench` (%s, commit `%s`); do not edit it by hand. ", r.Finished.UTC().Format("2006-01-02 15:04 UTC"), r.Machine.Commit)
+	m.p("The figures are in [%s](%s).\n\n", path.Join(chartDir, "latest.json"), path.Join(chartDir, "latest.json"))
+
+	m.p("## Headline\n\n")
+	headline(&m, r)
+	m.p("\n## Targets\n\n")
+	cs := evaluate(r)
+	met, measured := 0, 0
+	m.header("Target (ratios within this run)", "Measured", "Verdict")
+	for _, c := range cs {
+		v := c.Verdict
+		switch v {
+		case verdictMet:
+			met++
+			measured++
+			v = "met"
+		case verdictMissed:
+			measured++
+			v = "**missed**"
+		}
+		m.row(c.Goal, c.Measured, v)
+	}
+	m.p("\n%d of %d measured targets met.\n\n", met, measured)
+
+	m.p("## Charts\n\n")
+	for _, c := range charts(r) {
+		m.p("![%s](%s)\n\n", c.alt, path.Join(chartDir, c.file))
+	}
+
+	method(&m, r)
+	machine(&m, r)
+
+	m.p("## Results\n\n")
+	m.p("Medians over %d repetitions; errors are summed over all repetitions. Latency is in milliseconds, from the send time (closed loop) or the intended send time (open loop) to the last byte. ", r.Settings.Reps)
+	m.p("\"× bareproxy\" and \"× direct\" divide the row's figure by that target's; \"Δ\" columns subtract that target's figure from the row's. \"CPU\" is the serving process's CPU in cores over the window (mockllm for direct).\n\n")
+	closedTable(&m, r, groupNonStream, "Non-stream, instant upstream, 200-word prompt", false)
+	closedTable(&m, r, groupStream, "Streams of 50 chunks, instant upstream (paced: 5 ms between chunks)", true)
+	closedTable(&m, r, groupPayload, "Large payloads: 64 KB conversation history and 1,536-dimension embeddings, 32 clients", false)
+	openTable(&m, r)
+	cpuTable(&m, r)
+	memoryTable(&m, r)
+	startupTable(&m, r)
+	m.p("### Pending scenarios\n\n")
+	if len(r.Pending) == 0 {
+		m.p("None.\n\n")
+	}
+	for _, p := range r.Pending {
+		m.p("- **%s**: %s\n", p.Name, p.Reason)
+	}
+	if len(r.Pending) > 0 {
+		m.p("\n")
+	}
+	soakSection(&m, soak)
+	goBenchSection(&m, r.GoBench)
+	if len(r.Notes) > 0 {
+		m.p("## Notes on this run\n\n")
+		for _, n := range r.Notes {
+			m.p("- %s\n", n)
+		}
+		m.p("\n")
+	}
+	m.p("## Reproduce\n\n")
+	m.p("On a Linux machine with at least 2 cores, from the repository root:\n\n")
+	m.p("```\nmake bench        # this file, %s/latest.json and the charts (about %s)\nmake bench-soak   # the 3-minute soak, added to this file\n```\n\n", chartDir, (r.Finished.Sub(r.Started)).Round(time.Minute))
+	m.p("`make bench` runs `scripts/bench/run.sh`, which installs nats-server when it is missing and runs `%s`. Raw loadgen reports and process logs of each run stay in `bench-results/` (not committed). `go run ./scripts/bench/cmd/benchrun -h` lists the knobs (windows, repetitions, CPUs, a scenario filter).\n", r.Settings.Command)
+	return m.Bytes()
+}
+
+// headline writes the one table a reader looks at.
+func headline(m *md, r *Results) {
+	m.header("Scenario", "direct", "bareproxy", "tollgate", "tollgate / bareproxy")
+	get := func(name, target string) *Run { return r.lookup(name, target) }
+	line := func(label, name string, val func(*Run) float64, format func(float64) string, rel func(tg, bp float64) string) {
+		cells := []string{label}
+		vals := map[string]float64{}
+		for _, t := range allTargets() {
+			x := get(name, t)
+			if x == nil {
+				cells = append(cells, "-")
+				continue
+			}
+			vals[t] = val(x)
+			cells = append(cells, format(vals[t]))
+		}
+		tg, okT := vals[targetTollgate]
+		bp, okB := vals[targetBareproxy]
+		if okT && okB {
+			cells = append(cells, rel(tg, bp))
+		} else {
+			cells = append(cells, "-")
+		}
+		m.row(cells...)
+	}
+	div := func(tg, bp float64) string { return times(ratio(tg, bp)) }
+	sub := func(tg, bp float64) string { return delta(tg-bp) + " ms" }
+	rps := func(x *Run) float64 { return x.RPS }
+	line("Non-stream req/s, 8 clients", "nonstream-c8", rps, n0, div)
+	line("Non-stream req/s, 32 clients", "nonstream-c32", rps, n0, div)
+	line("Non-stream req/s, 128 clients", "nonstream-c128", rps, n0, div)
+	line("Non-stream p50 ms, 1 client", "nonstream-c1", func(x *Run) float64 { return x.P50 }, ms3, sub)
+	line("Non-stream p99 ms, 1 client", "nonstream-c1", func(x *Run) float64 { return x.P99 }, ms3, sub)
+	line("Streams/s, 64 clients", "stream-c64", rps, n0, div)
+	line("Time to first chunk p50 ms, 1 client", "stream-c1", func(x *Run) float64 { return x.TTFCP50 }, ms3, sub)
+	line("Open loop 2,000 req/s, 300 ms upstream: p99 ms", "open-300ms-r2000", func(x *Run) float64 { return x.P99 }, ms2, sub)
+	line("CPU s per 1,000 requests (1,000 req/s)", "cpu-r1000", func(x *Run) float64 { return x.CPUPer1k }, ms3, div)
+	line("MiB per 1,000 held streams (5,000 open)", "hold-5000", func(x *Run) float64 { return x.RSSPer1kStreamsMB }, ms2, div)
+	tg, bp := r.startup(targetTollgate), r.startup(targetBareproxy)
+	if tg != nil && bp != nil {
+		m.row("Idle RSS MiB", "-", ms2(bp.MedianRSS), ms2(tg.MedianRSS), times(ratio(tg.MedianRSS, bp.MedianRSS)))
+		m.row("Start-up to first proxied 200, ms", "-", ms2(bp.MedianMS), ms2(tg.MedianMS), delta(tg.MedianMS-bp.MedianMS)+" ms")
+	}
+}
+
+// method writes how the figures were taken.
+func method(m *md, r *Results) {
+	s := r.Settings
+	m.p("## Method\n\n")
+	m.p("- **Targets.** `direct`: loadgen calls mockllm itself. `bareproxy`: loadgen -> `scripts/bench/bareproxy` (the thinnest fasthttp reverse proxy: no auth, no accounting, pooled keep-alive upstream, chunk-by-chunk relay) -> mockllm. `tollgate`: loadgen -> the gateway -> mockllm. All on 127.0.0.1.\n")
+	m.p("- **Tollgate's full path.** An HS256 issuer verifies every request's JWT (minted with `tollctl token`; repeated tokens hit the verified-token cache as in production); a per-department monthly budget (large enough never to refuse) and a per-subject rate limit (high enough never to refuse) are checked and reserved on every request; every request's usage event goes to a real `nats-server` process with JetStream (its own store directory), and the budget consumer (`services/budget`, a separate process) folds the events into the spend totals the gateway watches. Routing is a single target per model (the routing issue has not landed).\n")
+	if s.Pinned {
+		m.p("- **CPU pinning.** The process under test (the gateway, or the bare proxy) runs alone on CPU %s (`taskset -c %s`); loadgen, mockllm, nats-server and the budget consumer share CPU %s. The serving process therefore has one core (GOMAXPROCS 1). For `direct` there is no process in the middle: loadgen and mockllm share one core, so `direct` is the reference for latency, not an upper bound on throughput.\n", s.GatewayCPU, s.GatewayCPU, s.LoadCPU)
+	} else {
+		m.p("- **CPU pinning was off** (fewer than 2 CPUs or no taskset): processes shared the CPUs, so ratios are less reliable.\n")
+	}
+	m.p("- **Interleaving.** For each scenario, every repetition runs direct, bareproxy, tollgate in turn (A B C A B C ...), %d repetitions; tables show medians. Before each run the suite waits until nats-server, the budget consumer, mockllm and the proxies are idle, so work left from one run cannot leak into the next.\n", s.Reps)
+	m.p("- **Windows.** Closed loop: %.1f s warm-up, then a %.1f s measured window; requests sent inside the window are measured, the ones still in flight at its end are awaited. Open loop: latency from the intended send time, so queueing cannot hide (coordinated omission).\n", s.WarmupS, s.DurationS)
+	m.p("- **Validation.** loadgen checks every answer: status, JSON shape, for streams the exact number of content chunks and the final `[DONE]`, for embeddings the dimension count. Anything else is an error of a named kind, never a fast success.\n")
+	m.p("- **Memory and start-up** use freshly started processes: start-up is from `exec` (through taskset) to the first 200 of a proxied chat request, polled every millisecond; idle RSS is read one second later. Held streams: loadgen opens N streams whose chunks come one a second and keeps them open; RSS is read from /proc before and with all streams open.\n")
+	m.p("- **CPU per 1,000 requests** is the serving process's user+system CPU time (/proc, 10 ms ticks) over a window at a fixed 1,000 req/s, divided by the requests served. For Tollgate the CPU spent by nats-server and the budget consumer on its events is shown separately.\n\n")
+}
+
+// machine writes the machine table.
+func machine(m *md, r *Results) {
+	mc := r.Machine
+	m.p("## Machine\n\n")
+	m.header("", "")
+	m.row("CPUs", fmt.Sprint(mc.CPUs))
+	m.row("CPU model", mc.CPUModel)
+	m.row("Memory", fmt.Sprintf("%d MB", mc.MemoryMB))
+	m.row("Kernel", mc.Kernel)
+	m.row("Go", mc.GoVersion)
+	m.row("Commit", "`"+mc.Commit+"`")
+	m.row("Load average (1 min) at start / end", fmt.Sprintf("%.2f / %.2f", mc.LoadStart, mc.LoadEnd))
+	m.row("Run", fmt.Sprintf("%s, %s", r.Started.UTC().Format("2006-01-02 15:04 UTC"), r.Finished.Sub(r.Started).Round(time.Second)))
+	m.p("\n")
+}
+
+// closedTable writes the table of a closed-loop group.
+func closedTable(m *md, r *Results, group, title string, stream bool) {
+	var scs []Scenario
+	for _, sc := range r.Scenarios {
+		if sc.Group == group {
+			scs = append(scs, sc)
+		}
+	}
+	if len(scs) == 0 {
+		return
+	}
+	m.p("### %s\n\n", title)
+	cols := []string{"Scenario", "Target", "req/s", "× bareproxy", "× direct", "p50", "p90", "p99", "p99.9", "Δp50 bareproxy", "Δp99 bareproxy", "Δp50 direct"}
+	if stream {
+		cols = append(cols, "TTFC p50", "TTFC p99", "ΔTTFC p50 bareproxy")
+	}
+	cols = append(cols, "CPU", "Errors")
+	m.header(cols...)
+	for _, sc := range scs {
+		bp, dir := sc.target(targetBareproxy), sc.target(targetDirect)
+		for _, tr := range sc.Targets {
+			x := tr.Median
+			cells := []string{shortTitle(sc), tr.Target, n0(x.RPS)}
+			cells = append(cells, relRPS(&x, bp, tr.Target == targetBareproxy), relRPS(&x, dir, tr.Target == targetDirect))
+			cells = append(cells, ms3(x.P50), ms3(x.P90), ms3(x.P99), ms3(x.P999))
+			cells = append(cells, relDelta(x.P50, bp, tr.Target == targetBareproxy, func(b *Run) float64 { return b.P50 }),
+				relDelta(x.P99, bp, tr.Target == targetBareproxy, func(b *Run) float64 { return b.P99 }),
+				relDelta(x.P50, dir, tr.Target == targetDirect, func(b *Run) float64 { return b.P50 }))
+			if stream {
+				cells = append(cells, ms3(x.TTFCP50), ms3(x.TTFCP99),
+					relDelta(x.TTFCP50, bp, tr.Target == targetBareproxy, func(b *Run) float64 { return b.TTFCP50 }))
+			}
+			cells = append(cells, ms2(x.Cores), errText(&x))
+			m.row(cells...)
+		}
+	}
+	m.p("\n")
+}
+
+// shortTitle is a scenario's label in a table.
+func shortTitle(sc Scenario) string {
+	switch sc.Group {
+	case groupNonStream:
+		return fmt.Sprintf("%.0f %s", sc.X, plural(int(sc.X), "client"))
+	case groupStream:
+		if strings.Contains(sc.Name, "paced") {
+			return fmt.Sprintf("%.0f clients, paced 5 ms", sc.X)
+		}
+		return fmt.Sprintf("%.0f %s", sc.X, plural(int(sc.X), "client"))
+	case groupOpen:
+		return fmt.Sprintf("%.0f req/s", sc.X)
+	case groupHold:
+		return fmt.Sprintf("%.0f streams", sc.X)
+	}
+	return sc.Title
+}
+
+// relRPS is x's throughput relative to ref's, "-" for ref itself.
+func relRPS(x *Run, ref *TargetResult, self bool) string {
+	if self || ref == nil || len(ref.Runs) == 0 {
+		return "-"
+	}
+	return times(ratio(x.RPS, ref.Median.RPS))
+}
+
+// relDelta is v minus ref's figure, "-" for ref itself.
+func relDelta(v float64, ref *TargetResult, self bool, get func(*Run) float64) string {
+	if self || ref == nil || len(ref.Runs) == 0 {
+		return "-"
+	}
+	return delta(v - get(&ref.Median))
+}
+
+// openTable writes the open-loop table.
+func openTable(m *md, r *Results) {
+	first := true
+	for _, sc := range r.Scenarios {
+		if sc.Group != groupOpen {
+			continue
+		}
+		if first {
+			m.p("### Open loop, 300 ms upstream, 200-word prompt\n\n")
+			m.header("Rate", "Target", "served req/s", "p50", "p99", "p99.9", "max", "Δp99 bareproxy", "Δp99 direct", "p99 × direct", "CPU", "Errors")
+			first = false
+		}
+		bp, dir := sc.target(targetBareproxy), sc.target(targetDirect)
+		for _, tr := range sc.Targets {
+			x := tr.Median
+			p99x := "-"
+			if tr.Target != targetDirect && dir != nil {
+				p99x = times(ratio(x.P99, dir.Median.P99))
+			}
+			m.row(shortTitle(sc), tr.Target, n0(x.RPS), ms2(x.P50), ms2(x.P99), ms2(x.P999), ms2(x.Max),
+				relDelta(x.P99, bp, tr.Target == targetBareproxy, func(b *Run) float64 { return b.P99 }),
+				relDelta(x.P99, dir, tr.Target == targetDirect, func(b *Run) float64 { return b.P99 }),
+				p99x, ms2(x.Cores), errText(&x))
+		}
+	}
+	if !first {
+		m.p("\n")
+	}
+}
+
+// cpuTable writes CPU per 1,000 requests.
+func cpuTable(m *md, r *Results) {
+	for _, sc := range r.Scenarios {
+		if sc.Group != groupCPU {
+			continue
+		}
+		m.p("### CPU per 1,000 requests (non-stream, fixed %.0f req/s)\n\n", sc.X)
+		m.header("Target", "serving process", "CPU s / 1k requests", "× bareproxy", "× direct", "nats-server + budget CPU s / 1k", "served req/s", "Errors")
+		bp, dir := sc.target(targetBareproxy), sc.target(targetDirect)
+		for _, tr := range sc.Targets {
+			x := tr.Median
+			proc := map[string]string{targetDirect: "mockllm", targetBareproxy: "bareproxy", targetTollgate: "gateway"}[tr.Target]
+			rel := func(ref *TargetResult, self bool) string {
+				if self || ref == nil || len(ref.Runs) == 0 {
+					return "-"
+				}
+				return times(ratio(x.CPUPer1k, ref.Median.CPUPer1k))
+			}
+			acct := "-"
+			if tr.Target == targetTollgate {
+				acct = ms3(x.AcctCPUPer1k)
+			}
+			m.row(tr.Target, proc, ms3(x.CPUPer1k), rel(bp, tr.Target == targetBareproxy), rel(dir, tr.Target == targetDirect), acct, n0(x.RPS), errText(&x))
+		}
+		m.p("\nFor bareproxy and tollgate the figure is the proxy's own CPU; mockllm's is not included. For direct it is mockllm's.\n\n")
+	}
+}
+
+// memoryTable writes the held-streams table.
+func memoryTable(m *md, r *Results) {
+	first := true
+	for _, sc := range r.Scenarios {
+		if sc.Group != groupHold {
+			continue
+		}
+		if first {
+			m.p("### Memory with concurrent slow streams (fresh process each repetition)\n\n")
+			m.header("Streams", "Target", "open at end", "RSS before MiB", "RSS with streams MiB", "MiB per 1,000 streams", "× bareproxy", "Errors")
+			first = false
+		}
+		bp := sc.target(targetBareproxy)
+		for _, tr := range sc.Targets {
+			x := tr.Median
+			rel := "-"
+			if tr.Target != targetBareproxy && bp != nil {
+				rel = times(ratio(x.RSSPer1kStreamsMB, bp.Median.RSSPer1kStreamsMB))
+			}
+			m.row(shortTitle(sc), tr.Target, fmt.Sprint(x.OpenAtEnd), ms2(x.RSSStartMB), ms2(x.RSSEndMB), ms2(x.RSSPer1kStreamsMB), rel, errText(&x))
+		}
+	}
+	if !first {
+		m.p("\n")
+	}
+}
+
+// startupTable writes start-up and idle memory.
+func startupTable(m *md, r *Results) {
+	if len(r.Startup) == 0 {
+		return
+	}
+	m.p("### Start-up and idle memory (fresh process each repetition)\n\n")
+	m.header("Process", "start-up ms (median)", "every run, ms", "idle RSS MiB (median)", "every run, MiB")
+	for _, st := range r.Startup {
+		m.row(st.Target, ms2(st.MedianMS), joinNums(st.StartupMS, ms2), ms2(st.MedianRSS), joinNums(st.IdleRSSMB, ms2))
+	}
+	m.p("\nStart-up of `tollgate` includes connecting to NATS, checking the usage stream and the spend bucket and loading the spend totals; `--embed` starts an embedded NATS JetStream server and the budget consumer in the process instead.\n\n")
+}
+
+// soakSection writes the soak result, if any.
+func soakSection(m *md, s *Soak) {
+	m.p("### Soak (`make bench-soak`)\n\n")
+	if s == nil {
+		m.p("Not run yet: `make bench-soak` runs %s, and adds its result here.\n\n", soakDescription())
+		return
+	}
+	m.p("%d streams/s (open loop) for %s, each answer %d chunks %s apart; run %s.\n\n",
+		s.Rate, time.Duration(s.DurationS*float64(time.Second)), soakChunks, soakChunkDelay, s.Started.UTC().Format("2006-01-02 15:04 UTC"))
+	m.header("Target", "requests", "served/s", "p50 ms", "p99 ms", "p99.9 ms", "max ms", "TTFC p99 ms", "RSS start / end / peak MiB", "CPU s / 1k", "nats + budget CPU s / 1k", "Errors")
+	row := func(target string, x Run) {
+		m.row(target, fmt.Sprint(x.Requests), n0(x.RPS), ms2(x.P50), ms2(x.P99), ms2(x.P999), ms2(x.Max), ms2(x.TTFCP99),
+			fmt.Sprintf("%.1f / %.1f / %.1f", x.RSSStartMB, x.RSSEndMB, x.PeakRSSMB), ms3(x.CPUPer1k), ms3(x.AcctCPUPer1k), errText(&x))
+	}
+	row(s.Target, s.Run)
+	for _, t := range allTargets() {
+		if x, ok := s.Others[t]; ok {
+			row(t, x)
+		}
+	}
+	m.p("\n")
+}
+
+// goBenchSection writes the per-stage Go benchmark table.
+func goBenchSection(m *md, gb *GoBench) {
+	m.p("## Go benchmarks per stage of the hot path\n\n")
+	if gb == nil {
+		m.p("Not run in this run.\n\n")
+		return
+	}
+	m.p("Each stage's benchmark run once (`%s`), on both CPUs.\n\n", gb.Command)
+	m.header("Stage", "Benchmark", "ns/op", "B/op", "allocs/op")
+	for _, r := range gb.Rows {
+		m.row(r.Stage, fmt.Sprintf("`%s` %s", r.Package, r.Name), fmtNum(r.NsPerOp), n0(r.BytesPerOp), n0(r.AllocsPerOp))
+	}
+	m.p("\n")
+	if len(gb.Missing) > 0 {
+		m.p("Stages without a benchmark yet: %s.\n\n", strings.Join(gb.Missing, "; "))
+	}
+	for _, f := range gb.Failures {
+		m.p("- did not run: %s\n", f)
+	}
+	if len(gb.Failures) > 0 {
+		m.p("\n")
+	}
+}
+
+// joinNums formats every value of v.
+func joinNums(v []float64, f func(float64) string) string {
+	s := make([]string, len(v))
+	for i, x := range v {
+		s[i] = f(x)
+	}
+	return strings.Join(s, ", ")
+}

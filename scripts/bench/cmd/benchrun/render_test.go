@@ -1,0 +1,271 @@
+package main
+
+import (
+	"bytes"
+	"encoding/xml"
+	"io"
+	"math"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseBench(t *testing.T) {
+	out := []byte(`goos: linux
+goarch: amd64
+pkg: github.com/tollgate/tollgate/pkg/auth
+cpu: AMD EPYC
+BenchmarkVerify/HS256_cached-2         	 1000000	       212.5 ns/op	      48 B/op	       1 allocs/op
+BenchmarkBearerToken-2                 	 9000000	        11.20 ns/op	       0 B/op	       0 allocs/op
+BenchmarkPropagation-2                 	     100	   1234567 ns/op	   1500 events/s	     900 B/op	      12 allocs/op
+BenchmarkBroken-2 some log line that is not a result
+BenchmarkNoProcs 	 50	 20 ns/op
+--- FAIL: BenchmarkOther
+FAIL
+`)
+	want := []benchResult{
+		{"BenchmarkVerify/HS256_cached", 212.5, 48, 1},
+		{"BenchmarkBearerToken", 11.2, 0, 0},
+		{"BenchmarkPropagation", 1234567, 900, 12},
+		{"BenchmarkNoProcs", 20, 0, 0},
+	}
+	got := parseBench(out)
+	if len(got) != len(want) {
+		t.Fatalf("parsed %d results, want %d: %+v", len(got), len(want), got)
+	}
+	for i := range want {
+		t.Run(want[i].name, func(t *testing.T) {
+			if got[i] != want[i] {
+				t.Errorf("got %+v, want %+v", got[i], want[i])
+			}
+		})
+	}
+}
+
+func TestTrimProcs(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"BenchmarkX-2", "BenchmarkX"},
+		{"BenchmarkX/sub-case-16", "BenchmarkX/sub-case"},
+		{"BenchmarkX/sub-case", "BenchmarkX/sub-case"},
+		{"BenchmarkX", "BenchmarkX"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			if got := trimProcs(tt.in); got != tt.want {
+				t.Errorf("trimProcs(%q) = %q, want %q", tt.in, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestNiceCeil(t *testing.T) {
+	tests := []struct {
+		name    string
+		in, out float64
+	}{
+		{"zero", 0, 1},
+		{"negative", -3, 1},
+		{"NaN", math.NaN(), 1},
+		{"exact power", 100, 100},
+		{"up to 2", 130, 200},
+		{"up to 5", 4100, 5000},
+		{"up to 10", 7.5, 10},
+		{"small", 0.034, 0.05},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := niceCeil(tt.in); math.Abs(got-tt.out) > 1e-12 {
+				t.Errorf("niceCeil(%v) = %v, want %v", tt.in, got, tt.out)
+			}
+		})
+	}
+}
+
+// svgCounts parses an SVG document and counts its elements by name.
+func svgCounts(t *testing.T, b []byte) map[string]int {
+	t.Helper()
+	counts := map[string]int{}
+	d := xml.NewDecoder(bytes.NewReader(b))
+	for {
+		tok, err := d.Token()
+		if err == io.EOF {
+			return counts
+		}
+		if err != nil {
+			t.Fatalf("svg is not well-formed XML: %v\n%s", err, b)
+		}
+		if se, ok := tok.(xml.StartElement); ok {
+			counts[se.Name.Local]++
+		}
+	}
+}
+
+func TestBarChartSVG(t *testing.T) {
+	nan := math.NaN()
+	tests := []struct {
+		name      string
+		chart     barChart
+		wantBars  int
+		wantTexts []string
+	}{
+		{
+			name: "three series, one missing value",
+			chart: barChart{title: "Throughput <rps> & more", yLabel: "req/s", groups: []string{"1 client", "8 clients"}, series: []series{
+				{name: "direct", color: "#999", values: []float64{100, 200}},
+				{name: "bareproxy", color: "#00f", values: []float64{90, nan}},
+				{name: "tollgate", color: "#f80", values: []float64{80, 150}},
+			}},
+			wantBars:  5,
+			wantTexts: []string{"Throughput &lt;rps&gt; &amp; more", "8 clients", "tollgate"},
+		},
+		{
+			name:     "all zero",
+			chart:    barChart{title: "t", groups: []string{"a"}, series: []series{{name: "s", values: []float64{0}}}},
+			wantBars: 1,
+		},
+		{
+			name:  "empty",
+			chart: barChart{title: "t"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := tt.chart.svg()
+			counts := svgCounts(t, b)
+			// rects: background, bars, one legend swatch per series.
+			if got, want := counts["rect"], 1+tt.wantBars+len(tt.chart.series); got != want {
+				t.Errorf("%d rect elements, want %d", got, want)
+			}
+			for _, s := range tt.wantTexts {
+				if !bytes.Contains(b, []byte(s)) {
+					t.Errorf("svg lacks %q", s)
+				}
+			}
+		})
+	}
+}
+
+// sampleResults is a run with known figures for the rendering tests.
+func sampleResults() *Results {
+	tr := func(target string, m Run) TargetResult {
+		return TargetResult{Target: target, Runs: []Run{m}, Median: m}
+	}
+	sc := func(name, group string, x float64, d, b, g Run) Scenario {
+		return Scenario{Name: name, Group: group, Title: name, X: x, Targets: []TargetResult{
+			tr(targetDirect, d), tr(targetBareproxy, b), tr(targetTollgate, g),
+		}}
+	}
+	return &Results{
+		Version: resultsVersion, Started: time.Date(2026, 1, 2, 3, 4, 0, 0, time.UTC), Finished: time.Date(2026, 1, 2, 3, 16, 0, 0, time.UTC),
+		Machine:  Machine{CPUs: 2, CPUModel: "Test CPU", Commit: "abc1234"},
+		Settings: Settings{Command: "benchrun", Reps: 3, Pinned: true, GatewayCPU: "0", LoadCPU: "1"},
+		Scenarios: []Scenario{
+			sc("nonstream-c1", groupNonStream, 1, Run{RPS: 5000, P50: 0.1, P99: 0.3}, Run{RPS: 3000, P50: 0.2, P99: 0.5}, Run{RPS: 2800, P50: 0.22, P99: 0.6}),
+			sc("nonstream-c8", groupNonStream, 8, Run{RPS: 9000}, Run{RPS: 10000}, Run{RPS: 9000}),
+			sc("nonstream-c32", groupNonStream, 32, Run{RPS: 9000}, Run{RPS: 10000}, Run{RPS: 5000, Errors: 3, ErrorsByKind: map[string]int64{"status_5xx": 3}}),
+			sc("stream-c1", groupStream, 1, Run{RPS: 900, TTFCP50: 0.3}, Run{RPS: 600, TTFCP50: 0.5}, Run{RPS: 500, TTFCP50: 0.55}),
+			sc("stream-c64", groupStream, 64, Run{RPS: 1000}, Run{RPS: 1000}, Run{RPS: 950}),
+			sc("open-300ms-r500", groupOpen, 500, Run{RPS: 500, P99: 302}, Run{RPS: 500, P99: 303}, Run{RPS: 500, P99: 305}),
+			sc("open-300ms-r2000", groupOpen, 2000, Run{RPS: 2000, P99: 310}, Run{RPS: 1500, P99: 900, Errors: 10}, Run{RPS: 1400, P99: 950, Errors: 20}),
+			sc("cpu-r1000", groupCPU, 1000, Run{CPUPer1k: 0.05}, Run{CPUPer1k: 0.10}, Run{CPUPer1k: 0.20, AcctCPUPer1k: 0.04}),
+			{Name: "hold-1000", Group: groupHold, X: 1000, Targets: []TargetResult{
+				tr(targetBareproxy, Run{RSSStartMB: 8, RSSEndMB: 30, RSSPer1kStreamsMB: 22, OpenAtEnd: 1000}),
+				tr(targetTollgate, Run{RSSStartMB: 20, RSSEndMB: 45, RSSPer1kStreamsMB: 25, OpenAtEnd: 1000}),
+			}},
+		},
+		Startup: []Startup{
+			{Target: targetBareproxy, StartupMS: []float64{5}, IdleRSSMB: []float64{8}, MedianMS: 5, MedianRSS: 8},
+			{Target: targetTollgate, StartupMS: []float64{40}, IdleRSSMB: []float64{25}, MedianMS: 40, MedianRSS: 25},
+		},
+		Pending: []Pending{{Name: "Fallback after upstream 500, 16 clients", Reason: "pending (routing not landed)"}},
+		GoBench: &GoBench{Command: "go test", Rows: []BenchRow{{Stage: "auth: JWT verify", Package: "pkg/auth", Name: "BenchmarkVerify/HS256_cached", NsPerOp: 210, BytesPerOp: 48, AllocsPerOp: 1}},
+			Missing: []string{"body edit (pkg/providers/openai)"}},
+	}
+}
+
+func TestEvaluate(t *testing.T) {
+	got := map[string]check{}
+	for _, c := range evaluate(sampleResults()) {
+		got[c.Goal] = c
+	}
+	tests := []struct {
+		goal    string
+		verdict string
+	}{
+		{"Non-stream throughput at 8 clients >= 0.85 x bareproxy", verdictMet},
+		{"Non-stream throughput at 32 clients >= 0.85 x bareproxy", verdictMissed},
+		{"Added latency at 1 client: p50 <= bareproxy + 0.03 ms", verdictMet},
+		{"Added latency at 1 client: p99 <= bareproxy + 0.2 ms", verdictMet},
+		{"Streams at 64 clients >= 0.9 x bareproxy", verdictMet},
+		{"Time to first chunk (p50, 1 client) <= bareproxy + 0.1 ms", verdictMet},
+		{"Open loop 500 req/s, 300 ms upstream: 0 errors, p99 within 10 ms of bareproxy", verdictMet},
+		{"Open loop 2000 req/s, 300 ms upstream: 0 errors, p99 within 10 ms of bareproxy", verdictNA},
+		{"CPU per 1,000 requests <= 1.25 x bareproxy", verdictMissed},
+		{"Idle RSS <= 20 MB", verdictMissed},
+		{"Idle RSS with --embed <= 64 MB", verdictNA},
+		{"RSS per 1,000 concurrent streams <= 30 MB", verdictMet},
+		{"Start-up to the first proxied response < 100 ms", verdictMet},
+	}
+	for _, tt := range tests {
+		t.Run(tt.goal, func(t *testing.T) {
+			c, ok := got[tt.goal]
+			if !ok {
+				t.Fatalf("no check; have %v", got)
+			}
+			if c.Verdict != tt.verdict {
+				t.Errorf("verdict %q (%s), want %q", c.Verdict, c.Measured, tt.verdict)
+			}
+		})
+	}
+}
+
+func TestRender(t *testing.T) {
+	tests := []struct {
+		name    string
+		soak    *Soak
+		want    []string
+		notWant []string
+	}{
+		{
+			name: "without soak",
+			want: []string{
+				"# Benchmarks", "## Headline", "## Targets", "## Method", "## Machine", "## Reproduce",
+				"| Non-stream req/s, 8 clients | 9000 | 10000 | 9000 | 0.90× |",
+				"![Non-stream requests per second by client count](docs/bench/nonstream-rps.svg)",
+				"pending (routing not landed)", "Test CPU", "make bench", "**3** (status_5xx 3)",
+				"Stages without a benchmark yet: body edit (pkg/providers/openai)",
+				"Not run yet: `make bench-soak`",
+			},
+			notWant: []string{"/tmp/", "/work/", "NaN"},
+		},
+		{
+			name: "with soak",
+			soak: &Soak{Target: targetTollgate, Rate: 200, DurationS: 180, Run: Run{Requests: 36000, RPS: 200, P99: 1250}},
+			want: []string{"200 streams/s (open loop) for 3m0s", "| tollgate | 36000 | 200 |"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			out := string(render(sampleResults(), tt.soak, "docs/bench"))
+			for _, s := range tt.want {
+				if !strings.Contains(out, s) {
+					t.Errorf("markdown lacks %q", s)
+				}
+			}
+			for _, s := range tt.notWant {
+				if strings.Contains(out, s) {
+					t.Errorf("markdown contains %q", s)
+				}
+			}
+		})
+	}
+	t.Run("every chart is valid SVG", func(t *testing.T) {
+		cs := charts(sampleResults())
+		if len(cs) < 5 {
+			t.Errorf("%d charts, want at least 5", len(cs))
+		}
+		for _, c := range cs {
+			svgCounts(t, c.chart.svg())
+		}
+	})
+}

@@ -1,0 +1,152 @@
+package main
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+)
+
+// Verdicts of a target check.
+const (
+	verdictMet    = "met"
+	verdictMissed = "missed"
+	verdictNA     = "not measured"
+)
+
+// check is one target of the brief evaluated against a run.
+type check struct {
+	Goal     string `json:"goal"`
+	Measured string `json:"measured"`
+	Verdict  string `json:"verdict"`
+}
+
+// lookup finds scenario name's median on target, or nil.
+func (r *Results) lookup(name, target string) *Run {
+	for i := range r.Scenarios {
+		if r.Scenarios[i].Name != name {
+			continue
+		}
+		if t := r.Scenarios[i].target(target); t != nil && len(t.Runs) > 0 {
+			return &t.Median
+		}
+	}
+	return nil
+}
+
+// startup finds the start-up result of target, or nil.
+func (r *Results) startup(target string) *Startup {
+	for i := range r.Startup {
+		if r.Startup[i].Target == target && len(r.Startup[i].StartupMS) > 0 {
+			return &r.Startup[i]
+		}
+	}
+	return nil
+}
+
+// verdict turns a comparison into a verdict.
+func verdict(ok bool) string {
+	if ok {
+		return verdictMet
+	}
+	return verdictMissed
+}
+
+// evaluate checks every target of the brief (ratios measured in this run).
+func evaluate(r *Results) []check {
+	var cs []check
+	pair := func(name string) (tg, bp *Run) {
+		return r.lookup(name, targetTollgate), r.lookup(name, targetBareproxy)
+	}
+	na := func(goal string) { cs = append(cs, check{Goal: goal, Measured: "-", Verdict: verdictNA}) }
+
+	for _, c := range []int{8, 32} {
+		goal := fmt.Sprintf("Non-stream throughput at %d clients >= 0.85 x bareproxy", c)
+		tg, bp := pair(fmt.Sprintf("nonstream-c%d", c))
+		if tg == nil || bp == nil || bp.RPS == 0 {
+			na(goal)
+			continue
+		}
+		ratio := tg.RPS / bp.RPS
+		cs = append(cs, check{goal, fmt.Sprintf("%.2f x (%.0f vs %.0f req/s)", ratio, tg.RPS, bp.RPS), verdict(ratio >= 0.85 && tg.Errors == 0)})
+	}
+	if tg, bp := pair("nonstream-c1"); tg != nil && bp != nil {
+		d50, d99 := tg.P50-bp.P50, tg.P99-bp.P99
+		cs = append(cs,
+			check{"Added latency at 1 client: p50 <= bareproxy + 0.03 ms", fmt.Sprintf("%+.3f ms (%.3f vs %.3f)", d50, tg.P50, bp.P50), verdict(d50 <= 0.03)},
+			check{"Added latency at 1 client: p99 <= bareproxy + 0.2 ms", fmt.Sprintf("%+.3f ms (%.3f vs %.3f)", d99, tg.P99, bp.P99), verdict(d99 <= 0.2)})
+	} else {
+		na("Added latency at 1 client")
+	}
+	if tg, bp := pair("stream-c64"); tg != nil && bp != nil && bp.RPS > 0 {
+		ratio := tg.RPS / bp.RPS
+		cs = append(cs, check{"Streams at 64 clients >= 0.9 x bareproxy", fmt.Sprintf("%.2f x (%.0f vs %.0f streams/s)", ratio, tg.RPS, bp.RPS), verdict(ratio >= 0.9 && tg.Errors == 0)})
+	} else {
+		na("Streams at 64 clients >= 0.9 x bareproxy")
+	}
+	if tg, bp := pair("stream-c1"); tg != nil && bp != nil {
+		d := tg.TTFCP50 - bp.TTFCP50
+		cs = append(cs, check{"Time to first chunk (p50, 1 client) <= bareproxy + 0.1 ms", fmt.Sprintf("%+.3f ms (%.3f vs %.3f)", d, tg.TTFCP50, bp.TTFCP50), verdict(d <= 0.1)})
+	} else {
+		na("Time to first chunk <= bareproxy + 0.1 ms")
+	}
+	for _, s := range r.Scenarios {
+		if s.Group != groupOpen {
+			continue
+		}
+		goal := fmt.Sprintf("Open loop %.0f req/s, 300 ms upstream: 0 errors, p99 within 10 ms of bareproxy", s.X)
+		tg, bp := pair(s.Name)
+		switch {
+		case tg == nil || bp == nil:
+			na(goal)
+		case bp.Errors > 0:
+			cs = append(cs, check{goal, fmt.Sprintf("bareproxy does not hold this rate (%d errors)", bp.Errors), verdictNA})
+		default:
+			d := tg.P99 - bp.P99
+			cs = append(cs, check{goal, fmt.Sprintf("%d errors, p99 %+.2f ms (%.2f vs %.2f)", tg.Errors, d, tg.P99, bp.P99), verdict(tg.Errors == 0 && d <= 10)})
+		}
+	}
+	if tg, bp := pair("cpu-r1000"); tg != nil && bp != nil && bp.CPUPer1k > 0 {
+		ratio := tg.CPUPer1k / bp.CPUPer1k
+		cs = append(cs, check{"CPU per 1,000 requests <= 1.25 x bareproxy", fmt.Sprintf("%.2f x (%.3f vs %.3f CPU s)", ratio, tg.CPUPer1k, bp.CPUPer1k), verdict(ratio <= 1.25)})
+	} else {
+		na("CPU per 1,000 requests <= 1.25 x bareproxy")
+	}
+	if st := r.startup(targetTollgate); st != nil {
+		cs = append(cs, check{"Idle RSS <= 20 MB", fmt.Sprintf("%.1f MB", st.MedianRSS), verdict(st.MedianRSS <= 20)})
+	} else {
+		na("Idle RSS <= 20 MB")
+	}
+	if st := r.startup("tollgate --embed"); st != nil {
+		cs = append(cs, check{"Idle RSS with --embed <= 64 MB", fmt.Sprintf("%.1f MB", st.MedianRSS), verdict(st.MedianRSS <= 64)})
+	} else {
+		na("Idle RSS with --embed <= 64 MB")
+	}
+	var per []float64
+	var perText []string
+	for _, n := range []int{1000, 5000} {
+		if tg := r.lookup(fmt.Sprintf("hold-%d", n), targetTollgate); tg != nil {
+			per = append(per, tg.RSSPer1kStreamsMB)
+			perText = append(perText, fmt.Sprintf("%.1f MB at %d streams", tg.RSSPer1kStreamsMB, n))
+		}
+	}
+	if len(per) > 0 {
+		cs = append(cs, check{"RSS per 1,000 concurrent streams <= 30 MB", strings.Join(perText, ", "), verdict(slices.Max(per) <= 30)})
+	} else {
+		na("RSS per 1,000 concurrent streams <= 30 MB")
+	}
+	if st := r.startup(targetTollgate); st != nil {
+		cs = append(cs, check{"Start-up to the first proxied response < 100 ms", fmt.Sprintf("%.1f ms", st.MedianMS), verdict(st.MedianMS < 100)})
+	} else {
+		na("Start-up to the first proxied response < 100 ms")
+	}
+	return cs
+}
+
+// ratio returns a / b, NaN when b is 0.
+func ratio(a, b float64) float64 {
+	if b == 0 {
+		return math.NaN()
+	}
+	return a / b
+}
