@@ -17,6 +17,15 @@ build:
 	@mkdir -p $(BIN)
 	$(GO) build -o $(BIN)/ ./services/...
 
+.PHONY: bench bench-soak
+## bench: the benchmark suite (direct, bareproxy, tollgate; under 15 minutes): BENCHMARKS.md, docs/bench/
+bench:
+	scripts/bench/run.sh
+
+## bench-soak: 200 streams/s of ~1.2 s answers for 3 minutes through the gateway, added to BENCHMARKS.md
+bench-soak:
+	scripts/bench/run.sh -soak
+
 ## proto: regenerate the Go code of proto/
 proto:
 	scripts/proto.sh
