@@ -1,6 +1,7 @@
 package anthropic
 
 import (
+	"bytes"
 	"fmt"
 	"strconv"
 	"sync"
@@ -142,6 +143,42 @@ func (e *Encoder) Event(dst, ev []byte) ([]byte, error) {
 		dst = e.closeBlock(dst)
 	}
 	return dst, nil
+}
+
+// Events translates a buffer of whole OpenAI SSE events, such as one
+// Stream.Event call's output (which may hold several), calling Event for
+// each. A trailing incomplete event is an error.
+func (e *Encoder) Events(dst, events []byte) ([]byte, error) {
+	for len(events) > 0 {
+		n := eventEnd(events)
+		if n < 0 {
+			return dst, fmt.Errorf("encode messages stream: %w: incomplete event", providers.ErrMalformed)
+		}
+		var err error
+		if dst, err = e.Event(dst, events[:n]); err != nil {
+			return dst, err
+		}
+		events = events[n:]
+	}
+	return dst, nil
+}
+
+// eventEnd returns the index just past the blank line ending the first
+// event in b, or -1.
+func eventEnd(b []byte) int {
+	for i := 0; ; {
+		j := bytes.IndexByte(b[i:], '\n')
+		if j < 0 {
+			return -1
+		}
+		i += j + 1
+		if i < len(b) && b[i] == '\n' {
+			return i + 1
+		}
+		if i+1 < len(b) && b[i] == '\r' && b[i+1] == '\n' {
+			return i + 2
+		}
+	}
 }
 
 // Finish writes the closing events (closing the open block first) unless

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tollgate/tollgate/pkg/providers"
 	"github.com/tollgate/tollgate/pkg/sse"
 )
 
@@ -265,6 +266,24 @@ func TestEncoderEndings(t *testing.T) {
 			t.Errorf("out %q err %v", out, err)
 		}
 	})
+	t.Run("several events per call", func(t *testing.T) {
+		in := readFile(t, filepath.Join("testdata", "encoder", "tool_calls.sse"))
+		want, e1 := encode(t, in)
+		e1.Release()
+		e := NewEncoder("claude-sonnet-4-5", "req_1")
+		defer e.Release()
+		half := bytes.Index(in, []byte("\n\ndata: {\"id\":\"chatcmpl-2\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"gpt-4o\",\"choices\":[{\"index\":0,\"delta\":{},")) + 2
+		out, err := e.Events(nil, in[:half])
+		if err == nil {
+			out, err = e.Events(out, in[half:])
+		}
+		if err != nil || !bytes.Equal(out, want) {
+			t.Errorf("err %v, output differs:\n got %s\nwant %s", err, out, want)
+		}
+		if _, err := NewEncoder("m", "r").Events(nil, []byte("data: {}\n")); err == nil {
+			t.Errorf("accepted an incomplete event")
+		}
+	})
 	t.Run("not JSON", func(t *testing.T) {
 		e := NewEncoder("claude-sonnet-4-5", "req_1")
 		defer e.Release()
@@ -304,4 +323,50 @@ func FuzzEncoder(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestRoundTrip relays Anthropic streams through a provider's Stream (to
+// OpenAI chunks, several per call at the end) and back through Events, as
+// the gateway serves /v1/messages from a translating provider.
+func TestRoundTrip(t *testing.T) {
+	p := testProvider(t, "")
+	tests := []struct {
+		name, text, stop string
+		tools            int
+		input, output    int
+	}{
+		{"text", "Hello, \"world\"\n 🎉 é", "end_turn", 0, 25, 15},
+		{"tool_use", "Checking both.", "tool_use", 2, 472, 89},
+		{"thinking", "4", "max_tokens", 0, 9, 120},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := p.Stream(&providers.Call{Model: "claude", IncludeUsage: true})
+			defer s.Close()
+			e := NewEncoder("claude-sonnet-4-5", "req_1")
+			defer e.Release()
+			r := sse.NewReader(bytes.NewReader(readFile(t, filepath.Join("testdata", "stream", tt.name+".sse"))), 512, 1<<20)
+			var chunks, out []byte
+			for !e.Closed() {
+				ev, ok := r.Next()
+				if !ok {
+					if err := r.Fill(); err != nil {
+						t.Fatalf("read: %v", err)
+					}
+					continue
+				}
+				var err error
+				if chunks, _, err = s.Event(chunks[:0], ev); err != nil {
+					t.Fatal(err)
+				}
+				if out, err = e.Events(out, chunks); err != nil {
+					t.Fatal(err)
+				}
+			}
+			res := checkAnthropicStream(t, out)
+			if res.text != tt.text || res.stop != tt.stop || len(res.tools) != tt.tools || res.input != tt.input || res.output != tt.output {
+				t.Errorf("result %+v", res)
+			}
+		})
+	}
 }
