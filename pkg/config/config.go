@@ -28,6 +28,8 @@ type Config struct {
 	Auth      Auth       `yaml:"auth"`
 	Providers []Provider `yaml:"providers"`
 	Models    []Model    `yaml:"models"`
+	// Routing configures retries, fallbacks and circuit breaking.
+	Routing Routing `yaml:"routing"`
 
 	// Budgets are spend limits; every applicable limit must have headroom.
 	Budgets []BudgetLimit `yaml:"budgets"`
@@ -245,17 +247,52 @@ type Timeouts struct {
 
 // Model is a name clients ask for and where it is served.
 type Model struct {
-	// Name is the `model` value clients send.
+	// Name is the `model` value clients send. A name with one "*" is a
+	// wildcard route: "openai/*" serves "openai/gpt-4o", passing "gpt-4o"
+	// upstream. Exact names and aliases win over wildcards; among
+	// wildcards the longest pattern wins.
 	Name string `yaml:"name"`
 	// Type is "chat" (default; chat and completions endpoints) or "embeddings".
 	Type string `yaml:"type"`
-	// Targets serve the model; the first is used (routing comes later).
+	// Aliases are other names clients may send for this model.
+	Aliases []string `yaml:"aliases"`
+	// Targets serve the model, chosen by Strategy.
 	Targets []Target `yaml:"targets"`
+	// Strategy picks among the targets: weighted (default; equal weights
+	// unless set), round_robin, least_inflight, latency or ordered.
+	Strategy string `yaml:"strategy"`
+	// Fallbacks are models (names or aliases) tried in order after this
+	// model's targets failed with a FallbackOn failure. Their own
+	// fallbacks are not followed. Default none.
+	Fallbacks []string `yaml:"fallbacks"`
+	// Retry overrides routing.retry for requests to this model; zero fields
+	// take the routing value.
+	Retry Retry `yaml:"retry"`
+	// FallbackOn overrides routing.fallback_on for requests to this model.
+	FallbackOn []string `yaml:"fallback_on"`
+	// Hedge starts a second call when the first is slow. Default off.
+	Hedge Hedge `yaml:"hedge"`
+	// Cache serves repeated identical requests from the response cache.
+	// Default off.
+	Cache ModelCache `yaml:"cache"`
 }
 
 // Target is one provider serving a model under its own name.
 type Target struct {
 	Provider string `yaml:"provider"`
-	// Model is the upstream model name; default the Model's Name.
+	// Model is the upstream model name; default the Model's Name, or "*"
+	// in a wildcard route, where "*" stands for the part of the requested
+	// name the route's "*" matched.
 	Model string `yaml:"model"`
+	// Weight is the target's share of requests under the weighted
+	// strategy, relative to the other targets. Default 1.
+	Weight int `yaml:"weight"`
+	// RPM and TPM cap the requests and tokens per minute this gateway
+	// sends to the target; a target at its cap is skipped, never queued.
+	// 0 (default): no cap.
+	RPM int64 `yaml:"rpm"`
+	TPM int64 `yaml:"tpm"`
+	// APIKeys, when set, replace the provider's api_key for this target and
+	// are used in rotation, one per call.
+	APIKeys []string `yaml:"api_keys"`
 }

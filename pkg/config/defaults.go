@@ -86,10 +86,15 @@ func (c *Config) ApplyDefaults() {
 	for i := range c.Models {
 		m := &c.Models[i]
 		setDefault(&m.Type, DefaultModelType)
+		upstream := m.Name
+		if IsWildcard(m.Name) {
+			upstream = "*"
+		}
 		for j := range m.Targets {
-			setDefault(&m.Targets[j].Model, m.Name)
+			setDefault(&m.Targets[j].Model, upstream)
 		}
 	}
+	c.applyRoutingDefaults()
 
 	setDefault(&c.NATS.Replicas, DefaultNATSReplicas)
 	setDefault(&c.NATS.MaxAge, DefaultNATSMaxAge)

@@ -36,6 +36,7 @@ func (c *Config) Validate() error {
 	v.auth(&c.Auth)
 	v.providers(c.Providers)
 	v.models(c.Models, c.Providers)
+	v.routing(&c.Routing, c.Models)
 	v.budgets(c.Budgets)
 	v.rateLimits(c.RateLimits)
 	v.nats(&c.NATS)
