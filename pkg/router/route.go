@@ -1,0 +1,248 @@
+package router
+
+import (
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/tollgate/tollgate/pkg/config"
+)
+
+// strategy picks one target among the available ones.
+type strategy uint8
+
+const (
+	weighted strategy = iota
+	roundRobin
+	leastInFlight
+	lowestLatency
+	ordered
+)
+
+// Route is one configured model: its targets, how it picks among them and
+// what it falls back to. Routes are built by New and read-only after.
+type Route struct {
+	cfg            *config.Model
+	name           string
+	embeddings     bool
+	wildcard       bool
+	prefix, suffix string // around the "*" of a wildcard name
+	strategy       strategy
+	targets        []*target
+	chain          []*Route // fallback models, then the default fallback
+	triggers       uint32   // bit per Class that allows another call
+	maxAttempts    int
+	backoffBase    int64 // ns
+	backoffMax     int64 // ns
+	deadline       int64 // ns
+	hedgeAfter     int64 // ns; 0 with hedgeP95 or without hedging
+	hedgeP95       bool
+	hedgeable      bool          // hedging is on and there is a second target
+	rr             atomic.Uint64 // round-robin position
+}
+
+// Name returns the model's configured name (for a wildcard route, the
+// pattern, e.g. "openai/*").
+func (rt *Route) Name() string { return rt.name }
+
+// Config returns the model's configuration (read-only), e.g. for its cache
+// settings.
+func (rt *Route) Config() *config.Model { return rt.cfg }
+
+// Embeddings reports whether the model serves the embeddings endpoint.
+func (rt *Route) Embeddings() bool { return rt.embeddings }
+
+// Wildcard reports whether the route is a wildcard pattern.
+func (rt *Route) Wildcard() bool { return rt.wildcard }
+
+// Fallbacks returns the names of the models tried after this one, in order
+// (the model's fallbacks, then the default fallback).
+func (rt *Route) Fallbacks() []string {
+	names := make([]string, len(rt.chain))
+	for i, fb := range rt.chain {
+		names[i] = fb.name
+	}
+	return names
+}
+
+// target is one provider and upstream model serving a route.
+type target struct {
+	route         *Route
+	provider      string
+	providerIndex int
+	model         string // upstream name; in a wildcard route "*" stands for the capture
+	deployment    string // provider/model
+	weight        uint64
+	keys          []string
+	keyPos        atomic.Uint64
+	rpm, tpm      limiter
+	h             *health // shared by every route listing the same deployment
+}
+
+// newRoute builds the route of m. healthOf returns the shared state of a
+// deployment.
+func newRoute(m *config.Model, providers map[string]int, healthOf func(dep, prov, model string) *health) (*Route, error) {
+	rt := &Route{
+		cfg:         m,
+		name:        m.Name,
+		embeddings:  m.Type == config.ModelTypeEmbeddings,
+		wildcard:    config.IsWildcard(m.Name),
+		maxAttempts: max(1, m.Retry.MaxAttempts),
+		backoffBase: int64(orDuration(m.Retry.BackoffBase, config.DefaultBackoffBase)),
+		backoffMax:  int64(orDuration(m.Retry.BackoffMax, config.DefaultBackoffMax)),
+		deadline:    int64(orDuration(m.Retry.Deadline, config.DefaultRetryDeadline)),
+	}
+	if len(m.Targets) == 0 || len(m.Targets) > config.MaxTargets {
+		return nil, fmt.Errorf("model %s: want 1 to %d targets (got %d)", m.Name, config.MaxTargets, len(m.Targets))
+	}
+	if rt.wildcard {
+		i := strings.IndexByte(m.Name, '*')
+		rt.prefix, rt.suffix = m.Name[:i], m.Name[i+1:]
+	}
+	switch m.Strategy {
+	case config.StrategyWeighted, "":
+		rt.strategy = weighted
+	case config.StrategyRoundRobin:
+		rt.strategy = roundRobin
+	case config.StrategyLeastInFlight:
+		rt.strategy = leastInFlight
+	case config.StrategyLatency:
+		rt.strategy = lowestLatency
+	case config.StrategyOrdered:
+		rt.strategy = ordered
+	default:
+		return nil, fmt.Errorf("model %s: unknown strategy %q", m.Name, m.Strategy)
+	}
+	triggers := m.FallbackOn
+	if triggers == nil {
+		triggers = config.DefaultFallbackOn()
+	}
+	for _, name := range triggers {
+		c, ok := triggerClass(name)
+		if !ok {
+			return nil, fmt.Errorf("model %s: unknown fallback_on trigger %q", m.Name, name)
+		}
+		rt.triggers |= 1 << c
+	}
+	switch h := m.Hedge.After; h {
+	case "":
+	case config.HedgeP95:
+		rt.hedgeP95 = true
+	default:
+		d, err := time.ParseDuration(h)
+		if err != nil || d <= 0 {
+			return nil, fmt.Errorf("model %s: hedge.after %q is neither a positive duration nor p95", m.Name, h)
+		}
+		rt.hedgeAfter = int64(d)
+	}
+	for _, tc := range m.Targets {
+		pi, ok := providers[tc.Provider]
+		if !ok {
+			return nil, fmt.Errorf("model %s: unknown provider %q", m.Name, tc.Provider)
+		}
+		t := &target{
+			route:         rt,
+			provider:      tc.Provider,
+			providerIndex: pi,
+			model:         tc.Model,
+			weight:        uint64(max(1, tc.Weight)),
+			keys:          tc.APIKeys,
+			rpm:           newLimiter(tc.RPM),
+			tpm:           newLimiter(tc.TPM),
+		}
+		if t.model == "" {
+			t.model = m.Name
+			if rt.wildcard {
+				t.model = "*"
+			}
+		}
+		t.deployment = t.provider + "/" + t.model
+		t.h = healthOf(t.deployment, t.provider, t.model)
+		rt.targets = append(rt.targets, t)
+	}
+	return rt, nil
+}
+
+// upstreamModel returns the name to send upstream for a request whose
+// wildcard capture is capture.
+func (t *target) upstreamModel(capture string) string {
+	if !t.route.wildcard {
+		return t.model
+	}
+	if t.model == "*" {
+		return capture
+	}
+	return strings.Replace(t.model, "*", capture, 1)
+}
+
+// key returns the API key for the next call and its index, or "" and -1
+// when the target has no keys of its own.
+func (t *target) key() (string, int) {
+	if len(t.keys) == 0 {
+		return "", -1
+	}
+	i := int((t.keyPos.Add(1) - 1) % uint64(len(t.keys)))
+	return t.keys[i], i
+}
+
+func orDuration(d, def time.Duration) time.Duration {
+	if d <= 0 {
+		return def
+	}
+	return d
+}
+
+// limiter caps a rate per minute with the generic cell rate algorithm: tat
+// is the theoretical arrival time of the next unit; a unit fits while tat
+// stays within a minute of now, so a whole minute's allowance may be used
+// at once. Lock free: one CAS per take.
+type limiter struct {
+	tat  atomic.Int64 // ns since Router.base
+	step int64        // ns per unit; 0 means no cap
+}
+
+const capWindow = int64(time.Minute)
+
+func newLimiter(perMinute int64) limiter {
+	if perMinute <= 0 {
+		return limiter{}
+	}
+	return limiter{step: max(1, capWindow/perMinute)}
+}
+
+// room reports whether one more unit fits now, without taking it.
+func (l *limiter) room(now int64) bool {
+	return l.step == 0 || l.tat.Load()-now <= capWindow-l.step
+}
+
+// take takes one unit if it fits.
+func (l *limiter) take(now int64) bool {
+	if l.step == 0 {
+		return true
+	}
+	for {
+		old := l.tat.Load()
+		t := max(old, now) + l.step
+		if t-now > capWindow {
+			return false
+		}
+		if l.tat.CompareAndSwap(old, t) {
+			return true
+		}
+	}
+}
+
+// charge takes n units, even beyond the cap (tokens are known only after
+// the call); the excess keeps the target skipped until it has drained.
+func (l *limiter) charge(now, n int64) {
+	if l.step == 0 || n <= 0 {
+		return
+	}
+	for {
+		old := l.tat.Load()
+		if l.tat.CompareAndSwap(old, max(old, now)+n*l.step) {
+			return
+		}
+	}
+}
