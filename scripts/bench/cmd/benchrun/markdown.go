@@ -474,11 +474,12 @@ func startupTable(m *md, r *Results) {
 		return
 	}
 	m.p("### Start-up and idle memory (fresh process each repetition)\n\n")
-	m.header("Process", "start-up ms (median)", "every run, ms", "idle RSS MiB (median)", "every run, MiB")
+	m.header("Process", "start-up ms (median)", "every run, ms", "idle RSS MiB (median)", "of which anonymous MiB", "every run, MiB")
 	for _, st := range r.Startup {
-		m.row(st.Target, ms2(st.MedianMS), joinNums(st.StartupMS, ms2), ms2(st.MedianRSS), joinNums(st.IdleRSSMB, ms2))
+		m.row(st.Target, ms2(st.MedianMS), joinNums(st.StartupMS, ms2), ms2(st.MedianRSS), ms2(st.MedianAnon), joinNums(st.IdleRSSMB, ms2))
 	}
-	m.p("\nStart-up of `tollgate` includes connecting to NATS, checking the usage stream and the spend bucket and loading the spend totals; `--embed` starts an embedded NATS JetStream server and the budget consumer in the process instead.\n\n")
+	m.p("\nStart-up of `tollgate` includes connecting to NATS, checking the usage stream and the spend bucket and loading the spend totals; `--embed` starts an embedded NATS JetStream server and the budget consumer in the process instead. ")
+	m.p("Anonymous memory (RssAnon) is heap, stacks and runtime; the rest of the RSS is the program's own code and read-only data paged in from its file, which the kernel shares and can reclaim.\n\n")
 }
 
 // soakSection writes the soak result, if any.

@@ -268,5 +268,26 @@ func rssMB(pid int) (float64, error) {
 	return float64(st.RSS) / (1 << 20), nil
 }
 
+// anonMB reads the anonymous part of pid's resident set in MiB (RssAnon):
+// heap, stacks and runtime memory, without the program's file-backed
+// pages (code and read-only data, shared with the page cache).
+func anonMB(pid int) (float64, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return 0, fmt.Errorf("read proc status: %w", err)
+	}
+	for line := range bytes.Lines(b) {
+		if v, ok := bytes.CutPrefix(line, []byte("RssAnon:")); ok {
+			v = bytes.TrimSpace(bytes.TrimSuffix(bytes.TrimSpace(v), []byte("kB")))
+			kb, err := strconv.ParseInt(string(v), 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("parse RssAnon %q: %w", v, err)
+			}
+			return float64(kb) / 1024, nil
+		}
+	}
+	return 0, fmt.Errorf("no RssAnon in /proc/%d/status", pid)
+}
+
 // itoa is strconv.Itoa, short for argument lists.
 func itoa(n int) string { return strconv.Itoa(n) }

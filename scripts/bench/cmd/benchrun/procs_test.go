@@ -165,4 +165,11 @@ func TestRSS(t *testing.T) {
 	if mb <= 0 || mb > 4096 {
 		t.Errorf("rss %v MiB", mb)
 	}
+	anon, err := anonMB(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if anon <= 0 || anon > mb {
+		t.Errorf("anonymous rss %v MiB, total %v MiB", anon, mb)
+	}
 }

@@ -130,8 +130,12 @@ type Startup struct {
 	Target    string    `json:"target"`
 	StartupMS []float64 `json:"startup_ms"`
 	IdleRSSMB []float64 `json:"idle_rss_mb"`
-	MedianMS  float64   `json:"median_startup_ms"`
-	MedianRSS float64   `json:"median_idle_rss_mb"`
+	// IdleAnonMB is the anonymous part of the idle RSS (RssAnon): the rest
+	// is the binary's code and data pages.
+	IdleAnonMB []float64 `json:"idle_anon_mb"`
+	MedianMS   float64   `json:"median_startup_ms"`
+	MedianRSS  float64   `json:"median_idle_rss_mb"`
+	MedianAnon float64   `json:"median_idle_anon_mb"`
 }
 
 // summarize turns a loadgen report into a Run; target is the serving

@@ -220,19 +220,22 @@ func (s *suite) startups(ctx context.Context, reps int) ([]Startup, error) {
 			case <-time.After(time.Second):
 			}
 			rss, rerr := rssMB(in.p.pid())
+			anon, aerr := anonMB(in.p.pid())
 			serr := s.st.ps.stop(in.p)
-			if err := errors.Join(rerr, serr, ctx.Err()); err != nil {
+			if err := errors.Join(rerr, aerr, serr, ctx.Err()); err != nil {
 				return out, fmt.Errorf("idle rss of %s: %w", k.name, err)
 			}
 			ms := float64(in.took) / float64(time.Millisecond)
 			out[i].StartupMS = append(out[i].StartupMS, ms)
 			out[i].IdleRSSMB = append(out[i].IdleRSSMB, rss)
-			fmt.Fprintf(s.out, "  start-up %-17s rep %d  %6.1f ms  idle rss %5.1f MB\n", k.name, rep, ms, rss)
+			out[i].IdleAnonMB = append(out[i].IdleAnonMB, anon)
+			fmt.Fprintf(s.out, "  start-up %-17s rep %d  %6.1f ms  idle rss %5.1f MB (anonymous %4.1f MB)\n", k.name, rep, ms, rss, anon)
 		}
 	}
 	for i := range out {
 		out[i].MedianMS = median(out[i].StartupMS)
 		out[i].MedianRSS = median(out[i].IdleRSSMB)
+		out[i].MedianAnon = median(out[i].IdleAnonMB)
 	}
 	return out, nil
 }
