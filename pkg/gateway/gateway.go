@@ -20,6 +20,7 @@ import (
 	"github.com/tollgate/tollgate/pkg/metrics"
 	"github.com/tollgate/tollgate/pkg/pricing"
 	"github.com/tollgate/tollgate/pkg/ratelimit"
+	"github.com/tollgate/tollgate/pkg/tokenize"
 	"github.com/valyala/fasthttp"
 )
 
@@ -97,6 +98,9 @@ func New(o Options) (*Gateway, error) {
 	}
 	if g.acct.OutputReserve <= 0 {
 		g.acct.OutputReserve = 4096
+	}
+	if g.acct.Estimator == nil {
+		g.acct.Estimator = tokenize.New() // loads its vocabulary on first use
 	}
 	if g.acct.Reservations == nil {
 		g.acct.Reservations = NewReservations()
@@ -227,6 +231,8 @@ func (g *Gateway) newApp() *fiber.App {
 	app.Post("/v1/chat/completions", func(c *fiber.Ctx) error { return g.serve(c, epChat) })
 	app.Post("/v1/completions", func(c *fiber.Ctx) error { return g.serve(c, epCompletions) })
 	app.Post("/v1/embeddings", func(c *fiber.Ctx) error { return g.serve(c, epEmbeddings) })
+	app.Post("/v1/messages", g.serveMessages)
+	app.Post("/v1/messages/count_tokens", g.serveCountTokens)
 	app.Get("/v1/models", g.handleModels)
 	app.Get("/healthz", g.handleHealth)
 	app.Get("/readyz", g.handleReady)

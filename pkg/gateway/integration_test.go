@@ -109,6 +109,7 @@ func TestNATSOutageUnderLoad(t *testing.T) {
 					t.Errorf("status %d during the outage", resp.StatusCode)
 					continue
 				}
+				time.Sleep(2 * time.Millisecond) // steady load, not a flood
 				mu.Lock()
 				served[resp.Header.Get("X-Request-Id")] = true
 				mu.Unlock()
@@ -150,10 +151,15 @@ func TestNATSOutageUnderLoad(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	it, err := oc.Messages()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer it.Stop()
 	seen := map[string]int{}
 	var cost int64
 	for len(seen) < len(served) {
-		msg, err := oc.Next(jetstream.FetchMaxWait(5 * time.Second))
+		msg, err := it.Next()
 		if err != nil {
 			t.Fatalf("read %d of %d events: %v", len(seen), len(served), err)
 		}

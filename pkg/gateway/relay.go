@@ -14,6 +14,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/tidwall/gjson"
 	"github.com/tollgate/tollgate/pkg/providers"
+	"github.com/tollgate/tollgate/pkg/providers/anthropic"
 	"github.com/tollgate/tollgate/pkg/sse"
 	"github.com/valyala/fasthttp"
 )
@@ -39,7 +40,9 @@ type relay struct {
 	sc       *sse.Reader      // pooled SSE framing
 	fr       providers.Framer // sc, or the provider's own framing
 	stream   providers.Stream
-	out      []byte // output not yet handed to fasthttp: out[pos:]
+	enc      *anthropic.Encoder // OpenAI events to Anthropic ones, or nil
+	tmp      []byte             // OpenAI events before enc
+	out      []byte             // output not yet handed to fasthttp: out[pos:]
 	pos      int
 	scratch  []byte
 	bodyCopy []byte // the request body, kept for token estimation
@@ -63,12 +66,12 @@ var relayPool = sync.Pool{New: func() any {
 	return &relay{sc: sse.NewReader(nil, 8<<10, maxEventSize), out: make([]byte, 0, 8<<10)}
 }}
 
-func (g *Gateway) newRelay(resp *fasthttp.Response, rt *route, rec record, upStart time.Time, call *providers.Call) *relay {
+func (g *Gateway) newRelay(resp *fasthttp.Response, rt *route, rec record, upStart time.Time, call *providers.Call, s providers.Stream, enc *anthropic.Encoder) *relay {
 	r := relayPool.Get().(*relay)
 	r.g, r.resp, r.rec, r.upStart = g, resp, rec, upStart
 	r.body = resp.BodyStream()
 	r.conn = connOf(resp)
-	r.stream = rt.up.prov.Stream(call)
+	r.stream, r.enc = s, enc
 	if g.acct.Estimator != nil && g.acct.Publisher != nil {
 		r.bodyCopy = append(r.bodyCopy[:0], call.Body...)
 		r.rec.body = r.bodyCopy
@@ -102,7 +105,14 @@ func (r *relay) Read(p []byte) (int, error) {
 	for r.pos == len(r.out) {
 		if r.done {
 			if r.failure != nil {
-				r.out = appendErrorEvent(r.out[:0], r.failure)
+				switch {
+				case r.enc != nil:
+					r.out = r.enc.Fail(r.out[:0], anthropic.ErrorType(r.failure.Status), r.failure.Message)
+				case r.rec.anthropic:
+					r.out = appendAnthropicErrorEvent(r.out[:0], r.failure)
+				default:
+					r.out = appendErrorEvent(r.out[:0], r.failure)
+				}
 				r.pos = 0
 				r.failure = nil
 				continue
@@ -145,15 +155,25 @@ func (r *relay) pump() {
 // handleEvent translates one upstream event and queues the result.
 func (r *relay) handleEvent(ev []byte) {
 	n := len(r.out)
-	out, st, err := r.stream.Event(r.out, ev)
-	r.out = out
-	if len(out) > n {
-		if r.rec.ttft == 0 {
-			r.rec.ttft = time.Since(r.rec.start)
+	var st providers.State
+	var err error
+	if r.enc == nil {
+		r.out, st, err = r.stream.Event(r.out, ev)
+		if r.track && len(r.out) > n {
+			r.content = appendContent(r.content, r.out[n:])
 		}
+	} else {
+		r.tmp, st, err = r.stream.Event(r.tmp[:0], ev)
 		if r.track {
-			r.content = appendContent(r.content, out[n:])
+			r.content = appendContent(r.content, r.tmp)
 		}
+		var eerr error
+		if r.out, eerr = r.enc.Events(r.out, r.tmp); eerr != nil && st != providers.Failed {
+			st, err = providers.Failed, eerr
+		}
+	}
+	if r.rec.ttft == 0 && len(r.out) > n {
+		r.rec.ttft = time.Since(r.rec.start)
 	}
 	switch st {
 	case providers.Done:
@@ -192,6 +212,9 @@ func (r *relay) upstreamEnded(err error) {
 	case err == io.EOF && r.stream.Complete():
 		// finish_reason without [DONE]: the answer is complete.
 		r.done = true
+		if r.enc != nil && !r.enc.Closed() {
+			r.out = r.enc.Finish(r.out)
+		}
 	case errors.Is(err, providers.ErrMalformed):
 		r.fail(&apiError{Status: fiber.StatusBadGateway, Type: typeUpstream, Code: "upstream_malformed",
 			Message: fmt.Sprintf("provider %s sent a malformed stream frame", name)})
@@ -288,8 +311,11 @@ func (r *relay) release() {
 	_ = r.resp.CloseBodyStream()
 	fasthttp.ReleaseResponse(r.resp)
 	r.stream.Close()
+	if r.enc != nil {
+		r.enc.Release()
+	}
 	r.sc.Reset(nil)
-	*r = relay{sc: r.sc, out: r.out[:0], scratch: r.scratch[:0], bodyCopy: r.bodyCopy[:0], content: r.content[:0]}
+	*r = relay{sc: r.sc, out: r.out[:0], scratch: r.scratch[:0], bodyCopy: r.bodyCopy[:0], content: r.content[:0], tmp: r.tmp[:0]}
 	relayPool.Put(r)
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/tollgate/tollgate/pkg/auth"
 	"github.com/tollgate/tollgate/pkg/pricing"
 	"github.com/tollgate/tollgate/pkg/providers"
+	"github.com/tollgate/tollgate/pkg/providers/anthropic"
 	"github.com/valyala/fasthttp"
 )
 
@@ -34,6 +35,7 @@ type record struct {
 	ttft          time.Duration // time to first content chunk (streams)
 	upstream      time.Duration // upstream call, header to end of body
 	model         string        // the requested model, even when unknown
+	anthropic     bool          // the client speaks the Anthropic format (/v1/messages)
 	prices        *pricing.Table
 	adm           admission
 	started       bool   // the client got a 200 (an answer began)
@@ -153,6 +155,12 @@ func (g *Gateway) unary(c *fiber.Ctx, req *fasthttp.Request, rt *route, rec *rec
 // goes to the client, so a failure or timeout up to then is a plain HTTP
 // error, never a 200 followed by an error event.
 func (g *Gateway) stream(c *fiber.Ctx, req *fasthttp.Request, rt *route, rec *record, call *providers.Call) error {
+	return g.streamWith(c, req, rt, rec, call, rt.up.prov.Stream(call), nil)
+}
+
+// streamWith relays a stream through s, and through enc when the client
+// speaks the Anthropic format but the provider does not.
+func (g *Gateway) streamWith(c *fiber.Ctx, req *fasthttp.Request, rt *route, rec *record, call *providers.Call, s providers.Stream, enc *anthropic.Encoder) error {
 	resp := fasthttp.AcquireResponse()
 	resp.StreamBody = true
 	upStart := time.Now()
@@ -161,6 +169,7 @@ func (g *Gateway) stream(c *fiber.Ctx, req *fasthttp.Request, rt *route, rec *re
 	fasthttp.ReleaseRequest(req)
 	if err != nil {
 		fasthttp.ReleaseResponse(resp)
+		releaseStream(s, enc)
 		return g.fail(c, rec, rt.up.classify(err))
 	}
 	if resp.StatusCode() != fasthttp.StatusOK {
@@ -168,9 +177,10 @@ func (g *Gateway) stream(c *fiber.Ctx, req *fasthttp.Request, rt *route, rec *re
 		aerr := rt.up.statusError(resp.StatusCode(), body, resp.Header.Peek(fiber.HeaderRetryAfter))
 		_ = resp.CloseBodyStream()
 		fasthttp.ReleaseResponse(resp)
+		releaseStream(s, enc)
 		return g.fail(c, rec, aerr)
 	}
-	r := g.newRelay(resp, rt, *rec, upStart, call)
+	r := g.newRelay(resp, rt, *rec, upStart, call, s, enc)
 	if aerr := r.prime(); aerr != nil {
 		r.release()
 		return g.fail(c, rec, aerr)
@@ -183,6 +193,14 @@ func (g *Gateway) stream(c *fiber.Ctx, req *fasthttp.Request, rt *route, rec *re
 	return nil
 }
 
+// releaseStream releases decoders of a stream that never started.
+func releaseStream(s providers.Stream, enc *anthropic.Encoder) {
+	s.Close()
+	if enc != nil {
+		enc.Release()
+	}
+}
+
 // fail answers an error and accounts for the request.
 func (g *Gateway) fail(c *fiber.Ctx, rec *record, e *apiError) error {
 	rec.status = e.Status
@@ -191,6 +209,9 @@ func (g *Gateway) fail(c *fiber.Ctx, rec *record, e *apiError) error {
 		rec.errType = e.Type
 	}
 	g.finish(rec)
+	if rec.anthropic {
+		return writeAnthropicError(c, e)
+	}
 	return writeError(c, e)
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/tollgate/tollgate/pkg/config"
 	"github.com/tollgate/tollgate/pkg/providers"
+	"github.com/tollgate/tollgate/pkg/providers/anthropic"
 	"github.com/tollgate/tollgate/pkg/providers/bedrock"
 	"github.com/tollgate/tollgate/pkg/providers/gemini"
 	"github.com/tollgate/tollgate/pkg/providers/openai"
@@ -117,6 +118,8 @@ func newProvider(p config.Provider) (providers.Provider, error) {
 	case config.KindBedrock:
 		return bedrock.New(bedrock.Options{Name: p.Name, BaseURL: p.BaseURL, APIKey: p.APIKey, Region: p.Region,
 			AccessKeyID: p.AccessKeyID, SecretAccessKey: p.SecretAccessKey, SessionToken: p.SessionToken, Headers: p.Headers})
+	case config.KindAnthropic:
+		return anthropic.New(anthropic.Options{Name: p.Name, BaseURL: p.BaseURL, APIKey: p.APIKey, Version: p.APIVersion, Headers: p.Headers})
 	case config.KindGemini:
 		return gemini.New(gemini.Options{Name: p.Name, BaseURL: p.BaseURL, APIKey: p.APIKey, APIVersion: p.APIVersion, Headers: p.Headers})
 	default:

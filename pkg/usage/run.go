@@ -441,7 +441,9 @@ func (r *runState) startDrain() {
 	if r.drain.active || !r.up || !r.spool.hasData() {
 		return
 	}
-	room := min(r.cfg.BatchSize, r.cfg.MaxPending-r.ring.len())
+	// A drain batch fills the whole publish window: one batch is in flight
+	// at a time, so small batches would make draining a long outage slow.
+	room := r.cfg.MaxPending - r.ring.len()
 	if room <= 0 {
 		return
 	}
