@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
 # Installs what the test suite needs on a fresh Debian machine, only when it
-# is missing: nats-server (integration tests), protoc and protoc-gen-go (the
-# generated-code staleness test). Needs root for apt-get; without root it
+# is missing: nats-server (integration tests), clickhouse-server (analytics
+# tests; the tests start their own throwaway server), protoc and
+# protoc-gen-go (the generated-code staleness test). Needs root for apt-get; without root it
 # says what is missing and leaves it to you.
 set -euo pipefail
 
 need_apt=()
 command -v nats-server >/dev/null 2>&1 || need_apt+=(nats-server)
 command -v protoc >/dev/null 2>&1 || need_apt+=(protobuf-compiler)
+if ! command -v clickhouse-server >/dev/null 2>&1 && [ ! -x /usr/sbin/clickhouse-server ] && [ ! -x /usr/bin/clickhouse-server ]; then
+  need_apt+=(clickhouse-server clickhouse-client)
+fi
 
 if [ ${#need_apt[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
