@@ -1,0 +1,158 @@
+package chstore
+
+import (
+	"io"
+	"log/slog"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/protobuf/proto"
+)
+
+// benchOptions are the defaults (batches of 10,000 or 1s) without logs.
+func benchOptions() LoaderOptions {
+	return LoaderOptions{
+		Logger:     slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Registerer: prometheus.NewRegistry(),
+	}
+}
+
+// BenchmarkLoad measures load throughput: b.N events already in the stream
+// are loaded into ClickHouse by one Loader with default batching. Run with
+// e.g. -benchtime=200000x; events/s is the figure that matters.
+func BenchmarkLoad(b *testing.B) {
+	js, s := newJS(b), newStore(b, ch.Addr(b))
+	last := publish(b, js, 0, b.N)
+	l, err := NewLoader(s, js, benchOptions())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	begin := time.Now()
+	r := start(l.Run)
+	for metricValue(l.m.watermark) < float64(last) {
+		select {
+		case err := <-r.done:
+			b.Fatalf("loader stopped: %v", err)
+		case <-time.After(time.Millisecond):
+		}
+	}
+	elapsed := time.Since(begin)
+	b.StopTimer()
+	if err := r.stop(b); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "events/s")
+	if got := readTotals(b, s).rows; got != uint64(b.N) {
+		b.Fatalf("%d rows, want %d", got, b.N)
+	}
+}
+
+// BenchmarkFreshness measures how long an event takes from publish to
+// being visible in ClickHouse with default batching (10,000 events or 1s),
+// at a steady 2,000 events/s. It reports the p50 and p99 in milliseconds.
+func BenchmarkFreshness(b *testing.B) {
+	const rate = 2000 // events/s
+	js, s := newJS(b), newStore(b, ch.Addr(b))
+	l, err := NewLoader(s, js, benchOptions())
+	if err != nil {
+		b.Fatal(err)
+	}
+	var mu sync.Mutex
+	lat := make([]time.Duration, 0, b.N)
+	l.onInsert = func(evs []pendingEvent) {
+		now := time.Now()
+		mu.Lock()
+		for _, p := range evs {
+			lat = append(lat, now.Sub(time.Unix(0, p.ev.Timestamp)))
+		}
+		mu.Unlock()
+	}
+	r := start(l.Run)
+	waitFor(b, r.done, func() bool { return metricValue(l.m.leader) == 1 })
+
+	b.ReportAllocs()
+	b.ResetTimer()
+	begin := time.Now()
+	for i := range b.N {
+		if d := time.Until(begin.Add(time.Duration(i) * time.Second / rate)); d > 0 {
+			time.Sleep(d)
+		}
+		ev := testEvent(i)
+		ev.Timestamp = time.Now().UnixNano()
+		data, err := proto.Marshal(ev)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := js.PublishAsync("tollgate.usage."+ev.Dept, data); err != nil {
+			b.Fatal(err)
+		}
+	}
+	select {
+	case <-js.PublishAsyncComplete():
+	case <-time.After(30 * time.Second):
+		b.Fatal("publishes not acknowledged")
+	}
+	b.StopTimer()
+	waitFor(b, r.done, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(lat) == b.N
+	})
+	if err := r.stop(b); err != nil {
+		b.Fatal(err)
+	}
+	slices.Sort(lat)
+	q := func(p float64) float64 { return float64(lat[int(p*float64(len(lat)-1))]) / 1e6 }
+	b.ReportMetric(q(0.5), "p50-ms")
+	b.ReportMetric(q(0.99), "p99-ms")
+}
+
+// BenchmarkPrepare measures decoding and deduplicating a fetched batch, per
+// event. Allocations are the decoded strings (about 20 per event).
+func BenchmarkPrepare(b *testing.B) {
+	const size = 1000
+	l, err := NewLoader(nil, nil, testOptions(size))
+	if err != nil {
+		b.Fatal(err)
+	}
+	var bt batch
+	for i := range size {
+		data, err := proto.Marshal(testEvent(i))
+		if err != nil {
+			b.Fatal(err)
+		}
+		bt.msgs = append(bt.msgs, &fakeMsg{data: data})
+		bt.seqs = append(bt.seqs, uint64(i+1))
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i += size {
+		l.prepare(&bt)
+	}
+}
+
+// BenchmarkColumnsAdd measures turning decoded events into insert columns,
+// per event: 0 allocs/op once the columns have grown.
+func BenchmarkColumnsAdd(b *testing.B) {
+	const batch = 1000
+	evs := make([]*pendingEvent, batch)
+	for i := range evs {
+		evs[i] = &pendingEvent{ev: testEvent(i), seq: uint64(i + 1)}
+	}
+	var c columns
+	now := time.Now()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		if i%batch == 0 {
+			c.reset()
+		}
+		p := evs[i%batch]
+		c.add(p.ev, p.seq, now)
+	}
+}

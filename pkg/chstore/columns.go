@@ -1,0 +1,167 @@
+package chstore
+
+import (
+	"math"
+	"time"
+
+	usagev1 "github.com/tollgate/tollgate/proto/tollgate/usage/v1"
+)
+
+// eventColumns lists the usage_events columns in the order of
+// columns.slices.
+const eventColumns = "event_id, request_id, ts, ts_ms, issuer, subject, key_id, dept, team, project, " +
+	"requested_model, served_model, provider, deployment, attempts, fallbacks, route, " +
+	"prompt_tokens, completion_tokens, cached_tokens, reasoning_tokens, estimated, " +
+	"cost_nano_usd, pricing_version, endpoint, stream, status_code, error_type, client_aborted, " +
+	"latency_total_us, ttft_us, upstream_us, overhead_us, cache_hit, degradation_step, clamped_max_tokens, " +
+	"stream_seq, ingested_at"
+
+// columns holds a batch of usage_events rows column by column, the form a
+// native insert sends. Its slices are reused from batch to batch.
+type columns struct {
+	eventID, requestID                                []string
+	ts                                                []int64 // Unix seconds
+	tsMs                                              []uint64
+	issuer, subject, keyID, dept, team, project       []string
+	requestedModel, servedModel, provider, deployment []string
+	attempts                                          []uint32
+	fallbacks                                         [][]string
+	route                                             []string
+	promptTokens, completionTokens, cached, reasoning []uint64
+	estimated                                         []uint8
+	cost                                              []int64
+	pricingVersion, endpoint                          []string
+	stream                                            []uint8
+	statusCode                                        []uint32
+	errorType                                         []string
+	clientAborted                                     []uint8
+	latencyTotal, ttft, upstream, overhead            []uint64
+	cacheHit                                          []uint8
+	degradationStep                                   []string
+	clampedMaxTokens                                  []uint32
+	streamSeq                                         []uint64
+	ingestedAt                                        []int64 // Unix seconds
+	minTS, maxTS                                      uint32
+	minSeq, maxSeq                                    uint64
+}
+
+// slices returns the column slices in eventColumns order.
+func (c *columns) slices() []any {
+	return []any{
+		c.eventID, c.requestID, c.ts, c.tsMs, c.issuer, c.subject, c.keyID, c.dept, c.team, c.project,
+		c.requestedModel, c.servedModel, c.provider, c.deployment, c.attempts, c.fallbacks, c.route,
+		c.promptTokens, c.completionTokens, c.cached, c.reasoning, c.estimated,
+		c.cost, c.pricingVersion, c.endpoint, c.stream, c.statusCode, c.errorType, c.clientAborted,
+		c.latencyTotal, c.ttft, c.upstream, c.overhead, c.cacheHit, c.degradationStep, c.clampedMaxTokens,
+		c.streamSeq, c.ingestedAt,
+	}
+}
+
+func (c *columns) len() int { return len(c.eventID) }
+
+// reset empties every column, keeping the memory.
+func (c *columns) reset() {
+	*c = columns{
+		eventID: c.eventID[:0], requestID: c.requestID[:0], ts: c.ts[:0], tsMs: c.tsMs[:0],
+		issuer: c.issuer[:0], subject: c.subject[:0], keyID: c.keyID[:0], dept: c.dept[:0],
+		team: c.team[:0], project: c.project[:0], requestedModel: c.requestedModel[:0],
+		servedModel: c.servedModel[:0], provider: c.provider[:0], deployment: c.deployment[:0],
+		attempts: c.attempts[:0], fallbacks: clearStrings(c.fallbacks), route: c.route[:0],
+		promptTokens: c.promptTokens[:0], completionTokens: c.completionTokens[:0],
+		cached: c.cached[:0], reasoning: c.reasoning[:0], estimated: c.estimated[:0],
+		cost: c.cost[:0], pricingVersion: c.pricingVersion[:0], endpoint: c.endpoint[:0],
+		stream: c.stream[:0], statusCode: c.statusCode[:0], errorType: c.errorType[:0],
+		clientAborted: c.clientAborted[:0], latencyTotal: c.latencyTotal[:0], ttft: c.ttft[:0],
+		upstream: c.upstream[:0], overhead: c.overhead[:0], cacheHit: c.cacheHit[:0],
+		degradationStep: c.degradationStep[:0], clampedMaxTokens: c.clampedMaxTokens[:0],
+		streamSeq: c.streamSeq[:0], ingestedAt: c.ingestedAt[:0],
+	}
+}
+
+// clearStrings empties s, dropping the references it held.
+func clearStrings(s [][]string) [][]string {
+	clear(s)
+	return s[:0]
+}
+
+// add appends one event, stored at stream sequence seq and loaded at
+// ingested.
+func (c *columns) add(e *usagev1.UsageEvent, seq uint64, ingested time.Time) {
+	sec := unixSeconds(e.Timestamp)
+	if c.len() == 0 || sec < c.minTS {
+		c.minTS = sec
+	}
+	if c.len() == 0 || sec > c.maxTS {
+		c.maxTS = sec
+	}
+	if c.len() == 0 || seq < c.minSeq {
+		c.minSeq = seq
+	}
+	c.maxSeq = max(c.maxSeq, seq)
+	var ms uint64
+	if e.Timestamp > 0 {
+		ms = uint64(e.Timestamp / int64(time.Millisecond))
+	}
+	c.eventID = append(c.eventID, e.EventId)
+	c.requestID = append(c.requestID, e.RequestId)
+	c.ts = append(c.ts, int64(sec))
+	c.tsMs = append(c.tsMs, ms)
+	c.issuer = append(c.issuer, e.Issuer)
+	c.subject = append(c.subject, e.Subject)
+	c.keyID = append(c.keyID, e.KeyId)
+	c.dept = append(c.dept, e.Dept)
+	c.team = append(c.team, e.Team)
+	c.project = append(c.project, e.Project)
+	c.requestedModel = append(c.requestedModel, e.RequestedModel)
+	c.servedModel = append(c.servedModel, e.ServedModel)
+	c.provider = append(c.provider, e.Provider)
+	c.deployment = append(c.deployment, e.Deployment)
+	c.attempts = append(c.attempts, e.Attempts)
+	fb := e.Fallbacks
+	if fb == nil {
+		fb = []string{}
+	}
+	c.fallbacks = append(c.fallbacks, fb)
+	c.route = append(c.route, e.Route)
+	c.promptTokens = append(c.promptTokens, e.PromptTokens)
+	c.completionTokens = append(c.completionTokens, e.CompletionTokens)
+	c.cached = append(c.cached, e.CachedTokens)
+	c.reasoning = append(c.reasoning, e.ReasoningTokens)
+	c.estimated = append(c.estimated, flag(e.Estimated))
+	c.cost = append(c.cost, e.CostNanoUsd)
+	c.pricingVersion = append(c.pricingVersion, e.PricingVersion)
+	c.endpoint = append(c.endpoint, e.Endpoint)
+	c.stream = append(c.stream, flag(e.Stream))
+	c.statusCode = append(c.statusCode, e.StatusCode)
+	c.errorType = append(c.errorType, e.ErrorType)
+	c.clientAborted = append(c.clientAborted, flag(e.ClientAborted))
+	c.latencyTotal = append(c.latencyTotal, e.LatencyTotalUs)
+	c.ttft = append(c.ttft, e.TtftUs)
+	c.upstream = append(c.upstream, e.UpstreamUs)
+	c.overhead = append(c.overhead, e.OverheadUs)
+	c.cacheHit = append(c.cacheHit, flag(e.CacheHit))
+	c.degradationStep = append(c.degradationStep, e.DegradationStep)
+	c.clampedMaxTokens = append(c.clampedMaxTokens, e.ClampedMaxTokens)
+	c.streamSeq = append(c.streamSeq, seq)
+	c.ingestedAt = append(c.ingestedAt, ingested.Unix())
+}
+
+// unixSeconds converts Unix nanoseconds to the seconds a DateTime holds,
+// clamped to its range (1970 to 2106).
+func unixSeconds(ns int64) uint32 {
+	if ns <= 0 {
+		return 0
+	}
+	s := ns / int64(time.Second)
+	if s > math.MaxUint32 {
+		return math.MaxUint32
+	}
+	return uint32(s)
+}
+
+func flag(b bool) uint8 {
+	if b {
+		return 1
+	}
+	return 0
+}

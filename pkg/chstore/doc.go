@@ -1,0 +1,81 @@
+// Package chstore keeps Tollgate's usage analytics in ClickHouse: the schema
+// (embedded, numbered migrations applied by Migrate) and the Loader, which
+// copies usage events from the JetStream stream TOLLGATE_USAGE into the
+// table usage_events, each event exactly once.
+//
+// The SQL runs on ClickHouse 18.16 (Debian's package, used by the tests) and
+// on current releases, over the native protocol only. Money is Int64
+// nano-USD; the spend views add a Decimal(18,9) USD column.
+//
+// # Schema
+//
+// migrations/0001_events.sql: usage_events (one row per request, every
+// UsageEvent field, plus stream_seq and ingested_at; ReplacingMergeTree
+// ordered by (dept, ts, event_id), partitioned by month) and watermarks.
+// 0002_rollups.sql: usage_hourly and usage_daily (SummingMergeTree), kept
+// by materialized views on usage_events. 0003_spend_views.sql: spend_hourly
+// and spend_daily views in USD. The files explain each choice;
+// deploy/clickhouse/README.md tells operators how to use them.
+//
+// # Loading
+//
+// The Loader reads a durable pull consumer ("analytics"). It collects a
+// batch (BatchSize events, or what arrived within BatchInterval of the
+// first), decodes it, inserts it with one native batch insert, records the
+// batch's highest stream sequence in the watermarks table, and only then
+// acknowledges the batch (the consumer's ack policy is AckAll, so one ack
+// covers it). The next batch is collected while one is stored, so at most
+// two are in memory; while ClickHouse is down the Loader retries the same
+// batch with exponential backoff, marks the messages it holds in progress,
+// and fetches nothing more. Nothing is lost: what is not acknowledged is
+// delivered again.
+//
+// # Exactly once
+//
+// The materialized views count every row inserted, before
+// ReplacingMergeTree deduplicates anything, so finance numbers are exact
+// only if each event is inserted once. The Loader ensures that:
+//
+//   - Watermark: the watermark W means every event with a stream sequence
+//     <= W is stored. Deliveries at or below W (redeliveries, replays) are
+//     skipped. W only grows after the insert succeeded.
+//   - In order, without holes: the consumer delivers in stream order and
+//     the Loader checks that consumer (delivery) sequences are contiguous.
+//     A missing delivery (lost on a reconnect, taken by another client)
+//     could hide an event below the batch's top, so the Loader drops the
+//     batches in hand unacknowledged and recreates the consumer at W+1
+//     ("rewind"). Stream sequences may still skip: those messages were
+//     deleted.
+//   - At start, the consumer is reused only if it sits exactly at W with
+//     nothing pending; otherwise it is recreated at W+1. A previous
+//     process's unacknowledged messages are thus delivered at once and in
+//     order, and an emptied ClickHouse is reloaded from the stream.
+//   - Insert stored, watermark not (a crash in between), or an insert whose
+//     outcome is unknown (a timeout, a dropped connection): the rows may be
+//     stored while W was not advanced, and the messages come again. So at
+//     start and after any failed insert the Loader first waits until the
+//     server runs no insert of ours (an insert the client gave up on may
+//     still be running: every insert carries a query id the Loader looks
+//     for in system.processes), then looks up which of the batch's stream
+//     sequences are stored (a query bounded by the batch's time range) and
+//     inserts only the others. It keeps checking batches while it finds
+//     stored rows; at most one batch can be stored without its watermark,
+//     since the next insert starts only after the watermark write. The
+//     writes go insert, then watermark, then ack: dying after the watermark
+//     only causes redelivery, which W skips.
+//   - Within a batch, a repeated delivery or event id is inserted once.
+//   - One writer: Loaders of the same durable share a lease in a NATS KV
+//     bucket. The holder loads; the others stand by and take over when it
+//     stops (at once) or dies (after LeaseTTL). A holder starts a ClickHouse
+//     write only while its lease has at least 2 × InsertTimeout to run, and
+//     a new holder waits for running inserts before its first lookup.
+//
+// Events republished with a new stream sequence after the stream's
+// deduplication window are distinct messages to the stream and are loaded
+// twice: usage_events collapses them (read with FINAL), the rollups count
+// both, as the budget totals do. The check for running inserts sees one
+// server: behind a load balancer or with several ClickHouse addresses, an
+// insert abandoned on one server is not waited for on another.
+//
+// Undecodable events are logged, counted and acknowledged with their batch.
+package chstore

@@ -1,0 +1,784 @@
+package chstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/protobuf/proto"
+
+	usagev1 "github.com/tollgate/tollgate/proto/tollgate/usage/v1"
+)
+
+const (
+	// DefaultStream is the usage stream the Loader reads.
+	DefaultStream = "TOLLGATE_USAGE"
+	// DefaultDurable is the Loader's durable consumer name.
+	DefaultDurable = "analytics"
+)
+
+// ErrWatermarkAhead is returned by Run when the stored watermark is past
+// the stream's last sequence: the stream was recreated, and its new events
+// would be taken for stored ones. To load the new stream, delete the
+// consumer's rows from the watermarks table (ALTER TABLE watermarks DELETE
+// WHERE stream = 'TOLLGATE_USAGE' AND consumer = 'analytics').
+var ErrWatermarkAhead = errors.New("watermark ahead of the stream's last sequence")
+
+// LoaderOptions configure a Loader. Zero values take the defaults shown.
+type LoaderOptions struct {
+	// Stream is the usage stream. Default TOLLGATE_USAGE.
+	Stream string
+	// Durable is the pull consumer's name, and the watermark's key. Default
+	// "analytics". One Loader runs per durable (see the package doc).
+	Durable string
+	// BatchSize is the most events inserted at once. Default 10000.
+	BatchSize int
+	// BatchInterval is the longest the first event of a batch waits for the
+	// batch to fill before it is inserted anyway. Default 1s.
+	BatchInterval time.Duration
+	// AckWait is the consumer's AckWait. While a batch is held (waiting to
+	// fill, or retrying an insert) its messages are marked in progress every
+	// AckWait/3, so they are not redelivered. Default 30s.
+	AckWait time.Duration
+	// InsertTimeout bounds each ClickHouse call: the check for stored rows,
+	// the insert, the watermark write. Default 15s.
+	InsertTimeout time.Duration
+	// MinBackoff and MaxBackoff bound the exponential wait between attempts
+	// to store a batch, or to reach NATS. Default 100ms and 30s.
+	MinBackoff, MaxBackoff time.Duration
+	// LeaseBucket is the NATS KV bucket holding the lease that lets one
+	// Loader per durable load at a time; other Loaders of the durable stand
+	// by. Default "tollgate_analytics_lease".
+	LeaseBucket string
+	// LeaseTTL is how long a Loader that stopped renewing its lease (it
+	// crashed or lost NATS) keeps it, so the most a standby waits to take
+	// over; after a clean stop it takes over at once. Default 4 ×
+	// InsertTimeout; at least 3 × InsertTimeout.
+	LeaseTTL time.Duration
+	// LeaseReplicas is the lease bucket's replica count. Default 1.
+	LeaseReplicas int
+	// Logger receives retries, poison events and rewinds. Default
+	// slog.Default().
+	Logger *slog.Logger
+	// Registerer receives the Loader's metrics when set.
+	Registerer prometheus.Registerer
+	// Now stamps ingested_at and the watermark. Default time.Now.
+	Now func() time.Time
+}
+
+func (o LoaderOptions) withDefaults() (LoaderOptions, error) {
+	if o.Stream == "" {
+		o.Stream = DefaultStream
+	}
+	if o.Durable == "" {
+		o.Durable = DefaultDurable
+	}
+	if o.BatchSize <= 0 {
+		o.BatchSize = 10000
+	}
+	if o.BatchInterval <= 0 {
+		o.BatchInterval = time.Second
+	}
+	if o.AckWait <= 0 {
+		o.AckWait = 30 * time.Second
+	}
+	if o.InsertTimeout <= 0 {
+		o.InsertTimeout = 15 * time.Second
+	}
+	if o.MinBackoff <= 0 {
+		o.MinBackoff = 100 * time.Millisecond
+	}
+	if o.MaxBackoff <= 0 {
+		o.MaxBackoff = 30 * time.Second
+	}
+	if o.MaxBackoff < o.MinBackoff {
+		o.MaxBackoff = o.MinBackoff
+	}
+	if o.LeaseBucket == "" {
+		o.LeaseBucket = "tollgate_analytics_lease"
+	}
+	if o.LeaseTTL <= 0 {
+		o.LeaseTTL = 4 * o.InsertTimeout
+	}
+	if o.LeaseReplicas <= 0 {
+		o.LeaseReplicas = 1
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.AckWait < 3*o.BatchInterval {
+		return o, fmt.Errorf("ack wait %v: want at least 3 batch intervals (%v)", o.AckWait, 3*o.BatchInterval)
+	}
+	if o.LeaseTTL < 3*o.InsertTimeout {
+		return o, fmt.Errorf("lease ttl %v: want at least 3 insert timeouts (%v)", o.LeaseTTL, 3*o.InsertTimeout)
+	}
+	return o, nil
+}
+
+// minFetchWait is the shortest fetch worth asking for; a batch whose time
+// is closer to its end than this is inserted as it is.
+const minFetchWait = 5 * time.Millisecond
+
+// Loader copies usage events from the stream into ClickHouse, each exactly
+// once (see the package doc). It is used by one goroutine (Run) only.
+type Loader struct {
+	store *Store
+	js    jetstream.JetStream
+	o     LoaderOptions
+	log   *slog.Logger
+	m     loaderMetrics
+
+	lease    *lease // nil only in tests that drive loop directly
+	stream   jetstream.Stream
+	cons     jetstream.Consumer
+	wm       uint64    // every event with a stream sequence <= wm is stored
+	lastDseq uint64    // consumer sequence of the last delivery received
+	verify   bool      // look up stored rows before the next insert
+	lagAt    time.Time // when the lag gauge was last refreshed
+
+	bufs    [2]batch // the batch being stored and the next one
+	pending []pendingEvent
+	pool    []*usagev1.UsageEvent
+	ids     map[string]struct{}
+	seen    map[uint64]struct{}
+	cols    columns
+
+	// afterInsert and afterWatermark, when set (tests), run after a batch's
+	// insert and after its watermark write. An error ends Run at once with
+	// that error, without acknowledging anything, as a crash would.
+	afterInsert, afterWatermark func() error
+	// onInsert, when set (tests), runs after each successful insert, with
+	// the events inserted.
+	onInsert func(events []pendingEvent)
+}
+
+// pendingEvent is a decoded event waiting to be inserted.
+type pendingEvent struct {
+	ev  *usagev1.UsageEvent
+	seq uint64
+}
+
+// NewLoader validates o and returns a Loader; Run starts it.
+func NewLoader(store *Store, js jetstream.JetStream, o LoaderOptions) (*Loader, error) {
+	o, err := o.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	m, err := newLoaderMetrics(o.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	return &Loader{
+		store: store,
+		js:    js,
+		o:     o,
+		log:   o.Logger,
+		m:     m,
+		ids:   make(map[string]struct{}, o.BatchSize),
+		seen:  make(map[uint64]struct{}, o.BatchSize),
+	}, nil
+}
+
+// Run loads events until ctx is cancelled. It first takes the durable's
+// lease, standing by while another Loader holds it; then it attaches to (or
+// creates) the durable consumer and loads batch after batch. While
+// ClickHouse or NATS is unreachable it retries with backoff, holding the
+// batches in hand (at most two) and fetching nothing more. If the lease is
+// lost it drops them, unacknowledged, and stands by again. After a cancel
+// the batches in hand are finished, unless one waits out a backoff: then it
+// is abandoned unacknowledged and the next holder loads it. Run releases
+// the lease when it returns: nil after a cancel, ErrWatermarkAhead, or the
+// error of a test hook.
+func (l *Loader) Run(ctx context.Context) error {
+	if l.lease == nil {
+		err := l.retry(ctx, "lease", func(ctx context.Context) error {
+			var err error
+			l.lease, err = newLease(ctx, l.js, l.o.LeaseBucket, l.o.Stream+"."+l.o.Durable, l.o.LeaseTTL, l.o.LeaseReplicas)
+			return err
+		})
+		if err != nil {
+			return ignoreCancel(err)
+		}
+	}
+	for {
+		if err := l.standBy(ctx); err != nil {
+			return ignoreCancel(err)
+		}
+		err := l.lead(ctx)
+		l.lease.release(ctx)
+		l.m.leader.Set(0)
+		if errors.Is(err, errLeaseLost) && ctx.Err() == nil {
+			l.log.Warn("analytics lease lost; standing by", "durable", l.o.Durable)
+			continue
+		}
+		return ignoreCancel(err)
+	}
+}
+
+// standBy waits until this Loader holds the lease.
+func (l *Loader) standBy(ctx context.Context) error {
+	poll := min(time.Second, l.o.LeaseTTL/6)
+	logged := false
+	return l.retry(ctx, "lease", func(ctx context.Context) error {
+		for {
+			c, cancel := context.WithTimeout(ctx, l.o.InsertTimeout)
+			ok, err := l.lease.tryAcquire(c)
+			cancel()
+			if err != nil {
+				return err
+			}
+			if ok {
+				l.m.leader.Set(1)
+				l.log.Info("analytics lease acquired; loading", "durable", l.o.Durable)
+				return nil
+			}
+			if !logged {
+				l.log.Info("analytics lease held elsewhere; standing by", "durable", l.o.Durable)
+				logged = true
+			}
+			if !sleep(ctx, poll) {
+				return ctx.Err()
+			}
+		}
+	})
+}
+
+// lead loads while the lease is held.
+func (l *Loader) lead(ctx context.Context) error {
+	if err := l.retry(ctx, "start", l.setup); err != nil {
+		return err
+	}
+	return l.loop(ctx)
+}
+
+// holding reports whether the lease is held for at least margin more.
+func (l *Loader) holding(margin time.Duration) bool {
+	return l.lease == nil || l.lease.held(margin)
+}
+
+// writeMargin is how long the lease must still be held to start a write
+// to ClickHouse: a write takes at most InsertTimeout on our side, and the
+// server may still be finishing it a while after.
+func (l *Loader) writeMargin() time.Duration { return 2 * l.o.InsertTimeout }
+
+// batch is a fetched batch in hand.
+type batch struct {
+	msgs []jetstream.Msg
+	seqs []uint64 // stream sequence of msgs[i]
+	gap  bool     // a delivery before or among msgs went missing
+	err  error    // the fetch failed (msgs may hold what came before)
+	stop func()   // stops the heartbeat of msgs; nil when none runs
+}
+
+// release stops the batch's heartbeat. Its messages, unless acknowledged,
+// are redelivered after AckWait (or at once to a rewound consumer).
+func (b *batch) release() {
+	if b.stop != nil {
+		b.stop()
+		b.stop = nil
+	}
+}
+
+// loop loads batches from l.cons until ctx is cancelled. The next batch is
+// collected while the current one is stored, so at most two batches are in
+// memory: while a batch waits for ClickHouse, nothing more is fetched.
+func (l *Loader) loop(ctx context.Context) error {
+	cur, next := &l.bufs[0], &l.bufs[1]
+	defer func() {
+		l.bufs[0].release()
+		l.bufs[1].release()
+	}()
+	fetchBackoff := l.o.MinBackoff
+	l.collect(ctx, cur)
+	for {
+		if !l.holding(0) {
+			return errLeaseLost
+		}
+		if cur.err != nil && len(cur.msgs) == 0 {
+			l.m.errors.WithLabelValues("fetch").Inc()
+			l.log.Warn("analytics fetch", "err", cur.err, "retry_in", fetchBackoff)
+			if !errors.Is(cur.err, jetstream.ErrConsumerNotFound) && !errors.Is(cur.err, jetstream.ErrConsumerDeleted) {
+				sleep(ctx, fetchBackoff)
+				fetchBackoff = min(2*fetchBackoff, l.o.MaxBackoff)
+				if ctx.Err() != nil {
+					return nil
+				}
+				l.collect(ctx, cur)
+				continue
+			}
+			cur.gap = true
+		}
+		fetchBackoff = l.o.MinBackoff
+		if cur.gap {
+			// A delivery went missing: its sequence is unknown, so nothing
+			// in hand may raise the watermark. Start over from it.
+			cur.release()
+			l.m.rewinds.Inc()
+			l.log.Warn("analytics delivery gap; rewinding the consumer", "watermark", l.wm)
+			if err := l.retry(ctx, "rewind", l.rewind); err != nil {
+				return err
+			}
+			l.collect(ctx, cur)
+			continue
+		}
+		if len(cur.msgs) == 0 {
+			if ctx.Err() != nil {
+				return nil
+			}
+			l.refreshLag(ctx, true) // idle: at most once per BatchInterval
+			l.collect(ctx, cur)
+			continue
+		}
+		var wg sync.WaitGroup
+		wg.Go(func() { l.collect(ctx, next) })
+		err := l.handle(ctx, cur)
+		wg.Wait()
+		if err != nil {
+			return err
+		}
+		cur, next = next, cur
+	}
+}
+
+// errAbandoned ends Run when ctx is cancelled while a batch waits out a
+// backoff.
+var errAbandoned = errors.New("batch abandoned at shutdown")
+
+func ignoreCancel(err error) error {
+	if errors.Is(err, errAbandoned) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return nil
+	}
+	return err
+}
+
+// retry runs f until it succeeds, ctx is cancelled (errAbandoned) or it
+// returns ErrWatermarkAhead, errLeaseLost or a test hook's error, backing
+// off exponentially between attempts.
+func (l *Loader) retry(ctx context.Context, op string, f func(context.Context) error) error {
+	backoff := l.o.MinBackoff
+	for {
+		err := f(ctx)
+		var hook *hookError
+		switch {
+		case errors.As(err, &hook):
+			return hook.err
+		case errors.Is(err, context.Canceled) && ctx.Err() != nil:
+			return err
+		case err == nil || errors.Is(err, ErrWatermarkAhead) || errors.Is(err, errLeaseLost):
+			l.m.backoff.Set(0)
+			return err
+		}
+		l.m.errors.WithLabelValues(op).Inc()
+		l.m.backoff.Set(backoff.Seconds())
+		l.log.Warn("analytics "+op, "err", err, "retry_in", backoff)
+		if !sleep(ctx, backoff) {
+			return errAbandoned
+		}
+		backoff = min(2*backoff, l.o.MaxBackoff)
+		if l.stream != nil {
+			l.refreshLag(ctx, false)
+		}
+	}
+}
+
+// sleep waits d or until ctx is done, and reports whether d passed.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// setup reads the watermark and attaches to the consumer, rewinding it to
+// the watermark unless it is exactly there with nothing pending.
+func (l *Loader) setup(ctx context.Context) error {
+	c, cancel := context.WithTimeout(ctx, l.o.InsertTimeout)
+	defer cancel()
+	var err error
+	if l.stream, err = l.js.Stream(c, l.o.Stream); err != nil {
+		return fmt.Errorf("open stream %s: %w", l.o.Stream, err)
+	}
+	if l.wm, err = l.store.Watermark(c, l.o.Stream, l.o.Durable); err != nil {
+		return err
+	}
+	l.m.watermark.Set(float64(l.wm))
+	l.verify = true // the last process may have inserted without recording it
+	cons, err := l.js.Consumer(c, l.o.Stream, l.o.Durable)
+	switch {
+	case errors.Is(err, jetstream.ErrConsumerNotFound):
+		return l.rewind(ctx)
+	case err != nil:
+		return fmt.Errorf("open consumer %s: %w", l.o.Durable, err)
+	}
+	info := cons.CachedInfo()
+	cfg := info.Config
+	if info.NumAckPending == 0 && info.NumRedelivered == 0 && info.AckFloor.Stream == l.wm &&
+		cfg.AckPolicy == jetstream.AckAllPolicy && cfg.AckWait == l.o.AckWait &&
+		cfg.MaxAckPending == l.maxAckPending() && cfg.FilterSubject == "" && len(cfg.FilterSubjects) == 0 {
+		if err := l.checkStream(c); err != nil {
+			return err
+		}
+		l.cons, l.lastDseq = cons, info.Delivered.Consumer
+		return nil
+	}
+	return l.rewind(ctx)
+}
+
+func (l *Loader) maxAckPending() int { return 2 * l.o.BatchSize }
+
+// rewind deletes the durable consumer and creates it again to deliver from
+// the watermark on. The consumer's own state is disposable: the watermark
+// in ClickHouse says what is stored.
+func (l *Loader) rewind(ctx context.Context) error {
+	if !l.holding(l.o.InsertTimeout) {
+		return errLeaseLost
+	}
+	c, cancel := context.WithTimeout(ctx, l.o.InsertTimeout)
+	defer cancel()
+	if err := l.checkStream(c); err != nil {
+		return err
+	}
+	err := l.js.DeleteConsumer(c, l.o.Stream, l.o.Durable)
+	if err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return fmt.Errorf("delete consumer %s: %w", l.o.Durable, err)
+	}
+	cfg := jetstream.ConsumerConfig{
+		Durable:       l.o.Durable,
+		Description:   "Tollgate analytics: loads usage events into ClickHouse",
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+		AckPolicy:     jetstream.AckAllPolicy,
+		AckWait:       l.o.AckWait,
+		MaxAckPending: l.maxAckPending(),
+	}
+	if l.wm > 0 {
+		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, l.wm+1
+	}
+	cons, err := l.js.CreateConsumer(c, l.o.Stream, cfg)
+	if err != nil {
+		return fmt.Errorf("create consumer %s: %w", l.o.Durable, err)
+	}
+	l.cons, l.lastDseq = cons, 0
+	return nil
+}
+
+// checkStream refuses a watermark past the stream's end and reports events
+// that expired from the stream before they were loaded.
+func (l *Loader) checkStream(ctx context.Context) error {
+	info, err := l.stream.Info(ctx)
+	if err != nil {
+		return fmt.Errorf("stream %s info: %w", l.o.Stream, err)
+	}
+	st := info.State
+	if st.LastSeq < l.wm {
+		return fmt.Errorf("%w: stream %s ends at %d, watermark of %s is %d",
+			ErrWatermarkAhead, l.o.Stream, st.LastSeq, l.o.Durable, l.wm)
+	}
+	if st.Msgs > 0 && st.FirstSeq > l.wm+1 {
+		l.log.Warn("analytics: events left the stream before they were loaded",
+			"from_seq", l.wm+1, "to_seq", st.FirstSeq-1)
+	}
+	l.m.lag.Set(float64(st.LastSeq - l.wm))
+	return nil
+}
+
+// collect fetches the next batch into b: up to BatchSize messages, or
+// what arrived within BatchInterval of the first, or nothing after a whole
+// BatchInterval. It notes a gap when a delivery is missing (the consumer
+// sequence skipped) or the consumer is gone, and starts the heartbeat of
+// what it kept. After a cancel it fetches nothing more.
+func (l *Loader) collect(ctx context.Context, b *batch) {
+	b.release()
+	b.msgs, b.seqs, b.gap, b.err = b.msgs[:0], b.seqs[:0], false, nil
+	b.gap, b.err = l.fetch(ctx, b)
+	if len(b.msgs) > 0 && !b.gap {
+		b.stop = l.heartbeat(b.msgs)
+	}
+}
+
+func (l *Loader) fetch(ctx context.Context, b *batch) (gap bool, err error) {
+	var deadline time.Time
+	for len(b.msgs) < l.o.BatchSize && ctx.Err() == nil {
+		wait := l.o.BatchInterval
+		if len(b.msgs) > 0 {
+			if wait = time.Until(deadline); wait < minFetchWait {
+				break
+			}
+		}
+		mb, err := l.cons.Fetch(l.o.BatchSize-len(b.msgs), jetstream.FetchMaxWait(wait))
+		if err != nil {
+			return false, fmt.Errorf("fetch from %s: %w", l.o.Durable, err)
+		}
+		for m := range mb.Messages() {
+			md, err := m.Metadata()
+			if err != nil || md.Sequence.Consumer != l.lastDseq+1 {
+				return true, nil
+			}
+			l.lastDseq = md.Sequence.Consumer
+			if len(b.msgs) == 0 {
+				deadline = time.Now().Add(l.o.BatchInterval)
+			}
+			b.msgs = append(b.msgs, m)
+			b.seqs = append(b.seqs, md.Sequence.Stream)
+		}
+		if err := mb.Error(); err != nil {
+			if errors.Is(err, jetstream.ErrConsumerDeleted) || errors.Is(err, jetstream.ErrConsumerNotFound) {
+				return true, nil
+			}
+			return false, fmt.Errorf("fetch from %s: %w", l.o.Durable, err)
+		}
+		if len(b.msgs) == 0 {
+			return false, nil // idle for a whole interval
+		}
+	}
+	return false, nil
+}
+
+// handle stores batch b and acknowledges it.
+func (l *Loader) handle(ctx context.Context, b *batch) error {
+	top, topMsg := l.prepare(b)
+	if top > l.wm {
+		if err := l.commit(ctx, top); err != nil {
+			return err
+		}
+	}
+	b.release()
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.o.InsertTimeout)
+	defer cancel()
+	// AckAll: acknowledging the highest sequence acknowledges the batch.
+	if err := topMsg.DoubleAck(actx); err != nil {
+		// Harmless: the batch is redelivered and skipped as stored.
+		l.m.errors.WithLabelValues("ack").Inc()
+		l.log.Warn("analytics ack", "seq", top, "err", err)
+	}
+	l.m.batches.Inc()
+	if top > l.wm {
+		l.wm = top
+		l.m.watermark.Set(float64(top))
+	}
+	// A partial batch means the loader caught up: worth an exact gauge.
+	l.refreshLag(ctx, len(b.msgs) < l.o.BatchSize)
+	return nil
+}
+
+// heartbeat marks msgs in progress every AckWait/3 until stop is called.
+func (l *Loader) heartbeat(msgs []jetstream.Msg) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		t := time.NewTicker(l.o.AckWait / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				for _, m := range msgs {
+					_ = m.InProgress() // a lost one only risks a harmless redelivery
+				}
+			}
+		}
+	})
+	return func() {
+		close(done)
+		wg.Wait()
+	}
+}
+
+// prepare decodes b's new events into l.pending, skipping those at
+// or below the watermark, deliveries repeated within the batch, events whose
+// id came earlier in the batch, and undecodable ones. It returns the
+// batch's highest stream sequence and its message.
+func (l *Loader) prepare(b *batch) (top uint64, topMsg jetstream.Msg) {
+	l.pending = l.pending[:0]
+	clear(l.ids)
+	clear(l.seen)
+	for i, m := range b.msgs {
+		seq := b.seqs[i]
+		if topMsg == nil || seq >= top {
+			top, topMsg = seq, m // the latest delivery of the highest sequence
+		}
+		if seq <= l.wm {
+			l.m.skippedStored.Inc()
+			continue
+		}
+		if _, dup := l.seen[seq]; dup {
+			l.m.skippedDup.Inc()
+			continue
+		}
+		l.seen[seq] = struct{}{}
+		ev := l.event(len(l.pending))
+		if err := proto.Unmarshal(m.Data(), ev); err != nil {
+			l.m.skippedPoison.Inc()
+			l.log.Error("analytics: undecodable usage event; skipping", "seq", seq, "subject", m.Subject(), "err", err)
+			continue
+		}
+		if ev.EventId != "" {
+			if _, dup := l.ids[ev.EventId]; dup {
+				l.m.skippedDup.Inc()
+				continue
+			}
+			l.ids[ev.EventId] = struct{}{}
+		}
+		l.pending = append(l.pending, pendingEvent{ev: ev, seq: seq})
+	}
+	return top, topMsg
+}
+
+// event returns the i-th pooled event, reset.
+func (l *Loader) event(i int) *usagev1.UsageEvent {
+	if i == len(l.pool) {
+		l.pool = append(l.pool, new(usagev1.UsageEvent))
+	}
+	ev := l.pool[i]
+	ev.Reset()
+	return ev
+}
+
+// commit stores l.pending and the watermark top, retrying with backoff
+// until both succeeded. Attempts are not cut short by ctx; a cancel during
+// a backoff abandons the batch.
+func (l *Loader) commit(ctx context.Context, top uint64) error {
+	work := context.WithoutCancel(ctx)
+	inserted := false
+	return l.retry(ctx, "store", func(context.Context) error {
+		if !inserted {
+			if err := l.insert(work); err != nil {
+				l.verify = true // the insert may have landed all the same
+				return err
+			}
+			inserted = true
+			if l.afterInsert != nil {
+				if err := l.afterInsert(); err != nil {
+					return &hookError{err}
+				}
+			}
+		}
+		if !l.holding(l.writeMargin()) {
+			return errLeaseLost
+		}
+		c, cancel := context.WithTimeout(work, l.o.InsertTimeout)
+		defer cancel()
+		if err := l.store.writeWatermark(c, l.o.Stream, l.o.Durable, top, l.o.Now()); err != nil {
+			return err
+		}
+		if l.afterWatermark != nil {
+			if err := l.afterWatermark(); err != nil {
+				return &hookError{err}
+			}
+		}
+		return nil
+	})
+}
+
+// hookError carries a test hook's error through retry.
+type hookError struct{ err error }
+
+func (e *hookError) Error() string { return e.err.Error() }
+func (e *hookError) Unwrap() error { return e.err }
+
+// insert inserts l.pending in one batch. When l.verify is set it first
+// waits for running inserts to end and drops the events already stored,
+// and keeps verifying the next batch only if it found any: the last
+// process, or a failed attempt, stored at most one batch without a
+// watermark, and its events come first.
+func (l *Loader) insert(ctx context.Context) error {
+	if l.verify && len(l.pending) > 0 {
+		lo, hi, minTS, maxTS := l.bounds()
+		c, cancel := context.WithTimeout(ctx, l.o.InsertTimeout)
+		err := l.store.waitInserts(c)
+		var found map[uint64]string
+		if err == nil {
+			found, err = l.store.storedSeqs(c, lo, hi, minTS, maxTS)
+		}
+		cancel()
+		if err != nil {
+			return err
+		}
+		if len(found) > 0 {
+			kept := l.pending[:0]
+			for _, p := range l.pending {
+				// The event id must match too: a recreated stream reuses
+				// sequence numbers.
+				if id, ok := found[p.seq]; !ok || id != p.ev.EventId {
+					kept = append(kept, p)
+				}
+			}
+			l.m.skippedStored.Add(float64(len(l.pending) - len(kept)))
+			l.pending = kept
+		}
+		l.verify = len(found) > 0
+	}
+	if len(l.pending) == 0 {
+		return nil
+	}
+	if !l.holding(l.writeMargin()) {
+		return errLeaseLost
+	}
+	now := l.o.Now()
+	l.cols.reset()
+	for _, p := range l.pending {
+		l.cols.add(p.ev, p.seq, now)
+	}
+	c, cancel := context.WithTimeout(ctx, l.o.InsertTimeout)
+	defer cancel()
+	start := time.Now()
+	if err := l.store.insertEvents(c, &l.cols); err != nil {
+		return err
+	}
+	l.m.insertSeconds.Observe(time.Since(start).Seconds())
+	l.m.rows.Add(float64(len(l.pending)))
+	if l.onInsert != nil {
+		l.onInsert(l.pending)
+	}
+	return nil
+}
+
+// bounds returns the stream sequence and timestamp ranges of l.pending.
+func (l *Loader) bounds() (lo, hi uint64, minTS, maxTS uint32) {
+	for i, p := range l.pending {
+		ts := unixSeconds(p.ev.Timestamp)
+		if i == 0 {
+			lo, hi, minTS, maxTS = p.seq, p.seq, ts, ts
+			continue
+		}
+		lo, hi = min(lo, p.seq), max(hi, p.seq)
+		minTS, maxTS = min(minTS, ts), max(maxTS, ts)
+	}
+	return lo, hi, minTS, maxTS
+}
+
+// refreshLag sets the lag gauge from the stream's last sequence, at most
+// once a second unless forced.
+func (l *Loader) refreshLag(ctx context.Context, force bool) {
+	if !force && time.Since(l.lagAt) < time.Second {
+		return
+	}
+	l.lagAt = time.Now()
+	c, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	info, err := l.stream.Info(c)
+	if err != nil {
+		return // the next refresh tries again; fetch errors are counted
+	}
+	if last := info.State.LastSeq; last > l.wm {
+		l.m.lag.Set(float64(last - l.wm))
+	} else {
+		l.m.lag.Set(0)
+	}
+}
+
+// Watermark returns the highest stream sequence the Loader knows stored.
+// Only for use after Run returned.
+func (l *Loader) Watermark() uint64 { return l.wm }

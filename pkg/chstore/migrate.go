@@ -1,0 +1,176 @@
+package chstore
+
+import (
+	"context"
+	"embed"
+	"fmt"
+	"io/fs"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// migrationFiles holds the schema, one numbered file per migration.
+//
+//go:embed migrations/*.sql
+var migrationFiles embed.FS
+
+// Migration is one numbered schema change.
+type Migration struct {
+	// Version is the file's number: 1 for 0001_events.sql.
+	Version int
+	// Name is the file name.
+	Name string
+	// Statements are the file's SQL statements, without their ';'.
+	Statements []string
+}
+
+// Migrations returns the embedded migrations in version order.
+func Migrations() ([]Migration, error) {
+	names, err := fs.Glob(migrationFiles, "migrations/*.sql")
+	if err != nil {
+		return nil, fmt.Errorf("list migrations: %w", err)
+	}
+	slices.Sort(names)
+	ms := make([]Migration, 0, len(names))
+	for _, name := range names {
+		base := path.Base(name)
+		num, _, ok := strings.Cut(base, "_")
+		v, err := strconv.Atoi(num)
+		if !ok || err != nil || v <= 0 {
+			return nil, fmt.Errorf("migration %s: name must start with a positive number and '_'", base)
+		}
+		if len(ms) > 0 && ms[len(ms)-1].Version == v {
+			return nil, fmt.Errorf("migration %s: version %d used twice", base, v)
+		}
+		b, err := migrationFiles.ReadFile(name)
+		if err != nil {
+			return nil, fmt.Errorf("read migration %s: %w", base, err)
+		}
+		stmts, err := splitStatements(string(b))
+		if err != nil {
+			return nil, fmt.Errorf("migration %s: %w", base, err)
+		}
+		ms = append(ms, Migration{Version: v, Name: base, Statements: stmts})
+	}
+	return ms, nil
+}
+
+// splitStatements splits SQL into statements: lines starting with "--" are
+// dropped, and a statement ends at a line whose last non-blank character
+// is ';'.
+func splitStatements(sql string) ([]string, error) {
+	var stmts []string
+	var cur strings.Builder
+	for line := range strings.Lines(sql) {
+		t := strings.TrimSpace(line)
+		if strings.HasPrefix(t, "--") || (t == "" && cur.Len() == 0) {
+			continue
+		}
+		cur.WriteString(line)
+		if strings.HasSuffix(t, ";") {
+			stmt := strings.TrimSpace(cur.String())
+			stmt = strings.TrimSpace(strings.TrimSuffix(stmt, ";"))
+			if stmt != "" {
+				stmts = append(stmts, stmt)
+			}
+			cur.Reset()
+		}
+	}
+	if rest := strings.TrimSpace(cur.String()); rest != "" {
+		return nil, fmt.Errorf("statement without a closing ';': %.40q", rest)
+	}
+	return stmts, nil
+}
+
+// Migrate creates the database if needed and applies, in order, every
+// embedded migration not yet recorded in its schema_migrations table. It is
+// idempotent and safe to run from several processes at once: each statement
+// is idempotent, so a migration run twice, or cut short and run again, ends
+// in the same schema.
+func (s *Store) Migrate(ctx context.Context) error {
+	ms, err := Migrations()
+	if err != nil {
+		return err
+	}
+	if err := s.createDatabase(ctx); err != nil {
+		return err
+	}
+	if err := s.conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations
+		(version UInt32, name String, applied_at DateTime('UTC'))
+		ENGINE = ReplacingMergeTree(applied_at) ORDER BY version`); err != nil {
+		return fmt.Errorf("create schema_migrations: %w", err)
+	}
+	applied, err := s.AppliedMigrations(ctx)
+	if err != nil {
+		return err
+	}
+	for _, m := range ms {
+		if slices.Contains(applied, m.Version) {
+			continue
+		}
+		for i, stmt := range m.Statements {
+			if err := s.conn.Exec(ctx, stmt); err != nil {
+				return fmt.Errorf("apply migration %s statement %d: %w", m.Name, i+1, err)
+			}
+		}
+		if err := s.recordMigration(ctx, m); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// AppliedMigrations returns the versions recorded in schema_migrations, in
+// ascending order.
+func (s *Store) AppliedMigrations(ctx context.Context) ([]int, error) {
+	rows, err := s.conn.Query(ctx, "SELECT DISTINCT version FROM schema_migrations ORDER BY version")
+	if err != nil {
+		return nil, fmt.Errorf("read schema_migrations: %w", err)
+	}
+	defer rows.Close()
+	var vs []int
+	for rows.Next() {
+		var v uint32
+		if err := rows.Scan(&v); err != nil {
+			return nil, fmt.Errorf("read schema_migrations: %w", err)
+		}
+		vs = append(vs, int(v))
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read schema_migrations: %w", err)
+	}
+	return vs, nil
+}
+
+// createDatabase creates the database through a connection whose default
+// database is the server's, since a session cannot start in a database
+// that does not exist.
+func (s *Store) createDatabase(ctx context.Context) error {
+	conn, err := open(s.o, "")
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	if err := conn.Exec(ctx, "CREATE DATABASE IF NOT EXISTS `"+s.o.Database+"`"); err != nil {
+		return fmt.Errorf("create database %s: %w", s.o.Database, err)
+	}
+	return nil
+}
+
+func (s *Store) recordMigration(ctx context.Context, m Migration) error {
+	b, err := s.conn.PrepareBatch(ctx, "INSERT INTO schema_migrations (version, name, applied_at)")
+	if err != nil {
+		return fmt.Errorf("record migration %s: %w", m.Name, err)
+	}
+	if err := b.Append(uint32(m.Version), m.Name, time.Now()); err != nil {
+		_ = b.Abort()
+		return fmt.Errorf("record migration %s: %w", m.Name, err)
+	}
+	if err := b.Send(); err != nil {
+		return fmt.Errorf("record migration %s: %w", m.Name, err)
+	}
+	return nil
+}

@@ -1,0 +1,148 @@
+package chstore
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestSplitStatements(t *testing.T) {
+	tests := []struct {
+		name    string
+		sql     string
+		want    []string
+		wantErr bool
+	}{
+		{name: "empty", sql: "", want: nil},
+		{name: "comments only", sql: "-- a\n  -- b;\n", want: nil},
+		{name: "one", sql: "CREATE TABLE a (x UInt8)\nENGINE = Memory;\n", want: []string{"CREATE TABLE a (x UInt8)\nENGINE = Memory"}},
+		{name: "two with blank lines and comments",
+			sql:  "-- head\n\nSELECT 1;\n\n-- between;\nSELECT\n  2 ;  \n",
+			want: []string{"SELECT 1", "SELECT\n  2"}},
+		{name: "semicolon inside a line does not split", sql: "SELECT ';' AS x, 1\n;\n", want: []string{"SELECT ';' AS x, 1"}},
+		{name: "no final newline", sql: "SELECT 1;", want: []string{"SELECT 1"}},
+		{name: "unterminated", sql: "SELECT 1;\nSELECT 2\n", wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := splitStatements(tt.sql)
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("err = %v, want error %v", err, tt.wantErr)
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Fatalf("got %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestMigrations(t *testing.T) {
+	ms, err := Migrations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ms) < 3 {
+		t.Fatalf("%d migrations, want at least 3", len(ms))
+	}
+	for i, m := range ms {
+		if m.Version != i+1 {
+			t.Errorf("migration %s has version %d, want %d (no gaps)", m.Name, m.Version, i+1)
+		}
+		if len(m.Statements) == 0 {
+			t.Errorf("migration %s has no statements", m.Name)
+		}
+		for _, st := range m.Statements {
+			if !strings.Contains(st, "IF NOT EXISTS") {
+				t.Errorf("migration %s: statement is not idempotent: %.60q", m.Name, st)
+			}
+		}
+	}
+}
+
+func TestMigrate(t *testing.T) {
+	s := newStore(t, ch.Addr(t)) // migrated once already
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ms, err := Migrations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var all []int
+	for _, m := range ms {
+		all = append(all, m.Version)
+	}
+	wantTables := []string{"schema_migrations", "spend_daily", "spend_hourly", "usage_daily", "usage_daily_mv",
+		"usage_events", "usage_hourly", "usage_hourly_mv", "watermarks"}
+
+	steps := []struct {
+		name string
+		prep func() error
+	}{
+		{name: "after the first run"},
+		{name: "run again", prep: func() error { return s.Migrate(ctx) }},
+		{name: "run on a new Store", prep: func() error {
+			s2, err := Open(ctx, Options{Addr: s.o.Addr, Database: s.Database()})
+			if err != nil {
+				return err
+			}
+			defer s2.Close()
+			return s2.Migrate(ctx)
+		}},
+		{name: "every migration applied again", prep: func() error {
+			// As if each had died after its statements, before recording.
+			if err := s.conn.Exec(ctx, "DROP TABLE schema_migrations"); err != nil {
+				return err
+			}
+			return s.Migrate(ctx)
+		}},
+	}
+	for _, st := range steps {
+		t.Run(st.name, func(t *testing.T) {
+			if st.prep != nil {
+				if err := st.prep(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			applied, err := s.AppliedMigrations(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(applied, all) {
+				t.Fatalf("applied %v, want %v", applied, all)
+			}
+			tables := queryStrings(t, s, "SELECT name FROM system.tables WHERE database = ? ORDER BY name", s.Database())
+			if !slices.Equal(tables, wantTables) {
+				t.Fatalf("tables %v, want %v", tables, wantTables)
+			}
+		})
+	}
+}
+
+// TestEventColumns checks eventColumns and columns.slices against the table.
+func TestEventColumns(t *testing.T) {
+	s := newStore(t, ch.Addr(t))
+	table := queryStrings(t, s, "SELECT name FROM system.columns WHERE database = ? AND table = 'usage_events'", s.Database())
+	listed := strings.Split(eventColumns, ", ")
+	var c columns
+	tests := []struct {
+		name      string
+		got, want int
+	}{
+		{name: "listed columns cover the table", got: len(listed), want: len(table)},
+		{name: "one slice per listed column", got: len(c.slices()), want: len(listed)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.got != tt.want {
+				t.Fatalf("got %d, want %d", tt.got, tt.want)
+			}
+		})
+	}
+	slices.Sort(table)
+	slices.Sort(listed)
+	if !slices.Equal(table, listed) {
+		t.Fatalf("listed %v, table has %v", listed, table)
+	}
+}

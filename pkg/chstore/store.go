@@ -1,0 +1,245 @@
+package chstore
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	"github.com/google/uuid"
+)
+
+// Options configure Open. Zero fields take the defaults shown.
+type Options struct {
+	// Addr is the server's native-protocol address, host:port; several
+	// servers may be given comma-separated. Default 127.0.0.1:9000. The
+	// HTTP interface is not supported.
+	Addr string
+	// Database holds the tables. Default "tollgate". Migrate creates it.
+	Database string
+	// User and Password authenticate. Default user "default", no password.
+	User     string
+	Password string
+	// TLS, when set, encrypts the connections.
+	TLS *tls.Config
+	// DialTimeout bounds connecting. Default 5s.
+	DialTimeout time.Duration
+	// ReadTimeout bounds each read from the server. Default 30s.
+	ReadTimeout time.Duration
+	// MaxOpenConns caps the connection pool. Default 4.
+	MaxOpenConns int
+}
+
+// ErrInvalidOptions is returned by Open for options that can never work.
+var ErrInvalidOptions = errors.New("invalid clickhouse options")
+
+// dbName is what Database may be: it is put into SQL as an identifier.
+var dbName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,63}$`)
+
+func (o Options) withDefaults() (Options, error) {
+	if o.Addr == "" {
+		o.Addr = "127.0.0.1:9000"
+	}
+	if o.Database == "" {
+		o.Database = "tollgate"
+	}
+	if !dbName.MatchString(o.Database) {
+		return o, fmt.Errorf("%w: database name %q: want letters, digits and '_'", ErrInvalidOptions, o.Database)
+	}
+	if o.User == "" {
+		o.User = "default"
+	}
+	if o.DialTimeout <= 0 {
+		o.DialTimeout = 5 * time.Second
+	}
+	if o.ReadTimeout <= 0 {
+		o.ReadTimeout = 30 * time.Second
+	}
+	if o.MaxOpenConns <= 0 {
+		o.MaxOpenConns = 4
+	}
+	return o, nil
+}
+
+// Store is a connection pool to the analytics database. It is safe for
+// concurrent use.
+type Store struct {
+	conn driver.Conn
+	o    Options
+}
+
+// Open connects to ClickHouse over the native protocol (LZ4-compressed) and
+// checks that the server answers. The database need not exist yet: Migrate
+// creates it.
+func Open(ctx context.Context, o Options) (*Store, error) {
+	o, err := o.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	conn, err := open(o, o.Database)
+	if err != nil {
+		return nil, err
+	}
+	s := &Store{conn: conn, o: o}
+	if err := s.Ping(ctx); err != nil && !isUnknownDatabase(err) {
+		conn.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// open returns a lazily connecting pool whose default database is db.
+func open(o Options, db string) (driver.Conn, error) {
+	conn, err := clickhouse.Open(&clickhouse.Options{
+		Protocol:     clickhouse.Native,
+		Addr:         strings.Split(o.Addr, ","),
+		Auth:         clickhouse.Auth{Database: db, Username: o.User, Password: o.Password},
+		TLS:          o.TLS,
+		DialTimeout:  o.DialTimeout,
+		ReadTimeout:  o.ReadTimeout,
+		MaxOpenConns: o.MaxOpenConns,
+		MaxIdleConns: o.MaxOpenConns,
+		Compression:  &clickhouse.Compression{Method: clickhouse.CompressionLZ4},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("open clickhouse %s: %w", o.Addr, err)
+	}
+	return conn, nil
+}
+
+// isUnknownDatabase reports ClickHouse error 81, UNKNOWN_DATABASE.
+func isUnknownDatabase(err error) bool {
+	var ex *clickhouse.Exception
+	return errors.As(err, &ex) && ex.Code == 81
+}
+
+// Conn returns the connection pool, for queries. Its default database is
+// Database(), so table names need no qualification.
+func (s *Store) Conn() driver.Conn { return s.conn }
+
+// Database returns the database the tables live in.
+func (s *Store) Database() string { return s.o.Database }
+
+// Ping checks that the server answers.
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.conn.Ping(ctx); err != nil {
+		return fmt.Errorf("ping clickhouse %s: %w", s.o.Addr, err)
+	}
+	return nil
+}
+
+// Close closes the connection pool.
+func (s *Store) Close() error {
+	if err := s.conn.Close(); err != nil {
+		return fmt.Errorf("close clickhouse %s: %w", s.o.Addr, err)
+	}
+	return nil
+}
+
+// Watermark returns the highest stream sequence whose events consumer has
+// stored, 0 when it has stored none.
+func (s *Store) Watermark(ctx context.Context, stream, consumer string) (uint64, error) {
+	var seq uint64
+	err := s.conn.QueryRow(ctx, "SELECT max(seq) FROM watermarks WHERE stream = ? AND consumer = ?",
+		stream, consumer).Scan(&seq)
+	if err != nil {
+		return 0, fmt.Errorf("read watermark of %s/%s: %w", stream, consumer, err)
+	}
+	return seq, nil
+}
+
+// writeWatermark records that consumer has stored every event of stream up
+// to seq.
+func (s *Store) writeWatermark(ctx context.Context, stream, consumer string, seq uint64, now time.Time) error {
+	b, err := s.conn.PrepareBatch(ctx, "INSERT INTO watermarks (stream, consumer, seq, updated_at)")
+	if err != nil {
+		return fmt.Errorf("write watermark %d: %w", seq, err)
+	}
+	if err := b.Append(stream, consumer, seq, now); err != nil {
+		_ = b.Abort()
+		return fmt.Errorf("write watermark %d: %w", seq, err)
+	}
+	if err := b.Send(); err != nil {
+		return fmt.Errorf("write watermark %d: %w", seq, err)
+	}
+	return nil
+}
+
+// insertPrefix starts the query id of every insert into usage_events, so
+// that waitInserts can find those still running.
+func (s *Store) insertPrefix() string { return "tollgate-load-" + s.o.Database + "-" }
+
+// insertEvents inserts the rows of c in one native batch.
+func (s *Store) insertEvents(ctx context.Context, c *columns) error {
+	ctx = clickhouse.Context(ctx, clickhouse.WithQueryID(s.insertPrefix()+uuid.NewString()))
+	b, err := s.conn.PrepareBatch(ctx, "INSERT INTO usage_events ("+eventColumns+")")
+	if err != nil {
+		return fmt.Errorf("insert %d events: %w", c.len(), err)
+	}
+	for i, col := range c.slices() {
+		if err := b.Column(i).Append(col); err != nil {
+			_ = b.Abort()
+			return fmt.Errorf("insert %d events: column %d: %w", c.len(), i, err)
+		}
+	}
+	if err := b.Send(); err != nil {
+		return fmt.Errorf("insert %d events: %w", c.len(), err)
+	}
+	return nil
+}
+
+// waitInserts waits until the server runs no insert into usage_events of
+// this database (from any loader): an insert whose client gave up (a
+// timeout, a crash) may still be running, and what it stores must be seen
+// before deciding what to insert again.
+func (s *Store) waitInserts(ctx context.Context) error {
+	for {
+		var n uint64
+		err := s.conn.QueryRow(ctx, "SELECT count() FROM system.processes WHERE startsWith(query_id, ?)",
+			s.insertPrefix()).Scan(&n)
+		if err != nil {
+			return fmt.Errorf("look up running inserts: %w", err)
+		}
+		if n == 0 {
+			return nil
+		}
+		t := time.NewTimer(50 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("wait for %d running inserts: %w", n, ctx.Err())
+		case <-t.C:
+		}
+	}
+}
+
+// storedSeqs returns the event ids stored under the stream sequences in
+// [lo, hi] among rows with ts in [minTS, maxTS] (Unix seconds). The ts bounds
+// let ClickHouse read only the partitions and granules of those times.
+func (s *Store) storedSeqs(ctx context.Context, lo, hi uint64, minTS, maxTS uint32) (map[uint64]string, error) {
+	rows, err := s.conn.Query(ctx, `SELECT stream_seq, event_id FROM usage_events
+		WHERE ts >= toDateTime(?) AND ts <= toDateTime(?) AND stream_seq >= ? AND stream_seq <= ?`,
+		minTS, maxTS, lo, hi)
+	if err != nil {
+		return nil, fmt.Errorf("look up stored events %d..%d: %w", lo, hi, err)
+	}
+	defer rows.Close()
+	found := make(map[uint64]string)
+	for rows.Next() {
+		var seq uint64
+		var id string
+		if err := rows.Scan(&seq, &id); err != nil {
+			return nil, fmt.Errorf("look up stored events %d..%d: %w", lo, hi, err)
+		}
+		found[seq] = id
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("look up stored events %d..%d: %w", lo, hi, err)
+	}
+	return found, nil
+}
