@@ -1,0 +1,174 @@
+// Command analytics loads usage events from the JetStream stream
+// TOLLGATE_USAGE into ClickHouse (package pkg/chstore): it applies the
+// schema migrations, then batch-inserts events until SIGTERM or interrupt,
+// when it finishes the batch in hand and exits.
+//
+//	analytics [-config FILE] [-nats URL] [-clickhouse HOST:PORT] [-database NAME]
+//	          [-batch-size N] [-batch-interval D] [-metrics ADDR]
+//
+// It reads the nats and log sections of the shared config file
+// ($TOLLGATE_CONFIG; none by default). The ClickHouse address defaults to
+// $TOLLGATE_CLICKHOUSE, else 127.0.0.1:9000 (native protocol); credentials
+// come from $CLICKHOUSE_USER and $CLICKHOUSE_PASSWORD. Several instances
+// may run: one loads, the others stand by.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/tollgate/tollgate/pkg/chstore"
+	"github.com/tollgate/tollgate/pkg/config"
+	"github.com/tollgate/tollgate/pkg/natsconn"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Getenv); err != nil {
+		fmt.Fprintln(os.Stderr, "analytics:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string, getenv func(string) string) error {
+	fs := flag.NewFlagSet("analytics", flag.ContinueOnError)
+	cfgPath := fs.String("config", getenv("TOLLGATE_CONFIG"), "config file; its nats and log sections are used (env TOLLGATE_CONFIG)")
+	natsURL := fs.String("nats", "", "NATS URL; overrides the config's nats.url")
+	chAddr := fs.String("clickhouse", orDefault(getenv("TOLLGATE_CLICKHOUSE"), "127.0.0.1:9000"),
+		"ClickHouse native-protocol address(es), comma-separated (env TOLLGATE_CLICKHOUSE)")
+	database := fs.String("database", "tollgate", "ClickHouse database")
+	batchSize := fs.Int("batch-size", 10000, "most events per insert")
+	batchInterval := fs.Duration("batch-interval", time.Second, "longest an event waits for its batch to fill")
+	metrics := fs.String("metrics", "", "address serving /metrics, e.g. 127.0.0.1:9103 (off when empty)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	cfg := &config.Config{}
+	if *cfgPath != "" {
+		var err error
+		if cfg, err = config.Load(*cfgPath); err != nil {
+			return err
+		}
+	}
+	log := newLogger(cfg.Log)
+	if *natsURL != "" {
+		cfg.NATS.URL = *natsURL
+	}
+
+	store, err := openStore(ctx, chstore.Options{
+		Addr:     *chAddr,
+		Database: *database,
+		User:     getenv("CLICKHOUSE_USER"),
+		Password: getenv("CLICKHOUSE_PASSWORD"),
+	}, log)
+	if err != nil || store == nil {
+		return err // nil: stopped while waiting for ClickHouse
+	}
+	defer store.Close()
+
+	nc, err := natsconn.Connect(cfg.NATS, "tollgate-analytics", log)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return fmt.Errorf("jetstream: %w", err)
+	}
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	loader, err := chstore.NewLoader(store, js, chstore.LoaderOptions{
+		BatchSize:     *batchSize,
+		BatchInterval: *batchInterval,
+		LeaseReplicas: cfg.NATS.Replicas,
+		Logger:        log,
+		Registerer:    reg,
+	})
+	if err != nil {
+		return err
+	}
+
+	g, ctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return loader.Run(ctx) })
+	if *metrics != "" {
+		srv := &http.Server{Addr: *metrics, Handler: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
+			ReadHeaderTimeout: 5 * time.Second}
+		g.Go(func() error {
+			if err := srv.ListenAndServe(); !errors.Is(err, http.ErrServerClosed) {
+				return fmt.Errorf("metrics listener: %w", err)
+			}
+			return nil
+		})
+		g.Go(func() error {
+			<-ctx.Done()
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			return srv.Shutdown(sctx)
+		})
+	}
+	log.Info("analytics loader started", "nats", nc.ConnectedUrlRedacted(), "clickhouse", *chAddr, "database", *database)
+	err = g.Wait()
+	log.Info("analytics loader stopped", "err", err)
+	return err
+}
+
+// openStore connects to ClickHouse and applies the schema, waiting while
+// ClickHouse is down. It returns a nil Store when ctx ends first.
+func openStore(ctx context.Context, o chstore.Options, log *slog.Logger) (*chstore.Store, error) {
+	wait := 500 * time.Millisecond
+	for {
+		store, err := chstore.Open(ctx, o)
+		if err == nil {
+			if err = store.Migrate(ctx); err == nil {
+				return store, nil
+			}
+			store.Close()
+		}
+		if errors.Is(err, chstore.ErrInvalidOptions) {
+			return nil, err
+		}
+		if ctx.Err() != nil {
+			return nil, nil
+		}
+		log.Warn("clickhouse not ready; retrying", "addr", o.Addr, "err", err, "retry_in", wait)
+		select {
+		case <-ctx.Done():
+			return nil, nil
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 30*time.Second)
+	}
+}
+
+func orDefault(v, def string) string {
+	if v == "" {
+		return def
+	}
+	return v
+}
+
+func newLogger(c config.Log) *slog.Logger {
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(c.Level)) // validated by config.Load; "" is info
+	o := &slog.HandlerOptions{Level: level}
+	if c.Format == "text" {
+		return slog.New(slog.NewTextHandler(os.Stderr, o))
+	}
+	return slog.New(slog.NewJSONHandler(os.Stderr, o))
+}

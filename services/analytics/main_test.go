@@ -1,0 +1,150 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/tollgate/tollgate/pkg/chstore"
+	"github.com/tollgate/tollgate/pkg/chtest"
+	"github.com/tollgate/tollgate/pkg/natstest"
+	usagev1 "github.com/tollgate/tollgate/proto/tollgate/usage/v1"
+)
+
+// TestRun starts the program against a throwaway ClickHouse and an
+// embedded NATS server, waits until published events are in ClickHouse and
+// in the metrics, then stops it.
+func TestRun(t *testing.T) {
+	chAddr := chtest.Start(t)
+	s := natstest.Start(t)
+	js, err := jetstream.New(natstest.Connect(t, s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: chstore.DefaultStream, Subjects: []string{"tollgate.usage.>"}}); err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(t.TempDir(), "tollgate.yaml")
+	if err := os.WriteFile(cfg, []byte("log:\n  level: warn\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	metrics := freeAddr(t)
+	env := map[string]string{"TOLLGATE_CLICKHOUSE": chAddr}
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		done <- run(runCtx, []string{"-config", cfg, "-nats", s.ClientURL(), "-database", "svc",
+			"-batch-interval", "50ms", "-metrics", metrics}, func(k string) string { return env[k] })
+	}()
+
+	const events = 25
+	for i := range events {
+		data, err := proto.Marshal(&usagev1.UsageEvent{EventId: fmt.Sprintf("e%d", i), Timestamp: time.Now().UnixNano(),
+			Dept: "eng", CostNanoUsd: 1_000_000_001})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := js.Publish(ctx, "tollgate.usage.eng", data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	conn, err := clickhouse.Open(&clickhouse.Options{Addr: []string{chAddr}, Auth: clickhouse.Auth{Database: "default"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	for {
+		var n uint64
+		var cost int64
+		err := conn.QueryRow(ctx, "SELECT count(), sum(cost_nano_usd) FROM svc.usage_events").Scan(&n, &cost)
+		if err == nil && n == events {
+			if cost != events*1_000_000_001 {
+				t.Fatalf("cost %d, want %d", cost, events*1_000_000_001)
+			}
+			break
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("run ended early: %v", err)
+		case <-ctx.Done():
+			t.Fatalf("events not loaded: %d rows, %v", n, err)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	want := fmt.Sprintf("tollgate_analytics_rows_total %d", events)
+	for {
+		body, err := get("http://" + metrics + "/metrics")
+		if err == nil && strings.Contains(body, want) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("metrics lack %q (%v):\n%s", want, err, body)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	stop()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("run: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("run did not stop")
+	}
+}
+
+func TestRunFlags(t *testing.T) {
+	tests := []struct {
+		name    string
+		args    []string
+		wantErr string
+	}{
+		{name: "unknown flag", args: []string{"-nope"}, wantErr: "flag provided but not defined"},
+		{name: "missing config file", args: []string{"-config", filepath.Join(t.TempDir(), "none.yaml")}, wantErr: "read config"},
+		{name: "bad database name", args: []string{"-database", "a-b"}, wantErr: "database name"},
+		{name: "bad batch interval", args: []string{"-batch-interval", "soon"}, wantErr: "invalid value"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := run(context.Background(), tt.args, func(string) string { return "" })
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Fatalf("run = %v, want an error containing %q", err, tt.wantErr)
+			}
+		})
+	}
+}
+
+func get(url string) (string, error) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return string(b), err
+}
+
+// freeAddr returns a free 127.0.0.1 address.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
