@@ -778,7 +778,3 @@ func (l *Loader) refreshLag(ctx context.Context, force bool) {
 		l.m.lag.Set(0)
 	}
 }
-
-// Watermark returns the highest stream sequence the Loader knows stored.
-// Only for use after Run returned.
-func (l *Loader) Watermark() uint64 { return l.wm }
