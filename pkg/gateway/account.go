@@ -242,6 +242,14 @@ func (g *Gateway) bill(rec *record) {
 	if !u.Reported && rec.started {
 		u, estimated = g.estimate(rec), true
 	}
+	if rt := rec.route; rt != nil && rec.prices != nil {
+		// Price what served the request: after a fallback, another model.
+		if pr, ok := rec.prices.Lookup(rt.upstreamModel); ok {
+			adm.price, adm.priced = pr, true
+		} else if pr, ok := rec.prices.Lookup(rt.name); ok {
+			adm.price, adm.priced = pr, true
+		}
+	}
 	cost := int64(0)
 	if adm.priced {
 		cost = adm.price.Cost(pricing.Usage{PromptTokens: u.Prompt, CompletionTokens: u.Completion, CachedTokens: u.Cached, ReasoningTokens: u.Reasoning})
@@ -321,15 +329,17 @@ func (g *Gateway) event(rec *record, u tokenUsage, estimated bool, cost int64) *
 	if rec.upstream > 0 && total > rec.upstream {
 		ev.OverheadUs = uint64((total - rec.upstream) / time.Microsecond)
 	}
+	ev.RequestedModel = rec.model
 	if rt := rec.route; rt != nil {
-		ev.RequestedModel = rt.name
 		ev.ServedModel = rt.upstreamModel
 		ev.Provider = rt.up.name
 		ev.Deployment = rt.deployment
-		ev.Route = rt.name
-	} else if rec.model != "" {
-		ev.RequestedModel = rec.model
+		ev.Route = orDefault(rec.routeName, rt.name)
 	}
+	if rec.attempts > 0 {
+		ev.Attempts = uint32(rec.attempts)
+	}
+	ev.Fallbacks = rec.fallbacks
 	return ev
 }
 

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"sort"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -20,6 +21,7 @@ import (
 	"github.com/tollgate/tollgate/pkg/metrics"
 	"github.com/tollgate/tollgate/pkg/pricing"
 	"github.com/tollgate/tollgate/pkg/ratelimit"
+	"github.com/tollgate/tollgate/pkg/router"
 	"github.com/tollgate/tollgate/pkg/tokenize"
 	"github.com/valyala/fasthttp"
 )
@@ -115,7 +117,7 @@ func New(o Options) (*Gateway, error) {
 			g.refused[ep] = g.metrics.Route("", "", endpointName[ep])
 		}
 	}
-	st, err := g.buildState(o.Config, o.Verifier, g.acct.Prices)
+	st, err := g.buildState(o.Config, o.Verifier, g.acct.Prices, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -129,54 +131,103 @@ func New(o Options) (*Gateway, error) {
 type state struct {
 	cfg            *config.Config
 	verifier       verifier
-	routes         map[string]*route
-	names          []string // model names, sorted, for /v1/models
+	router         *router.Router
+	ups            []*upstream         // by provider index
+	targets        []map[string]*route // by provider index, then upstream model
+	routes         map[string]*route   // each model's first target (/v1/messages, pricing)
+	names          []string            // model names, sorted, for /v1/models
 	prices         *pricing.Table
 	rateLimits     []config.RateLimit
 	refuseUnpriced bool
 }
 
 // buildState turns a validated config into routes.
-func (g *Gateway) buildState(cfg *config.Config, v verifier, prices *pricing.Table) (*state, error) {
+func (g *Gateway) buildState(cfg *config.Config, v verifier, prices *pricing.Table, prev *router.Router) (*state, error) {
 	st := &state{
 		cfg: cfg, verifier: v, routes: make(map[string]*route, len(cfg.Models)), prices: prices,
 		rateLimits: cfg.RateLimits, refuseUnpriced: cfg.Usage.UnpricedModel == config.UnpricedRefuse,
+		ups: make([]*upstream, len(cfg.Providers)), targets: make([]map[string]*route, len(cfg.Providers)),
 	}
-	ups := make(map[string]*upstream, len(cfg.Providers))
-	for _, p := range cfg.Providers {
+	ups := make(map[string]int, len(cfg.Providers))
+	for i, p := range cfg.Providers {
 		u, err := newUpstream(p)
 		if err != nil {
 			return nil, err
 		}
-		ups[p.Name] = u
+		ups[p.Name] = i
+		st.ups[i] = u
+		st.targets[i] = map[string]*route{}
 	}
+	rt, err := router.New(cfg, router.Options{Previous: prev, OnState: g.onCircuit})
+	if err != nil {
+		return nil, err
+	}
+	st.router = rt
 	for _, m := range cfg.Models {
 		if len(m.Targets) == 0 {
 			return nil, fmt.Errorf("model %s: no targets", m.Name)
 		}
-		t := m.Targets[0]
-		u := ups[t.Provider]
-		if u == nil {
-			return nil, fmt.Errorf("model %s: unknown provider %q", m.Name, t.Provider)
-		}
-		r := &route{name: m.Name, embeddings: m.Type == "embeddings", up: u, upstreamModel: t.Model}
-		if r.upstreamModel == "" {
-			r.upstreamModel = m.Name
-		}
-		r.deployment = u.name + "/" + r.upstreamModel
-		if r.upstreamModel != m.Name {
-			r.modelJSON = jsonString(r.upstreamModel)
-		}
-		if g.metrics != nil {
-			for ep := range r.metrics {
-				r.metrics[ep] = g.metrics.Route(m.Name, u.name, endpointName[ep])
+		for ti, t := range m.Targets {
+			pi, ok := ups[t.Provider]
+			if !ok {
+				return nil, fmt.Errorf("model %s: unknown provider %q", m.Name, t.Provider)
+			}
+			model := t.Model
+			if model == "" {
+				model = m.Name
+			}
+			r := st.targets[pi][model]
+			if r == nil && !strings.Contains(model, "*") {
+				r = g.newRoute(m.Name, m.Type == config.ModelTypeEmbeddings, st.ups[pi], model)
+				st.targets[pi][model] = r
+			}
+			if ti == 0 && r != nil {
+				st.routes[m.Name] = r
 			}
 		}
-		st.routes[m.Name] = r
-		st.names = append(st.names, m.Name)
+		if !strings.Contains(m.Name, "*") {
+			st.names = append(st.names, m.Name)
+		}
 	}
 	sort.Strings(st.names)
 	return st, nil
+}
+
+// newRoute describes one target: a provider and its name for a model.
+func (g *Gateway) newRoute(name string, embeddings bool, u *upstream, model string) *route {
+	r := &route{name: name, embeddings: embeddings, up: u, upstreamModel: model, deployment: u.name + "/" + model,
+		modelJSON: jsonString(model)}
+	if g.metrics != nil {
+		for ep := range r.metrics {
+			r.metrics[ep] = g.metrics.Route(name, u.name, endpointName[ep])
+		}
+	}
+	return r
+}
+
+// target returns the route of an attempt: prebuilt for configured
+// targets, made for the request when a wildcard passed a model through.
+func (st *state) target(g *Gateway, a *router.Attempt, ep endpoint) *route {
+	if r := st.targets[a.ProviderIndex][a.Model]; r != nil {
+		return r
+	}
+	return g.newRoute(a.Route, ep == epEmbeddings, st.ups[a.ProviderIndex], a.Model)
+}
+
+// priceRoute is the route whose model prices the admission estimate: the
+// requested model's first target, or for a wildcard the requested name.
+func (st *state) priceRoute(rr *router.Route, requested string) *route {
+	if r := st.routes[rr.Name()]; r != nil {
+		return r
+	}
+	return &route{name: requested, upstreamModel: requested}
+}
+
+// onCircuit feeds circuit transitions to the metrics.
+func (g *Gateway) onCircuit(target string, s router.State) {
+	if g.metrics != nil {
+		g.metrics.SetCircuit(target, metrics.CircuitState(s))
+	}
 }
 
 // Reload applies a new validated config to new requests: routes,
@@ -187,7 +238,7 @@ func (g *Gateway) Reload(cfg *config.Config, v verifier, prices *pricing.Table) 
 	if prices == nil {
 		prices = g.acct.Prices
 	}
-	st, err := g.buildState(cfg, v, prices)
+	st, err := g.buildState(cfg, v, prices, g.state.Load().router)
 	if err != nil {
 		return err
 	}
@@ -195,24 +246,34 @@ func (g *Gateway) Reload(cfg *config.Config, v verifier, prices *pricing.Table) 
 	return nil
 }
 
-// Routes describes the current routes, for the admin API.
-func (g *Gateway) Routes() []RouteInfo {
+// Routes describes the current routes and the state of every target
+// (circuit, latency, in-flight), for the admin API.
+func (g *Gateway) Routes() Routes {
 	st := g.state.Load()
-	out := make([]RouteInfo, 0, len(st.names))
-	for _, n := range st.names {
-		r := st.routes[n]
-		out = append(out, RouteInfo{Model: n, Provider: r.up.name, Kind: r.up.kind, UpstreamModel: r.upstreamModel, Embeddings: r.embeddings})
+	var out Routes
+	for _, rr := range st.router.Routes() {
+		info := RouteInfo{Model: rr.Name(), Embeddings: rr.Embeddings(), Fallbacks: rr.Fallbacks()}
+		for _, t := range rr.Config().Targets {
+			info.Targets = append(info.Targets, t.Provider+"/"+orDefault(t.Model, rr.Name()))
+		}
+		out.Models = append(out.Models, info)
 	}
+	out.Targets = st.router.Snapshot()
 	return out
+}
+
+// Routes is the admin API's view of routing.
+type Routes struct {
+	Models  []RouteInfo          `json:"models"`
+	Targets []router.TargetState `json:"targets"`
 }
 
 // RouteInfo is one model's route as the admin API shows it.
 type RouteInfo struct {
-	Model         string `json:"model"`
-	Provider      string `json:"provider"`
-	Kind          string `json:"kind"`
-	UpstreamModel string `json:"upstream_model"`
-	Embeddings    bool   `json:"embeddings"`
+	Model      string   `json:"model"`
+	Embeddings bool     `json:"embeddings"`
+	Targets    []string `json:"targets"`
+	Fallbacks  []string `json:"fallbacks,omitempty"`
 }
 
 func (g *Gateway) newApp() *fiber.App {

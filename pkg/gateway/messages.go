@@ -3,6 +3,7 @@ package gateway
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -36,7 +37,7 @@ func (g *Gateway) serveMessages(c *fiber.Ctx) error {
 	if model.Type != gjson.String || model.Str == "" {
 		return g.fail(c, &rec, errBadRequest("missing_field", "model", "model: field required"))
 	}
-	rec.model = model.Str
+	rec.model = strings.Clone(model.Str)
 	rec.stream = gjson.GetBytes(body, "stream").Type == gjson.True
 	rt := st.routes[model.Str]
 	if rt == nil {
@@ -87,6 +88,7 @@ func (g *Gateway) serveMessages(c *fiber.Ctx) error {
 		// Budget clamping does not rewrite native requests: their
 		// max_tokens is required by the API and bounds the reservation.
 		err = native.BuildNative(req, body, rt.upstreamModel, model.Raw, model.Index, &c.Request().Header)
+		call = providers.Call{Endpoint: epChat, Body: body, Model: rt.upstreamModel, Stream: rec.stream}
 	} else {
 		call = providers.Call{Endpoint: epChat, Body: body, Model: rt.upstreamModel,
 			ModelRaw: info.modelRaw, ModelIdx: info.modelIdx, ModelJSON: rt.modelJSON,

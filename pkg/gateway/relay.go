@@ -15,6 +15,7 @@ import (
 	"github.com/tidwall/gjson"
 	"github.com/tollgate/tollgate/pkg/providers"
 	"github.com/tollgate/tollgate/pkg/providers/anthropic"
+	"github.com/tollgate/tollgate/pkg/router"
 	"github.com/tollgate/tollgate/pkg/sse"
 	"github.com/valyala/fasthttp"
 )
@@ -57,6 +58,9 @@ type relay struct {
 	done    bool      // no more upstream reads
 	failure *apiError // why the stream ended early; sent as an SSE error event
 	closed  bool
+
+	attempt *router.Attempt // reported to the router when the stream ends; nil outside routing
+	plan    *router.Plan
 
 	watch *clientWatch
 	gone  atomic.Bool // the client closed its connection (seen by watch)
@@ -288,8 +292,22 @@ func (r *relay) CloseWithError(err error) error {
 	case r.rec.status == 0:
 		r.rec.status = fiber.StatusOK
 	}
-	r.rec.upstream = time.Since(r.upStart)
+	r.rec.upstream += time.Since(r.upStart)
 	r.rec.usage = r.stream.Usage()
+	if r.attempt != nil {
+		o := router.Outcome{Class: router.Success}
+		switch {
+		case r.rec.clientAborted:
+			o.Class = router.Canceled
+		case r.rec.errType == "upstream_timeout":
+			o.Class = router.Timeout
+		case r.rec.errType != "":
+			o.Class = router.ServerError
+		}
+		r.attempt.Done(o, r.rec.ttft)
+		r.rec.fallbacks = r.plan.Fallbacks()
+		r.plan.Release()
+	}
 	r.rec.delivered = r.content
 	r.g.finish(&r.rec)
 	r.release()

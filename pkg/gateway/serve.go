@@ -1,12 +1,15 @@
 package gateway
 
 import (
+	"context"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -14,6 +17,7 @@ import (
 	"github.com/tollgate/tollgate/pkg/pricing"
 	"github.com/tollgate/tollgate/pkg/providers"
 	"github.com/tollgate/tollgate/pkg/providers/anthropic"
+	"github.com/tollgate/tollgate/pkg/router"
 	"github.com/valyala/fasthttp"
 )
 
@@ -35,7 +39,11 @@ type record struct {
 	ttft          time.Duration // time to first content chunk (streams)
 	upstream      time.Duration // upstream call, header to end of body
 	model         string        // the requested model, even when unknown
-	anthropic     bool          // the client speaks the Anthropic format (/v1/messages)
+	routeName     string        // the model route that served it (after fallbacks)
+	attempts      int
+	lastTarget    string   // provider/model of the latest attempt
+	fallbacks     []string // targets tried before the one that served
+	anthropic     bool     // the client speaks the Anthropic format (/v1/messages)
 	prices        *pricing.Table
 	adm           admission
 	started       bool   // the client got a 200 (an answer began)
@@ -62,78 +70,149 @@ func (g *Gateway) serve(c *fiber.Ctx, ep endpoint) error {
 		return g.fail(c, &rec, aerr)
 	}
 	rec.stream = info.stream
-	rt := st.routes[info.model]
-	rec.model = info.model
-	if rt == nil {
+	rec.model = strings.Clone(info.model) // info.model aliases the request buffer, reused after the handler
+	plan := st.router.Plan(info.model, p, rec.start)
+	if plan == nil {
 		return g.fail(c, &rec, &apiError{Status: fiber.StatusNotFound, Type: typeInvalidRequest, Code: "model_not_found", Param: "model",
 			Message: fmt.Sprintf("the model %q does not exist", info.model)})
 	}
-	rec.route = rt
-	if rt.embeddings != (ep == epEmbeddings) {
+	rr := plan.Route()
+	if rr.Embeddings() != (ep == epEmbeddings) {
+		plan.Release()
 		return g.fail(c, &rec, errBadRequest("wrong_endpoint", "model",
-			fmt.Sprintf("the model %q is not served on %s", rt.name, endpointName[ep])))
+			fmt.Sprintf("the model %q is not served on %s", info.model, endpointName[ep])))
 	}
-	if !p.AllowsModel(rt.name) {
+	if !p.AllowsModel(info.model) && !p.AllowsModel(rr.Name()) {
+		plan.Release()
 		return g.fail(c, &rec, &apiError{Status: fiber.StatusForbidden, Type: typePermission, Code: "model_not_allowed", Param: "model",
-			Message: fmt.Sprintf("your token does not allow the model %q", rt.name)})
+			Message: fmt.Sprintf("your token does not allow the model %q", info.model)})
 	}
-	if !rt.up.hasKey {
-		return g.fail(c, &rec, g.missingKey(rt.up))
-	}
-	adm, aerr := g.admit(c, st, p, rt, &info, body)
+	adm, aerr := g.admit(c, st, p, st.priceRoute(rr, info.model), &info, body)
 	if aerr != nil {
+		plan.Release()
 		return g.fail(c, &rec, aerr)
 	}
 	rec.adm = adm
 	rec.body = body
-
-	call := providers.Call{
-		Endpoint: ep, Body: body, Model: rt.upstreamModel,
-		ModelRaw: info.modelRaw, ModelIdx: info.modelIdx, ModelJSON: rt.modelJSON,
-		Stream: info.stream, IncludeUsage: info.includeUsage,
-		StreamOptionsRaw: info.streamOpts, StreamOptionsIdx: info.streamOptIdx,
-		MaxTokens: info.maxTokens, ClampMaxTokens: adm.clamp, RequestID: c.Response().Header.Peek(headerRequestID),
-		Header: &c.Request().Header,
-	}
-	req := fasthttp.AcquireRequest()
-	if err := rt.up.prov.Build(req, &call); err != nil {
-		fasthttp.ReleaseRequest(req)
-		var pe *providers.ParamError
-		if errors.As(err, &pe) {
-			return g.fail(c, &rec, errBadRequest("unsupported_parameter", pe.Param,
-				fmt.Sprintf("provider %s cannot honour %s", rt.up.name, pe.Message)))
-		}
-		return g.fail(c, &rec, &apiError{Status: fiber.StatusInternalServerError, Type: typeServer, Code: "build_failed",
-			Message: fmt.Sprintf("cannot build the request for provider %s: %v", rt.up.name, err)})
-	}
-	c.Set("x-tollgate-model", rt.upstreamModel)
-	c.Set("x-tollgate-provider", rt.up.name)
-	if info.stream {
-		return g.stream(c, req, rt, &rec, &call)
-	}
-	return g.unary(c, req, rt, &rec, &call)
+	return g.attempts(c, st, plan, &rec, &info, body)
 }
 
-// unary relays a non-stream call: the upstream body is handed to the client
-// without copying.
-func (g *Gateway) unary(c *fiber.Ctx, req *fasthttp.Request, rt *route, rec *record, call *providers.Call) error {
+// attempts calls the plan's targets in turn until one answers, retrying and
+// falling back as the model's routing config allows. Only failures before
+// the first byte reaches the client are retried.
+func (g *Gateway) attempts(c *fiber.Ctx, st *state, plan *router.Plan, rec *record, info *reqInfo, body []byte) error {
+	var last *apiError
+	for a := plan.Next(); a != nil; a = plan.Next() {
+		rt := st.target(g, a, rec.endpoint)
+		rec.route = rt
+		rec.routeName = a.Route
+		if a.Fallback && g.metrics != nil && rec.attempts > 0 {
+			g.metrics.Fallback(rec.model, rec.lastTarget, rt.deployment)
+		}
+		rec.attempts++
+		rec.lastTarget = rt.deployment
+		a.Start()
+		if !rt.up.hasKey {
+			last = g.missingKey(rt.up)
+			o := router.Outcome{Class: router.Auth}
+			a.Done(o, 0)
+			if !plan.ShouldRetry(o) {
+				break
+			}
+			continue
+		}
+		call := providers.Call{
+			Endpoint: rec.endpoint, Body: body, Model: rt.upstreamModel,
+			ModelRaw: info.modelRaw, ModelIdx: info.modelIdx,
+			Stream: info.stream, IncludeUsage: info.includeUsage,
+			StreamOptionsRaw: info.streamOpts, StreamOptionsIdx: info.streamOptIdx,
+			MaxTokens: info.maxTokens, ClampMaxTokens: rec.adm.clamp, RequestID: c.Response().Header.Peek(headerRequestID),
+			Header: &c.Request().Header,
+		}
+		if rt.upstreamModel != info.model {
+			call.ModelJSON = rt.modelJSON
+		}
+		req := fasthttp.AcquireRequest()
+		if err := rt.up.prov.Build(req, &call); err != nil {
+			fasthttp.ReleaseRequest(req)
+			a.Done(router.Outcome{Class: router.ClientError}, 0)
+			plan.Release()
+			var pe *providers.ParamError
+			if errors.As(err, &pe) {
+				return g.fail(c, rec, errBadRequest("unsupported_parameter", pe.Param,
+					fmt.Sprintf("provider %s cannot honour %s", rt.up.name, pe.Message)))
+			}
+			return g.fail(c, rec, &apiError{Status: fiber.StatusInternalServerError, Type: typeServer, Code: "build_failed",
+				Message: fmt.Sprintf("cannot build the request for provider %s: %v", rt.up.name, err)})
+		}
+		if a.Key != "" {
+			rt.up.setKey(req, a.Key)
+		}
+		c.Set("x-tollgate-model", rt.upstreamModel)
+		c.Set("x-tollgate-provider", rt.up.name)
+		c.Set("x-tollgate-attempts", strconv.Itoa(rec.attempts))
+		var res attemptResult
+		if info.stream {
+			res = g.tryStream(c, req, rt, rec, &call, a, plan)
+		} else {
+			res = g.tryUnary(c, req, rt, rec, &call)
+		}
+		if res.aerr == nil {
+			if !info.stream {
+				a.Done(router.Outcome{Class: router.Success}, 0)
+				plan.Release()
+			}
+			return nil
+		}
+		res.outcome.RetryAfter = router.ParseRetryAfter(res.retryAfter, time.Now())
+		a.Done(res.outcome, 0)
+		last = res.aerr
+		if !plan.ShouldRetry(res.outcome) || plan.Backoff(c.Context()) != nil {
+			break
+		}
+	}
+	if last == nil {
+		last = &apiError{Status: fiber.StatusServiceUnavailable, Type: typeUnavailable, Code: "no_target_available",
+			Message: fmt.Sprintf("no target can serve %q now: %v", rec.model, plan.Err())}
+	}
+	rec.fallbacks = plan.Fallbacks()
+	plan.Release()
+	return g.fail(c, rec, last)
+}
+
+// attemptResult is how one upstream call ended before the client got
+// anything: aerr is nil when the answer went out (or is streaming).
+type attemptResult struct {
+	aerr       *apiError
+	outcome    router.Outcome
+	retryAfter []byte
+}
+
+func failed(aerr *apiError, status int, err error, body, retryAfter []byte) attemptResult {
+	return attemptResult{aerr: aerr, outcome: router.Classify(status, err, body, true), retryAfter: retryAfter}
+}
+
+// tryUnary makes one non-stream call. On success the upstream body is
+// handed to the client without copying and the request is finished.
+func (g *Gateway) tryUnary(c *fiber.Ctx, req *fasthttp.Request, rt *route, rec *record, call *providers.Call) attemptResult {
 	resp := fasthttp.AcquireResponse()
 	defer fasthttp.ReleaseResponse(resp)
 	upStart := time.Now()
 	err := rt.up.hc.DoDeadline(req, resp, rec.start.Add(rt.up.timeouts.Total))
 	fasthttp.ReleaseRequest(req)
-	rec.upstream = time.Since(upStart)
+	rec.upstream += time.Since(upStart)
 	if err != nil {
-		return g.fail(c, rec, rt.up.classify(err))
+		return failed(rt.up.classify(err), 0, err, nil, nil)
 	}
-	if resp.StatusCode() != fasthttp.StatusOK {
-		return g.fail(c, rec, rt.up.statusError(resp.StatusCode(), resp.Body(), resp.Header.Peek(fiber.HeaderRetryAfter)))
+	if st := resp.StatusCode(); st != fasthttp.StatusOK {
+		ra := append([]byte(nil), resp.Header.Peek(fiber.HeaderRetryAfter)...)
+		return failed(rt.up.statusError(st, resp.Body(), ra), st, nil, resp.Body(), ra)
 	}
 	body := resp.Body()
 	out, u, err := rt.up.prov.Response(c.Response().Body()[:0], body, call)
 	if err != nil {
-		return g.fail(c, rec, &apiError{Status: fiber.StatusBadGateway, Type: typeUpstream, Code: "upstream_malformed",
-			Message: fmt.Sprintf("provider %s returned a malformed response", rt.up.name)})
+		return failed(&apiError{Status: fiber.StatusBadGateway, Type: typeUpstream, Code: "upstream_malformed",
+			Message: fmt.Sprintf("provider %s returned a malformed response", rt.up.name)}, 0, err, nil, nil)
 	}
 	rec.usage = u
 	rec.status = fiber.StatusOK
@@ -148,19 +227,28 @@ func (g *Gateway) unary(c *fiber.Ctx, req *fasthttp.Request, rt *route, rec *rec
 		c.Response().SetBody(out)
 	}
 	g.finish(rec)
-	return nil
+	return attemptResult{}
 }
 
 // stream starts a streamed call. The first event is read before any byte
 // goes to the client, so a failure or timeout up to then is a plain HTTP
 // error, never a 200 followed by an error event.
-func (g *Gateway) stream(c *fiber.Ctx, req *fasthttp.Request, rt *route, rec *record, call *providers.Call) error {
-	return g.streamWith(c, req, rt, rec, call, rt.up.prov.Stream(call), nil)
+func (g *Gateway) tryStream(c *fiber.Ctx, req *fasthttp.Request, rt *route, rec *record, call *providers.Call, a *router.Attempt, plan *router.Plan) attemptResult {
+	return g.startStream(c, req, rt, rec, call, rt.up.prov.Stream(call), nil, a, plan)
 }
 
 // streamWith relays a stream through s, and through enc when the client
 // speaks the Anthropic format but the provider does not.
 func (g *Gateway) streamWith(c *fiber.Ctx, req *fasthttp.Request, rt *route, rec *record, call *providers.Call, s providers.Stream, enc *anthropic.Encoder) error {
+	if res := g.startStream(c, req, rt, rec, call, s, enc, nil, nil); res.aerr != nil {
+		return g.fail(c, rec, res.aerr)
+	}
+	return nil
+}
+
+// startStream makes one streamed call; on success the relay owns the
+// response, the attempt and the plan until the stream ends.
+func (g *Gateway) startStream(c *fiber.Ctx, req *fasthttp.Request, rt *route, rec *record, call *providers.Call, s providers.Stream, enc *anthropic.Encoder, a *router.Attempt, plan *router.Plan) attemptResult {
 	resp := fasthttp.AcquireResponse()
 	resp.StreamBody = true
 	upStart := time.Now()
@@ -170,27 +258,34 @@ func (g *Gateway) streamWith(c *fiber.Ctx, req *fasthttp.Request, rt *route, rec
 	if err != nil {
 		fasthttp.ReleaseResponse(resp)
 		releaseStream(s, enc)
-		return g.fail(c, rec, rt.up.classify(err))
+		return failed(rt.up.classify(err), 0, err, nil, nil)
 	}
-	if resp.StatusCode() != fasthttp.StatusOK {
+	if st := resp.StatusCode(); st != fasthttp.StatusOK {
 		body, _ := io.ReadAll(io.LimitReader(resp.BodyStream(), 64<<10))
-		aerr := rt.up.statusError(resp.StatusCode(), body, resp.Header.Peek(fiber.HeaderRetryAfter))
+		ra := append([]byte(nil), resp.Header.Peek(fiber.HeaderRetryAfter)...)
+		aerr := rt.up.statusError(st, body, ra)
 		_ = resp.CloseBodyStream()
 		fasthttp.ReleaseResponse(resp)
 		releaseStream(s, enc)
-		return g.fail(c, rec, aerr)
+		return failed(aerr, st, nil, body, ra)
 	}
 	r := g.newRelay(resp, rt, *rec, upStart, call, s, enc)
 	if aerr := r.prime(); aerr != nil {
 		r.release()
-		return g.fail(c, rec, aerr)
+		// Failing before the first event is a failure before the first byte.
+		st := aerr.Status
+		if aerr.Code == "upstream_timeout" {
+			return failed(aerr, 0, context.DeadlineExceeded, nil, nil)
+		}
+		return failed(aerr, st, nil, []byte(aerr.Message), nil)
 	}
+	r.attempt, r.plan = a, plan
 	c.Response().Header.SetContentType("text/event-stream")
 	c.Set(fiber.HeaderCacheControl, "no-cache")
 	c.Set("X-Accel-Buffering", "no")
 	c.Context().SetBodyStream(r, -1)
 	r.watch = watchClient(c.Context().Conn(), r.clientGone)
-	return nil
+	return attemptResult{}
 }
 
 // releaseStream releases decoders of a stream that never started.

@@ -106,6 +106,23 @@ func newUpstream(p config.Provider) (*upstream, error) {
 	return up, nil
 }
 
+// setKey replaces the credentials Build wrote with key, one of a target's
+// api_keys in rotation.
+func (u *upstream) setKey(req *fasthttp.Request, key string) {
+	switch u.kind {
+	case config.KindAzure:
+		req.Header.Set("api-key", key)
+	case config.KindAnthropic:
+		req.Header.Set("x-api-key", key)
+	case config.KindGemini:
+		req.Header.Set("x-goog-api-key", key)
+	case config.KindBedrock:
+		// SigV4 credentials are per provider; api_keys do not apply.
+	default:
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+}
+
 // newProvider builds the wire protocol of a provider kind.
 func newProvider(p config.Provider) (providers.Provider, error) {
 	switch p.Kind {
