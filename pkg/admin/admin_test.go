@@ -324,7 +324,7 @@ func TestSecretName(t *testing.T) {
 		key  string
 		want bool
 	}{
-		{"api_key", true}, {"secret", true}, {"webhook_secret", true}, {"password", true},
+		{"api_key", true}, {"api_keys", true}, {"access_key_id", true}, {"secret", true}, {"webhook_secret", true}, {"password", true},
 		{"basic_auth_password", true}, {"private_key", true}, {"auth_token", true},
 		{"secret_file", false}, {"api_key_env", false}, {"public_key", false}, {"kid", false},
 		{"base_url", false}, {"name", false},

@@ -65,7 +65,7 @@ func secretName(key string) bool {
 	if strings.HasSuffix(k, "_file") || strings.HasSuffix(k, "_env") {
 		return false
 	}
-	if k == "api_key" || k == "apikey" {
+	if k == "api_key" || k == "apikey" || k == "api_keys" || k == "access_key_id" {
 		return true
 	}
 	for _, s := range []string{"secret", "password", "passwd", "private_key", "token"} {
