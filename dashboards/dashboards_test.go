@@ -1,0 +1,682 @@
+package dashboards
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+
+	"github.com/tollgate/tollgate/pkg/chstore"
+	"github.com/tollgate/tollgate/pkg/chtest"
+)
+
+// dashboard is the part of a Grafana dashboard JSON the test reads.
+type dashboard struct {
+	UID        string  `json:"uid"`
+	Title      string  `json:"title"`
+	Panels     []panel `json:"panels"`
+	Templating struct {
+		List []variable `json:"list"`
+	} `json:"templating"`
+}
+
+type panel struct {
+	Title      string  `json:"title"`
+	Type       string  `json:"type"`
+	Panels     []panel `json:"panels"` // collapsed rows
+	Datasource struct {
+		Type string `json:"type"`
+		UID  string `json:"uid"`
+	} `json:"datasource"`
+	Targets []struct {
+		RawSQL string `json:"rawSql"`
+	} `json:"targets"`
+}
+
+type variable struct {
+	Name       string `json:"name"`
+	Type       string `json:"type"`
+	Query      any    `json:"query"`
+	IncludeAll bool   `json:"includeAll"`
+}
+
+func loadDashboards(t *testing.T) map[string]dashboard {
+	t.Helper()
+	files, err := filepath.Glob("*.json")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no dashboard files: %v", err)
+	}
+	out := map[string]dashboard{}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var d dashboard
+		if err := json.Unmarshal(b, &d); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		out[f] = d
+	}
+	return out
+}
+
+func flatPanels(ps []panel) []panel {
+	var out []panel
+	for _, p := range ps {
+		if p.Type == "row" {
+			out = append(out, flatPanels(p.Panels)...)
+			continue
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// expander expands the ClickHouse plugin's macros and the dashboard's
+// template variables the way Grafana does for this data source.
+type expander struct {
+	from, to time.Time
+	interval int // $__interval_s
+	vars     map[string][]string
+}
+
+var (
+	macroCall = regexp.MustCompile(`\$__(timeFilter|timeInterval)\(\s*([A-Za-z_][A-Za-z0-9_.]*)\s*\)`)
+	varRef    = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)(?::([a-z]+))?\}|\$([A-Za-z_][A-Za-z0-9_]*)`)
+)
+
+func (e *expander) expand(sql string) (string, error) {
+	from, to := strconv.FormatInt(e.from.Unix(), 10), strconv.FormatInt(e.to.Unix(), 10)
+	sql = macroCall.ReplaceAllStringFunc(sql, func(m string) string {
+		g := macroCall.FindStringSubmatch(m)
+		if g[1] == "timeFilter" {
+			return fmt.Sprintf("%s >= toDateTime(%s) AND %s <= toDateTime(%s)", g[2], from, g[2], to)
+		}
+		return fmt.Sprintf("toStartOfInterval(toDateTime(%s), INTERVAL %d second)", g[2], e.interval)
+	})
+	sql = strings.NewReplacer(
+		"$__fromTime", "toDateTime("+from+")",
+		"$__toTime", "toDateTime("+to+")",
+		"$__interval_s", strconv.Itoa(e.interval),
+	).Replace(sql)
+	var err error
+	sql = varRef.ReplaceAllStringFunc(sql, func(m string) string {
+		g := varRef.FindStringSubmatch(m)
+		name, format := g[1], g[2]
+		if name == "" {
+			name = g[3]
+		}
+		vals, ok := e.vars[name]
+		if !ok {
+			err = fmt.Errorf("unknown variable or macro %q", m)
+			return m
+		}
+		switch format {
+		case "":
+			return strings.Join(vals, ",")
+		case "singlequote":
+			q := make([]string, len(vals))
+			for i, v := range vals {
+				q[i] = "'" + strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(v) + "'"
+			}
+			return strings.Join(q, ",")
+		default:
+			err = fmt.Errorf("variable format %q not supported by the test", format)
+			return m
+		}
+	})
+	if err != nil {
+		return "", err
+	}
+	if strings.Contains(sql, "$") {
+		return "", fmt.Errorf("unexpanded $ left in %q", sql)
+	}
+	return sql, nil
+}
+
+func TestExpand(t *testing.T) {
+	e := &expander{from: time.Unix(100, 0), to: time.Unix(200, 0), interval: 60,
+		vars: map[string][]string{"dept": {"eng", "o'k"}, "c": {"x=1"}}}
+	tests := []struct {
+		name, in, want string
+	}{
+		{"time filter", "$__timeFilter(ts)", "ts >= toDateTime(100) AND ts <= toDateTime(200)"},
+		{"from to", "$__fromTime $__toTime", "toDateTime(100) toDateTime(200)"},
+		{"time interval", "$__timeInterval(ts)", "toStartOfInterval(toDateTime(ts), INTERVAL 60 second)"},
+		{"interval seconds", "intDiv(x, $__interval_s)", "intDiv(x, 60)"},
+		{"singlequote", "IN (${dept:singlequote})", `IN ('eng','o\'k')`},
+		{"plain braces", "'${c}'", "'x=1'"},
+		{"plain", "'$c'", "'x=1'"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := e.expand(tc.in)
+			if err != nil || got != tc.want {
+				t.Fatalf("expand(%q) = %q, %v; want %q", tc.in, got, err, tc.want)
+			}
+		})
+	}
+	if _, err := e.expand("$nope"); err == nil {
+		t.Fatal("unknown variable expanded")
+	}
+}
+
+// event is one seeded usage event.
+type event struct {
+	id, subject, dept, team, project, model, provider string
+	ts                                                time.Time
+	cost                                              int64 // nano-USD
+	in, out                                           uint64
+	status                                            uint32
+	errType                                           string
+	stream                                            bool
+	ttft, overhead                                    uint64 // µs
+	attempts                                          uint32
+	fallbacks                                         []string
+}
+
+func at(s string) time.Time {
+	ts, err := time.Parse(time.DateTime, s)
+	if err != nil {
+		panic(err)
+	}
+	return ts.UTC()
+}
+
+// seed is the known history: March 2024 plus one event on each side.
+var seed = []event{
+	{id: "e1", subject: "alice", dept: "eng", team: "platform", project: "gw", model: "gpt-4o", provider: "openai", ts: at("2024-03-02 10:15:00"), cost: 1_500_000_000, in: 1000, out: 200, status: 200, stream: true, ttft: 120_000, overhead: 300, attempts: 1},
+	{id: "e2", subject: "bob", dept: "eng", team: "platform", project: "gw", model: "gpt-4o", provider: "openai", ts: at("2024-03-02 11:30:00"), cost: 250_000_000, in: 400, out: 100, status: 200, overhead: 500, attempts: 1},
+	{id: "e3", subject: "alice", dept: "eng", team: "search", project: "idx", model: "claude-sonnet", provider: "anthropic", ts: at("2024-03-05 09:00:00"), cost: 3_000_000_001, in: 2000, out: 800, status: 200, stream: true, ttft: 300_000, overhead: 700, attempts: 2, fallbacks: []string{"openai/gpt-4o"}},
+	{id: "e4", subject: "carol", dept: "eng", team: "search", project: "idx", model: "claude-sonnet", provider: "anthropic", ts: at("2024-03-05 09:10:00"), status: 502, errType: "upstream_error", overhead: 900, attempts: 3},
+	{id: "e5", subject: "dave", dept: "sales", team: "crm", project: "leads", model: "gpt-4o-mini", provider: "openai", ts: at("2024-03-10 14:00:00"), cost: 12_345_678, in: 300, out: 50, status: 200, stream: true, ttft: 80_000, overhead: 400, attempts: 1},
+	{id: "e6", subject: "dave", dept: "sales", team: "crm", project: "leads", model: "gpt-4o-mini", provider: "openai", ts: at("2024-03-20 14:00:00"), cost: 500_000_000, in: 100, out: 10, status: 429, overhead: 200, attempts: 1},
+	{id: "e7", subject: "erin", dept: "sales", team: "crm", project: "leads", model: "gpt-4o-mini", provider: "openai", ts: at("2024-02-28 23:59:59"), cost: 7_000_000_000, in: 5, out: 5, status: 200, overhead: 100, attempts: 1},
+	{id: "e8", subject: "alice", dept: "eng", team: "platform", project: "gw", model: "gpt-4o", provider: "openai", ts: at("2024-04-01 00:00:00"), cost: 9_000_000_000, in: 5, out: 5, status: 200, overhead: 100, attempts: 1},
+}
+
+var (
+	rangeFrom = at("2024-03-01 00:00:00")
+	rangeTo   = at("2024-03-31 23:59:59")
+)
+
+func seedEvents(ctx context.Context, t *testing.T, conn driver.Conn) {
+	t.Helper()
+	b, err := conn.PrepareBatch(ctx, `INSERT INTO usage_events (event_id, request_id, ts, ts_ms, subject, dept, team, project,
+		requested_model, served_model, provider, attempts, fallbacks, prompt_tokens, completion_tokens, cost_nano_usd,
+		pricing_version, stream, status_code, error_type, ttft_us, overhead_us, stream_seq, ingested_at)`)
+	if err != nil {
+		t.Fatalf("prepare: %v", err)
+	}
+	for i, e := range seed {
+		fb := e.fallbacks
+		if fb == nil {
+			fb = []string{}
+		}
+		var stream uint8
+		if e.stream {
+			stream = 1
+		}
+		if err := b.Append(e.id, "req-"+e.id, e.ts, uint64(e.ts.UnixMilli()), e.subject, e.dept, e.team, e.project,
+			e.model, e.model, e.provider, e.attempts, fb, e.in, e.out, e.cost,
+			"test", stream, e.status, e.errType, e.ttft, e.overhead, uint64(i+1), time.Now()); err != nil {
+			t.Fatalf("append: %v", err)
+		}
+	}
+	if err := b.Send(); err != nil {
+		t.Fatalf("send: %v", err)
+	}
+}
+
+// row is one result row, numbers as float64.
+type row map[string]any
+
+func (r row) f(col string) float64 {
+	v, ok := r[col].(float64)
+	if !ok {
+		panic(fmt.Sprintf("column %q is %T, not a number", col, r[col]))
+	}
+	return v
+}
+
+func (r row) s(col string) string {
+	v, ok := r[col].(string)
+	if !ok {
+		panic(fmt.Sprintf("column %q is %T, not a string", col, r[col]))
+	}
+	return v
+}
+
+func query(ctx context.Context, conn driver.Conn, sql string) ([]row, error) {
+	rows, err := conn.Query(ctx, sql)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	cols := rows.Columns()
+	types := rows.ColumnTypes()
+	var out []row
+	for rows.Next() {
+		ptrs := make([]any, len(cols))
+		for i, ct := range types {
+			ptrs[i] = reflect.New(ct.ScanType()).Interface()
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			return nil, err
+		}
+		r := row{}
+		for i, c := range cols {
+			r[c] = normalize(reflect.ValueOf(ptrs[i]).Elem())
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+func normalize(v reflect.Value) any {
+	for v.Kind() == reflect.Pointer {
+		if v.IsNil() {
+			return nil
+		}
+		v = v.Elem()
+	}
+	switch v.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return float64(v.Int())
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return float64(v.Uint())
+	case reflect.Float32, reflect.Float64:
+		return v.Float()
+	case reflect.String:
+		return v.String()
+	}
+	return v.Interface()
+}
+
+func openStore(t *testing.T) *chstore.Store {
+	t.Helper()
+	addr := chtest.Start(t)
+	var suffix [4]byte
+	_, _ = rand.Read(suffix[:])
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := chstore.Open(ctx, chstore.Options{Addr: addr, Database: "dash_" + hex.EncodeToString(suffix[:])})
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatalf("migrate: %v", err)
+	}
+	seedEvents(ctx, t, s.Conn())
+	return s
+}
+
+// filter selects seeded events for one set of variable values.
+type filter struct {
+	dept, provider string // "" = All
+}
+
+func (f filter) in(e event) bool {
+	if e.ts.Before(rangeFrom) || e.ts.After(rangeTo) {
+		return false
+	}
+	return (f.dept == "" || e.dept == f.dept) && (f.provider == "" || e.provider == f.provider)
+}
+
+func (f filter) events() []event {
+	var out []event
+	for _, e := range seed {
+		if f.in(e) {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+const budgets = "eng=10,*=2"
+
+func TestPanels(t *testing.T) {
+	s := openStore(t)
+	dashes := loadDashboards(t)
+	tests := []struct {
+		name     string
+		file     string
+		selected map[string][]string // variables not listed are All
+		f        filter
+	}{
+		{"spend all", "spend-by-department.json", nil, filter{}},
+		{"spend eng", "spend-by-department.json", map[string][]string{"dept": {"eng"}}, filter{dept: "eng"}},
+		{"spend sales", "spend-by-department.json", map[string][]string{"dept": {"sales"}}, filter{dept: "sales"}},
+		{"traffic all", "gateway-traffic.json", nil, filter{}},
+		{"traffic anthropic", "gateway-traffic.json", map[string][]string{"provider": {"anthropic"}}, filter{provider: "anthropic"}},
+	}
+	covered := map[string]bool{}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			d, ok := dashes[tc.file]
+			if !ok {
+				t.Fatalf("no dashboard %s", tc.file)
+			}
+			covered[tc.file] = true
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			e := &expander{from: rangeFrom, to: rangeTo, interval: 86400, vars: map[string][]string{}}
+			resolveVars(ctx, t, s.Conn(), d, e, tc.selected)
+			for _, p := range flatPanels(d.Panels) {
+				t.Run(p.Title, func(t *testing.T) {
+					if p.Datasource.Type != "grafana-clickhouse-datasource" || p.Datasource.UID != "tollgate-clickhouse" {
+						t.Fatalf("data source %+v", p.Datasource)
+					}
+					check, ok := checks[p.Title]
+					if !ok {
+						t.Fatalf("no check for panel %q: every panel's numbers are checked", p.Title)
+					}
+					if len(p.Targets) != 1 {
+						t.Fatalf("%d targets, want 1", len(p.Targets))
+					}
+					if strings.Contains(p.Targets[0].RawSQL, "$__timeInterval") {
+						t.Fatal("$__timeInterval expands to toStartOfInterval, unknown to ClickHouse 18.16; bucket with $__interval_s")
+					}
+					sql, err := e.expand(p.Targets[0].RawSQL)
+					if err != nil {
+						t.Fatal(err)
+					}
+					rows, err := query(ctx, s.Conn(), sql)
+					if err != nil {
+						t.Fatalf("query: %v\n%s", err, sql)
+					}
+					if len(rows) == 0 {
+						t.Fatalf("no rows\n%s", sql)
+					}
+					check(t, tc.f, rows)
+				})
+			}
+		})
+	}
+	for f := range dashes {
+		if !covered[f] {
+			t.Errorf("dashboard %s has no test case", f)
+		}
+	}
+}
+
+// resolveVars sets e.vars in dashboard order: selected values, or for All
+// every value the variable's query returns (as Grafana does without a
+// custom all value), constants from their query or the test's budgets.
+func resolveVars(ctx context.Context, t *testing.T, conn driver.Conn, d dashboard, e *expander, selected map[string][]string) {
+	t.Helper()
+	for _, v := range d.Templating.List {
+		q, _ := v.Query.(string)
+		switch {
+		case v.Name == "dept_budgets":
+			e.vars[v.Name] = []string{budgets}
+		case selected[v.Name] != nil:
+			e.vars[v.Name] = selected[v.Name]
+		case v.Type == "constant" || v.Type == "custom" || v.Type == "textbox":
+			e.vars[v.Name] = []string{q}
+		case v.Type == "query":
+			if !v.IncludeAll {
+				t.Fatalf("variable %s: no All option", v.Name)
+			}
+			sql, err := e.expand(q)
+			if err != nil {
+				t.Fatalf("variable %s: %v", v.Name, err)
+			}
+			rows, err := query(ctx, conn, sql)
+			if err != nil {
+				t.Fatalf("variable %s: %v\n%s", v.Name, err, sql)
+			}
+			var vals []string
+			for _, r := range rows {
+				for _, val := range r {
+					vals = append(vals, fmt.Sprint(val))
+				}
+			}
+			if len(vals) == 0 {
+				t.Fatalf("variable %s: no values", v.Name)
+			}
+			e.vars[v.Name] = vals
+		default:
+			t.Fatalf("variable %s: type %s not handled", v.Name, v.Type)
+		}
+	}
+}
+
+func usd(nano int64) float64 { return float64(nano) / 1e9 }
+
+func near(t *testing.T, what string, got, want float64) {
+	t.Helper()
+	if math.Abs(got-want) > 1e-9*math.Max(1, math.Abs(want)) {
+		t.Errorf("%s = %v, want %v", what, got, want)
+	}
+}
+
+// sums adds up per key: cost (USD), requests, tokens in and out.
+type sums struct{ cost, requests, in, out float64 }
+
+func group(evs []event, key func(event) string) map[string]*sums {
+	m := map[string]*sums{}
+	for _, e := range evs {
+		k := key(e)
+		if m[k] == nil {
+			m[k] = &sums{}
+		}
+		m[k].cost += usd(e.cost)
+		m[k].requests++
+		m[k].in += float64(e.in)
+		m[k].out += float64(e.out)
+	}
+	return m
+}
+
+// checkGroups compares rows grouped by key columns with the seeded sums.
+func checkGroups(t *testing.T, rows []row, want map[string]*sums, key func(row) string, cols map[string]func(*sums) float64) {
+	t.Helper()
+	got := map[string]map[string]float64{}
+	for _, r := range rows {
+		k := key(r)
+		if got[k] == nil {
+			got[k] = map[string]float64{}
+		}
+		for c := range cols {
+			got[k][c] += r.f(c)
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("groups %v, want %d groups", keys(got), len(want))
+	}
+	for k, w := range want {
+		for c, f := range cols {
+			near(t, k+" "+c, got[k][c], f(w))
+		}
+	}
+}
+
+func keys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+var (
+	costCol = func(s *sums) float64 { return s.cost }
+	reqCol  = func(s *sums) float64 { return s.requests }
+)
+
+// quantileExact is ClickHouse's quantileExact: the element at
+// floor(level*n) of the sorted values.
+func quantileExact(vals []float64, level float64) float64 {
+	s := append([]float64(nil), vals...)
+	sort.Float64s(s)
+	i := int(level * float64(len(s)))
+	if i >= len(s) {
+		i = len(s) - 1
+	}
+	return s[i]
+}
+
+var checks = map[string]func(t *testing.T, f filter, rows []row){
+	"Spend over time by department": func(t *testing.T, f filter, rows []row) {
+		for _, r := range rows {
+			ts, ok := r["time"].(time.Time)
+			if !ok || ts.Before(rangeFrom) || ts.After(rangeTo) {
+				t.Errorf("time %v outside the range", r["time"])
+			}
+		}
+		checkGroups(t, rows, group(f.events(), func(e event) string { return e.dept }),
+			func(r row) string { return r.s("dept") }, map[string]func(*sums) float64{"spend_usd": costCol})
+	},
+	"Month-to-date spend against budget": func(t *testing.T, f filter, rows []row) {
+		// The month of rangeTo, up to rangeTo: all of the range here.
+		want := group(f.events(), func(e event) string { return e.dept })
+		limits := map[string]float64{"eng": 10, "sales": 2}
+		checkGroups(t, rows, want, func(r row) string { return r.s("dept") },
+			map[string]func(*sums) float64{"spend_usd": costCol})
+		for _, r := range rows {
+			d := r.s("dept")
+			near(t, d+" budget_usd", r.f("budget_usd"), limits[d])
+			near(t, d+" budget_used_pct", r.f("budget_used_pct"), 100*want[d].cost/limits[d])
+		}
+	},
+	"Top teams by cost": func(t *testing.T, f filter, rows []row) {
+		checkGroups(t, rows, group(f.events(), func(e event) string { return e.dept + "/" + e.team }),
+			func(r row) string { return r.s("dept") + "/" + r.s("team") },
+			map[string]func(*sums) float64{"cost_usd": costCol, "requests": reqCol})
+		sorted(t, rows, "cost_usd")
+	},
+	"Top projects by cost": func(t *testing.T, f filter, rows []row) {
+		checkGroups(t, rows, group(f.events(), func(e event) string { return e.dept + "/" + e.project }),
+			func(r row) string { return r.s("dept") + "/" + r.s("project") },
+			map[string]func(*sums) float64{"cost_usd": costCol, "requests": reqCol})
+		sorted(t, rows, "cost_usd")
+	},
+	"Top subjects by cost": func(t *testing.T, f filter, rows []row) {
+		checkGroups(t, rows, group(f.events(), func(e event) string { return e.subject + "@" + e.dept }),
+			func(r row) string { return r.s("subject") + "@" + r.s("dept") },
+			map[string]func(*sums) float64{"cost_usd": costCol, "requests": reqCol})
+		sorted(t, rows, "cost_usd")
+	},
+	"Top models by cost": func(t *testing.T, f filter, rows []row) {
+		checkGroups(t, rows, group(f.events(), func(e event) string { return e.model + "@" + e.provider }),
+			func(r row) string { return r.s("model") + "@" + r.s("provider") },
+			map[string]func(*sums) float64{"cost_usd": costCol, "requests": reqCol,
+				"tokens_in": func(s *sums) float64 { return s.in }, "tokens_out": func(s *sums) float64 { return s.out }})
+		sorted(t, rows, "cost_usd")
+	},
+	"Tokens in/out": func(t *testing.T, f filter, rows []row) {
+		checkGroups(t, rows, group(f.events(), func(event) string { return "" }), func(row) string { return "" },
+			map[string]func(*sums) float64{"tokens_in": func(s *sums) float64 { return s.in }, "tokens_out": func(s *sums) float64 { return s.out }})
+	},
+	"Cost per 1k requests by department": func(t *testing.T, f filter, rows []row) {
+		want := group(f.events(), func(e event) string { return e.dept })
+		checkGroups(t, rows, want, func(r row) string { return r.s("dept") },
+			map[string]func(*sums) float64{"cost_usd": costCol, "requests": reqCol,
+				"cost_per_1k_requests": func(s *sums) float64 { return 1000 * s.cost / s.requests }})
+	},
+	"Requests by provider": func(t *testing.T, f filter, rows []row) {
+		checkGroups(t, rows, group(f.events(), func(e event) string { return e.provider }),
+			func(r row) string { return r.s("provider") }, map[string]func(*sums) float64{"requests": reqCol})
+	},
+	"Errors by type": func(t *testing.T, f filter, rows []row) {
+		var errs []event
+		for _, e := range f.events() {
+			if e.status >= 400 || e.errType != "" {
+				errs = append(errs, e)
+			}
+		}
+		checkGroups(t, rows, group(errs, func(e event) string {
+			if e.errType != "" {
+				return e.errType
+			}
+			return "http_" + strconv.Itoa(int(e.status))
+		}), func(r row) string { return r.s("error") }, map[string]func(*sums) float64{"errors": reqCol})
+	},
+	"Fallbacks and retries": func(t *testing.T, f filter, rows []row) {
+		var fell, retried float64
+		for _, e := range f.events() {
+			if len(e.fallbacks) > 0 {
+				fell++
+			}
+			if e.attempts > 1 {
+				retried++
+			}
+		}
+		var gotFell, gotRetried float64
+		for _, r := range rows {
+			gotFell += r.f("fell_back")
+			gotRetried += r.f("retried")
+		}
+		near(t, "fell_back", gotFell, fell)
+		near(t, "retried", gotRetried, retried)
+	},
+	"Time to first token by provider": func(t *testing.T, f filter, rows []row) {
+		ttft := map[string][]float64{}
+		for _, e := range f.events() {
+			if e.stream && e.ttft > 0 {
+				ttft[e.provider] = append(ttft[e.provider], float64(e.ttft)/1000)
+			}
+		}
+		checkQuantiles(t, rows, ttft, "streams", "ttft_p50_ms", "ttft_p99_ms")
+	},
+	"Gateway overhead p50/p99 by provider": func(t *testing.T, f filter, rows []row) {
+		over := map[string][]float64{}
+		for _, e := range f.events() {
+			over[e.provider] = append(over[e.provider], float64(e.overhead))
+		}
+		checkQuantiles(t, rows, over, "requests", "overhead_p50_us", "overhead_p99_us")
+	},
+	"Gateway overhead p99 over time": func(t *testing.T, f filter, rows []row) {
+		perDay := map[string][]float64{}
+		for _, e := range f.events() {
+			k := e.ts.Truncate(24*time.Hour).Format(time.DateOnly) + "/" + e.provider
+			perDay[k] = append(perDay[k], float64(e.overhead))
+		}
+		if len(rows) != len(perDay) {
+			t.Errorf("%d rows, want %d (day, provider) buckets", len(rows), len(perDay))
+		}
+		for _, r := range rows {
+			k := r["time"].(time.Time).UTC().Format(time.DateOnly) + "/" + r.s("provider")
+			near(t, k+" p99", r.f("overhead_p99_us"), quantileExact(perDay[k], 0.99))
+		}
+	},
+}
+
+func checkQuantiles(t *testing.T, rows []row, vals map[string][]float64, countCol, p50, p99 string) {
+	t.Helper()
+	if len(rows) != len(vals) {
+		t.Errorf("%d rows, want %d providers", len(rows), len(vals))
+	}
+	for _, r := range rows {
+		p := r.s("provider")
+		near(t, p+" "+countCol, r.f(countCol), float64(len(vals[p])))
+		near(t, p+" "+p50, r.f(p50), quantileExact(vals[p], 0.5))
+		near(t, p+" "+p99, r.f(p99), quantileExact(vals[p], 0.99))
+	}
+}
+
+func sorted(t *testing.T, rows []row, col string) {
+	t.Helper()
+	for i := 1; i < len(rows); i++ {
+		if rows[i].f(col) > rows[i-1].f(col) {
+			t.Errorf("rows not in descending %s order", col)
+		}
+	}
+}
