@@ -583,3 +583,17 @@ func (t *Tracker) watch(ctx context.Context, kv jetstream.KeyValue, tick <-chan 
 		}
 	}
 }
+
+// Used returns the spend plus reservations of one scope value's total for
+// the current period, in nano-USD.
+func (t *Tracker) Used(scope Scope, value string, period Period) int64 {
+	starts := periodStarts(t.now().UnixNano())
+	return t.used(TotalID{Scope: scope, Value: value, Period: period, Start: starts[period]})
+}
+
+// PeriodStart returns the current period's start as stored in totals
+// ("2026-11-30", "2026-11", "" for total).
+func (t *Tracker) PeriodStart(period Period) string {
+	starts := periodStarts(t.now().UnixNano())
+	return TotalID{Period: period, Start: starts[period]}.PeriodStart()
+}

@@ -56,6 +56,22 @@ type BudgetLimit struct {
 	AmountUSD string `yaml:"amount_usd"`
 	// Period is day or month (UTC calendar) or total.
 	Period string `yaml:"period"`
+	// Degrade is the degradation ladder of this limit: steps taken as its
+	// spend grows, before it refuses everything at 100%.
+	Degrade []DegradeStep `yaml:"degrade"`
+}
+
+// DegradeStep applies once a limit's spend (with reservations) reaches At
+// of the amount, to requests whose x-tollgate-priority header is in
+// Priorities (a request without the header is "interactive"; empty
+// Priorities means every request). It either serves them with a cheaper
+// Model or refuses them (429 budget_degraded). Each step taken is recorded
+// in the usage event and published once per period as an alert.
+type DegradeStep struct {
+	At         float64  `yaml:"at"`
+	Priorities []string `yaml:"priorities"`
+	Model      string   `yaml:"model"`
+	Refuse     bool     `yaml:"refuse"`
 }
 
 // RateLimit caps requests and tokens per minute for one scope value.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -145,7 +146,7 @@ func TestParseDefaults(t *testing.T) {
 	}
 	for _, ck := range checks {
 		t.Run(ck.name, func(t *testing.T) {
-			if ck.got != ck.want {
+			if !reflect.DeepEqual(ck.got, ck.want) {
 				t.Errorf("got %#v, want %#v", ck.got, ck.want)
 			}
 		})
@@ -225,7 +226,7 @@ prices:
 	}
 	for _, ck := range checks {
 		t.Run(ck.name, func(t *testing.T) {
-			if ck.got != ck.want {
+			if !reflect.DeepEqual(ck.got, ck.want) {
 				t.Errorf("got %#v, want %#v", ck.got, ck.want)
 			}
 		})

@@ -37,6 +37,13 @@ func (c *Config) Validate() error {
 	v.providers(c.Providers)
 	v.models(c.Models, c.Providers)
 	v.routing(&c.Routing, c.Models)
+	v.modelNames = map[string]bool{}
+	for _, m := range c.Models {
+		v.modelNames[m.Name] = true
+		for _, a := range m.Aliases {
+			v.modelNames[a] = true
+		}
+	}
 	v.budgets(c.Budgets)
 	v.rateLimits(c.RateLimits)
 	v.nats(&c.NATS)
@@ -47,7 +54,8 @@ func (c *Config) Validate() error {
 
 // validator collects problems; each method checks one section.
 type validator struct {
-	errs []error
+	errs   []error
+	modelNames map[string]bool // model names and aliases, for references
 }
 
 func (v *validator) addf(path, format string, args ...any) {
@@ -320,6 +328,18 @@ func (v *validator) budgets(bs []BudgetLimit) {
 		}
 		if v.required(p+".amount_usd", b.AmountUSD) {
 			v.decimal(p+".amount_usd", b.AmountUSD)
+		}
+		for j, d := range b.Degrade {
+			dp := fmt.Sprintf("%s.degrade[%d]", p, j)
+			if d.At <= 0 || d.At >= 1 {
+				v.addf(dp+".at", "%v is not a fraction between 0 and 1 (the limit itself refuses at 1)", d.At)
+			}
+			if (d.Model == "") == !d.Refuse {
+				v.addf(dp, "set exactly one of model or refuse")
+			}
+			if d.Model != "" && !v.modelNames[d.Model] {
+				v.addf(dp+".model", "unknown model %q", d.Model)
+			}
 		}
 	}
 }

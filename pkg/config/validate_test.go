@@ -116,6 +116,15 @@ func TestValidateErrors(t *testing.T) {
 		{"preset on another kind", func(c *Config) { c.Providers[1].Kind = "gemini"; c.Providers[1].Preset = "groq" }, "providers[1].preset: only kind openai takes a preset"},
 		{"azure without api_version", func(c *Config) { c.Providers[1].Kind = "azure"; c.Providers[1].BaseURL = "https://x.openai.azure.com" }, "providers[1].api_version: required"},
 		{"bedrock without region", func(c *Config) { c.Providers[1].Kind = "bedrock" }, "providers[1].region: required"},
+		{"degrade step fraction", func(c *Config) {
+			c.Budgets = []BudgetLimit{{Scope: "dept", Value: "*", AmountUSD: "10", Period: "month", Degrade: []DegradeStep{{At: 1.5, Refuse: true}}}}
+		}, "budgets[0].degrade[0].at: 1.5 is not a fraction between 0 and 1"},
+		{"degrade step action", func(c *Config) {
+			c.Budgets = []BudgetLimit{{Scope: "dept", Value: "*", AmountUSD: "10", Period: "month", Degrade: []DegradeStep{{At: 0.8}}}}
+		}, "budgets[0].degrade[0]: set exactly one of model or refuse"},
+		{"degrade step model", func(c *Config) {
+			c.Budgets = []BudgetLimit{{Scope: "dept", Value: "*", AmountUSD: "10", Period: "month", Degrade: []DegradeStep{{At: 0.8, Model: "nope"}}}}
+		}, `budgets[0].degrade[0].model: unknown model "nope"`},
 		{"stream_usage value", func(c *Config) {
 			c.Providers[1].Kind = "openai"
 			c.Providers[1].BaseURL = "http://x"

@@ -340,6 +340,7 @@ func (g *Gateway) event(rec *record, u tokenUsage, estimated bool, cost int64) *
 		ev.Attempts = uint32(rec.attempts)
 	}
 	ev.Fallbacks = rec.fallbacks
+	ev.DegradationStep = rec.degradation
 	return ev
 }
 

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tollgate/tollgate/pkg/auth"
 	"github.com/tollgate/tollgate/pkg/budget"
@@ -36,6 +37,7 @@ type acctRig struct {
 	pub       *usage.Publisher
 	tracker   *budget.Tracker
 	revokedKV jetstream.KeyValue
+	nc        *nats.Conn
 }
 
 func newAcctRig(t *testing.T, mutate func(*config.Config)) *acctRig {
@@ -100,7 +102,7 @@ func newAcctRig(t *testing.T, mutate func(*config.Config)) *acctRig {
 	gw, err := New(Options{Config: r.cfg, Verifier: r.gw.state.Load().verifier, Logger: r.gw.log, Accounting: Accounting{
 		Publisher: pub, Reservations: res, Tracker: tracker, Prices: pricing.Default(),
 		Limiter: ratelimit.New(ratelimit.Options{}), Estimator: tokenize.New(),
-	}, Revocations: revoked})
+	}, Revocations: revoked, Alert: func(subject string, data []byte) { _ = nc.Publish(subject, data) }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +114,7 @@ func newAcctRig(t *testing.T, mutate func(*config.Config)) *acctRig {
 		_ = gw.Shutdown(sctx)
 	})
 	r.gw, r.url = gw, "http://"+ln.Addr().String()
-	return &acctRig{rig: r, js: js, pub: pub, tracker: tracker, revokedKV: rkv}
+	return &acctRig{rig: r, js: js, pub: pub, tracker: tracker, revokedKV: rkv, nc: nc}
 }
 
 // events reads every usage event in the stream, waiting until n arrived.
@@ -386,4 +388,96 @@ func TestRevocationRefusesEverywhere(t *testing.T) {
 	if resp := a.post("/v1/chat/completions", a.token(nil), chatBody); resp.StatusCode != 200 {
 		t.Errorf("other subjects must pass: %d", resp.StatusCode)
 	}
+}
+
+// TestDegradationLadder: past 30% of the department's budget, batch traffic
+// is served by a cheaper model; past 60% it is refused while interactive
+// traffic still passes; each step is recorded in the event and alerted once.
+func TestDegradationLadder(t *testing.T) {
+	a := newAcctRig(t, func(c *config.Config) {
+		c.Models = append(c.Models, config.Model{Name: "mock-cheap", Type: "chat", Targets: []config.Target{{Provider: "mock", Model: "mock-gpt-mini"}}})
+		c.Budgets = []config.BudgetLimit{{Scope: "dept", Value: "*", AmountUSD: "0.0001", Period: "day", Degrade: []config.DegradeStep{
+			{At: 0.3, Priorities: []string{"batch"}, Model: "mock-cheap"},
+			{At: 0.6, Priorities: []string{"batch"}, Refuse: true},
+		}}}
+	})
+	alerts, err := a.nc.SubscribeSync("tollgate.budget.alerts.dept")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok := a.token(nil)
+	body := `{"model":"mock-gpt","max_tokens":8,"messages":[{"role":"user","content":"spend"}]}`
+	used := func() float64 {
+		return float64(a.tracker.Used(budget.ScopeDept, "research", budget.PeriodDay)) / 100_000
+	}
+	send := func(prio string) (*http.Response, []byte) {
+		resp := a.post("/v1/chat/completions", tok, body, "X-Tollgate-Priority", prio)
+		return resp, readBody(t, resp)
+	}
+	// Interactive spending up to 30%.
+	for used() < 0.3 {
+		if resp, b := send(""); resp.StatusCode != 200 {
+			t.Fatalf("interactive at %.0f%%: %d %s", 100*used(), resp.StatusCode, b)
+		}
+	}
+	resp, b := send("batch")
+	if resp.StatusCode != 200 || resp.Header.Get("X-Tollgate-Model") != "mock-gpt-mini" || resp.Header.Get("X-Tollgate-Degraded") == "" {
+		t.Fatalf("batch at %.0f%%: %d model %q: %s", 100*used(), resp.StatusCode, resp.Header.Get("X-Tollgate-Model"), b)
+	}
+	for used() < 0.6 {
+		if resp, b := send("interactive"); resp.StatusCode != 200 {
+			t.Fatalf("interactive at %.0f%%: %d %s", 100*used(), resp.StatusCode, b)
+		}
+	}
+	resp, b = send("batch")
+	if resp.StatusCode != 429 || !strings.Contains(string(b), "budget_degraded") {
+		t.Fatalf("batch at %.0f%%: %d %s", 100*used(), resp.StatusCode, b)
+	}
+	if resp, b := send("interactive"); resp.StatusCode != 200 {
+		t.Fatalf("interactive must still pass: %d %s", resp.StatusCode, b)
+	}
+	var steps []string
+	for {
+		msg, err := alerts.NextMsg(2 * time.Second)
+		if err != nil {
+			break
+		}
+		var al struct{ Kind, Step string }
+		if json.Unmarshal(msg.Data, &al) == nil && al.Kind == "degradation" {
+			steps = append(steps, al.Step)
+		}
+	}
+	if len(steps) != 2 {
+		t.Errorf("alerts %v, want one per step", steps)
+	}
+	var degraded int
+	all := a.allEvents(t)
+	for _, ev := range all {
+		if ev.DegradationStep != "" {
+			degraded++
+		}
+	}
+	if degraded != 2 {
+		t.Errorf("%d events record a degradation step, want 2 (one served cheaper, one refused)", degraded)
+	}
+}
+
+// allEvents reads every event currently in the stream.
+func (a *acctRig) allEvents(t *testing.T) []*usagev1.UsageEvent {
+	t.Helper()
+	waitFor(t, 5*time.Second, "the publisher to flush", func() bool {
+		st := a.pub.Stats()
+		return st.QueueLen == 0 && st.Pending == 0
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, err := a.js.Stream(ctx, usage.StreamName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a.events(t, int(info.State.Msgs))
 }

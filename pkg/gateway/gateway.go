@@ -42,6 +42,8 @@ type Options struct {
 	Metrics *metrics.Gateway
 	// Revocations refuses revoked tokens; nil revokes nothing.
 	Revocations revocations
+	// Alert publishes a budget alert (degradation steps taken); nil drops them.
+	Alert func(subject string, data []byte)
 }
 
 // revocations says whether a token's key id or subject was revoked.
@@ -62,6 +64,8 @@ type Gateway struct {
 	limiters    [budget.NumScopes]*ratelimit.Limiter // one per scope, so keys need no prefix
 	metrics     *metrics.Gateway
 	revoked     revocations
+	alert       func(subject string, data []byte)
+	alerts      degradeAlerts
 	refused     [3]*metrics.Route // requests that resolved no model, per endpoint
 }
 
@@ -94,6 +98,7 @@ func New(o Options) (*Gateway, error) {
 		acct:        o.Accounting,
 		metrics:     o.Metrics,
 		revoked:     o.Revocations,
+		alert:       o.Alert,
 	}
 	if g.acct.Prices == nil {
 		g.acct.Prices = pricing.Default()
@@ -139,6 +144,7 @@ type state struct {
 	prices         *pricing.Table
 	rateLimits     []config.RateLimit
 	refuseUnpriced bool
+	ladders        []ladder // budget degradation steps
 }
 
 // buildState turns a validated config into routes.
@@ -147,6 +153,7 @@ func (g *Gateway) buildState(cfg *config.Config, v verifier, prices *pricing.Tab
 		cfg: cfg, verifier: v, routes: make(map[string]*route, len(cfg.Models)), prices: prices,
 		rateLimits: cfg.RateLimits, refuseUnpriced: cfg.Usage.UnpricedModel == config.UnpricedRefuse,
 		ups: make([]*upstream, len(cfg.Providers)), targets: make([]map[string]*route, len(cfg.Providers)),
+		ladders: buildLadders(cfg),
 	}
 	ups := make(map[string]int, len(cfg.Providers))
 	for i, p := range cfg.Providers {

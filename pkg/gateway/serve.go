@@ -40,6 +40,7 @@ type record struct {
 	upstream      time.Duration // upstream call, header to end of body
 	model         string        // the requested model, even when unknown
 	routeName     string        // the model route that served it (after fallbacks)
+	degradation   string        // the degradation step taken, if any
 	attempts      int
 	lastTarget    string   // provider/model of the latest attempt
 	fallbacks     []string // targets tried before the one that served
@@ -86,6 +87,19 @@ func (g *Gateway) serve(c *fiber.Ctx, ep endpoint) error {
 		plan.Release()
 		return g.fail(c, &rec, &apiError{Status: fiber.StatusForbidden, Type: typePermission, Code: "model_not_allowed", Param: "model",
 			Message: fmt.Sprintf("your token does not allow the model %q", info.model)})
+	}
+	if d := g.degrade(c, st, p); d != nil {
+		rec.degradation = d.label
+		c.Set("x-tollgate-degraded", d.label)
+		if d.step.Refuse {
+			plan.Release()
+			return g.fail(c, &rec, &apiError{Status: fiber.StatusTooManyRequests, Type: typeBudget, Code: "budget_degraded",
+				Message: fmt.Sprintf("budget degradation step %s: this priority is not served now", d.label)})
+		}
+		if np := st.router.Plan(d.step.Model, p, rec.start); np != nil {
+			plan.Release()
+			plan, rr = np, np.Route()
+		}
 	}
 	adm, aerr := g.admit(c, st, p, st.priceRoute(rr, info.model), &info, body)
 	if aerr != nil {

@@ -118,7 +118,13 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	gw, err := gateway.New(gateway.Options{Config: cfg, Verifier: verifier, Logger: log, Accounting: acct, Metrics: m, Revocations: revoked})
+	alert := func(subject string, data []byte) {
+		if err := nc.Publish(subject, data); err != nil {
+			log.Warn("budget alert not published", "subject", subject, "err", err)
+		}
+	}
+	gw, err := gateway.New(gateway.Options{Config: cfg, Verifier: verifier, Logger: log, Accounting: acct, Metrics: m,
+		Revocations: revoked, Alert: alert})
 	if err != nil {
 		return err
 	}
