@@ -481,3 +481,69 @@ func (a *acctRig) allEvents(t *testing.T) []*usagev1.UsageEvent {
 	}
 	return a.events(t, int(info.State.Msgs))
 }
+
+// TestStreamEndingsAreBilled checks the billing rule of every way a stream
+// can end (README: Streams).
+func TestStreamEndingsAreBilled(t *testing.T) {
+	const finishNoDone = "data: {\"id\":\"c1\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hello there\"},\"finish_reason\":null}]}\n\n" +
+		"data: {\"id\":\"c1\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n"
+	tests := []struct {
+		name      string
+		raw       string // upstream transcript; empty uses the mock
+		mock      string
+		status    uint32
+		errType   string
+		estimated bool
+		minOut    uint64
+	}{
+		{"done", "", `{"chunks":4}`, 200, "", false, 4},
+		{"finish reason without done", finishNoDone, "", 200, "", true, 1},
+		{"upstream cut mid-stream", "", `{"chunks":10,"cut_after":3}`, 200, "upstream_stream_cut", true, 3},
+		{"upstream error event", "", `{"chunks":10,"error_event_after":2}`, 200, "upstream_error", true, 2},
+		{"idle timeout", "", `{"chunks":4,"chunk_delay_ms":900}`, 200, "upstream_timeout", true, 1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var url string
+			if tc.raw != "" {
+				url = rawUpstream(t, tc.raw)
+			}
+			a := newAcctRig(t, func(c *config.Config) {
+				if url != "" {
+					c.Providers[0].BaseURL = url
+				}
+			})
+			mock := tc.mock
+			if mock == "" {
+				mock = "{}"
+			}
+			resp := a.post("/v1/chat/completions", a.token(nil), streamBody(mock))
+			readEvents(t, resp.Body)
+			resp.Body.Close()
+			ev := a.events(t, 1)[0]
+			if ev.StatusCode != tc.status || ev.ErrorType != tc.errType || ev.Estimated != tc.estimated || ev.ClientAborted {
+				t.Errorf("status %d error %q estimated %v aborted %v; want %d %q %v false",
+					ev.StatusCode, ev.ErrorType, ev.Estimated, ev.ClientAborted, tc.status, tc.errType, tc.estimated)
+			}
+			if ev.CompletionTokens < tc.minOut || ev.PromptTokens == 0 || ev.CostNanoUsd <= 0 {
+				t.Errorf("billed prompt %d completion %d (want >= %d) cost %d", ev.PromptTokens, ev.CompletionTokens, tc.minOut, ev.CostNanoUsd)
+			}
+		})
+	}
+	t.Run("gateway shutdown", func(t *testing.T) {
+		a := newAcctRig(t, nil)
+		resp := a.post("/v1/chat/completions", a.token(nil), streamBody(`{"chunks":10,"chunk_delay_ms":50}`))
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_ = a.gw.Shutdown(ctx)
+		}()
+		events := readEvents(t, resp.Body)
+		resp.Body.Close()
+		ev := a.events(t, 1)[0]
+		if events[len(events)-1].data != "[DONE]" || ev.StatusCode != 200 || ev.Estimated || ev.CompletionTokens != 10 {
+			t.Errorf("stream across shutdown: last %q, event status %d estimated %v completion %d",
+				events[len(events)-1].data, ev.StatusCode, ev.Estimated, ev.CompletionTokens)
+		}
+	})
+}
