@@ -70,6 +70,11 @@ func commands() map[string]command {
 			summary: "print spend totals (with limits and utilisation given --config)",
 			setup:   setupBudgetShow,
 		},
+		"replay": {
+			args:    "--to clickhouse|budgets|ndjson [--since T] [--until T] [--from-seq N] [--to-seq N] [--reprice FILE]",
+			summary: "re-read a range of the usage stream into ClickHouse, the spend totals of a period, or NDJSON",
+			setup:   setupReplay,
+		},
 		"config check": {
 			args:    "FILE",
 			summary: "load and validate a config file, printing every problem",
