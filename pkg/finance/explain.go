@@ -1,0 +1,143 @@
+package finance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+
+	"github.com/tollgate/tollgate/pkg/pricing"
+)
+
+// ErrNotFound is returned by Explain when no event has the request id.
+var ErrNotFound = errors.New("no usage event for request")
+
+// Charge is one request's usage event, with what its cost was made of.
+type Charge struct {
+	EventID, RequestID string
+	Time               time.Time
+	Issuer, Subject    string
+	KeyID              string
+	Dept, Team         string
+	Project            string
+	RequestedModel     string
+	ServedModel        string
+	Provider           string
+	Deployment         string
+	Route              string
+	Attempts           uint32
+	Fallbacks          []string
+	Endpoint           string
+	StatusCode         uint32
+	ErrorType          string
+	PromptTokens       uint64
+	CompletionTokens   uint64
+	CachedTokens       uint64
+	ReasoningTokens    uint64
+	Estimated          bool
+	CostNano           int64
+	PricingVersion     string
+	// Price is the served model's price in the table of PricingVersion,
+	// when that table is the embedded one (PriceKnown); then the parts
+	// below break CostNano down (their sum is within a nano-USD of it,
+	// each part being rounded on its own).
+	Price                                      pricing.Price
+	PriceKnown                                 bool
+	InputNano, CachedNano, OutputNano, ReqNano int64
+}
+
+// Explain looks up the usage event of requestID. tables maps pricing
+// versions to their tables (the embedded table is always known).
+func Explain(ctx context.Context, conn driver.Conn, requestID string, tables ...*pricing.Table) (*Charge, error) {
+	rows, err := conn.Query(ctx, `SELECT event_id, request_id, ts, issuer, subject, key_id, dept, team, project,
+		requested_model, served_model, provider, deployment, route, attempts, fallbacks, endpoint, status_code, error_type,
+		prompt_tokens, completion_tokens, cached_tokens, reasoning_tokens, estimated, cost_nano_usd, pricing_version
+		FROM usage_events FINAL WHERE request_id = ? ORDER BY ts LIMIT 1`, requestID)
+	if err != nil {
+		return nil, fmt.Errorf("look up request %s: %w", requestID, err)
+	}
+	defer rows.Close()
+	if !rows.Next() {
+		if err := rows.Err(); err != nil {
+			return nil, fmt.Errorf("look up request %s: %w", requestID, err)
+		}
+		return nil, fmt.Errorf("%w %s", ErrNotFound, requestID)
+	}
+	c := &Charge{}
+	var est uint8
+	if err := rows.Scan(&c.EventID, &c.RequestID, &c.Time, &c.Issuer, &c.Subject, &c.KeyID, &c.Dept, &c.Team, &c.Project,
+		&c.RequestedModel, &c.ServedModel, &c.Provider, &c.Deployment, &c.Route, &c.Attempts, &c.Fallbacks, &c.Endpoint,
+		&c.StatusCode, &c.ErrorType, &c.PromptTokens, &c.CompletionTokens, &c.CachedTokens, &c.ReasoningTokens, &est,
+		&c.CostNano, &c.PricingVersion); err != nil {
+		return nil, fmt.Errorf("read request %s: %w", requestID, err)
+	}
+	c.Estimated = est == 1
+	for _, t := range append([]*pricing.Table{pricing.Default()}, tables...) {
+		if t == nil || t.Version != c.PricingVersion {
+			continue
+		}
+		if p, ok := t.Lookup(c.ServedModel); ok {
+			c.breakdown(p)
+		}
+	}
+	return c, nil
+}
+
+func (c *Charge) breakdown(p pricing.Price) {
+	c.Price, c.PriceKnown = p, true
+	cached := min(c.CachedTokens, c.PromptTokens)
+	c.InputNano = pricing.Price{InputPerM: p.InputPerM}.Cost(pricing.Usage{PromptTokens: c.PromptTokens - cached})
+	c.CachedNano = pricing.Price{CachedInputPerM: p.CachedInputPerM}.Cost(pricing.Usage{PromptTokens: cached, CachedTokens: cached})
+	c.OutputNano = pricing.Price{OutputPerM: p.OutputPerM}.Cost(pricing.Usage{CompletionTokens: c.CompletionTokens})
+	c.ReqNano = max(p.PerRequest, 0)
+}
+
+// WriteText prints c for a terminal.
+func (c *Charge) WriteText(w io.Writer) error {
+	var b strings.Builder
+	f := func(k, format string, a ...any) {
+		fmt.Fprintf(&b, "%-16s "+format+"\n", append([]any{k + ":"}, a...)...)
+	}
+	f("request", "%s (event %s)", c.RequestID, c.EventID)
+	f("time", "%s", c.Time.UTC().Format(time.RFC3339))
+	f("principal", "subject %s, key %s, issuer %s", c.Subject, c.KeyID, c.Issuer)
+	f("charged to", "dept %s, team %s, project %s", c.Dept, c.Team, c.Project)
+	f("route", "%s: %s requested, %s served by %s (%s)", c.Route, c.RequestedModel, c.ServedModel, c.Provider, c.Deployment)
+	f("attempts", "%d, fallbacks %s", c.Attempts, orNone(c.Fallbacks))
+	f("outcome", "%s status %d %s", c.Endpoint, c.StatusCode, c.ErrorType)
+	est := ""
+	if c.Estimated {
+		est = " (estimated: the provider reported no usage)"
+	}
+	f("tokens", "%d in (%d cached), %d out (%d reasoning)%s", c.PromptTokens, c.CachedTokens, c.CompletionTokens, c.ReasoningTokens, est)
+	f("price table", "%s", c.PricingVersion)
+	if c.PriceKnown {
+		f("prices", "%s in, %s cached in, %s out per million tokens; %s per request",
+			usd(c.Price.InputPerM), usd(c.Price.CachedInputPerM), usd(c.Price.OutputPerM), usd(c.Price.PerRequest))
+		f("cost", "%s input + %s cached + %s output + %s per request = %s",
+			usd(c.InputNano), usd(c.CachedNano), usd(c.OutputNano), usd(c.ReqNano), usd(c.CostNano))
+	} else {
+		f("prices", "table %s is not the embedded one (%s): no breakdown", c.PricingVersion, pricing.Default().Version)
+		f("cost", "%s", usd(c.CostNano))
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func orNone(s []string) string {
+	if len(s) == 0 {
+		return "none"
+	}
+	return strings.Join(s, " -> ")
+}
+
+func usd(nano int64) string {
+	if nano < 0 {
+		return "-$" + pricing.FormatUSD(-nano)
+	}
+	return "$" + pricing.FormatUSD(nano)
+}
