@@ -23,10 +23,10 @@ import (
 
 type ev struct {
 	req, dept, team, project, subject, model string
-	ts                                      time.Time
-	in, out, cached                         uint64
-	cost                                    int64
-	version                                 string
+	ts                                       time.Time
+	in, out, cached                          uint64
+	cost                                     int64
+	version                                  string
 }
 
 func day(d, h int) time.Time { return time.Date(2024, 3, d, h, 0, 0, 0, time.UTC) }
