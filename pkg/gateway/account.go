@@ -242,7 +242,13 @@ func (g *Gateway) bill(rec *record) {
 	if !u.Reported && rec.started {
 		u, estimated = g.estimate(rec), true
 	}
-	if rt := rec.route; rt != nil && rec.prices != nil {
+	if rec.cache != nil && rec.cache.hit {
+		// A hit costs nothing unless the model bills hits in full.
+		adm.priced = false
+		if rec.cache.full && rec.prices != nil {
+			adm.price, adm.priced = rec.prices.Lookup(rec.cachedModel)
+		}
+	} else if rt := rec.route; rt != nil && rec.prices != nil {
 		// Price what served the request: after a fallback, another model.
 		if pr, ok := rec.prices.Lookup(rt.upstreamModel); ok {
 			adm.price, adm.priced = pr, true
@@ -341,6 +347,10 @@ func (g *Gateway) event(rec *record, u tokenUsage, estimated bool, cost int64) *
 	}
 	ev.Fallbacks = rec.fallbacks
 	ev.DegradationStep = rec.degradation
+	if rec.cache != nil && rec.cache.hit {
+		ev.CacheHit = true
+		ev.ServedModel, ev.Provider = rec.cachedModel, rec.cachedProvider
+	}
 	return ev
 }
 

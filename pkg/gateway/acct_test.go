@@ -22,6 +22,7 @@ import (
 	"github.com/tollgate/tollgate/pkg/natstest"
 	"github.com/tollgate/tollgate/pkg/pricing"
 	"github.com/tollgate/tollgate/pkg/ratelimit"
+	"github.com/tollgate/tollgate/pkg/respcache"
 	"github.com/tollgate/tollgate/pkg/revoke"
 	"github.com/tollgate/tollgate/pkg/tokenize"
 	"github.com/tollgate/tollgate/pkg/usage"
@@ -546,4 +547,81 @@ func TestStreamEndingsAreBilled(t *testing.T) {
 				events[len(events)-1].data, ev.StatusCode, ev.Estimated, ev.CompletionTokens)
 		}
 	})
+}
+
+// TestResponseCache: identical requests of a caching model are served from
+// the NATS KV cache (streams replayed event by event), per tenant, billed
+// zero by default and marked in the usage data; no-cache bypasses it.
+func TestResponseCache(t *testing.T) {
+	a := newAcctRig(t, func(c *config.Config) { c.Models[0].Cache = config.ModelCache{TTL: time.Minute} })
+	ctx := context.Background()
+	cache, err := respcache.Open(ctx, a.js, respcache.Options{TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	t.Cleanup(cancel)
+	go func() { _ = cache.Run(cctx) }()
+	// Swap in a gateway with the cache, on the same accounting.
+	st := a.gw.state.Load()
+	gw, err := New(Options{Config: a.cfg, Verifier: st.verifier, Logger: a.gw.log, Accounting: a.gw.acct, Cache: cache})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln := listen(t)
+	go func() { _ = gw.Serve(ln) }()
+	t.Cleanup(func() { _ = gw.Shutdown(ctx) })
+	a.gw, a.url = gw, "http://"+ln.Addr().String()
+
+	research := a.token(nil)
+	sales := a.token(func(o *auth.MintOptions) { o.Dept = "sales" })
+	ask := func(tok, body string, h ...string) (string, string) {
+		resp := a.post("/v1/chat/completions", tok, body, h...)
+		b := readBody(t, resp)
+		if resp.StatusCode != 200 {
+			t.Fatalf("status %d: %s", resp.StatusCode, b)
+		}
+		return resp.Header.Get("X-Tollgate-Cache"), string(b)
+	}
+	waitStored := func(n int64) {
+		waitFor(t, 5*time.Second, "the cache write", func() bool { return cache.Stats().Stored >= n })
+	}
+	state, first := ask(research, chatBody)
+	if state != "miss" {
+		t.Fatalf("first request: cache %q", state)
+	}
+	waitStored(1)
+	if state, again := ask(research, chatBody); state != "hit" || again != first {
+		t.Errorf("second request: cache %q, same body %v", state, again == first)
+	}
+	if state, _ := ask(sales, chatBody); state != "miss" {
+		t.Errorf("another department must not see research's cache: %q", state)
+	}
+	if state, _ := ask(research, chatBody, "Cache-Control", "no-cache"); state != "bypass" {
+		t.Errorf("no-cache: %q", state)
+	}
+	// Streams are cached as events and replayed.
+	sb := streamBody(`{"chunks":5}`)
+	resp := a.post("/v1/chat/completions", research, sb)
+	live := readEvents(t, resp.Body)
+	resp.Body.Close()
+	waitStored(3)
+	resp = a.post("/v1/chat/completions", research, sb)
+	replayed := readEvents(t, resp.Body)
+	resp.Body.Close()
+	if resp.Header.Get("X-Tollgate-Cache") != "hit" || len(replayed) != len(live) || replayed[len(replayed)-1].data != "[DONE]" {
+		t.Fatalf("stream replay: cache %q, %d events vs %d live", resp.Header.Get("X-Tollgate-Cache"), len(replayed), len(live))
+	}
+	var hits int
+	for _, ev := range a.allEvents(t) {
+		if ev.CacheHit {
+			hits++
+			if ev.CostNanoUsd != 0 || ev.CompletionTokens == 0 {
+				t.Errorf("a hit is billed zero with the original usage: cost %d tokens %d", ev.CostNanoUsd, ev.CompletionTokens)
+			}
+		}
+	}
+	if hits != 2 {
+		t.Errorf("%d events marked as cache hits, want 2", hits)
+	}
 }

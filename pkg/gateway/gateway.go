@@ -44,6 +44,8 @@ type Options struct {
 	Revocations revocations
 	// Alert publishes a budget alert (degradation steps taken); nil drops them.
 	Alert func(subject string, data []byte)
+	// Cache is the response cache for models with cache.ttl; nil disables it.
+	Cache responseCache
 }
 
 // revocations says whether a token's key id or subject was revoked.
@@ -65,6 +67,7 @@ type Gateway struct {
 	metrics     *metrics.Gateway
 	revoked     revocations
 	alert       func(subject string, data []byte)
+	cache       responseCache
 	alerts      degradeAlerts
 	refused     [3]*metrics.Route // requests that resolved no model, per endpoint
 }
@@ -99,6 +102,7 @@ func New(o Options) (*Gateway, error) {
 		metrics:     o.Metrics,
 		revoked:     o.Revocations,
 		alert:       o.Alert,
+		cache:       o.Cache,
 	}
 	if g.acct.Prices == nil {
 		g.acct.Prices = pricing.Default()

@@ -15,6 +15,7 @@ import (
 	"github.com/tidwall/gjson"
 	"github.com/tollgate/tollgate/pkg/providers"
 	"github.com/tollgate/tollgate/pkg/providers/anthropic"
+	"github.com/tollgate/tollgate/pkg/respcache"
 	"github.com/tollgate/tollgate/pkg/router"
 	"github.com/tollgate/tollgate/pkg/sse"
 	"github.com/valyala/fasthttp"
@@ -61,6 +62,8 @@ type relay struct {
 
 	attempt *router.Attempt // reported to the router when the stream ends; nil outside routing
 	plan    *router.Plan
+
+	cached *respcache.Entry // events stored in the response cache, or nil
 
 	watch *clientWatch
 	gone  atomic.Bool // the client closed its connection (seen by watch)
@@ -179,6 +182,9 @@ func (r *relay) handleEvent(ev []byte) {
 	if r.rec.ttft == 0 && len(r.out) > n {
 		r.rec.ttft = time.Since(r.rec.start)
 	}
+	if r.cached != nil && len(r.out) > n && st != providers.Failed {
+		r.cached.AppendEvent(r.out[n:])
+	}
 	switch st {
 	case providers.Done:
 		r.done = true
@@ -294,6 +300,13 @@ func (r *relay) CloseWithError(err error) error {
 	}
 	r.rec.upstream += time.Since(r.upStart)
 	r.rec.usage = r.stream.Usage()
+	if r.cached != nil && r.rec.errType == "" && !r.rec.clientAborted && err == nil && r.done {
+		u := r.rec.usage
+		r.cached.Usage = respcache.Usage{Prompt: u.Prompt, Completion: u.Completion, Cached: u.Cached, Reasoning: u.Reasoning}
+		r.cached.Model, r.cached.Provider = r.rec.route.upstreamModel, r.rec.route.up.name
+		r.g.cache.Put(r.rec.cache.key, r.rec.cache.ttl, r.cached)
+	}
+	r.cached = nil
 	if r.attempt != nil {
 		o := router.Outcome{Class: router.Success}
 		switch {

@@ -17,6 +17,7 @@ import (
 	"github.com/tollgate/tollgate/pkg/pricing"
 	"github.com/tollgate/tollgate/pkg/providers"
 	"github.com/tollgate/tollgate/pkg/providers/anthropic"
+	"github.com/tollgate/tollgate/pkg/respcache"
 	"github.com/tollgate/tollgate/pkg/router"
 	"github.com/valyala/fasthttp"
 )
@@ -26,30 +27,33 @@ const headerRequestID = "X-Request-Id"
 // record is what the gateway learns about one request, for its log line
 // and usage accounting.
 type record struct {
-	requestID     string
-	start         time.Time
-	principal     *auth.Principal
-	route         *route
-	endpoint      endpoint
-	stream        bool
-	status        int
-	errType       string
-	clientAborted bool
-	usage         tokenUsage
-	ttft          time.Duration // time to first content chunk (streams)
-	upstream      time.Duration // upstream call, header to end of body
-	model         string        // the requested model, even when unknown
-	routeName     string        // the model route that served it (after fallbacks)
-	degradation   string        // the degradation step taken, if any
-	attempts      int
-	lastTarget    string   // provider/model of the latest attempt
-	fallbacks     []string // targets tried before the one that served
-	anthropic     bool     // the client speaks the Anthropic format (/v1/messages)
-	prices        *pricing.Table
-	adm           admission
-	started       bool   // the client got a 200 (an answer began)
-	body          []byte // the request body, for token estimation
-	delivered     []byte // content delivered in a stream, for estimation
+	requestID      string
+	start          time.Time
+	principal      *auth.Principal
+	route          *route
+	endpoint       endpoint
+	stream         bool
+	status         int
+	errType        string
+	clientAborted  bool
+	usage          tokenUsage
+	ttft           time.Duration // time to first content chunk (streams)
+	upstream       time.Duration // upstream call, header to end of body
+	model          string        // the requested model, even when unknown
+	routeName      string        // the model route that served it (after fallbacks)
+	degradation    string        // the degradation step taken, if any
+	cache          *cacheState   // nil when the model does not cache
+	cachedModel    string        // model and provider of a cache hit's original answer
+	cachedProvider string
+	attempts       int
+	lastTarget     string   // provider/model of the latest attempt
+	fallbacks      []string // targets tried before the one that served
+	anthropic      bool     // the client speaks the Anthropic format (/v1/messages)
+	prices         *pricing.Table
+	adm            admission
+	started        bool   // the client got a 200 (an answer began)
+	body           []byte // the request body, for token estimation
+	delivered      []byte // content delivered in a stream, for estimation
 }
 
 // usage is token usage as reported by the provider.
@@ -100,6 +104,10 @@ func (g *Gateway) serve(c *fiber.Ctx, ep endpoint) error {
 			plan.Release()
 			plan, rr = np, np.Route()
 		}
+	}
+	if g.lookupCache(c, rr.Config(), p, &rec, body) {
+		plan.Release()
+		return nil
 	}
 	adm, aerr := g.admit(c, st, p, st.priceRoute(rr, info.model), &info, body)
 	if aerr != nil {
@@ -232,6 +240,7 @@ func (g *Gateway) tryUnary(c *fiber.Ctx, req *fasthttp.Request, rt *route, rec *
 	rec.status = fiber.StatusOK
 	rec.started = true
 	c.Response().Header.SetContentType(fiber.MIMEApplicationJSON)
+	g.storeUnary(rec, out) // Put copies before it returns
 	if len(out) > 0 && len(body) > 0 && &out[0] == &body[0] {
 		// Passed through: the client response takes the upstream buffer and
 		// the upstream response takes the client's back to its pool.
@@ -294,6 +303,12 @@ func (g *Gateway) startStream(c *fiber.Ctx, req *fasthttp.Request, rt *route, re
 		return failed(aerr, st, nil, []byte(aerr.Message), nil)
 	}
 	r.attempt, r.plan = a, plan
+	if rec.cache != nil && rec.cache.put && g.cache != nil {
+		r.cached = &respcache.Entry{Stream: true}
+		if len(r.out) > 0 { // the primed first events
+			r.cached.AppendEvent(r.out)
+		}
+	}
 	c.Response().Header.SetContentType("text/event-stream")
 	c.Set(fiber.HeaderCacheControl, "no-cache")
 	c.Set("X-Accel-Buffering", "no")

@@ -36,6 +36,7 @@ import (
 	"github.com/tollgate/tollgate/pkg/pricing"
 	"github.com/tollgate/tollgate/pkg/profiling"
 	"github.com/tollgate/tollgate/pkg/ratelimit"
+	"github.com/tollgate/tollgate/pkg/respcache"
 	"github.com/tollgate/tollgate/pkg/revoke"
 	"github.com/tollgate/tollgate/pkg/tokenize"
 	"github.com/tollgate/tollgate/pkg/usage"
@@ -123,8 +124,16 @@ func run() error {
 			log.Warn("budget alert not published", "subject", subject, "err", err)
 		}
 	}
-	gw, err := gateway.New(gateway.Options{Config: cfg, Verifier: verifier, Logger: log, Accounting: acct, Metrics: m,
-		Revocations: revoked, Alert: alert})
+	cache, err := startCache(bg, g, cfg, nc)
+	if err != nil {
+		return err
+	}
+	opts := gateway.Options{Config: cfg, Verifier: verifier, Logger: log, Accounting: acct, Metrics: m,
+		Revocations: revoked, Alert: alert}
+	if cache != nil { // a nil *Cache in the interface would not read as nil
+		opts.Cache = cache
+	}
+	gw, err := gateway.New(opts)
 	if err != nil {
 		return err
 	}
@@ -517,4 +526,24 @@ func startRevocations(ctx context.Context, g *errgroup.Group, cfg *config.Config
 	case <-sctx.Done():
 		return nil, errors.New("revocations did not load within 30s")
 	}
+}
+
+// startCache opens the response cache bucket when a model caches answers.
+func startCache(ctx context.Context, g *errgroup.Group, cfg *config.Config, nc *nats.Conn) (*respcache.Cache, error) {
+	ttl := respcache.BucketTTL(cfg.Models)
+	if ttl <= 0 {
+		return nil, nil
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, err
+	}
+	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	c, err := respcache.Open(sctx, js, respcache.Options{TTL: ttl, Replicas: cfg.NATS.Replicas})
+	if err != nil {
+		return nil, err
+	}
+	g.Go(func() error { return c.Run(ctx) })
+	return c, nil
 }
