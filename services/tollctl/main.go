@@ -75,6 +75,26 @@ func commands() map[string]command {
 			summary: "re-read a range of the usage stream into ClickHouse, the spend totals of a period, or NDJSON",
 			setup:   setupReplay,
 		},
+		"explain": {
+			args:    "REQUEST_ID",
+			summary: "show how a request's charge came about: principal, route, tokens, prices, cost",
+			setup:   setupExplain,
+		},
+		"simulate": {
+			args:    "--budgets FILE [--since 30d]",
+			summary: "replay history against proposed limits: who would have been refused, and the saving",
+			setup:   setupSimulate,
+		},
+		"statement": {
+			args:    "--dept D --month YYYY-MM --key FILE [--dir DIR]",
+			summary: "write a department's signed, hash-chained month statement (JSON and CSV)",
+			setup:   setupStatement,
+		},
+		"statement verify": {
+			args:    "DIR|FILES",
+			summary: "check the signatures and hash chain of statements",
+			setup:   setupStatementVerify,
+		},
 		"config check": {
 			args:    "FILE",
 			summary: "load and validate a config file, printing every problem",
