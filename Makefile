@@ -17,6 +17,15 @@ build:
 	@mkdir -p $(BIN)
 	$(GO) build -o $(BIN)/ ./services/...
 
+.PHONY: stack stack-down
+## stack: NATS, ClickHouse, gateway, budget and analytics on this machine under .stack/ (no Docker)
+stack:
+	scripts/stack/up.sh
+
+## stack-down: stop what make stack started (.stack/pids)
+stack-down:
+	scripts/stack/down.sh
+
 .PHONY: bench bench-soak
 ## bench: the benchmark suite (direct, bareproxy, tollgate; under 15 minutes): BENCHMARKS.md, docs/bench/
 bench:
