@@ -25,6 +25,7 @@ type Config struct {
 	Log       Log        `yaml:"log"`
 	Admin     Admin      `yaml:"admin"`
 	Profiling Profiling  `yaml:"profiling"`
+	Tracing   Tracing    `yaml:"tracing"`
 	Auth      Auth       `yaml:"auth"`
 	Providers []Provider `yaml:"providers"`
 	Models    []Model    `yaml:"models"`

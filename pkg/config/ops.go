@@ -25,3 +25,17 @@ const DefaultAdminListen = "127.0.0.1:9090"
 
 // AdminListenEnv overrides Admin.Listen.
 const AdminListenEnv = "TOLLGATE_ADMIN_LISTEN"
+
+// Tracing configures OpenTelemetry traces over OTLP/HTTP: one span per
+// request and one per upstream attempt, with the GenAI attributes. Off
+// unless Endpoint or OTEL_EXPORTER_OTLP_ENDPOINT is set.
+type Tracing struct {
+	// Endpoint is the collector's OTLP/HTTP address, e.g. http://127.0.0.1:4318.
+	Endpoint string `yaml:"endpoint"`
+	// ServiceName defaults to tollgate-gateway.
+	ServiceName string `yaml:"service_name"`
+	// SampleRatio of new traces, in (0, 1]. Default 1.
+	SampleRatio float64 `yaml:"sample_ratio"`
+	// Insecure sends plain HTTP to an endpoint given without a scheme.
+	Insecure bool `yaml:"insecure"`
+}

@@ -23,6 +23,7 @@ import (
 	"github.com/tollgate/tollgate/pkg/ratelimit"
 	"github.com/tollgate/tollgate/pkg/router"
 	"github.com/tollgate/tollgate/pkg/tokenize"
+	"github.com/tollgate/tollgate/pkg/tracing"
 	"github.com/valyala/fasthttp"
 )
 
@@ -46,6 +47,8 @@ type Options struct {
 	Alert func(subject string, data []byte)
 	// Cache is the response cache for models with cache.ttl; nil disables it.
 	Cache responseCache
+	// Tracer records OpenTelemetry spans; nil records none.
+	Tracer *tracing.Tracer
 }
 
 // revocations says whether a token's key id or subject was revoked.
@@ -68,6 +71,7 @@ type Gateway struct {
 	revoked     revocations
 	alert       func(subject string, data []byte)
 	cache       responseCache
+	tracer      *tracing.Tracer
 	alerts      degradeAlerts
 	refused     [3]*metrics.Route // requests that resolved no model, per endpoint
 }
@@ -103,6 +107,7 @@ func New(o Options) (*Gateway, error) {
 		revoked:     o.Revocations,
 		alert:       o.Alert,
 		cache:       o.Cache,
+		tracer:      o.Tracer,
 	}
 	if g.acct.Prices == nil {
 		g.acct.Prices = pricing.Default()

@@ -19,6 +19,7 @@ import (
 	"github.com/tollgate/tollgate/pkg/providers/anthropic"
 	"github.com/tollgate/tollgate/pkg/respcache"
 	"github.com/tollgate/tollgate/pkg/router"
+	"github.com/tollgate/tollgate/pkg/tracing"
 	"github.com/valyala/fasthttp"
 )
 
@@ -43,7 +44,9 @@ type record struct {
 	routeName      string        // the model route that served it (after fallbacks)
 	degradation    string        // the degradation step taken, if any
 	cache          *cacheState   // nil when the model does not cache
-	cachedModel    string        // model and provider of a cache hit's original answer
+	span           tracing.Span  // the request span (no-op without tracing)
+	traceCtx       context.Context
+	cachedModel    string // model and provider of a cache hit's original answer
 	cachedProvider string
 	attempts       int
 	lastTarget     string   // provider/model of the latest attempt
@@ -62,6 +65,7 @@ type tokenUsage = providers.Usage
 // serve handles one chat, completions or embeddings request.
 func (g *Gateway) serve(c *fiber.Ctx, ep endpoint) error {
 	rec := record{start: time.Now(), endpoint: ep, requestID: setRequestID(c)}
+	rec.traceCtx, rec.span = g.tracer.StartRequest(c.Context(), &c.Request().Header, endpointName[ep], rec.requestID)
 	st := g.state.Load()
 	rec.prices = st.prices
 	p, aerr := g.authenticate(c, st)
@@ -170,6 +174,8 @@ func (g *Gateway) attempts(c *fiber.Ctx, st *state, plan *router.Plan, rec *reco
 		if a.Key != "" {
 			rt.up.setKey(req, a.Key)
 		}
+		actx, aspan := g.tracer.StartAttempt(rec.traceCtx, rt.up.kind, rt.upstreamModel, rec.attempts)
+		g.tracer.Inject(actx, &req.Header)
 		c.Set("x-tollgate-model", rt.upstreamModel)
 		c.Set("x-tollgate-provider", rt.up.name)
 		c.Set("x-tollgate-attempts", strconv.Itoa(rec.attempts))
@@ -180,12 +186,18 @@ func (g *Gateway) attempts(c *fiber.Ctx, st *state, plan *router.Plan, rec *reco
 			res = g.tryUnary(c, req, rt, rec, &call)
 		}
 		if res.aerr == nil {
+			aspan.SetGenAI(tracing.GenAI{System: rt.up.kind, RequestModel: rec.model, ResponseModel: rt.upstreamModel,
+				InputTokens: int64(rec.usage.Prompt), OutputTokens: int64(rec.usage.Completion)})
+			aspan.SetStatus(fiber.StatusOK, "")
+			aspan.End()
 			if !info.stream {
 				a.Done(router.Outcome{Class: router.Success}, 0)
 				plan.Release()
 			}
 			return nil
 		}
+		aspan.SetStatus(res.aerr.Status, res.aerr.Code)
+		aspan.End()
 		res.outcome.RetryAfter = router.ParseRetryAfter(res.retryAfter, time.Now())
 		a.Done(res.outcome, 0)
 		last = res.aerr
@@ -344,6 +356,11 @@ func (g *Gateway) fail(c *fiber.Ctx, rec *record, e *apiError) error {
 func (g *Gateway) finish(rec *record) {
 	g.bill(rec)
 	g.observe(rec)
+	if g.tracer.Enabled() {
+		rec.span.SetGenAI(tracing.GenAI{RequestModel: rec.model, InputTokens: int64(rec.usage.Prompt), OutputTokens: int64(rec.usage.Completion)})
+		rec.span.SetStatus(rec.status, rec.errType)
+		rec.span.End()
+	}
 	rec.body = nil
 	if !g.logRequests {
 		return

@@ -39,6 +39,7 @@ import (
 	"github.com/tollgate/tollgate/pkg/respcache"
 	"github.com/tollgate/tollgate/pkg/revoke"
 	"github.com/tollgate/tollgate/pkg/tokenize"
+	"github.com/tollgate/tollgate/pkg/tracing"
 	"github.com/tollgate/tollgate/pkg/usage"
 	"golang.org/x/sync/errgroup"
 )
@@ -98,6 +99,16 @@ func run() error {
 		return err
 	}
 	defer stopProfiling()
+	tracer, err := tracing.Start(context.Background(), tracing.Config{Endpoint: cfg.Tracing.Endpoint,
+		ServiceName: cfg.Tracing.ServiceName, SampleRatio: cfg.Tracing.SampleRatio, Insecure: cfg.Tracing.Insecure}, log)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		tctx, tcancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer tcancel()
+		_ = tracer.Shutdown(tctx)
+	}()
 
 	mock, mockURL, err := startMock(g, cfg, log)
 	if err != nil {
@@ -129,7 +140,7 @@ func run() error {
 		return err
 	}
 	opts := gateway.Options{Config: cfg, Verifier: verifier, Logger: log, Accounting: acct, Metrics: m,
-		Revocations: revoked, Alert: alert}
+		Revocations: revoked, Alert: alert, Tracer: tracer}
 	if cache != nil { // a nil *Cache in the interface would not read as nil
 		opts.Cache = cache
 	}
