@@ -22,6 +22,15 @@ func sdkRig(t *testing.T) *rig {
 		c.Providers = append(c.Providers, config.Provider{Name: "claude", Kind: config.KindAnthropic, BaseURL: base, APIKey: testProvKey,
 			Timeouts: c.Providers[0].Timeouts, MaxConns: 64})
 		c.Models = append(c.Models, config.Model{Name: "claude-mock", Type: "chat", Targets: []config.Target{{Provider: "claude"}}})
+		tm := c.Providers[0].Timeouts
+		c.Providers = append(c.Providers,
+			config.Provider{Name: "gem", Kind: config.KindGemini, BaseURL: base, APIKey: testProvKey, Timeouts: tm},
+			config.Provider{Name: "aws", Kind: config.KindBedrock, BaseURL: base, Region: "us-east-1", AccessKeyID: "AKIDEXAMPLE", SecretAccessKey: testProvKey, Timeouts: tm},
+			config.Provider{Name: "az", Kind: config.KindAzure, BaseURL: base, APIVersion: "2024-10-21", APIKey: testProvKey, Timeouts: tm})
+		c.Models = append(c.Models,
+			config.Model{Name: "gemini-mock", Type: "chat", Targets: []config.Target{{Provider: "gem"}}},
+			config.Model{Name: "bedrock-mock", Type: "chat", Targets: []config.Target{{Provider: "aws"}}},
+			config.Model{Name: "azure-mock", Type: "chat", Targets: []config.Target{{Provider: "az"}}})
 		c.ApplyDefaults()
 	})
 }
@@ -30,7 +39,7 @@ func TestOpenAISDK(t *testing.T) {
 	r := sdkRig(t)
 	ctx := context.Background()
 	client := openai.NewClient(ooption.WithBaseURL(r.url+"/v1/"), ooption.WithAPIKey(r.token(nil)), ooption.WithMaxRetries(0))
-	for _, model := range []string{"mock-gpt", "claude-mock"} {
+	for _, model := range []string{"mock-gpt", "claude-mock", "gemini-mock", "bedrock-mock", "azure-mock"} {
 		t.Run(model, func(t *testing.T) {
 			params := openai.ChatCompletionNewParams{Model: model, Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hello there")}}
 			resp, err := client.Chat.Completions.New(ctx, params)
@@ -54,22 +63,11 @@ func TestOpenAISDK(t *testing.T) {
 			}
 		})
 	}
-	t.Run("tool call", func(t *testing.T) {
-		resp, err := client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{
-			Model:    "mock-gpt",
-			Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("weather in Paris?")},
-			Tools: []openai.ChatCompletionToolUnionParam{openai.ChatCompletionFunctionTool(openai.FunctionDefinitionParam{
-				Name: "get_weather", Parameters: openai.FunctionParameters{"type": "object", "properties": map[string]any{"city": map[string]any{"type": "string"}}},
-			})},
-			ToolChoice: openai.ChatCompletionToolChoiceOptionUnionParam{OfAuto: openai.String("required")},
+	for _, model := range []string{"mock-gpt", "claude-mock", "gemini-mock", "bedrock-mock"} {
+		t.Run("tool call "+model, func(t *testing.T) {
+			testToolCall(t, client, model)
 		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if tc := resp.Choices[0].Message.ToolCalls; len(tc) != 1 || tc[0].Function.Name != "get_weather" || resp.Choices[0].FinishReason != "tool_calls" {
-			t.Errorf("tool call answer %+v", resp.Choices[0])
-		}
-	})
+	}
 	t.Run("errors", func(t *testing.T) {
 		_, err := client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{Model: "no-such-model", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("x")}})
 		var apiErr *openai.Error
@@ -89,7 +87,7 @@ func TestAnthropicSDK(t *testing.T) {
 	ctx := context.Background()
 	// The SDK sends the token as x-api-key, as ANTHROPIC_API_KEY does.
 	client := anthropicsdk.NewClient(aoption.WithBaseURL(r.url), aoption.WithAPIKey(r.token(nil)), aoption.WithMaxRetries(0))
-	for _, model := range []string{"mock-gpt", "claude-mock"} { // translated, then native
+	for _, model := range []string{"mock-gpt", "claude-mock", "gemini-mock", "bedrock-mock"} { // translated, native, translated twice
 		t.Run(model, func(t *testing.T) {
 			params := anthropicsdk.MessageNewParams{Model: anthropicsdk.Model(model), MaxTokens: 64,
 				Messages: []anthropicsdk.MessageParam{anthropicsdk.NewUserMessage(anthropicsdk.NewTextBlock("hello there"))}}
@@ -150,4 +148,22 @@ func TestAnthropicSDK(t *testing.T) {
 			t.Errorf("count tokens: %+v %v", n, err)
 		}
 	})
+}
+
+// testToolCall asks model for a forced tool call through the OpenAI SDK.
+func testToolCall(t *testing.T, client openai.Client, model string) {
+	resp, err := client.Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{
+		Model:    model,
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("weather in Paris?")},
+		Tools: []openai.ChatCompletionToolUnionParam{openai.ChatCompletionFunctionTool(openai.FunctionDefinitionParam{
+			Name: "get_weather", Parameters: openai.FunctionParameters{"type": "object", "properties": map[string]any{"city": map[string]any{"type": "string"}}},
+		})},
+		ToolChoice: openai.ChatCompletionToolChoiceOptionUnionParam{OfAuto: openai.String("required")},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tc := resp.Choices[0].Message.ToolCalls; len(tc) != 1 || tc[0].Function.Name != "get_weather" || resp.Choices[0].FinishReason != "tool_calls" {
+		t.Errorf("tool call answer %+v", resp.Choices[0])
+	}
 }
