@@ -114,6 +114,8 @@ cat >>"$S/tollgate.yaml" <<YAML
 # Added by scripts/stack/up.sh.
 nats:
   url: nats://127.0.0.1:$NATS_PORT
+usage:
+  spool_dir: $S/spool
 budgets:
   - {scope: dept, value: "*", amount_usd: "100", period: month}
 YAML
@@ -123,7 +125,7 @@ export TOLLGATE_CONFIG="$S/tollgate.yaml"
 start mockllm env MOCKLLM_LISTEN="127.0.0.1:$MOCK_PORT" "$S/bin/mockllm"
 start analytics "$S/bin/analytics" -config "$S/tollgate.yaml" -clickhouse "127.0.0.1:$CH_TCP" -database tollgate
 start budget "$S/bin/budget" -config "$S/tollgate.yaml"
-start gateway "$S/bin/gateway" -config "$S/tollgate.yaml" -data-dir "$S"
+start gateway "$S/bin/gateway" -config "$S/tollgate.yaml"
 wait_for gateway curl -sf "http://127.0.0.1:$GW_PORT/readyz"
 wait_for migrations sh -c "curl -sf 'http://127.0.0.1:$CH_HTTP/' --data-binary 'EXISTS TABLE tollgate.usage_events' | grep -q 1"
 
