@@ -129,7 +129,7 @@ func Run(ctx context.Context, js jetstream.JetStream, o Options, sink Sink) (Sta
 	if err != nil {
 		return st, fmt.Errorf("read stream %s: %w", o.Stream, err)
 	}
-	r := reader{o: o, end: end, start: time.Now(), st: &st}
+	r := reader{o: o, end: end, first: max(o.FromSeq, info.State.FirstSeq), start: time.Now(), st: &st}
 	if err := r.run(ctx, oc, sink); err != nil {
 		return st, err
 	}
@@ -145,6 +145,7 @@ func Run(ctx context.Context, js jetstream.JetStream, o Options, sink Sink) (Sta
 type reader struct {
 	o     Options
 	end   uint64
+	first uint64
 	start time.Time
 	st    *Stats
 	items []Item
@@ -153,12 +154,17 @@ type reader struct {
 
 func (r *reader) run(ctx context.Context, oc jetstream.Consumer, sink Sink) error {
 	for !r.done {
-		batch, err := oc.Fetch(r.o.Batch, jetstream.FetchMaxWait(time.Second))
+		next := r.first // the lowest sequence the next message can have
+		if r.st.LastSeq > 0 {
+			next = r.st.LastSeq + 1
+		}
+		n := int(min(uint64(r.o.Batch), r.end-next+1)) // no wait for messages past the end
+		batch, err := oc.Fetch(max(n, 1), jetstream.FetchMaxWait(time.Second))
 		if err != nil {
 			return fmt.Errorf("read stream: %w", err)
 		}
 		r.items = r.items[:0]
-		n := 0
+		n = 0
 		for m := range batch.Messages() {
 			n++
 			if !r.done {
