@@ -74,7 +74,7 @@ func TestMigrate(t *testing.T) {
 		all = append(all, m.Version)
 	}
 	wantTables := []string{"schema_migrations", "spend_daily", "spend_hourly", "usage_daily", "usage_daily_mv",
-		"usage_events", "usage_hourly", "usage_hourly_mv", "watermarks"}
+		"usage_events", "usage_events_repriced", "usage_hourly", "usage_hourly_mv", "watermarks"}
 
 	steps := []struct {
 		name string
