@@ -270,10 +270,6 @@ func runSuite(ctx context.Context, o *options, out io.Writer) error {
 			WarmupS: o.t.warmup.Seconds(), DurationS: o.t.dur.Seconds(), Pinned: e.pinned,
 			GatewayCPU: o.gwCPU, LoadCPU: o.loadCPU, Targets: allTargets(),
 		},
-		Pending: []Pending{{
-			Name:   "Fallback after upstream 500, 16 clients",
-			Reason: "pending (routing not landed): the gateway serves each model from its first target only, so there is no fallback to measure yet.",
-		}},
 	}
 	s := &suite{st: e.st, rawDir: e.rawDir, reps: o.reps, out: out, profile: o.profile}
 	total := 0
@@ -388,7 +384,6 @@ func printPlan(out io.Writer, ps []plan, o *options, startReps int, goBench bool
 	if goBench {
 		fmt.Fprintf(out, "  per-stage Go benchmarks (-benchtime %s)\n", o.benchtime)
 	}
-	fmt.Fprintf(out, "  pending: fallback after upstream 500 (routing not landed)\n")
 	fmt.Fprintf(out, "planned total: about %s\n\n", estimate(ps, o.reps, startReps, goBench).Round(10*time.Second))
 }
 

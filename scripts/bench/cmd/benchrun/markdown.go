@@ -201,6 +201,7 @@ func render(r *Results, soak *Soak, chartDir string) []byte {
 	closedTable(&m, r, groupNonStream, "Non-stream, instant upstream, 200-word prompt", false)
 	closedTable(&m, r, groupStream, "Streams of 50 chunks, instant upstream (paced: 5 ms between chunks)", true)
 	closedTable(&m, r, groupPayload, "Large payloads: 64 KB conversation history and 1,536-dimension embeddings, 32 clients", false)
+	fallbackTable(&m, r)
 	openTable(&m, r)
 	cpuTable(&m, r)
 	memoryTable(&m, r)
@@ -281,7 +282,7 @@ func method(m *md, r *Results) {
 	s := r.Settings
 	m.p("## Method\n\n")
 	m.p("- **Targets.** `direct`: loadgen calls mockllm itself. `bareproxy`: loadgen -> `scripts/bench/bareproxy` (the thinnest fasthttp reverse proxy: no auth, no accounting, pooled keep-alive upstream, chunk-by-chunk relay) -> mockllm. `tollgate`: loadgen -> the gateway -> mockllm. All on 127.0.0.1.\n")
-	m.p("- **Tollgate's full path.** An HS256 issuer verifies every request's JWT (minted with `tollctl token`; repeated tokens hit the verified-token cache as in production); a per-department monthly budget (large enough never to refuse) and a per-subject rate limit (high enough never to refuse) are checked and reserved on every request; every request's usage event goes to a real `nats-server` process with JetStream (its own store directory), and the budget consumer (`services/budget`, a separate process) folds the events into the spend totals the gateway watches. Routing is a single target per model (the routing issue has not landed).\n")
+	m.p("- **Tollgate's full path.** An HS256 issuer verifies every request's JWT (minted with `tollctl token`; repeated tokens hit the verified-token cache as in production); a per-department monthly budget (large enough never to refuse) and a per-subject rate limit (high enough never to refuse) are checked and reserved on every request; every request's usage event goes to a real `nats-server` process with JetStream (its own store directory), and the budget consumer (`services/budget`, a separate process) folds the events into the spend totals the gateway watches. Routing runs on every request (one target per model, plus the fallback model of the fallback scenario); the circuit breaker is off in this config so that the fallback scenario's failing target is called on every request.\n")
 	if s.Pinned {
 		m.p("- **CPU pinning.** The process under test (the gateway, or the bare proxy) runs alone on CPU %s (`taskset -c %s`); loadgen, mockllm, nats-server and the budget consumer share CPU %s. The serving process therefore has one core (GOMAXPROCS 1). For `direct` there is no process in the middle: loadgen and mockllm share one core, so `direct` is the reference for latency, not an upper bound on throughput.\n", s.GatewayCPU, s.GatewayCPU, s.LoadCPU)
 	} else {
@@ -363,6 +364,8 @@ func shortTitle(sc Scenario) string {
 		return fmt.Sprintf("%.0f req/s", sc.X)
 	case groupHold:
 		return fmt.Sprintf("%.0f streams", sc.X)
+	case groupFallback:
+		return fmt.Sprintf("%.0f clients", sc.X)
 	}
 	return sc.Title
 }
@@ -381,6 +384,30 @@ func relDelta(v float64, ref *TargetResult, self bool, get func(*Run) float64) s
 		return "-"
 	}
 	return delta(v - get(&ref.Median))
+}
+
+// fallbackTable writes the fallback scenario: the gateway with every
+// request failing over, next to the same load without failures.
+func fallbackTable(m *md, r *Results) {
+	for _, sc := range r.Scenarios {
+		if sc.Group != groupFallback {
+			continue
+		}
+		m.p("### Fallback after upstream 500, %.0f clients\n\n", sc.X)
+		m.p("`tollgate-fallback` asks for `%s`, whose only target always answers 500 (the mock's `X-Mock-Status` header, set on that provider): every request makes the failing call, then is served by the fallback model `mock-gpt`, two upstream calls per request. `tollgate` is the same load on `mock-gpt` directly, in the same run.\n\n", fallbackModel)
+		m.header("Target", "req/s", "× without failures", "p50", "p90", "p99", "p99.9", "Δp50", "CPU", "Errors")
+		base := sc.target(targetTollgate)
+		for _, tr := range sc.Targets {
+			x := tr.Median
+			rel, d := "-", "-"
+			if tr.Target != targetTollgate && base != nil {
+				rel = times(ratio(x.RPS, base.Median.RPS))
+				d = delta(x.P50 - base.Median.P50)
+			}
+			m.row(tr.Target, n0(x.RPS), rel, ms3(x.P50), ms3(x.P90), ms3(x.P99), ms3(x.P999), d, ms2(x.Cores), errText(&x))
+		}
+		m.p("\n")
+	}
 }
 
 // openTable writes the open-loop table.

@@ -121,7 +121,7 @@ func TestPlans(t *testing.T) {
 		"nonstream-c1", "nonstream-c8", "nonstream-c32", "nonstream-c128",
 		"stream-c1", "stream-c8", "stream-c64", "stream-c256", "stream-paced-c64",
 		"history-64k-c32", "embeddings-1536-c32",
-		"open-300ms-r500", "open-300ms-r1000", "open-300ms-r2000",
+		"fallback-500-c16", "open-300ms-r500", "open-300ms-r1000", "open-300ms-r2000",
 		"cpu-r1000", "hold-1000", "hold-5000",
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -133,7 +133,7 @@ func TestPlans(t *testing.T) {
 				t.Errorf("window %s, warm-up %s", p.dur, p.warmup)
 			}
 			want := 3
-			if p.group == groupHold {
+			if p.group == groupHold || p.group == groupFallback {
 				want = 2
 			}
 			if len(p.targets) != want {

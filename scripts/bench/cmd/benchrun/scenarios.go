@@ -13,6 +13,7 @@ const (
 	groupOpen      = "open"
 	groupCPU       = "cpu"
 	groupHold      = "hold"
+	groupFallback  = "fallback"
 )
 
 // plan is one scenario to run: loadgen arguments and how to run them.
@@ -71,6 +72,12 @@ func plans(t timing) []plan {
 			args:  []string{"-c", "32", "-embeddings", "-dims", "1536"},
 		},
 	)
+	ps = append(ps, plan{
+		name: "fallback-500-c16", group: groupFallback, x: 16,
+		title:   "Fallback after upstream 500, 16 clients (next to the same load without failures)",
+		args:    append([]string{"-c", "16"}, chat...),
+		targets: []string{targetTollgate, targetFallback},
+	})
 	for _, rate := range []int{500, 1000, 2000} {
 		ps = append(ps, plan{
 			name: fmt.Sprintf("open-300ms-r%d", rate), group: groupOpen, x: float64(rate),

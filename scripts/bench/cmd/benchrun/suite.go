@@ -86,7 +86,7 @@ func (s *suite) one(ctx context.Context, p plan, target string, rep int) (Run, e
 		settle(ctx, []int{pid}, 2*time.Second)
 	}
 	var acct []int
-	if target == targetTollgate {
+	if target == targetTollgate || target == targetFallback {
 		acct = []int{s.st.nats.pid(), s.st.budget.pid()}
 	}
 	// Leftover work of the previous run (events being folded, sockets
@@ -109,6 +109,9 @@ func (s *suite) one(ctx context.Context, p plan, target string, rep int) (Run, e
 		args = append(args, "-pid", itoa(id))
 	}
 	args = append(args, p.args...)
+	if target == targetFallback {
+		args = append(args, "-model", fallbackModel)
+	}
 	var prof sync.WaitGroup
 	if target == targetTollgate && rep == 1 && s.profile != nil && s.profile.MatchString(p.name) {
 		prof.Go(func() { s.cpuProfile(ctx, admin, p.warmup, p.dur, filepath.Join(s.rawDir, base+".pprof")) })

@@ -32,6 +32,8 @@ func targetColor(target string) string {
 		return "#4e79a7"
 	case targetTollgate:
 		return "#f28e2b"
+	case targetFallback:
+		return "#e15759"
 	}
 	return "#59a14f"
 }

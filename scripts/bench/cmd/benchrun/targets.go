@@ -90,6 +90,12 @@ func evaluate(r *Results) []check {
 	} else {
 		na("Time to first chunk <= bareproxy + 0.1 ms")
 	}
+	if fb, ok := r.lookup("fallback-500-c16", targetFallback), r.lookup("fallback-500-c16", targetTollgate); fb != nil && ok != nil && ok.RPS > 0 {
+		ratio := fb.RPS / ok.RPS
+		cs = append(cs, check{"Fallback after upstream 500, 16 clients: >= 0.45 x the throughput without failures", fmt.Sprintf("%.2f x (%.0f vs %.0f req/s), %d errors", ratio, fb.RPS, ok.RPS, fb.Errors), verdict(ratio >= 0.45 && fb.Errors == 0)})
+	} else {
+		na("Fallback after upstream 500, 16 clients: >= 0.45 x the throughput without failures")
+	}
 	for _, s := range r.Scenarios {
 		if s.Group != groupOpen {
 			continue
