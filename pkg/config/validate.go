@@ -54,7 +54,7 @@ func (c *Config) Validate() error {
 
 // validator collects problems; each method checks one section.
 type validator struct {
-	errs   []error
+	errs       []error
 	modelNames map[string]bool // model names and aliases, for references
 }
 
