@@ -197,7 +197,7 @@ func render(r *Results, soak *Soak, chartDir string) []byte {
 
 	m.p("## Results\n\n")
 	m.p("Medians over %d repetitions; errors are summed over all repetitions. Latency is in milliseconds, from the send time (closed loop) or the intended send time (open loop) to the last byte. ", r.Settings.Reps)
-	m.p("\"× bareproxy\" and \"× direct\" divide the row's figure by that target's; \"Δ\" columns subtract that target's figure from the row's. \"CPU\" is the serving process's CPU in cores over the window (mockllm for direct).\n\n")
+	m.p("\"× bareproxy\" and \"× direct\" divide the row's figure by that target's; \"Δ\" columns subtract that target's figure from the row's. \"CPU\" is the serving process's CPU in cores over the window (mockllm for direct); \"load CPU\" is everything on the load CPU (loadgen, mockllm and, for tollgate, nats-server and the budget consumer): near 1.00 the load side, not the process under test, sets the pace.\n\n")
 	closedTable(&m, r, groupNonStream, "Non-stream, instant upstream, 200-word prompt", false)
 	closedTable(&m, r, groupStream, "Streams of 50 chunks, instant upstream (paced: 5 ms between chunks)", true)
 	closedTable(&m, r, groupPayload, "Large payloads: 64 KB conversation history and 1,536-dimension embeddings, 32 clients", false)
@@ -327,7 +327,7 @@ func closedTable(m *md, r *Results, group, title string, stream bool) {
 	if stream {
 		cols = append(cols, "TTFC p50", "TTFC p99", "ΔTTFC p50 bareproxy")
 	}
-	cols = append(cols, "CPU", "Errors")
+	cols = append(cols, "CPU", "load CPU", "Errors")
 	m.header(cols...)
 	for _, sc := range scs {
 		bp, dir := sc.target(targetBareproxy), sc.target(targetDirect)
@@ -343,7 +343,7 @@ func closedTable(m *md, r *Results, group, title string, stream bool) {
 				cells = append(cells, ms3(x.TTFCP50), ms3(x.TTFCP99),
 					relDelta(x.TTFCP50, bp, tr.Target == targetBareproxy, func(b *Run) float64 { return b.TTFCP50 }))
 			}
-			cells = append(cells, ms2(x.Cores), errText(&x))
+			cells = append(cells, ms2(x.Cores), ms2(x.LoadCores), errText(&x))
 			m.row(cells...)
 		}
 	}
@@ -395,7 +395,7 @@ func fallbackTable(m *md, r *Results) {
 		}
 		m.p("### Fallback after upstream 500, %.0f clients\n\n", sc.X)
 		m.p("`tollgate-fallback` asks for `%s`, whose only target always answers 500 (the mock's `X-Mock-Status` header, set on that provider): every request makes the failing call, then is served by the fallback model `mock-gpt`, two upstream calls per request. `tollgate` is the same load on `mock-gpt` directly, in the same run.\n\n", fallbackModel)
-		m.header("Target", "req/s", "× without failures", "p50", "p90", "p99", "p99.9", "Δp50", "CPU", "Errors")
+		m.header("Target", "req/s", "× without failures", "p50", "p90", "p99", "p99.9", "Δp50", "CPU", "load CPU", "Errors")
 		base := sc.target(targetTollgate)
 		for _, tr := range sc.Targets {
 			x := tr.Median
@@ -404,7 +404,7 @@ func fallbackTable(m *md, r *Results) {
 				rel = times(ratio(x.RPS, base.Median.RPS))
 				d = delta(x.P50 - base.Median.P50)
 			}
-			m.row(tr.Target, n0(x.RPS), rel, ms3(x.P50), ms3(x.P90), ms3(x.P99), ms3(x.P999), d, ms2(x.Cores), errText(&x))
+			m.row(tr.Target, n0(x.RPS), rel, ms3(x.P50), ms3(x.P90), ms3(x.P99), ms3(x.P999), d, ms2(x.Cores), ms2(x.LoadCores), errText(&x))
 		}
 		m.p("\n")
 	}
@@ -419,7 +419,7 @@ func openTable(m *md, r *Results) {
 		}
 		if first {
 			m.p("### Open loop, 300 ms upstream, 200-word prompt\n\n")
-			m.header("Rate", "Target", "served req/s", "p50", "p99", "p99.9", "max", "Δp99 bareproxy", "Δp99 direct", "p99 × direct", "CPU", "Errors")
+			m.header("Rate", "Target", "served req/s", "p50", "p99", "p99.9", "max", "Δp99 bareproxy", "Δp99 direct", "p99 × direct", "CPU", "load CPU", "Errors")
 			first = false
 		}
 		bp, dir := sc.target(targetBareproxy), sc.target(targetDirect)
@@ -432,7 +432,7 @@ func openTable(m *md, r *Results) {
 			m.row(shortTitle(sc), tr.Target, n0(x.RPS), ms2(x.P50), ms2(x.P99), ms2(x.P999), ms2(x.Max),
 				relDelta(x.P99, bp, tr.Target == targetBareproxy, func(b *Run) float64 { return b.P99 }),
 				relDelta(x.P99, dir, tr.Target == targetDirect, func(b *Run) float64 { return b.P99 }),
-				p99x, ms2(x.Cores), errText(&x))
+				p99x, ms2(x.Cores), ms2(x.LoadCores), errText(&x))
 		}
 	}
 	if !first {

@@ -116,6 +116,10 @@ type Run struct {
 	// AcctCPUPer1k is the CPU of nats-server and the budget consumer per
 	// 1,000 requests: the accounting work done off the gateway (tollgate only).
 	AcctCPUPer1k float64 `json:"acct_cpu_s_per_1k,omitempty"`
+	// LoadCores is the CPU, in cores, used by everything on the load CPU
+	// (loadgen, mockllm and, for tollgate, nats-server and the budget
+	// consumer). Near 1 the load side, not the target, sets the pace.
+	LoadCores float64 `json:"load_cores"`
 	// Hold runs: RSS before and with the streams open, per 1,000 streams.
 	RSSStartMB        float64 `json:"rss_start_mb,omitempty"`
 	RSSEndMB          float64 `json:"rss_end_mb,omitempty"`
@@ -139,8 +143,9 @@ type Startup struct {
 }
 
 // summarize turns a loadgen report into a Run; target is the serving
-// process, acct the accounting processes (may be empty).
-func summarize(r *loadgen.Report, target int, acct []int) Run {
+// process, acct the accounting processes (may be empty); pinned says the
+// target has a CPU of its own (it is not counted in LoadCores).
+func summarize(r *loadgen.Report, target int, acct []int, pinned bool) Run {
 	run := Run{
 		Requests: r.Requests, Errors: r.Errors, RPS: r.RPS,
 		P50: r.Latency.P50MS, P90: r.Latency.P90MS, P99: r.Latency.P99MS, P999: r.Latency.P999MS, Max: r.Latency.MaxMS,
@@ -155,6 +160,9 @@ func summarize(r *loadgen.Report, target int, acct []int) Run {
 		run.OpenAtEnd = r.Hold.OpenAtEnd
 	}
 	for _, p := range r.Procs {
+		if p.PID != target || !pinned {
+			run.LoadCores += p.Cores
+		}
 		switch {
 		case p.PID == target:
 			run.CPUPer1k, run.Cores, run.PeakRSSMB = p.CPUPer1kRequests, p.Cores, p.PeakRSSMB
@@ -191,6 +199,7 @@ func medianRun(runs []Run) Run {
 		Cores:             f(func(r *Run) float64 { return r.Cores }),
 		PeakRSSMB:         f(func(r *Run) float64 { return r.PeakRSSMB }),
 		AcctCPUPer1k:      f(func(r *Run) float64 { return r.AcctCPUPer1k }),
+		LoadCores:         f(func(r *Run) float64 { return r.LoadCores }),
 		RSSStartMB:        f(func(r *Run) float64 { return r.RSSStartMB }),
 		RSSEndMB:          f(func(r *Run) float64 { return r.RSSEndMB }),
 		RSSPer1kStreamsMB: f(func(r *Run) float64 { return r.RSSPer1kStreamsMB }),

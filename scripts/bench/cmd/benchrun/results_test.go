@@ -75,29 +75,35 @@ func TestSummarize(t *testing.T) {
 		Latency: loadgen.Latency{P50MS: 1, P90MS: 2, P99MS: 3, P999MS: 4, MaxMS: 5},
 		TTFC:    &loadgen.Latency{P50MS: 0.5, P99MS: 0.9},
 		Procs: []loadgen.Proc{
-			{PID: 1, Self: true, CPUPer1kRequests: 9},
+			{PID: 1, Self: true, CPUPer1kRequests: 9, Cores: 0.25},
 			{PID: 10, CPUPer1kRequests: 0.2, Cores: 0.7, PeakRSSMB: 30, RSSStartMB: 20, RSSEndMB: 25, RSSPer1kStreamsMB: 5},
-			{PID: 20, CPUPer1kRequests: 0.05},
-			{PID: 21, CPUPer1kRequests: 0.03},
-			{PID: 30, CPUPer1kRequests: 0.1}, // the mock: neither target nor accounting
+			{PID: 20, CPUPer1kRequests: 0.05, Cores: 0.1},
+			{PID: 21, CPUPer1kRequests: 0.03, Cores: 0.05},
+			{PID: 30, CPUPer1kRequests: 0.1, Cores: 0.3}, // the mock: neither target nor accounting
 		},
 	}
 	tests := []struct {
 		name     string
 		target   int
 		acct     []int
+		pinned   bool
 		wantCPU  float64
 		wantAcct float64
+		wantLoad float64
 	}{
-		{"gateway with accounting processes", 10, []int{20, 21}, 0.2, 0.08},
-		{"proxy without accounting", 10, nil, 0.2, 0},
-		{"unknown target", 99, nil, 0, 0},
+		{"gateway with accounting processes", 10, []int{20, 21}, true, 0.2, 0.08, 0.7},
+		{"proxy without accounting", 10, nil, true, 0.2, 0, 0.7},
+		{"target on the load CPU", 10, nil, false, 0.2, 0, 1.4},
+		{"unknown target", 99, nil, true, 0, 0, 1.4},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := summarize(rep, tt.target, tt.acct)
+			r := summarize(rep, tt.target, tt.acct, tt.pinned)
 			if r.CPUPer1k != tt.wantCPU || math.Abs(r.AcctCPUPer1k-tt.wantAcct) > 1e-9 {
 				t.Errorf("cpu %v acct %v, want %v and %v", r.CPUPer1k, r.AcctCPUPer1k, tt.wantCPU, tt.wantAcct)
+			}
+			if math.Abs(r.LoadCores-tt.wantLoad) > 1e-9 {
+				t.Errorf("load cores %v, want %v", r.LoadCores, tt.wantLoad)
 			}
 			if r.P99 != 3 || r.TTFCP50 != 0.5 || r.Errors != 2 || r.ErrorsByKind["timeout"] != 2 || r.RPS != 333 {
 				t.Errorf("summary %+v does not carry the report's figures", r)

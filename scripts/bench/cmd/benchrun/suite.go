@@ -125,7 +125,7 @@ func (s *suite) one(ctx context.Context, p plan, target string, rep int) (Run, e
 	if err := readJSON(report, &r); err != nil {
 		return Run{}, err
 	}
-	run := summarize(&r, pid, acct)
+	run := summarize(&r, pid, acct, target != targetDirect)
 	run.Raw = base + ".json"
 	return run, nil
 }
