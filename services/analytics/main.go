@@ -65,7 +65,7 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 			return err
 		}
 	}
-	log := newLogger(cfg.Log)
+	log := cfg.Log.NewLogger(os.Stderr)
 	if *natsURL != "" {
 		cfg.NATS.URL = *natsURL
 	}
@@ -161,14 +161,4 @@ func orDefault(v, def string) string {
 		return def
 	}
 	return v
-}
-
-func newLogger(c config.Log) *slog.Logger {
-	var level slog.Level
-	_ = level.UnmarshalText([]byte(c.Level)) // validated by config.Load; "" is info
-	o := &slog.HandlerOptions{Level: level}
-	if c.Format == "text" {
-		return slog.New(slog.NewTextHandler(os.Stderr, o))
-	}
-	return slog.New(slog.NewJSONHandler(os.Stderr, o))
 }

@@ -19,7 +19,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -28,6 +27,7 @@ import (
 
 	"github.com/tollgate/tollgate/pkg/budget"
 	"github.com/tollgate/tollgate/pkg/config"
+	"github.com/tollgate/tollgate/pkg/natsconn"
 )
 
 func main() {
@@ -50,7 +50,7 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
-	log := newLogger(cfg.Log)
+	log := cfg.Log.NewLogger(os.Stderr)
 	if *natsURL != "" {
 		cfg.NATS.URL = *natsURL
 	}
@@ -62,7 +62,7 @@ func run(args []string) error {
 		return err
 	}
 
-	nc, err := connect(cfg.NATS, log)
+	nc, err := natsconn.Connect(cfg.NATS, "tollgate-budget", log)
 	if err != nil {
 		return err
 	}
@@ -129,48 +129,4 @@ func consume(ctx context.Context, c *budget.Consumer, log *slog.Logger) error {
 		case <-time.After(2 * time.Second):
 		}
 	}
-}
-
-func connect(c config.NATS, log *slog.Logger) (*nats.Conn, error) {
-	url := c.URL
-	if url == "" {
-		url = nats.DefaultURL
-	}
-	opts := []nats.Option{
-		nats.Name("tollgate-budget"),
-		nats.MaxReconnects(-1),
-		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) { log.Warn("nats disconnected", "err", err) }),
-		nats.ReconnectHandler(func(nc *nats.Conn) { log.Info("nats reconnected", "url", nc.ConnectedUrlRedacted()) }),
-	}
-	if c.CredsFile != "" {
-		opts = append(opts, nats.UserCredentials(c.CredsFile))
-	}
-	if c.NKeyFile != "" {
-		o, err := nats.NkeyOptionFromSeed(c.NKeyFile)
-		if err != nil {
-			return nil, fmt.Errorf("nats nkey %s: %w", c.NKeyFile, err)
-		}
-		opts = append(opts, o)
-	}
-	if c.TLS.CAFile != "" {
-		opts = append(opts, nats.RootCAs(c.TLS.CAFile))
-	}
-	if c.TLS.CertFile != "" || c.TLS.KeyFile != "" {
-		opts = append(opts, nats.ClientCert(c.TLS.CertFile, c.TLS.KeyFile))
-	}
-	nc, err := nats.Connect(url, opts...)
-	if err != nil {
-		return nil, fmt.Errorf("connect to nats %s: %w", url, err)
-	}
-	return nc, nil
-}
-
-func newLogger(c config.Log) *slog.Logger {
-	var level slog.Level
-	_ = level.UnmarshalText([]byte(c.Level)) // validated by config.Load; "" is info
-	o := &slog.HandlerOptions{Level: level}
-	if c.Format == "text" {
-		return slog.New(slog.NewTextHandler(os.Stderr, o))
-	}
-	return slog.New(slog.NewJSONHandler(os.Stderr, o))
 }
