@@ -33,7 +33,8 @@ func stages() []stage {
 		{"auth: model allow-list", "pkg/auth", "^BenchmarkAllowsModel$"},
 		{"request parse", "pkg/gateway", "^BenchmarkParseRequest$"},
 		{"route: model lookup", "pkg/config", "^BenchmarkModel$"},
-		{"route: target selection", "pkg/routing", "."},
+		{"route: target selection", "pkg/router", "^BenchmarkPlan$/^weighted$/^serial$"},
+		{"route: a 500, then the fallback target", "pkg/router", "^BenchmarkPlanFallback$"},
 		{"rate limit check", "pkg/ratelimit", "^BenchmarkAllow$"},
 		{"budget check and reserve", "pkg/budget", "^BenchmarkTrackerCheckReserve$"},
 		{"body edit (model, stream usage, max tokens)", "pkg/providers/openai", "Edit|Body|Build|Request|Model|Prepare"},
@@ -76,34 +77,27 @@ type BenchRow struct {
 // benchmark once for benchtime.
 func runGoBench(ctx context.Context, root, benchtime string, progress io.Writer) *GoBench {
 	gb := &GoBench{Command: fmt.Sprintf("go test -run '^$' -bench REGEX -benchmem -benchtime %s ./PKG", benchtime)}
-	// One go test per package, all of its stage patterns at once.
-	var pkgs []string
-	patterns := map[string][]string{}
-	for _, st := range stages() {
-		if _, ok := patterns[st.pkg]; !ok {
-			pkgs = append(pkgs, st.pkg)
-		}
-		patterns[st.pkg] = append(patterns[st.pkg], st.bench)
-	}
+	runs := benchRuns(stages())
 	results := map[string][]benchResult{}
-	for _, pkg := range pkgs {
-		if !dirExists(root, pkg) {
+	for _, r := range runs {
+		if !dirExists(root, r.pkg) {
 			continue
 		}
 		start := time.Now()
-		res, out, err := goBench(ctx, root, pkg, strings.Join(patterns[pkg], "|"), benchtime)
-		fmt.Fprintf(progress, "  go bench %-26s %3d results  %s\n", pkg, len(res), time.Since(start).Round(100*time.Millisecond))
+		res, out, err := goBench(ctx, root, r.pkg, r.pattern, benchtime)
+		fmt.Fprintf(progress, "  go bench %-26s %3d results  %s\n", r.pkg, len(res), time.Since(start).Round(100*time.Millisecond))
 		if err != nil {
-			gb.Failures = append(gb.Failures, fmt.Sprintf("%s: %v: %s", pkg, err, lastLines(out, 5)))
+			gb.Failures = append(gb.Failures, fmt.Sprintf("%s: %v: %s", r.pkg, err, lastLines(out, 5)))
 		}
-		results[pkg] = res
+		results[r.pkg] = append(results[r.pkg], res...)
 	}
 	for _, st := range stages() {
-		re := regexp.MustCompile(st.bench)
+		top, _, _ := strings.Cut(st.bench, "/")
+		re := regexp.MustCompile(top)
 		n := 0
 		for _, r := range results[st.pkg] {
-			top, _, _ := strings.Cut(r.name, "/")
-			if !re.MatchString(top) {
+			name, _, _ := strings.Cut(r.name, "/")
+			if !re.MatchString(name) {
 				continue
 			}
 			gb.Rows = append(gb.Rows, BenchRow{Stage: st.name, Package: st.pkg, Name: r.name, NsPerOp: r.ns, BytesPerOp: r.bytes, AllocsPerOp: r.allocs})
@@ -114,6 +108,31 @@ func runGoBench(ctx context.Context, root, benchtime string, progress io.Writer)
 		}
 	}
 	return gb
+}
+
+// benchRun is one go test invocation: a package and a -bench pattern.
+type benchRun struct{ pkg, pattern string }
+
+// benchRuns groups the stages into go test invocations: one per package
+// with all of its patterns joined, except that a pattern with sub-benchmark
+// levels ("a/b") runs on its own, since go test splits the whole
+// expression at each slash.
+func benchRuns(sts []stage) []benchRun {
+	var runs []benchRun
+	joined := map[string]int{} // package -> index in runs of its joined run
+	for _, st := range sts {
+		if strings.Contains(st.bench, "/") {
+			runs = append(runs, benchRun{st.pkg, st.bench})
+			continue
+		}
+		if i, ok := joined[st.pkg]; ok {
+			runs[i].pattern += "|" + st.bench
+			continue
+		}
+		joined[st.pkg] = len(runs)
+		runs = append(runs, benchRun{st.pkg, st.bench})
+	}
+	return runs
 }
 
 // benchResult is one parsed benchmark line.

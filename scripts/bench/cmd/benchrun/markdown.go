@@ -206,14 +206,11 @@ func render(r *Results, soak *Soak, chartDir string) []byte {
 	cpuTable(&m, r)
 	memoryTable(&m, r)
 	startupTable(&m, r)
-	m.p("### Pending scenarios\n\n")
-	if len(r.Pending) == 0 {
-		m.p("None.\n\n")
-	}
-	for _, p := range r.Pending {
-		m.p("- **%s**: %s\n", p.Name, p.Reason)
-	}
 	if len(r.Pending) > 0 {
+		m.p("### Pending scenarios\n\n")
+		for _, p := range r.Pending {
+			m.p("- **%s**: %s\n", p.Name, p.Reason)
+		}
 		m.p("\n")
 	}
 	soakSection(&m, soak)

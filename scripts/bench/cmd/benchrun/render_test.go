@@ -42,6 +42,39 @@ FAIL
 	}
 }
 
+func TestBenchRuns(t *testing.T) {
+	tests := []struct {
+		name string
+		in   []stage
+		want []benchRun
+	}{
+		{
+			name: "patterns of a package are joined",
+			in:   []stage{{"a", "pkg/x", "^A$"}, {"b", "pkg/y", "^B$"}, {"c", "pkg/x", "^C$"}},
+			want: []benchRun{{"pkg/x", "^A$|^C$"}, {"pkg/y", "^B$"}},
+		},
+		{
+			name: "a pattern with levels runs alone",
+			in:   []stage{{"a", "pkg/x", "^A$/^sub$"}, {"b", "pkg/x", "^B$"}, {"c", "pkg/x", "^C$"}},
+			want: []benchRun{{"pkg/x", "^A$/^sub$"}, {"pkg/x", "^B$|^C$"}},
+		},
+		{name: "none", in: nil, want: nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := benchRuns(tt.in)
+			if len(got) != len(tt.want) {
+				t.Fatalf("got %v, want %v", got, tt.want)
+			}
+			for i := range got {
+				if got[i] != tt.want[i] {
+					t.Errorf("run %d: got %v, want %v", i, got[i], tt.want[i])
+				}
+			}
+		})
+	}
+}
+
 func TestTrimProcs(t *testing.T) {
 	tests := []struct{ in, want string }{
 		{"BenchmarkX-2", "BenchmarkX"},

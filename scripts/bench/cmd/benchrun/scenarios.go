@@ -129,7 +129,7 @@ func plans(t timing) []plan {
 
 // runOverhead is the time a run costs beyond its window and warm-up:
 // process start of loadgen, settling, writing the report.
-const runOverhead = 600 * time.Millisecond
+const runOverhead = 300 * time.Millisecond
 
 // estimate is the planned wall time of ps at reps repetitions, plus
 // start-up measurements, builds and Go benchmarks.
@@ -143,9 +143,9 @@ func estimate(ps []plan, reps, startReps int, goBench bool) time.Duration {
 		d += per * time.Duration(reps*len(p.targets))
 	}
 	d += time.Duration(startReps*3) * 1500 * time.Millisecond // start-up and idle RSS
-	d += 45 * time.Second                                     // build and stack start
+	d += 30 * time.Second                                     // build and stack start
 	if goBench {
-		d += 90 * time.Second
+		d += 60 * time.Second
 	}
 	return d
 }
