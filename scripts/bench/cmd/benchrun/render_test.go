@@ -100,10 +100,12 @@ func TestNiceCeil(t *testing.T) {
 		{"negative", -3, 1},
 		{"NaN", math.NaN(), 1},
 		{"exact power", 100, 100},
-		{"up to 2", 130, 200},
+		{"up to 1.5", 130, 150},
+		{"up to 3", 25785, 30000},
 		{"up to 5", 4100, 5000},
-		{"up to 10", 7.5, 10},
-		{"small", 0.034, 0.05},
+		{"up to 8", 7.5, 8},
+		{"up to 10", 8.5, 10},
+		{"small", 0.034, 0.04},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

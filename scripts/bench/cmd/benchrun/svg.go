@@ -117,13 +117,15 @@ func (c barChart) maxValue() float64 {
 	return m
 }
 
-// niceCeil rounds v up to 1, 2 or 5 times a power of ten (1 for v <= 0).
+// niceCeil rounds v up to a round multiple of a power of ten (1, 1.5, 2,
+// 2.5, 3, 4, 5, 6, 8 or 10 times it), the top of a chart's axis; 1 for
+// v <= 0.
 func niceCeil(v float64) float64 {
 	if v <= 0 || math.IsNaN(v) || math.IsInf(v, 0) {
 		return 1
 	}
 	p := math.Pow(10, math.Floor(math.Log10(v)))
-	for _, m := range []float64{1, 2, 5, 10} {
+	for _, m := range []float64{1, 1.5, 2, 2.5, 3, 4, 5, 6, 8, 10} {
 		if v <= m*p*(1+1e-9) {
 			return m * p
 		}
