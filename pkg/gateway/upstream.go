@@ -140,7 +140,7 @@ func newProvider(p config.Provider) (providers.Provider, error) {
 	case config.KindGemini:
 		return gemini.New(gemini.Options{Name: p.Name, BaseURL: p.BaseURL, APIKey: p.APIKey, APIVersion: p.APIVersion, Headers: p.Headers})
 	default:
-		return nil, fmt.Errorf("provider %s: kind %q is not supported yet", p.Name, p.Kind)
+		return nil, fmt.Errorf("provider %s: unknown kind %q", p.Name, p.Kind)
 	}
 }
 
