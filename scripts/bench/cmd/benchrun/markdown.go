@@ -224,7 +224,7 @@ func render(r *Results, soak *Soak, chartDir string) []byte {
 	}
 	m.p("## Reproduce\n\n")
 	m.p("On a Linux machine with at least 2 cores, from the repository root:\n\n")
-	m.p("```\nmake bench        # this file, %s/latest.json and the charts (about %s)\nmake bench-soak   # the 3-minute soak, added to this file\n```\n\n", chartDir, (r.Finished.Sub(r.Started)).Round(time.Minute))
+	m.p("```\nmake bench        # this file, %s/latest.json and the charts (about %d minutes)\nmake bench-soak   # the 3-minute soak, added to this file\n```\n\n", chartDir, int(math.Ceil(r.Finished.Sub(r.Started).Minutes())))
 	m.p("`make bench` runs `scripts/bench/run.sh`, which installs nats-server when it is missing and runs `%s`. Raw loadgen reports and process logs of each run stay in `bench-results/` (not committed). `go run ./scripts/bench/cmd/benchrun -h` lists the knobs (windows, repetitions, CPUs, a scenario filter).\n", r.Settings.Command)
 	return m.Bytes()
 }
