@@ -3,6 +3,7 @@ package gateway
 import (
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/url"
 	"os"
@@ -95,13 +96,17 @@ func newUpstream(p config.Provider) (*upstream, error) {
 		MaxConns:            p.MaxConns,
 		MaxIdleConnDuration: p.MaxIdleConnDuration,
 		MaxResponseBodySize: p.MaxResponseBody,
-		// No transport-level retries: a retry is a routing decision, made
-		// visibly by the router, never silently here.
-		MaxIdemponentCallAttempts: 1,
-		RetryIfErr:                func(*fasthttp.Request, int, error) (bool, bool) { return false, false },
-		ReadBufferSize:            16 << 10,
-		WriteBufferSize:           16 << 10,
-		DisablePathNormalizing:    true,
+		// The one transport-level retry: a pooled keep-alive connection
+		// that the server closed before answering (it never saw the
+		// request) is replaced once. Every other retry is a routing
+		// decision, made visibly by the router.
+		MaxIdemponentCallAttempts: 2,
+		RetryIfErr: func(_ *fasthttp.Request, attempts int, err error) (bool, bool) {
+			return false, attempts == 1 && (errors.Is(err, io.EOF) || errors.Is(err, fasthttp.ErrConnectionClosed))
+		},
+		ReadBufferSize:         16 << 10,
+		WriteBufferSize:        16 << 10,
+		DisablePathNormalizing: true,
 	}
 	return up, nil
 }
