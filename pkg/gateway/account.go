@@ -322,7 +322,7 @@ func (g *Gateway) event(rec *record, u tokenUsage, estimated bool, cost int64) *
 		Estimated:        estimated,
 		CostNanoUsd:      cost,
 		PricingVersion:   rec.prices.Version,
-		Endpoint:         endpointName[rec.endpoint],
+		Endpoint:         rec.endpointPath(),
 		Stream:           rec.stream,
 		StatusCode:       uint32(rec.status),
 		ErrorType:        rec.errType,

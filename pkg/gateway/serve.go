@@ -59,6 +59,14 @@ type record struct {
 	delivered      []byte // content delivered in a stream, for estimation
 }
 
+// endpointPath is the path the client called.
+func (rec *record) endpointPath() string {
+	if rec.anthropic {
+		return "/v1/messages"
+	}
+	return endpointName[rec.endpoint]
+}
+
 // usage is token usage as reported by the provider.
 type tokenUsage = providers.Usage
 
@@ -367,7 +375,7 @@ func (g *Gateway) finish(rec *record) {
 	}
 	attrs := []any{
 		"request_id", rec.requestID,
-		"endpoint", endpointName[rec.endpoint],
+		"endpoint", rec.endpointPath(),
 		"status", rec.status,
 		"stream", rec.stream,
 		"duration", time.Since(rec.start),
