@@ -25,6 +25,9 @@ import (
 // the answer was complete (nginx's 499). It is never sent.
 const StatusClientClosed = 499
 
+// errClientGone discards an upstream connection the client watch closed.
+var errClientGone = errors.New("client closed the connection")
+
 // maxEventSize bounds one upstream SSE event.
 const maxEventSize = 8 << 20
 
@@ -339,6 +342,13 @@ func (r *relay) clientGone() {
 
 // release closes the upstream body and returns the relay to its pool.
 func (r *relay) release() {
+	if r.gone.Load() {
+		// The watch may have closed the upstream connection after the body
+		// was fully read: discard it rather than return it to the pool.
+		if c, ok := r.body.(interface{ CloseWithError(error) error }); ok {
+			_ = c.CloseWithError(errClientGone)
+		}
+	}
 	_ = r.resp.CloseBodyStream()
 	fasthttp.ReleaseResponse(r.resp)
 	r.stream.Close()

@@ -161,6 +161,10 @@ func testToolCall(t *testing.T, client openai.Client, model string) {
 		ToolChoice: openai.ChatCompletionToolChoiceOptionUnionParam{OfAuto: openai.String("required")},
 	})
 	if err != nil {
+		var apiErr *openai.Error
+		if errors.As(err, &apiErr) {
+			t.Fatalf("%v: %s", err, apiErr.RawJSON())
+		}
 		t.Fatal(err)
 	}
 	if tc := resp.Choices[0].Message.ToolCalls; len(tc) != 1 || tc[0].Function.Name != "get_weather" || resp.Choices[0].FinishReason != "tool_calls" {

@@ -102,7 +102,7 @@ func newUpstream(p config.Provider) (*upstream, error) {
 		// decision, made visibly by the router.
 		MaxIdemponentCallAttempts: 2,
 		RetryIfErr: func(_ *fasthttp.Request, attempts int, err error) (bool, bool) {
-			return false, attempts == 1 && (errors.Is(err, io.EOF) || errors.Is(err, fasthttp.ErrConnectionClosed))
+			return false, attempts == 1 && staleConn(err)
 		},
 		ReadBufferSize:         16 << 10,
 		WriteBufferSize:        16 << 10,
@@ -126,6 +126,13 @@ func (u *upstream) setKey(req *fasthttp.Request, key string) {
 	default:
 		req.Header.Set("Authorization", "Bearer "+key)
 	}
+}
+
+// staleConn reports whether err is how a reused keep-alive connection that
+// the server had already closed fails: before any response byte.
+func staleConn(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, fasthttp.ErrConnectionClosed) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
 }
 
 // newProvider builds the wire protocol of a provider kind.
