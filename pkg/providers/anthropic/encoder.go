@@ -3,6 +3,7 @@ package anthropic
 import (
 	"bytes"
 	"fmt"
+	"github.com/tollgate/tollgate/pkg/rawjson"
 	"strconv"
 	"sync"
 
@@ -242,9 +243,9 @@ func (e *Encoder) start(dst []byte) []byte {
 	e.started = true
 	dst = appendEventHead(dst, "message_start")
 	dst = append(dst, `{"type":"message_start","message":{"id":"msg_`...)
-	dst = appendStringBody(dst, e.requestID)
+	dst = rawjson.AppendStringBody(dst, e.requestID)
 	dst = append(dst, `","type":"message","role":"assistant","model":`...)
-	dst = appendJSONString(dst, e.model)
+	dst = rawjson.AppendString(dst, e.model)
 	dst = append(dst, `,"content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":0,"output_tokens":0}}}`+"\n\n"...)
 	dst = appendEventHead(dst, "ping")
 	return append(dst, `{"type":"ping"}`+"\n\n"...)

@@ -1,5 +1,7 @@
 package anthropic
 
+import "github.com/tollgate/tollgate/pkg/rawjson"
+
 // Anthropic error types (https://docs.anthropic.com/en/api/errors).
 const (
 	ErrInvalidRequest  = "invalid_request_error"
@@ -47,8 +49,8 @@ func ErrorBody(errType, message string) []byte {
 // appendErrorObject appends the error object of bodies and error events.
 func appendErrorObject(dst []byte, errType, message string) []byte {
 	dst = append(dst, `{"type":"error","error":{"type":`...)
-	dst = appendJSONString(dst, errType)
+	dst = rawjson.AppendString(dst, errType)
 	dst = append(dst, `,"message":`...)
-	dst = appendJSONString(dst, message)
+	dst = rawjson.AppendString(dst, message)
 	return append(dst, "}}"...)
 }

@@ -2,6 +2,7 @@ package anthropic
 
 import (
 	"fmt"
+	"github.com/tollgate/tollgate/pkg/rawjson"
 	"strings"
 
 	"github.com/tidwall/gjson"
@@ -424,7 +425,7 @@ func (w *oaMessages) assistant(content gjson.Result, i int) error {
 		if input == "" {
 			input = "{}"
 		}
-		w.dst = appendJSONString(w.dst, input)
+		w.dst = rawjson.AppendString(w.dst, input)
 		w.dst = append(w.dst, "}}"...)
 		return true
 	})
@@ -571,7 +572,7 @@ func ResponseFromOpenAI(dst, body []byte, model string) ([]byte, error) {
 	out = append(out, '"')
 	out = appendMessageID(out, inner(gjson.Get(s, "id").Raw))
 	out = append(out, `","type":"message","role":"assistant","model":`...)
-	out = appendJSONString(out, model)
+	out = rawjson.AppendString(out, model)
 	out = append(out, `,"content":[`...)
 	n := 0
 	text := func(raw string) {

@@ -1,8 +1,8 @@
 package anthropic
 
 import (
+	"github.com/tollgate/tollgate/pkg/rawjson"
 	"strconv"
-	"strings"
 	"unicode/utf8"
 	"unsafe"
 )
@@ -17,55 +17,6 @@ import (
 // on anything else they return partial results but never panic.
 
 const hexDigits = "0123456789abcdef"
-
-// appendJSONString appends s as a quoted JSON string: '"' and '\' are
-// escaped, control characters below 0x20 become \n, \r, \t or \u00XX, valid
-// UTF-8 passes through and each invalid byte becomes \ufffd.
-func appendJSONString(dst []byte, s string) []byte {
-	dst = append(dst, '"')
-	return append(appendStringBody(dst, s), '"')
-}
-
-// appendStringBody appends s escaped as in appendJSONString, without the
-// quotes.
-func appendStringBody(dst []byte, s string) []byte {
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c >= 0x20 && c != '"' && c != '\\' && c < utf8.RuneSelf {
-			i++
-			continue
-		}
-		if c >= utf8.RuneSelf {
-			r, size := utf8.DecodeRuneInString(s[i:])
-			if r != utf8.RuneError || size != 1 {
-				i += size
-				continue
-			}
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, `\ufffd`...)
-			i++
-			start = i
-			continue
-		}
-		dst = append(dst, s[start:i]...)
-		switch c {
-		case '"', '\\':
-			dst = append(dst, '\\', c)
-		case '\n':
-			dst = append(dst, '\\', 'n')
-		case '\r':
-			dst = append(dst, '\\', 'r')
-		case '\t':
-			dst = append(dst, '\\', 't')
-		default:
-			dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-		}
-		i++
-		start = i
-	}
-	return append(dst, s[start:]...)
-}
 
 // appendEscaped appends raw, the text between the quotes of a JSON string
 // token as written (escapes kept), for use inside another JSON string. A
@@ -124,27 +75,27 @@ func inner(raw string) string {
 // written: a key spelled with escapes does not match. The first of
 // repeated keys wins.
 func member(obj, key string) string {
-	i := skipSpace(obj, 0)
+	i := rawjson.SkipSpace(obj, 0)
 	if i >= len(obj) || obj[i] != '{' {
 		return ""
 	}
 	for i++; ; i++ { // i is at '{' or ',' here
-		i = skipSpace(obj, i)
+		i = rawjson.SkipSpace(obj, i)
 		if i >= len(obj) || obj[i] != '"' {
 			return ""
 		}
-		end := skipString(obj, i)
+		end := rawjson.SkipString(obj, i)
 		k := obj[i+1 : max(end-1, i+1)]
-		i = skipSpace(obj, end)
+		i = rawjson.SkipSpace(obj, end)
 		if i >= len(obj) || obj[i] != ':' {
 			return ""
 		}
-		i = skipSpace(obj, i+1)
-		end = skipValue(obj, i)
+		i = rawjson.SkipSpace(obj, i+1)
+		end = rawjson.SkipValue(obj, i)
 		if k == key {
 			return obj[i:end]
 		}
-		i = skipSpace(obj, end)
+		i = rawjson.SkipSpace(obj, end)
 		if i >= len(obj) || obj[i] != ',' {
 			return ""
 		}
@@ -155,27 +106,27 @@ func member(obj, key string) string {
 // object obj, in order, until f returns false: one pass where several
 // member calls would each scan the object.
 func eachMember(obj string, f func(key, value string) bool) {
-	i := skipSpace(obj, 0)
+	i := rawjson.SkipSpace(obj, 0)
 	if i >= len(obj) || obj[i] != '{' {
 		return
 	}
 	for i++; ; i++ { // i is at '{' or ',' here
-		i = skipSpace(obj, i)
+		i = rawjson.SkipSpace(obj, i)
 		if i >= len(obj) || obj[i] != '"' {
 			return
 		}
-		end := skipString(obj, i)
+		end := rawjson.SkipString(obj, i)
 		k := obj[i+1 : max(end-1, i+1)]
-		i = skipSpace(obj, end)
+		i = rawjson.SkipSpace(obj, end)
 		if i >= len(obj) || obj[i] != ':' {
 			return
 		}
-		i = skipSpace(obj, i+1)
-		end = skipValue(obj, i)
+		i = rawjson.SkipSpace(obj, i+1)
+		end = rawjson.SkipValue(obj, i)
 		if !f(k, obj[i:end]) {
 			return
 		}
-		i = skipSpace(obj, end)
+		i = rawjson.SkipSpace(obj, end)
 		if i >= len(obj) || obj[i] != ',' {
 			return
 		}
@@ -186,85 +137,25 @@ func eachMember(obj string, f func(key, value string) bool) {
 // arr, stopping early when f returns false. It does nothing when arr is not
 // an array.
 func forEachRaw(arr string, f func(i int, raw string) bool) {
-	i := skipSpace(arr, 0)
+	i := rawjson.SkipSpace(arr, 0)
 	if i >= len(arr) || arr[i] != '[' {
 		return
 	}
-	i = skipSpace(arr, i+1)
+	i = rawjson.SkipSpace(arr, i+1)
 	if i < len(arr) && arr[i] == ']' {
 		return
 	}
 	for n := 0; i < len(arr); n++ {
-		end := skipValue(arr, i)
+		end := rawjson.SkipValue(arr, i)
 		if end == i || !f(n, arr[i:end]) {
 			return
 		}
-		i = skipSpace(arr, end)
+		i = rawjson.SkipSpace(arr, end)
 		if i >= len(arr) || arr[i] != ',' {
 			return
 		}
-		i = skipSpace(arr, i+1)
+		i = rawjson.SkipSpace(arr, i+1)
 	}
-}
-
-// skipSpace returns the index of the first non-space byte at or after i.
-func skipSpace(s string, i int) int {
-	for i < len(s) && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r') {
-		i++
-	}
-	return i
-}
-
-// skipString returns the index just past the string token starting at
-// s[i] == '"'. It jumps from quote to quote; a quote after an odd number
-// of backslashes is escaped.
-func skipString(s string, i int) int {
-	start := i + 1
-	for i = start; i < len(s); i++ {
-		j := strings.IndexByte(s[i:], '"')
-		if j < 0 {
-			break
-		}
-		i += j
-		n := 0
-		for k := i - 1; k >= start && s[k] == '\\'; k-- {
-			n++
-		}
-		if n%2 == 0 {
-			return i + 1
-		}
-	}
-	return len(s)
-}
-
-// skipValue returns the index just past the value starting at s[i].
-func skipValue(s string, i int) int {
-	if i >= len(s) {
-		return i
-	}
-	switch s[i] {
-	case '"':
-		return skipString(s, i)
-	case '{', '[':
-		depth := 0
-		for ; i < len(s); i++ {
-			switch s[i] {
-			case '"':
-				i = skipString(s, i) - 1
-			case '{', '[':
-				depth++
-			case '}', ']':
-				if depth--; depth == 0 {
-					return i + 1
-				}
-			}
-		}
-		return len(s)
-	}
-	for i < len(s) && s[i] != ',' && s[i] != '}' && s[i] != ']' && s[i] > ' ' {
-		i++
-	}
-	return i
 }
 
 // appendRawJSON appends a validated raw JSON value, each invalid UTF-8

@@ -2,6 +2,7 @@ package anthropic
 
 import (
 	"encoding/json"
+	"github.com/tollgate/tollgate/pkg/rawjson"
 	"strings"
 	"testing"
 
@@ -23,7 +24,7 @@ func TestAppendJSONString(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := string(appendJSONString(nil, tt.in))
+			got := string(rawjson.AppendString(nil, tt.in))
 			if got != tt.want {
 				t.Errorf("got %s, want %s", got, tt.want)
 			}
@@ -86,7 +87,7 @@ func FuzzAppendJSONString(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		out := appendJSONString(nil, s)
+		out := rawjson.AppendString(nil, s)
 		var back string
 		if err := json.Unmarshal(out, &back); err != nil {
 			t.Fatalf("%q -> %s: %v", s, out, err)

@@ -2,6 +2,7 @@ package anthropic
 
 import (
 	"fmt"
+	"github.com/tollgate/tollgate/pkg/rawjson"
 	"io"
 	"sync"
 
@@ -46,7 +47,7 @@ func (p *Provider) buildNative(req *fasthttp.Request, path, body []byte, model, 
 	}
 	out := req.SwapBody(nil)[:0]
 	out = append(out, body[:modelIdx]...)
-	out = appendJSONString(out, model)
+	out = rawjson.AppendString(out, model)
 	out = append(out, body[end:]...)
 	req.SwapBody(out)
 	return nil

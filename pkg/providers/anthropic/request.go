@@ -2,6 +2,7 @@ package anthropic
 
 import (
 	"fmt"
+	"github.com/tollgate/tollgate/pkg/rawjson"
 	"strings"
 
 	"github.com/tidwall/gjson"
@@ -160,7 +161,7 @@ func (p *Provider) appendRequest(dst []byte, c *providers.Call) ([]byte, error) 
 	}
 	maxTokens := p.maxTokensFor(c, &r)
 	dst = append(dst, `{"model":`...)
-	dst = appendJSONString(dst, c.Model)
+	dst = rawjson.AppendString(dst, c.Model)
 	dst = append(dst, `,"max_tokens":`...)
 	dst = appendUint(dst, uint64(maxTokens))
 	jsonMode, err := responseFormat(r.responseFormat)
@@ -415,7 +416,7 @@ var imageTypes = [...]string{"image/jpeg", "image/png", "image/gif", "image/webp
 func appendImage(dst []byte, u string, i, j int) ([]byte, error) {
 	if strings.HasPrefix(u, "http://") || strings.HasPrefix(u, "https://") {
 		dst = append(dst, `{"type":"image","source":{"type":"url","url":`...)
-		dst = appendJSONString(dst, u)
+		dst = rawjson.AppendString(dst, u)
 		return append(dst, "}}"...), nil
 	}
 	mt, data, ok := parseDataURL(u)
@@ -433,9 +434,9 @@ func appendImage(dst []byte, u string, i, j int) ([]byte, error) {
 		return dst, paramErr(contentParam(i, j), "image type %q is not supported by the Anthropic API (jpeg, png, gif, webp)", mt)
 	}
 	dst = append(dst, `{"type":"image","source":{"type":"base64","media_type":`...)
-	dst = appendJSONString(dst, mt)
+	dst = rawjson.AppendString(dst, mt)
 	dst = append(dst, `,"data":`...)
-	dst = appendJSONString(dst, data)
+	dst = rawjson.AppendString(dst, data)
 	return append(dst, "}}"...), nil
 }
 
@@ -446,7 +447,7 @@ func appendFile(dst []byte, f gjson.Result, i, j int) ([]byte, error) {
 		return dst, paramErr(contentParam(i, j), "only PDF files given as base64 file_data are supported by the Anthropic API")
 	}
 	dst = append(dst, `{"type":"document","source":{"type":"base64","media_type":"application/pdf","data":`...)
-	dst = appendJSONString(dst, data)
+	dst = rawjson.AppendString(dst, data)
 	return append(dst, "}}"...), nil
 }
 

@@ -2,6 +2,7 @@ package anthropic
 
 import (
 	"fmt"
+	"github.com/tollgate/tollgate/pkg/rawjson"
 
 	"github.com/tollgate/tollgate/pkg/providers"
 )
@@ -97,7 +98,7 @@ func (p *Provider) Response(dst, body []byte, c *providers.Call) ([]byte, provid
 	if m := member(s, "model"); isString(m) {
 		dst = appendToken(dst, m)
 	} else if c != nil {
-		dst = appendJSONString(dst, c.Model)
+		dst = rawjson.AppendString(dst, c.Model)
 	} else {
 		dst = append(dst, `""`...)
 	}
@@ -168,7 +169,7 @@ func appendToolCalls(dst []byte, content string) []byte {
 		if input == "" {
 			input = "{}"
 		}
-		dst = appendJSONString(dst, input)
+		dst = rawjson.AppendString(dst, input)
 		dst = append(dst, "}}"...)
 		return true
 	})

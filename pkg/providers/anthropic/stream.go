@@ -2,6 +2,7 @@ package anthropic
 
 import (
 	"fmt"
+	"github.com/tollgate/tollgate/pkg/rawjson"
 	"io"
 	"strconv"
 	"sync"
@@ -152,7 +153,7 @@ func (s *stream) start(dst []byte, d string) []byte {
 	if m := member(msg, "model"); isString(m) {
 		s.pre = appendToken(s.pre, m)
 	} else {
-		s.pre = appendJSONString(s.pre, s.model)
+		s.pre = rawjson.AppendString(s.pre, s.model)
 	}
 	s.pre = append(s.pre, ',')
 	dst = s.open(dst)

@@ -65,6 +65,7 @@ package bedrock
 
 import (
 	"fmt"
+	"github.com/tollgate/tollgate/pkg/rawjson"
 	"math/rand/v2"
 	"net/url"
 	"strings"
@@ -246,7 +247,7 @@ func (p *Provider) ErrorMessage(body []byte) string {
 func appendID(dst []byte, c *providers.Call) []byte {
 	dst = append(dst, "chatcmpl-"...)
 	if len(c.RequestID) > 0 {
-		return appendJSONStringBody(dst, bytesString(c.RequestID))
+		return rawjson.AppendStringBody(dst, bytesString(c.RequestID))
 	}
 	v := rand.Uint64()
 	for shift := 60; shift >= 0; shift -= 4 {

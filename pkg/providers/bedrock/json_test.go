@@ -2,6 +2,7 @@ package bedrock
 
 import (
 	"encoding/json"
+	"github.com/tollgate/tollgate/pkg/rawjson"
 	"testing"
 
 	"github.com/tidwall/gjson"
@@ -19,7 +20,7 @@ func TestAppendJSONString(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got := string(appendJSONString(nil, tc.in))
+			got := string(rawjson.AppendString(nil, tc.in))
 			if got != tc.want {
 				t.Errorf("got %s, want %s", got, tc.want)
 			}

@@ -2,6 +2,7 @@ package bedrock
 
 import (
 	"fmt"
+	"github.com/tollgate/tollgate/pkg/rawjson"
 	"math"
 	"strings"
 
@@ -302,9 +303,9 @@ func (w *convWriter) toolUse(tc gjson.Result, i, j int) error {
 	w.block("assistant")
 	w.toolBlocks = true
 	w.dst = append(w.dst, `{"toolUse":{"toolUseId":`...)
-	w.dst = appendJSONString(w.dst, id.Str)
+	w.dst = rawjson.AppendString(w.dst, id.Str)
 	w.dst = append(w.dst, `,"name":`...)
-	w.dst = appendJSONString(w.dst, name.Str)
+	w.dst = rawjson.AppendString(w.dst, name.Str)
 	w.dst = append(w.dst, `,"input":`...)
 	w.dst = appendRawJSON(w.dst, strings.TrimSpace(input))
 	w.dst = append(w.dst, "}}"...)
@@ -321,7 +322,7 @@ func (w *convWriter) toolResult(m gjson.Result, i int) error {
 	w.block("user")
 	w.toolBlocks = true
 	w.dst = append(w.dst, `{"toolResult":{"toolUseId":`...)
-	w.dst = appendJSONString(w.dst, id.Str)
+	w.dst = rawjson.AppendString(w.dst, id.Str)
 	w.dst = append(w.dst, `,"content":[`...)
 	content := m.Get("content")
 	var err error
@@ -406,7 +407,7 @@ func appendImage(dst []byte, v gjson.Result, i, j int) ([]byte, error) {
 		dst = append(dst, `{"image":{"format":"`...)
 		dst = append(dst, format...)
 		dst = append(dst, `","source":{"s3Location":{"uri":`...)
-		dst = appendJSONString(dst, url)
+		dst = rawjson.AppendString(dst, url)
 		return append(dst, "}}}}"...), nil
 	}
 	return dst, paramError(param(), "Bedrock Converse takes images as base64 data URLs or s3:// URLs, not http URLs (the gateway does not fetch them)")
@@ -624,7 +625,7 @@ func appendToolConfig(dst []byte, r *chatRequest, toolBlocks bool) ([]byte, erro
 		dst = append(dst, `,"toolChoice":{"any":{}}`...)
 	case "tool":
 		dst = append(dst, `,"toolChoice":{"tool":{"name":`...)
-		dst = appendJSONString(dst, name)
+		dst = rawjson.AppendString(dst, name)
 		dst = append(dst, "}}"...)
 	}
 	return append(dst, '}'), nil

@@ -2,6 +2,7 @@ package bedrock
 
 import (
 	"fmt"
+	"github.com/tollgate/tollgate/pkg/rawjson"
 
 	"github.com/tidwall/gjson"
 	"github.com/tollgate/tollgate/pkg/providers"
@@ -35,7 +36,7 @@ func (p *Provider) Response(dst, body []byte, c *providers.Call) ([]byte, provid
 	dst = append(dst, `","object":"chat.completion","created":`...)
 	dst = appendInt(dst, p.now().Unix())
 	dst = append(dst, `,"model":`...)
-	dst = appendJSONString(dst, c.Model)
+	dst = rawjson.AppendString(dst, c.Model)
 	dst = append(dst, `,"choices":[{"index":0,"message":{"role":"assistant","content":`...)
 	texts := 0
 	content.ForEach(func(_, b gjson.Result) bool {
@@ -67,15 +68,15 @@ func (p *Provider) Response(dst, body []byte, c *providers.Call) ([]byte, provid
 		}
 		tools++
 		dst = append(dst, `{"id":`...)
-		dst = appendJSONString(dst, tu.Get("toolUseId").String())
+		dst = rawjson.AppendString(dst, tu.Get("toolUseId").String())
 		dst = append(dst, `,"type":"function","function":{"name":`...)
-		dst = appendJSONString(dst, tu.Get("name").String())
+		dst = rawjson.AppendString(dst, tu.Get("name").String())
 		dst = append(dst, `,"arguments":`...)
 		input := tu.Get("input").Raw
 		if input == "" {
 			input = "{}"
 		}
-		dst = appendJSONString(dst, input)
+		dst = rawjson.AppendString(dst, input)
 		dst = append(dst, "}}"...)
 		return true
 	})

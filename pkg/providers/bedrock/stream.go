@@ -2,6 +2,7 @@ package bedrock
 
 import (
 	"fmt"
+	"github.com/tollgate/tollgate/pkg/rawjson"
 	"io"
 	"sync"
 
@@ -37,7 +38,7 @@ func (p *Provider) Stream(c *providers.Call) providers.Stream {
 	s.head = append(s.head, `","object":"chat.completion.chunk","created":`...)
 	s.head = appendInt(s.head, p.now().Unix())
 	s.head = append(s.head, `,"model":`...)
-	s.head = appendJSONString(s.head, c.Model)
+	s.head = rawjson.AppendString(s.head, c.Model)
 	s.head = append(s.head, ',')
 	return s
 }

@@ -1,5 +1,7 @@
 package gemini
 
+import "github.com/tollgate/tollgate/pkg/rawjson"
+
 // gjson unescapes every string value it returns, which allocates for text
 // with escapes (most model output contains \n or \"). The stream path only
 // copies raw tokens, so these helpers walk JSON that providers.ValidJSON
@@ -10,49 +12,49 @@ package gemini
 // and raw value of each member of the JSON object obj, until f returns
 // false. It does nothing when obj is not an object.
 func forEachMember(obj string, f func(key, val string) bool) {
-	i := skipSpace(obj, 0)
+	i := rawjson.SkipSpace(obj, 0)
 	if i >= len(obj) || obj[i] != '{' {
 		return
 	}
-	i = skipSpace(obj, i+1)
+	i = rawjson.SkipSpace(obj, i+1)
 	for i < len(obj) && obj[i] == '"' {
-		end := skipString(obj, i)
+		end := rawjson.SkipString(obj, i)
 		key := obj[i+1 : max(end-1, i+1)]
-		i = skipSpace(obj, end)
+		i = rawjson.SkipSpace(obj, end)
 		if i >= len(obj) || obj[i] != ':' {
 			return
 		}
-		i = skipSpace(obj, i+1)
-		end = skipValue(obj, i)
+		i = rawjson.SkipSpace(obj, i+1)
+		end = rawjson.SkipValue(obj, i)
 		if end == i || !f(key, obj[i:end]) {
 			return
 		}
-		i = skipSpace(obj, end)
+		i = rawjson.SkipSpace(obj, end)
 		if i >= len(obj) || obj[i] != ',' {
 			return
 		}
-		i = skipSpace(obj, i+1)
+		i = rawjson.SkipSpace(obj, i+1)
 	}
 }
 
 // forEachElem calls f with the raw text of each element of the JSON array
 // arr, until f returns false. It does nothing when arr is not an array.
 func forEachElem(arr string, f func(val string) bool) {
-	i := skipSpace(arr, 0)
+	i := rawjson.SkipSpace(arr, 0)
 	if i >= len(arr) || arr[i] != '[' {
 		return
 	}
-	i = skipSpace(arr, i+1)
+	i = rawjson.SkipSpace(arr, i+1)
 	for i < len(arr) && arr[i] != ']' {
-		end := skipValue(arr, i)
+		end := rawjson.SkipValue(arr, i)
 		if end == i || !f(arr[i:end]) {
 			return
 		}
-		i = skipSpace(arr, end)
+		i = rawjson.SkipSpace(arr, end)
 		if i >= len(arr) || arr[i] != ',' {
 			return
 		}
-		i = skipSpace(arr, i+1)
+		i = rawjson.SkipSpace(arr, i+1)
 	}
 }
 
@@ -89,54 +91,4 @@ func inner(raw string) string {
 		return ""
 	}
 	return raw[1 : len(raw)-1]
-}
-
-func skipSpace(s string, i int) int {
-	for i < len(s) && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r') {
-		i++
-	}
-	return i
-}
-
-// skipString returns the index just past the string token at s[i] == '"'.
-func skipString(s string, i int) int {
-	for i++; i < len(s); i++ {
-		switch s[i] {
-		case '\\':
-			i++
-		case '"':
-			return i + 1
-		}
-	}
-	return len(s)
-}
-
-// skipValue returns the index just past the value starting at s[i].
-func skipValue(s string, i int) int {
-	if i >= len(s) {
-		return i
-	}
-	switch s[i] {
-	case '"':
-		return skipString(s, i)
-	case '{', '[':
-		depth := 0
-		for ; i < len(s); i++ {
-			switch s[i] {
-			case '"':
-				i = skipString(s, i) - 1
-			case '{', '[':
-				depth++
-			case '}', ']':
-				if depth--; depth == 0 {
-					return i + 1
-				}
-			}
-		}
-		return len(s)
-	}
-	for i < len(s) && s[i] != ',' && s[i] != '}' && s[i] != ']' && s[i] > ' ' {
-		i++
-	}
-	return i
 }

@@ -2,6 +2,7 @@ package gemini
 
 import (
 	"fmt"
+	"github.com/tollgate/tollgate/pkg/rawjson"
 	"io"
 	"strconv"
 	"sync"
@@ -76,7 +77,7 @@ func (s *stream) Event(dst, ev []byte) ([]byte, providers.State, error) {
 		return dst, providers.Failed, fmt.Errorf("provider %s: %w: stream event is not JSON", s.p.name, providers.ErrMalformed)
 	}
 	d := bytesString(data)
-	if i := skipSpace(d, 0); i >= len(d) || d[i] != '{' {
+	if i := rawjson.SkipSpace(d, 0); i >= len(d) || d[i] != '{' {
 		return dst, providers.Failed, fmt.Errorf("provider %s: %w: stream event is not an object", s.p.name, providers.ErrMalformed)
 	}
 	var cands, usage, id, model, feedback, errv string

@@ -1,0 +1,121 @@
+// Package rawjson reads and writes JSON text without decoding it: the
+// scanners and the string escaper the translating providers and the mock
+// upstream share on their per-chunk paths. Inputs are assumed valid (checked
+// beforehand with providers.ValidJSON); the scanners never panic on bad input.
+package rawjson
+
+import (
+	"strings"
+	"unicode/utf8"
+)
+
+// AppendString appends s as a quoted JSON string: '"' and '\' are
+// escaped, control characters below 0x20 become \n, \r, \t or \u00XX, valid
+// UTF-8 passes through and each invalid byte becomes \ufffd.
+func AppendString(dst []byte, s string) []byte {
+	dst = append(dst, '"')
+	return append(AppendStringBody(dst, s), '"')
+}
+
+// AppendStringBody appends s escaped as in AppendString, without the
+// quotes.
+func AppendStringBody(dst []byte, s string) []byte {
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c >= 0x20 && c != '"' && c != '\\' && c < utf8.RuneSelf {
+			i++
+			continue
+		}
+		if c >= utf8.RuneSelf {
+			r, size := utf8.DecodeRuneInString(s[i:])
+			if r != utf8.RuneError || size != 1 {
+				i += size
+				continue
+			}
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, `\ufffd`...)
+			i++
+			start = i
+			continue
+		}
+		dst = append(dst, s[start:i]...)
+		switch c {
+		case '"', '\\':
+			dst = append(dst, '\\', c)
+		case '\n':
+			dst = append(dst, '\\', 'n')
+		case '\r':
+			dst = append(dst, '\\', 'r')
+		case '\t':
+			dst = append(dst, '\\', 't')
+		default:
+			dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+		}
+		i++
+		start = i
+	}
+	return append(dst, s[start:]...)
+}
+
+// SkipSpace returns the index of the first non-space byte at or after i.
+func SkipSpace(s string, i int) int {
+	for i < len(s) && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// SkipString returns the index just past the string token starting at
+// s[i] == '"'. It jumps from quote to quote; a quote after an odd number
+// of backslashes is escaped.
+func SkipString(s string, i int) int {
+	start := i + 1
+	for i = start; i < len(s); i++ {
+		j := strings.IndexByte(s[i:], '"')
+		if j < 0 {
+			break
+		}
+		i += j
+		n := 0
+		for k := i - 1; k >= start && s[k] == '\\'; k-- {
+			n++
+		}
+		if n%2 == 0 {
+			return i + 1
+		}
+	}
+	return len(s)
+}
+
+// SkipValue returns the index just past the value starting at s[i].
+func SkipValue(s string, i int) int {
+	if i >= len(s) {
+		return i
+	}
+	switch s[i] {
+	case '"':
+		return SkipString(s, i)
+	case '{', '[':
+		depth := 0
+		for ; i < len(s); i++ {
+			switch s[i] {
+			case '"':
+				i = SkipString(s, i) - 1
+			case '{', '[':
+				depth++
+			case '}', ']':
+				if depth--; depth == 0 {
+					return i + 1
+				}
+			}
+		}
+		return len(s)
+	}
+	for i < len(s) && s[i] != ',' && s[i] != '}' && s[i] != ']' && s[i] > ' ' {
+		i++
+	}
+	return i
+}
+
+const hexDigits = "0123456789abcdef"
