@@ -601,11 +601,15 @@ func TestResponseCache(t *testing.T) {
 		t.Errorf("no-cache: %q", state)
 	}
 	// Streams are cached as events and replayed.
+	// The sales miss and the no-cache answer were stored as well; wait for
+	// the write after them, the stream's.
+	waitStored(3)
+	before := cache.Stats().Stored
 	sb := streamBody(`{"chunks":5}`)
 	resp := a.post("/v1/chat/completions", research, sb)
 	live := readEvents(t, resp.Body)
 	resp.Body.Close()
-	waitStored(3)
+	waitStored(before + 1)
 	resp = a.post("/v1/chat/completions", research, sb)
 	replayed := readEvents(t, resp.Body)
 	resp.Body.Close()
