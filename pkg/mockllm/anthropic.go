@@ -187,6 +187,7 @@ func (s *Server) anthropicMessages(ctx *fasthttp.RequestCtx) {
 	a.usage = !b.noUsage
 	s.stats.promptTokens.Add(int64(a.prompt))
 	s.stats.completionTokens.Add(int64(a.words))
+	s.ledger.served(a.model, a.prompt, a.words, a.usage)
 	sc.buf = appendAnthropicMessage(sc.buf[:0], &a)
 	ctx.SetContentType(contentJSON)
 	ctx.SetBody(sc.buf)

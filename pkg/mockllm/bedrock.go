@@ -87,7 +87,7 @@ func (s *Server) bedrock(ctx *fasthttp.RequestCtx, rest []byte) {
 		bedrockError(ctx, b.status, bedrockErrorType(b.status), "mock: injected error status")
 		return
 	}
-	a := answer{id: id, created: time.Now().Unix(), tool: bedrockToolName(root.Get("toolConfig")), prompt: bedrockPromptTokens(root)}
+	a := answer{id: id, created: time.Now().Unix(), model: b2s(rest[:i]), tool: bedrockToolName(root.Get("toolConfig")), prompt: bedrockPromptTokens(root)}
 	latency := b.latency.Milliseconds()
 	if stream {
 		f := &bedrockStream{enc: eventstream.NewEncoder(), latencyMs: latency}
@@ -107,6 +107,7 @@ func (s *Server) bedrock(ctx *fasthttp.RequestCtx, rest []byte) {
 	a.words, a.usage = b.words, !b.noUsage
 	s.stats.promptTokens.Add(int64(a.prompt))
 	s.stats.completionTokens.Add(int64(a.words))
+	s.ledger.served(b2s(rest[:i]), a.prompt, a.words, a.usage)
 	sc.buf = appendConverseAnswer(sc.buf[:0], &a, latency)
 	ctx.SetContentType(contentJSON)
 	ctx.SetBody(sc.buf)

@@ -56,6 +56,7 @@ func (s *Server) embeddings(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	s.stats.promptTokens.Add(int64(tokens))
+	s.ledger.served(r.model.Raw, tokens, 0, !b.noUsage)
 	if cap(sc.vec) < dims {
 		sc.vec = make([]float32, dims)
 	}

@@ -94,9 +94,9 @@ func (s *Server) gemini(ctx *fasthttp.RequestCtx, rest []byte) {
 		}
 		s.geminiGenerate(ctx, modelRaw, true)
 	case "embedContent":
-		s.geminiEmbed(ctx, false)
+		s.geminiEmbed(ctx, modelRaw, false)
 	case "batchEmbedContents":
-		s.geminiEmbed(ctx, true)
+		s.geminiEmbed(ctx, modelRaw, true)
 	default:
 		geminiError(ctx, fasthttp.StatusNotFound, "The requested method is not supported.")
 	}
@@ -134,6 +134,7 @@ func (s *Server) geminiGenerate(ctx *fasthttp.RequestCtx, modelRaw string, strea
 	a.usage = !b.noUsage
 	s.stats.promptTokens.Add(int64(a.prompt))
 	s.stats.completionTokens.Add(int64(a.words))
+	s.ledger.served(a.model, a.prompt, a.words, a.usage)
 	sc.buf = appendGeminiResponse(sc.buf[:0], &a)
 	ctx.SetContentType(contentJSON)
 	ctx.SetBody(sc.buf)
@@ -253,7 +254,7 @@ func appendGeminiTail(dst []byte, a *answer) []byte {
 
 // geminiEmbed answers embedContent (one content) and batchEmbedContents
 // (requests[], each with its own content and outputDimensionality).
-func (s *Server) geminiEmbed(ctx *fasthttp.RequestCtx, batch bool) {
+func (s *Server) geminiEmbed(ctx *fasthttp.RequestCtx, modelRaw string, batch bool) {
 	s.stats.embeddings.Add(1)
 	r, ok := parseGeminiRequest(ctx)
 	if !ok {
@@ -298,6 +299,7 @@ func (s *Server) geminiEmbed(ctx *fasthttp.RequestCtx, batch bool) {
 		return
 	}
 	s.stats.promptTokens.Add(int64(tokens))
+	s.ledger.served(modelRaw, tokens, 0, false) // the Gemini API reports no usage for embeddings
 	dst := sc.buf[:0]
 	if batch {
 		dst = append(dst, `{"embeddings":[`...)

@@ -38,7 +38,8 @@
 //
 // Endpoints: POST /v1/chat/completions, /v1/completions, /v1/embeddings;
 // GET /v1/models, /v1/models/{id}; GET /stats (Stats as JSON) and
-// POST /stats/reset.
+// POST /stats/reset (which also empties the ledger); GET /ledger (Ledger as
+// JSON) and POST /ledger/reset.
 package mockllm
 
 import (
@@ -81,6 +82,7 @@ type Server struct {
 	srv      *fasthttp.Server
 	handler  fasthttp.RequestHandler
 	stats    counters
+	ledger   ledger
 	models   []byte // precomputed GET /v1/models body
 
 	seed uint64 // scrambles response ids so two servers rarely collide
@@ -169,8 +171,11 @@ func (s *Server) Shutdown() error {
 // Stats returns a snapshot of the counters.
 func (s *Server) Stats() Stats { return s.stats.snapshot() }
 
-// ResetStats zeroes the counters.
-func (s *Server) ResetStats() { s.stats.reset() }
+// ResetStats zeroes the counters and empties the ledger.
+func (s *Server) ResetStats() {
+	s.stats.reset()
+	s.ledger.reset()
+}
 
 // handle routes one request.
 func (s *Server) handle(ctx *fasthttp.RequestCtx) {
@@ -209,7 +214,7 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 			s.anthropicMessages(ctx)
 		}
 	default:
-		if s.routeOther(ctx, path) {
+		if s.serveLedger(ctx, path) || s.routeOther(ctx, path) {
 			return
 		}
 		id, ok := modelID(path)

@@ -261,8 +261,12 @@ func (st *stream) Close() error {
 	switch {
 	case !st.done:
 		s.stats.streamsCancelled.Add(1)
+		s.ledger.incomplete()
 	case st.end == endNormal:
 		s.stats.streamsCompleted.Add(1)
+		s.ledger.served(st.a.model, st.a.prompt, st.written, st.includeUsage)
+	default:
+		s.ledger.incomplete()
 	}
 	st.s, st.conn, st.format = nil, nil, nil
 	st.a = answer{}
