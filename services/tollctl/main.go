@@ -75,6 +75,11 @@ func commands() map[string]command {
 			summary: "re-read a range of the usage stream into ClickHouse, the spend totals of a period, or NDJSON",
 			setup:   setupReplay,
 		},
+		"reconcile": {
+			args:    "[--nats URL] [--clickhouse DSN] [--mock URL] [--since T] [--until T] [--wait D] [--json]",
+			summary: "check that the mock, the usage stream, ClickHouse and the budget totals agree exactly (exit 1 when not)",
+			setup:   setupReconcile,
+		},
 		"explain": {
 			args:    "REQUEST_ID",
 			summary: "show how a request's charge came about: principal, route, tokens, prices, cost",
@@ -136,9 +141,13 @@ func run(args []string, stdout, stderr io.Writer, getenv func(string) string) in
 		return 2 // flag has printed the error and the usage
 	}
 	err := runCmd(fs.Args())
+	var status exitStatus
 	switch {
 	case err == nil:
 		return 0
+	case errors.As(err, &status):
+		fmt.Fprintf(stderr, "tollctl %s: %v\n", name, err)
+		return status.code
 	case errors.Is(err, errReported):
 		return 1
 	case errors.Is(err, errUsage):

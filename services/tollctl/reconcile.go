@@ -1,0 +1,197 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"net/url"
+	"os"
+	"os/signal"
+	"strings"
+	"time"
+
+	"github.com/tollgate/tollgate/pkg/chstore"
+	"github.com/tollgate/tollgate/pkg/config"
+	"github.com/tollgate/tollgate/pkg/pricing"
+	"github.com/tollgate/tollgate/pkg/reconcile"
+)
+
+// exitStatus ends the command with its own exit status after printing err:
+// reconcile exits 2 on an error, keeping 1 for sources that differ.
+type exitStatus struct {
+	code int
+	err  error
+}
+
+func (e exitStatus) Error() string { return e.err.Error() }
+func (e exitStatus) Unwrap() error { return e.err }
+
+// setupReconcile is `tollctl reconcile`: check that the mock, the usage
+// stream, ClickHouse and the budget totals agree. Exit 0 when they do, 1
+// when they differ, 2 on an error.
+func setupReconcile(a *app, fs *flag.FlagSet) func([]string) error {
+	var nf natsFlags
+	fs.StringVar(&nf.url, "nats", "", "NATS URL (default: the config's nats.url, else nats://127.0.0.1:4222)")
+	fs.StringVar(&nf.config, "config", "", "config file: its nats section, and its prices (over the embedded table) for the mock's answers")
+	stream := fs.String("stream", "", "usage stream (default TOLLGATE_USAGE)")
+	chDSN := fs.String("clickhouse", "", "compare ClickHouse: host:port or clickhouse://user:password@host:port/database (default database tollgate; password also from TOLLGATE_CLICKHOUSE_PASSWORD)")
+	mock := fs.String("mock", "", "compare a mockllm server's ledger: its URL, e.g. http://127.0.0.1:9999")
+	since := fs.String("since", "", "start of the range by event time: RFC 3339, YYYY-MM-DD, or a duration ago (30d, 12h)")
+	until := fs.String("until", "", "end of the range (exclusive), same forms as --since")
+	wait := fs.Duration("wait", 0, "read the sources again until they agree or this time is up (the consumers lag the stream)")
+	asJSON := fs.Bool("json", false, "print the report as one JSON object")
+	return func(args []string) error {
+		if len(args) > 0 {
+			return fmt.Errorf("%w: unexpected arguments %q", errUsage, args)
+		}
+		o := reconcile.Options{Wait: *wait}
+		var err error
+		if o.Since, err = parseWhen(*since, a.now()); err != nil {
+			return fmt.Errorf("%w: --since: %v", errUsage, err)
+		}
+		if o.Until, err = parseWhen(*until, a.now()); err != nil {
+			return fmt.Errorf("%w: --until: %v", errUsage, err)
+		}
+		if *wait < 0 {
+			return fmt.Errorf("%w: --wait must not be negative", errUsage)
+		}
+		rep, err := a.reconcile(nf, *stream, *chDSN, *mock, o)
+		if err != nil {
+			return exitStatus{code: 2, err: err}
+		}
+		if *asJSON {
+			enc := json.NewEncoder(a.stdout)
+			if err := enc.Encode(rep); err != nil {
+				return exitStatus{code: 2, err: err}
+			}
+		} else if err := writeReport(a, rep); err != nil {
+			return exitStatus{code: 2, err: err}
+		}
+		if !rep.OK {
+			return errReported
+		}
+		return nil
+	}
+}
+
+// reconcile connects to the sources and runs the reconciliation.
+func (a *app) reconcile(nf natsFlags, stream, chDSN, mockURL string, o reconcile.Options) (reconcile.Report, error) {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	src := reconcile.Sources{Stream: stream, Budgets: true, MockURL: mockURL}
+	if nf.config != "" {
+		cfg, err := a.loadConfig(nf.config)
+		if err != nil {
+			return reconcile.Report{}, err
+		}
+		if src.Prices, err = priceTable(cfg); err != nil {
+			return reconcile.Report{}, err
+		}
+	}
+	nc, js, err := nf.connect()
+	if err != nil {
+		return reconcile.Report{}, err
+	}
+	defer nc.Close()
+	src.JetStream = js
+	if chDSN != "" {
+		co, err := parseClickHouseDSN(chDSN, a.getenv("TOLLGATE_CLICKHOUSE_PASSWORD"))
+		if err != nil {
+			return reconcile.Report{}, err
+		}
+		st, err := chstore.Open(ctx, co)
+		if err != nil {
+			return reconcile.Report{}, err
+		}
+		defer st.Close()
+		src.ClickHouse = st.Conn()
+	}
+	return reconcile.Run(ctx, src, o)
+}
+
+// priceTable is the embedded table with the config's overrides, as the
+// gateway builds it.
+func priceTable(cfg *config.Config) (*pricing.Table, error) {
+	t := pricing.Default()
+	if len(cfg.Prices) == 0 {
+		return t, nil
+	}
+	over := make(map[string]pricing.Price, len(cfg.Prices))
+	for model, p := range cfg.Prices {
+		pr, err := pricing.ParsePrice(p.Input, p.Output, p.CachedInput, p.PerRequest)
+		if err != nil {
+			return nil, fmt.Errorf("prices.%s: %w", model, err)
+		}
+		over[model] = pr
+	}
+	return t.With(over, ""), nil
+}
+
+// parseClickHouseDSN reads host:port[,host:port...] or
+// clickhouse://[user[:password]@]host:port[/database].
+func parseClickHouseDSN(dsn, password string) (chstore.Options, error) {
+	o := chstore.Options{Addr: dsn, Password: password}
+	if !strings.Contains(dsn, "://") {
+		return o, nil
+	}
+	u, err := url.Parse(dsn)
+	if err != nil {
+		return o, fmt.Errorf("--clickhouse: %w", err)
+	}
+	if u.Scheme != "clickhouse" && u.Scheme != "tcp" {
+		return o, fmt.Errorf("--clickhouse %q: want host:port or clickhouse://host:port/database (native protocol)", dsn)
+	}
+	if u.Host == "" {
+		return o, errors.New("--clickhouse: the DSN names no host")
+	}
+	o.Addr = u.Host
+	o.Database = strings.Trim(u.Path, "/")
+	if u.User != nil {
+		o.User = u.User.Username()
+		if p, ok := u.User.Password(); ok {
+			o.Password = p
+		}
+	}
+	return o, nil
+}
+
+// writeReport prints the report as an aligned table and the differences.
+func writeReport(a *app, rep reconcile.Report) error {
+	rng := "all time"
+	if rep.Range.Since != "" || rep.Range.Until != "" {
+		rng = "[" + or(rep.Range.Since, "start") + ", " + or(rep.Range.Until, "now") + ")"
+	}
+	fmt.Fprintf(a.stdout, "range %s, budgets compared: %s\n\n", rng, rep.Range.Budgets)
+	w := len("SOURCE")
+	for _, s := range rep.Sources {
+		w = max(w, len(s.Name))
+	}
+	fmt.Fprintf(a.stdout, "%-*s  %10s  %20s  %20s\n", w, "SOURCE", "REQUESTS", "COST USD", "COST NANO-USD")
+	for _, s := range rep.Sources {
+		fmt.Fprintf(a.stdout, "%-*s  %10d  %20s  %20d\n", w, s.Name, s.Requests, pricing.FormatUSD(s.CostNanoUSD), s.CostNanoUSD)
+	}
+	if s, ok := rep.Source(reconcile.SourceStream); ok && s.Extra["duplicates"] > 0 {
+		fmt.Fprintf(a.stdout, "\nthe stream holds %d messages for %d event ids (duplicates: %d)\n", s.Extra["raw_requests"], s.Requests, s.Extra["duplicates"])
+	}
+	for _, n := range rep.Notes {
+		fmt.Fprintf(a.stdout, "\nnote: %s\n", n)
+	}
+	if rep.OK {
+		_, err := fmt.Fprintf(a.stdout, "\nok: every source agrees (%s)\n", a.now().UTC().Format(time.RFC3339))
+		return err
+	}
+	fmt.Fprintf(a.stdout, "\n%d differences:\n", len(rep.Differences))
+	for _, d := range rep.Differences {
+		fmt.Fprintf(a.stdout, "  %s\n", d)
+	}
+	return nil
+}
+
+func or(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
