@@ -36,10 +36,12 @@
 //     retried or fell back from is no served answer at the mock and adds
 //     nothing to the event; streams cut by the client, by the upstream or by
 //     an error event are billed from the gateway's estimate and are on
-//     neither side. A client that disconnects in the last moment of a
-//     stream, after the mock wrote its end but before the gateway relayed
-//     it, is served at the mock and an abort at the gateway: a real,
-//     reported difference of one request. The mock's ledger has no time: it
+//     neither side. An answer the mock completed after the gateway gave up
+//     on it (an upstream timeout shorter than the mock's latency, or a
+//     client that disconnects in the last moment of a stream, after the mock
+//     wrote its end but before the gateway relayed it) is served at the mock
+//     and not billed from usage by the gateway: a reported difference, and a
+//     real one, since a provider bills what it produced. The mock's ledger has no time: it
 //     is compared only when the range covers whole periods, and the caller
 //     makes the range cover the mock's life (reset the ledger, or give no
 //     range).
