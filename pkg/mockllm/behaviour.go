@@ -30,11 +30,12 @@ type behaviour struct {
 	garbage         bool          // invalid JSON body or a non-SSE line
 	noUsage         bool          // omit usage everywhere
 	dims            int           // embeddings dimensions; 0: request or default
+	faults                        // faults.go: refusals, overflow, bad usage, error-event status, healthy
 }
 
 // injected reports whether the behaviour injects a failure.
 func (b *behaviour) injected() bool {
-	return b.status != 0 || b.garbage || b.cutAfter >= 0 || b.errorEventAfter >= 0
+	return b.status != 0 || b.garbage || b.cutAfter >= 0 || b.errorEventAfter >= 0 || b.faults.injected()
 }
 
 // optionID names one per-request setting.
@@ -52,6 +53,11 @@ const (
 	optNoUsage
 	optDims
 	optErrorEventAfter
+	optRefusal
+	optContextOverflow
+	optBadUsage
+	optErrorEventStatus
+	optHealthy
 )
 
 // options lists every per-request setting with its header and its key in
@@ -72,6 +78,11 @@ var options = [...]struct {
 	{optNoUsage, "X-Mock-No-Usage", "no_usage"},
 	{optDims, "X-Mock-Dims", "dims"},
 	{optErrorEventAfter, "X-Mock-Error-Event-After", "error_event_after"},
+	{optRefusal, "X-Mock-Refusal", "refusal"},
+	{optContextOverflow, "X-Mock-Context-Overflow", "context_overflow"},
+	{optBadUsage, "X-Mock-Bad-Usage", "bad_usage"},
+	{optErrorEventStatus, "X-Mock-Error-Event-Status", "error_event_status"},
+	{optHealthy, "X-Mock-Healthy", "healthy"},
 }
 
 // set stores v in the setting id, bounded to a sane range.
@@ -99,6 +110,8 @@ func (b *behaviour) set(id optionID, v int64) {
 		b.dims = int(clamp(v, 0, maxDims))
 	case optErrorEventAfter:
 		b.errorEventAfter = int(clamp(v, -1, maxChunks))
+	default:
+		b.faults.set(id, v)
 	}
 }
 
@@ -126,6 +139,9 @@ func resolveBehaviour(d behaviour, mock gjson.Result, h *fasthttp.RequestHeader)
 	}
 	if b.words < 0 {
 		b.words = b.chunks
+	}
+	if b.healthy {
+		b.heal()
 	}
 	return b
 }

@@ -213,9 +213,10 @@ func (s *Server) respond(ctx *fasthttp.RequestCtx, r *request, a *answer, f stre
 		b.chunks = int(min(int64(b.chunks), n))
 		b.words = int(min(int64(b.words), n))
 	}
-	if !s.prelude(ctx, &b, sc.timer) {
+	if !s.prelude(ctx, &b, sc.timer) || s.reject(ctx, &b, a) {
 		return false
 	}
+	a.fault = b.faults
 	a.id = s.newID()
 	a.created = time.Now().Unix()
 	if r.stream.Type == gjson.True {
@@ -266,7 +267,7 @@ func appendChatCompletion(dst []byte, a *answer) []byte {
 		dst = append(dst, `"}}]},"logprobs":null,"finish_reason":"tool_calls"}]`...)
 	}
 	if a.usage {
-		dst = appendUsage(dst, a.prompt, a.words)
+		dst = a.appendUsage(dst, a.prompt, a.words)
 	}
 	return append(dst, '}')
 }
@@ -290,7 +291,7 @@ func appendTextCompletion(dst []byte, a *answer) []byte {
 	dst = appendWords(dst, a.words)
 	dst = append(dst, `","index":0,"logprobs":null,"finish_reason":"stop"}]`...)
 	if a.usage {
-		dst = appendUsage(dst, a.prompt, a.words)
+		dst = a.appendUsage(dst, a.prompt, a.words)
 	}
 	return append(dst, '}')
 }

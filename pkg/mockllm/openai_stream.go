@@ -38,7 +38,7 @@ func appendChunkEnd(dst []byte, st *stream) []byte {
 func appendUsageChunk(dst []byte, st *stream) []byte {
 	dst = append(dst, st.pre...)
 	dst = append(dst, `"choices":[]`...)
-	dst = appendUsage(dst, st.a.prompt, st.written)
+	dst = st.a.appendUsage(dst, st.a.prompt, st.written)
 	return append(dst, "}\n\n"...)
 }
 
@@ -155,8 +155,8 @@ func (c chatStream) appendTail(dst []byte, st *stream, i int) []byte {
 	return append(dst, sseDone...)
 }
 
-func (chatStream) appendError(dst []byte, _ *stream) []byte {
-	return append(dst, sseErrorEvent...)
+func (chatStream) appendError(dst []byte, st *stream) []byte {
+	return appendOpenAIError(dst, &st.a)
 }
 
 // textStream streams text_completion chunks: one word each, the last
@@ -211,6 +211,6 @@ func (t textStream) appendTail(dst []byte, st *stream, i int) []byte {
 	return append(dst, sseDone...)
 }
 
-func (textStream) appendError(dst []byte, _ *stream) []byte {
-	return append(dst, sseErrorEvent...)
+func (textStream) appendError(dst []byte, st *stream) []byte {
+	return appendOpenAIError(dst, &st.a)
 }

@@ -25,11 +25,20 @@
 //	X-Mock-No-Usage             no_usage              omit usage everywhere
 //	X-Mock-Dims                 dims                  embedding dimensions
 //	X-Mock-Error-Event-After    error_event_after     stream: an error event after N content chunks, then end
+//	X-Mock-Error-Event-Status   error_event_status    that event is the error of this status (429 rate limit, 529 overloaded)
+//	X-Mock-Refusal              refusal               400 content-policy refusal (code content_policy_violation)
+//	X-Mock-Context-Overflow     context_overflow      400 context-length overflow (code context_length_exceeded)
+//	X-Mock-Bad-Usage            bad_usage             usage present but malformed (counts not non-negative integers)
+//	X-Mock-Healthy              healthy               cancel every injected failure (a provider's static header)
 //
 // Booleans take 1/0 or true/false; delays are whole milliseconds.
 // cut_after, garbage and error_event_after stop a stream after that many
 // content chunks (garbage alone: after 0), with no finish_reason, usage
 // chunk or [DONE]. Non-stream answers ignore them, except garbage.
+// Refusal, overflow, bad usage and the error-event status speak the OpenAI
+// format; healthy applies to every format, so one mock can serve a route's
+// failing primary and, through a provider sending X-Mock-Healthy: 1, its
+// healthy fallback (see faults.go).
 //
 // Any model name is answered. A chat request with tools and tool_choice
 // "required" (or an object naming a function) is answered with one call to

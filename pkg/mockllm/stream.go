@@ -38,6 +38,7 @@ type answer struct {
 	prompt  int    // prompt tokens
 	words   int    // completion words of a non-stream answer
 	usage   bool   // include usage
+	fault   faults // faults.go: bad usage, error-event status
 }
 
 // streamEnd is how the content phase of a stream ends.
