@@ -10,6 +10,7 @@ import (
 	"unsafe"
 
 	"github.com/gofiber/fiber/v2"
+	"github.com/tidwall/gjson"
 	"github.com/tollgate/tollgate/pkg/auth"
 	"github.com/tollgate/tollgate/pkg/budget"
 	"github.com/tollgate/tollgate/pkg/pricing"
@@ -298,6 +299,24 @@ func (g *Gateway) estimate(rec *record) tokenUsage {
 		u.Completion = uint64(g.acct.Estimator.Count(rec.delivered))
 	}
 	return u
+}
+
+// appendAnswerText appends the generated text of a non-stream OpenAI answer
+// (each choice's message content, or text for completions) to dst, as raw
+// JSON string text like the stream relay collects it, for estimating the
+// completion tokens of an answer that came without usage.
+func appendAnswerText(dst, answer []byte) []byte {
+	gjson.GetBytes(answer, "choices").ForEach(func(_, ch gjson.Result) bool {
+		v := ch.Get("message.content")
+		if v.Type != gjson.String {
+			v = ch.Get("text")
+		}
+		if v.Type == gjson.String && len(v.Raw) > 2 && len(dst) < maxDelivered {
+			dst = append(dst, v.Raw[1:len(v.Raw)-1]...)
+		}
+		return true
+	})
+	return dst
 }
 
 // event builds the usage event of a finished request.

@@ -239,6 +239,60 @@ func TestUsageEventClientAbortIsEstimated(t *testing.T) {
 	}
 }
 
+// TestMissingUsageIsEstimated: an answer without usage, or with malformed
+// usage, is billed from the tokenizer's count of the prompt and of the
+// answer's text, and marked estimated.
+func TestMissingUsageIsEstimated(t *testing.T) {
+	est := tokenize.New()
+	tests := []struct {
+		name   string
+		stream bool
+		mock   string
+	}{
+		{"non-stream without usage", false, `{"chunks":6,"no_usage":true}`},
+		{"non-stream malformed usage", false, `{"chunks":6,"bad_usage":true}`},
+		{"stream malformed usage", true, `{"chunks":6,"bad_usage":true}`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			a := newAcctRig(t, nil)
+			body := mockChat(tc.stream, tc.mock)
+			resp := a.post("/v1/chat/completions", a.token(nil), body)
+			var text string
+			if tc.stream {
+				for _, e := range readEvents(t, resp.Body) {
+					var c chunk
+					if json.Unmarshal([]byte(e.data), &c) == nil && len(c.Choices) > 0 {
+						text += c.Choices[0].Delta.Content
+					}
+				}
+				resp.Body.Close()
+			} else {
+				var out struct {
+					Choices []struct {
+						Message struct{ Content string } `json:"message"`
+					} `json:"choices"`
+				}
+				if err := json.Unmarshal(readBody(t, resp), &out); err != nil || len(out.Choices) != 1 {
+					t.Fatalf("answer: %v %+v", err, out)
+				}
+				text = out.Choices[0].Message.Content
+			}
+			if resp.StatusCode != 200 || strings.Count(text, " ") != 5 {
+				t.Fatalf("status %d, answer %q", resp.StatusCode, text)
+			}
+			ev := a.events(t, 1)[0]
+			price, _ := pricing.Default().Lookup("mock-gpt")
+			wantIn, wantOut := uint64(est.ChatPrompt([]byte(body))), uint64(est.Count([]byte(text)))
+			want := price.Cost(pricing.Usage{PromptTokens: wantIn, CompletionTokens: wantOut})
+			if !ev.Estimated || ev.PromptTokens != wantIn || ev.CompletionTokens != wantOut || ev.CostNanoUsd != want || want <= 0 {
+				t.Errorf("event estimated %v, tokens %d/%d, cost %d; want estimated, %d/%d, %d",
+					ev.Estimated, ev.PromptTokens, ev.CompletionTokens, ev.CostNanoUsd, wantIn, wantOut, want)
+			}
+		})
+	}
+}
+
 func TestUsageEventUpstreamFailureCostsNothing(t *testing.T) {
 	a := newAcctRig(t, nil)
 	readBody(t, a.post("/v1/chat/completions", a.token(nil), mockChat(false, `{"status":500}`)))

@@ -257,6 +257,9 @@ func (g *Gateway) tryUnary(c *fiber.Ctx, req *fasthttp.Request, rt *route, rec *
 			Message: fmt.Sprintf("provider %s returned a malformed response", rt.up.name)}, 0, err, nil, nil)
 	}
 	rec.usage = u
+	if !u.Reported {
+		rec.delivered = appendAnswerText(rec.delivered[:0], out) // estimated from the answer
+	}
 	rec.status = fiber.StatusOK
 	rec.started = true
 	c.Response().Header.SetContentType(fiber.MIMEApplicationJSON)

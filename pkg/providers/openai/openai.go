@@ -279,26 +279,48 @@ func (p *Provider) ErrorMessage(body []byte) string {
 }
 
 // ParseUsage reads an OpenAI usage object (chat, completions, embeddings
-// and the Responses API's input/output names).
+// and the Responses API's input/output names). Usage that is malformed (no
+// prompt or completion count, or a count that is not a non-negative
+// integer) is not reported, so the gateway estimates it instead of billing
+// made-up numbers.
 func ParseUsage(u gjson.Result) providers.Usage {
 	if !u.IsObject() {
 		return providers.Usage{}
 	}
 	out := providers.Usage{Reported: true}
+	counted := false
 	u.ForEach(func(k, v gjson.Result) bool {
 		switch k.Str {
 		case "prompt_tokens", "input_tokens":
-			out.Prompt = v.Uint()
+			out.Prompt, out.Reported = count(v, out.Reported)
+			counted = true
 		case "completion_tokens", "output_tokens":
-			out.Completion = v.Uint()
+			out.Completion, out.Reported = count(v, out.Reported)
+			counted = true
 		case "prompt_tokens_details", "input_tokens_details":
-			out.Cached = v.Get("cached_tokens").Uint()
+			if c := v.Get("cached_tokens"); c.Exists() && c.Type != gjson.Null {
+				out.Cached, out.Reported = count(c, out.Reported)
+			}
 		case "completion_tokens_details", "output_tokens_details":
-			out.Reasoning = v.Get("reasoning_tokens").Uint()
+			if r := v.Get("reasoning_tokens"); r.Exists() && r.Type != gjson.Null {
+				out.Reasoning, out.Reported = count(r, out.Reported)
+			}
 		}
 		return true
 	})
+	if !out.Reported || !counted {
+		return providers.Usage{}
+	}
 	return out
+}
+
+// count reads a token count: a JSON number that is a non-negative integer.
+// ok stays false once a count was bad.
+func count(v gjson.Result, ok bool) (uint64, bool) {
+	if v.Type != gjson.Number || strings.Trim(v.Raw, "0123456789") != "" {
+		return 0, false
+	}
+	return v.Uint(), ok
 }
 
 // bytesString views b as a string without copying; b must not change while

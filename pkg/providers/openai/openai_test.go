@@ -171,3 +171,38 @@ func TestStreamFailures(t *testing.T) {
 		}
 	}
 }
+
+// TestParseUsage: counts are read under both naming schemes; usage with a
+// count that is not a non-negative integer, or with no count at all, is not
+// reported (the gateway then estimates it).
+func TestParseUsage(t *testing.T) {
+	tests := []struct {
+		name string
+		json string
+		want providers.Usage
+	}{
+		{"chat", `{"prompt_tokens":11,"completion_tokens":8,"total_tokens":19}`, providers.Usage{Prompt: 11, Completion: 8, Reported: true}},
+		{"details", `{"prompt_tokens":11,"completion_tokens":8,"prompt_tokens_details":{"cached_tokens":4},"completion_tokens_details":{"reasoning_tokens":2}}`,
+			providers.Usage{Prompt: 11, Completion: 8, Cached: 4, Reasoning: 2, Reported: true}},
+		{"null details", `{"prompt_tokens":1,"completion_tokens":2,"prompt_tokens_details":null,"completion_tokens_details":{"reasoning_tokens":null}}`,
+			providers.Usage{Prompt: 1, Completion: 2, Reported: true}},
+		{"responses names", `{"input_tokens":5,"output_tokens":6}`, providers.Usage{Prompt: 5, Completion: 6, Reported: true}},
+		{"embeddings", `{"prompt_tokens":7,"total_tokens":7}`, providers.Usage{Prompt: 7, Reported: true}},
+		{"not an object", `"lots"`, providers.Usage{}},
+		{"empty object", `{}`, providers.Usage{}},
+		{"negative", `{"prompt_tokens":-1,"completion_tokens":3}`, providers.Usage{}},
+		{"string count", `{"prompt_tokens":4,"completion_tokens":"many"}`, providers.Usage{}},
+		{"fraction", `{"prompt_tokens":4.5,"completion_tokens":3}`, providers.Usage{}},
+		{"exponent", `{"prompt_tokens":1e3,"completion_tokens":3}`, providers.Usage{}},
+		{"null count", `{"prompt_tokens":null,"completion_tokens":3}`, providers.Usage{}},
+		{"bad cached", `{"prompt_tokens":4,"completion_tokens":3,"prompt_tokens_details":{"cached_tokens":-2}}`, providers.Usage{}},
+		{"the mock's bad usage", `{"prompt_tokens":-1,"completion_tokens":"many","total_tokens":null}`, providers.Usage{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := ParseUsage(gjson.Parse(tt.json)); got != tt.want {
+				t.Errorf("ParseUsage(%s) = %+v, want %+v", tt.json, got, tt.want)
+			}
+		})
+	}
+}
