@@ -104,7 +104,7 @@ func Cases(routes Routes) []Case {
 		{Name: "bad-usage", Model: m, Mock: `{"chunks":6,"bad_usage":true}`, want: estimated,
 			Summary: "usage with counts that are not integers: answer served, billing estimated (the event says so)"},
 		{Name: "429-before-first-byte", Model: m, Stream: true, Mock: `{"chunks":6,"status":429}`, want: fellBack,
-			Settle: 1200 * time.Millisecond,
+			Settle:  1200 * time.Millisecond,
 			Summary: "primary answers 429: the fallback serves the whole stream (2 attempts); billed at the fallback's price"},
 		{Name: "content-filter", Model: m, Mock: `{"refusal":true}`, want: refused("safety system"),
 			Summary: "primary refuses (content policy): no fallback, the client gets 400 with the provider's reason; billed zero"},
@@ -125,7 +125,7 @@ func Cases(routes Routes) []Case {
 		{Name: "garbage-sse", Model: m, Stream: true, Mock: `{"chunks":6,"garbage":true}`, want: cut(0, "upstream_malformed"),
 			Summary: "upstream sends non-SSE bytes: the client gets a clean upstream_malformed error event, no garbage, no [DONE]"},
 		{Name: "unknown-model", Model: routes.UnknownModel, Mock: `{}`,
-			want: want{status: 404, served: servedNone, errCode: "model_not_found", bill: billZero, evStatus: 404, evError: "model_not_found"},
+			want:    want{status: 404, served: servedNone, errCode: "model_not_found", bill: billZero, evStatus: 404, evError: "model_not_found"},
 			Summary: "unknown model: 404 model_not_found before any upstream call; billed zero"},
 	}
 }
