@@ -100,6 +100,11 @@ func commands() map[string]command {
 			summary: "check the signatures and hash chain of statements",
 			setup:   setupStatementVerify,
 		},
+		"verify": {
+			args:    "--gateway URL --token T [--nats URL]",
+			summary: "conformance kit: a fault matrix against a gateway routed at mockllm (routing, fallback, billing, client)",
+			setup:   setupVerify,
+		},
 		"config check": {
 			args:    "FILE",
 			summary: "load and validate a config file, printing every problem",
