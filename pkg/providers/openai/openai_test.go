@@ -1,6 +1,7 @@
 package openai
 
 import (
+	"encoding/json"
 	"slices"
 	"strings"
 	"testing"
@@ -205,4 +206,59 @@ func TestParseUsage(t *testing.T) {
 			}
 		})
 	}
+}
+
+// FuzzParseUsage: usage is reported only when encoding/json reads the same
+// counts as non-negative integers.
+func FuzzParseUsage(f *testing.F) {
+	for _, s := range []string{`{"prompt_tokens":11,"completion_tokens":8}`, `{"input_tokens":5,"output_tokens":6}`,
+		`{"prompt_tokens":-1,"completion_tokens":"many"}`, `{"prompt_tokens":1e3}`, `{}`, `null`,
+		`{"prompt_tokens":3,"completion_tokens":2,"prompt_tokens_details":{"cached_tokens":1}}`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		u := ParseUsage(gjson.Parse(s))
+		if !u.Reported {
+			if u != (providers.Usage{}) {
+				t.Fatalf("unreported usage with counts: %+v", u)
+			}
+			return
+		}
+		var v map[string]json.RawMessage
+		if err := json.Unmarshal([]byte(s), &v); err != nil {
+			return // gjson reads some inputs encoding/json refuses
+		}
+		for _, k := range []struct {
+			names []string
+			got   uint64
+		}{{[]string{"prompt_tokens", "input_tokens"}, u.Prompt}, {[]string{"completion_tokens", "output_tokens"}, u.Completion}} {
+			present := 0
+			for _, name := range k.names {
+				raw, ok := v[name]
+				if !ok {
+					continue
+				}
+				present++
+				var n uint64
+				if err := json.Unmarshal(raw, &n); err != nil {
+					t.Fatalf("%s reported from %s, which is not a non-negative integer: %v", name, raw, err)
+				}
+				if present == 1 && n != k.got && !dupKeys(s) {
+					t.Fatalf("%s = %d, encoding/json reads %s", name, k.got, raw)
+				}
+			}
+		}
+	})
+}
+
+// dupKeys reports whether s may repeat a key (the parsers disagree on which
+// one wins): it names a count key twice.
+func dupKeys(s string) bool {
+	for _, k := range []string{"prompt_tokens", "input_tokens", "completion_tokens", "output_tokens"} {
+		if strings.Count(s, k) > 1 {
+			return true
+		}
+	}
+	return strings.Contains(s, "prompt_tokens") && strings.Contains(s, "input_tokens") ||
+		strings.Contains(s, "completion_tokens") && strings.Contains(s, "output_tokens")
 }
