@@ -24,9 +24,10 @@ const maxLedgerGroups = 100_000
 // generated, or a stream whose last event was written. Served answers that
 // reported usage are itemised in Answers, grouped by model and token counts
 // (prices round per request, so costs are computed per group, never from
-// summed tokens); served answers without usage (no_usage) are counted in
-// WithoutUsage, since the gateway bills them from its own estimate. Injected
-// status errors and garbage are no answer at all; streams that did not reach
+// summed tokens); served answers without usage (no_usage, or bad_usage:
+// malformed usage) are counted in WithoutUsage, since the gateway bills them
+// from its own estimate. Injected status errors, refusals, context overflows
+// and garbage are no answer at all; streams that did not reach
 // their end (cut, error event, or the reader went away) are counted in
 // Incomplete and are not served either.
 type Ledger struct {
