@@ -327,6 +327,8 @@ func TestBudgetStopsSpending(t *testing.T) {
 		c.Budgets = []config.BudgetLimit{{Scope: "dept", Value: "research", AmountUSD: "0.0005", Period: "month"}}
 		// 200 clients on a shared 2-core machine under -race: allow time.
 		c.Providers[0].Timeouts.Total = time.Minute
+		c.Providers[0].Timeouts.Connect = time.Minute
+		c.Providers[0].Timeouts.FirstByte = time.Minute
 	})
 	tok := a.token(nil)
 	body := `{"model":"mock-gpt","max_tokens":8,"messages":[{"role":"user","content":"spend some money please"}],"mock":{"chunks":8}}`
@@ -555,7 +557,7 @@ func TestStreamEndingsAreBilled(t *testing.T) {
 		{"finish reason without done", finishNoDone, "", 200, "", true, 1},
 		{"upstream cut mid-stream", "", `{"chunks":10,"cut_after":3}`, 200, "upstream_stream_cut", true, 3},
 		{"upstream error event", "", `{"chunks":10,"error_event_after":2}`, 200, "upstream_error", true, 2},
-		{"idle timeout", "", `{"chunks":4,"chunk_delay_ms":900}`, 200, "upstream_timeout", true, 1},
+		{"idle timeout", "", `{"chunks":4,"chunk_delay_ms":2500}`, 200, "upstream_timeout", true, 1},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -196,8 +196,8 @@ func TestErrors(t *testing.T) {
 		{"upstream 401", "/v1/chat/completions", good, mockChat(false, `{"status":401}`), nil, 502, typeUpstream, "upstream_auth_failed", ""},
 		{"upstream 400", "/v1/chat/completions", good, mockChat(false, `{"status":400}`), nil, 400, typeInvalidRequest, "upstream_rejected", ""},
 		{"upstream garbage", "/v1/chat/completions", good, mockChat(false, `{"garbage":true}`), nil, 502, typeUpstream, "upstream_malformed", ""},
-		{"upstream too slow", "/v1/chat/completions", good, mockChat(false, `{"latency_ms":3000}`), nil, 504, typeTimeout, "upstream_timeout", ""},
-		{"stream first byte too slow", "/v1/chat/completions", good, mockChat(true, `{"latency_ms":1500}`), nil, 504, typeTimeout, "upstream_timeout", ""},
+		{"upstream too slow", "/v1/chat/completions", good, mockChat(false, `{"latency_ms":3500}`), nil, 504, typeTimeout, "upstream_timeout", ""},
+		{"stream first byte too slow", "/v1/chat/completions", good, mockChat(true, `{"latency_ms":3500}`), nil, 504, typeTimeout, "upstream_timeout", ""},
 		{"stream upstream 500", "/v1/chat/completions", good, mockChat(true, `{"status":500}`), nil, 502, typeUpstream, "upstream_error", ""},
 	}
 	for _, tc := range tests {

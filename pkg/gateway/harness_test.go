@@ -83,7 +83,7 @@ providers:
     kind: openai
     base_url: ` + mockURL + `
     api_key: ` + testProvKey + `
-    timeouts: {connect: 1s, first_byte: 1s, idle: 400ms, total: 2s}
+    timeouts: {connect: 5s, first_byte: 2s, idle: 1500ms, total: 3s}
   - name: renamed
     kind: openai
     base_url: ` + mockURL + `

@@ -154,7 +154,7 @@ func TestStreamFailuresAfterFirstByte(t *testing.T) {
 		{"cut mid-stream", `{"chunks":10,"cut_after":3}`, nil, "upstream_stream_cut", 3},
 		{"garbage mid-stream", `{"chunks":10,"cut_after":2,"garbage":true}`, nil, "upstream_malformed", 2},
 		{"error event mid-stream", `{"chunks":10,"error_event_after":4}`, nil, "upstream_error", 4},
-		{"idle timeout", `{"chunks":4,"chunk_delay_ms":900}`, nil, "upstream_timeout", 1},
+		{"idle timeout", `{"chunks":4,"chunk_delay_ms":2500}`, nil, "upstream_timeout", 1},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
