@@ -90,6 +90,7 @@ type Gateway struct {
 	circuit    *prometheus.GaugeVec
 	unpriced   *prometheus.CounterVec
 	aborts     *prometheus.CounterVec
+	hedges     *prometheus.CounterVec
 	revocation prometheus.Histogram
 
 	routesMu sync.Mutex
@@ -153,6 +154,10 @@ func New(reg prometheus.Registerer, o Options) (*Gateway, error) {
 			Name: "tollgate_client_aborts_total",
 			Help: "Requests whose client went away before the answer ended.",
 		}, []string{"model"}),
+		hedges: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tollgate_hedges_total",
+			Help: "Hedged requests, by model and event: started (a second call raced a slow first one), won (the second call answered first), cancelled (a losing call was cancelled and its connection closed).",
+		}, []string{"model", "event"}),
 		revocation: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "tollgate_revocation_propagation_seconds",
 			Help:    "Time from a token revocation being issued to this gateway applying it.",
@@ -167,7 +172,7 @@ func New(reg prometheus.Registerer, o Options) (*Gateway, error) {
 		g.shards[i].m = map[usageKey]*usageChildren{}
 	}
 	for _, c := range []prometheus.Collector{g.requests, g.duration, g.upstream, g.ttft, g.overhead,
-		g.tokens, g.cost, g.fallbacks, g.retries, g.circuit, g.unpriced, g.aborts, g.revocation} {
+		g.tokens, g.cost, g.fallbacks, g.retries, g.circuit, g.unpriced, g.aborts, g.hedges, g.revocation} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register gateway metrics: %w", err)
 		}
@@ -187,6 +192,23 @@ func NewRegistry() *prometheus.Registry {
 // Fallbacks are rare, so it looks the child up on each call.
 func (g *Gateway) Fallback(model, from, to string) {
 	g.fallbacks.WithLabelValues(model, from, to).Inc()
+}
+
+// HedgeEvent is the event label of tollgate_hedges_total.
+type HedgeEvent string
+
+// The events of a hedged request.
+const (
+	HedgeStarted   HedgeEvent = "started"   // a second call started because the first was slow
+	HedgeWon       HedgeEvent = "won"       // the second call answered first
+	HedgeCancelled HedgeEvent = "cancelled" // a losing call was cancelled (its connection closed)
+)
+
+// Hedge counts one event of a hedged request for model. Hedges are rare
+// (only slow calls of models with hedging on), so it looks the child up on
+// each call.
+func (g *Gateway) Hedge(model string, e HedgeEvent) {
+	g.hedges.WithLabelValues(model, string(e)).Inc()
 }
 
 // Retry counts a retried upstream call to provider.

@@ -401,6 +401,11 @@ func TestRoutingMetrics(t *testing.T) {
 	g.Fallback("gpt-4o", "openai/gpt-4o", "azure/gpt-4o")
 	g.Fallback("gpt-4o", "openai/gpt-4o", "azure/gpt-4o")
 	g.Retry("openai")
+	g.Hedge("gpt-4o", HedgeStarted)
+	g.Hedge("gpt-4o", HedgeStarted)
+	g.Hedge("gpt-4o", HedgeWon)
+	g.Hedge("gpt-4o", HedgeCancelled)
+	g.Hedge("gpt-4o", HedgeCancelled)
 	g.SetCircuit("openai/gpt-4o", CircuitOpen)
 	g.SetCircuit("azure/gpt-4o", CircuitHalfOpen)
 	g.SetCircuit("azure/gpt-4o", CircuitClosed)
@@ -413,6 +418,9 @@ func TestRoutingMetrics(t *testing.T) {
 	}{
 		{"fallbacks", "tollgate_fallbacks_total", map[string]string{"model": "gpt-4o", "from": "openai/gpt-4o", "to": "azure/gpt-4o"}, 2},
 		{"retries", "tollgate_retries_total", map[string]string{"provider": "openai"}, 1},
+		{"hedges started", "tollgate_hedges_total", map[string]string{"model": "gpt-4o", "event": "started"}, 2},
+		{"hedges won", "tollgate_hedges_total", map[string]string{"model": "gpt-4o", "event": "won"}, 1},
+		{"losers cancelled", "tollgate_hedges_total", map[string]string{"model": "gpt-4o", "event": "cancelled"}, 2},
 		{"open circuit", "tollgate_circuit_state", map[string]string{"target": "openai/gpt-4o"}, 2},
 		{"closed again", "tollgate_circuit_state", map[string]string{"target": "azure/gpt-4o"}, 0},
 	}
@@ -526,6 +534,7 @@ func TestNamesPassLint(t *testing.T) {
 	g.Tokens("eng", "m", 1, 1, 1, 1, 1)
 	g.Fallback("m", "a", "b")
 	g.Retry("p")
+	g.Hedge("m", HedgeWon)
 	g.SetCircuit("a", CircuitOpen)
 	g.RevocationPropagated(time.Second)
 	if err := RegisterPublisher(reg, func() PublisherStats { return PublisherStats{} }); err != nil {

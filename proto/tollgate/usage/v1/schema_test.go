@@ -25,7 +25,7 @@ func TestFieldNumbersAreStable(t *testing.T) {
 				"event_id": 1, "request_id": 2, "timestamp": 3,
 				"issuer": 10, "subject": 11, "key_id": 12, "dept": 13, "team": 14, "project": 15,
 				"requested_model": 20, "served_model": 21, "provider": 22, "deployment": 23,
-				"attempts": 24, "fallbacks": 25, "route": 26,
+				"attempts": 24, "fallbacks": 25, "route": 26, "hedged": 27,
 				"prompt_tokens": 30, "completion_tokens": 31, "cached_tokens": 32,
 				"reasoning_tokens": 33, "estimated": 34,
 				"cost_nano_usd": 40, "pricing_version": 41,

@@ -77,6 +77,11 @@ type UsageEvent struct {
 	Fallbacks []string `protobuf:"bytes,25,rep,name=fallbacks,proto3" json:"fallbacks,omitempty"`
 	// Name of the route (model entry) that selected the targets.
 	Route string `protobuf:"bytes,26,opt,name=route,proto3" json:"route,omitempty"`
+	// True when the request was hedged: its first call had no first byte
+	// within the model's hedge.after, so a second call raced it. The one
+	// that answered first served the request (deployment); the other was
+	// cancelled and is listed in fallbacks. attempts counts both.
+	Hedged bool `protobuf:"varint,27,opt,name=hedged,proto3" json:"hedged,omitempty"`
 	// Input tokens, including cached_tokens.
 	PromptTokens uint64 `protobuf:"varint,30,opt,name=prompt_tokens,json=promptTokens,proto3" json:"prompt_tokens,omitempty"`
 	// Output tokens, including reasoning_tokens.
@@ -271,6 +276,13 @@ func (x *UsageEvent) GetRoute() string {
 		return x.Route
 	}
 	return ""
+}
+
+func (x *UsageEvent) GetHedged() bool {
+	if x != nil {
+		return x.Hedged
+	}
+	return false
 }
 
 func (x *UsageEvent) GetPromptTokens() uint64 {
@@ -543,7 +555,7 @@ var File_tollgate_usage_v1_usage_proto protoreflect.FileDescriptor
 
 const file_tollgate_usage_v1_usage_proto_rawDesc = "" +
 	"\n" +
-	"\x1dtollgate/usage/v1/usage.proto\x12\x11tollgate.usage.v1\"\xea\b\n" +
+	"\x1dtollgate/usage/v1/usage.proto\x12\x11tollgate.usage.v1\"\x82\t\n" +
 	"\n" +
 	"UsageEvent\x12\x19\n" +
 	"\bevent_id\x18\x01 \x01(\tR\aeventId\x12\x1d\n" +
@@ -565,7 +577,8 @@ const file_tollgate_usage_v1_usage_proto_rawDesc = "" +
 	"deployment\x12\x1a\n" +
 	"\battempts\x18\x18 \x01(\rR\battempts\x12\x1c\n" +
 	"\tfallbacks\x18\x19 \x03(\tR\tfallbacks\x12\x14\n" +
-	"\x05route\x18\x1a \x01(\tR\x05route\x12#\n" +
+	"\x05route\x18\x1a \x01(\tR\x05route\x12\x16\n" +
+	"\x06hedged\x18\x1b \x01(\bR\x06hedged\x12#\n" +
 	"\rprompt_tokens\x18\x1e \x01(\x04R\fpromptTokens\x12+\n" +
 	"\x11completion_tokens\x18\x1f \x01(\x04R\x10completionTokens\x12#\n" +
 	"\rcached_tokens\x18  \x01(\x04R\fcachedTokens\x12)\n" +
