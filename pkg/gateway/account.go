@@ -365,6 +365,7 @@ func (g *Gateway) event(rec *record, u tokenUsage, estimated bool, cost int64) *
 		ev.Attempts = uint32(rec.attempts)
 	}
 	ev.Fallbacks = rec.fallbacks
+	ev.Hedged = rec.hedged
 	ev.DegradationStep = rec.degradation
 	if rec.cache != nil && rec.cache.hit {
 		ev.CacheHit = true

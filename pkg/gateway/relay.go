@@ -320,7 +320,13 @@ func (r *relay) CloseWithError(err error) error {
 		case r.rec.errType != "":
 			o.Class = router.ServerError
 		}
-		r.attempt.Done(o, r.rec.ttft)
+		// The router's latency sample is this call's own time to first
+		// token, not the request's (earlier calls, a hedge's delay).
+		ttft := r.rec.ttft
+		if ttft > 0 {
+			ttft = max(ttft-r.upStart.Sub(r.rec.start), time.Microsecond)
+		}
+		r.attempt.Done(o, ttft)
 		r.rec.fallbacks = r.plan.Fallbacks()
 		r.plan.Release()
 	}

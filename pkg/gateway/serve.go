@@ -49,6 +49,7 @@ type record struct {
 	cachedModel    string // model and provider of a cache hit's original answer
 	cachedProvider string
 	attempts       int
+	hedged         bool     // a second call raced a slow first one
 	lastTarget     string   // provider/model of the latest attempt
 	fallbacks      []string // targets tried before the one that served
 	anthropic      bool     // the client speaks the Anthropic format (/v1/messages)
@@ -155,17 +156,7 @@ func (g *Gateway) attempts(c *fiber.Ctx, st *state, plan *router.Plan, rec *reco
 			}
 			continue
 		}
-		call := providers.Call{
-			Endpoint: rec.endpoint, Body: body, Model: rt.upstreamModel,
-			ModelRaw: info.modelRaw, ModelIdx: info.modelIdx,
-			Stream: info.stream, IncludeUsage: info.includeUsage,
-			StreamOptionsRaw: info.streamOpts, StreamOptionsIdx: info.streamOptIdx,
-			MaxTokens: info.maxTokens, ClampMaxTokens: rec.adm.clamp, RequestID: c.Response().Header.Peek(headerRequestID),
-			Header: &c.Request().Header,
-		}
-		if rt.upstreamModel != info.model {
-			call.ModelJSON = rt.modelJSON
-		}
+		call := g.newCall(c, rec, info, rt, body)
 		req := fasthttp.AcquireRequest()
 		if err := rt.up.prov.Build(req, &call); err != nil {
 			fasthttp.ReleaseRequest(req)
@@ -187,19 +178,26 @@ func (g *Gateway) attempts(c *fiber.Ctx, st *state, plan *router.Plan, rec *reco
 		c.Set("x-tollgate-model", rt.upstreamModel)
 		c.Set("x-tollgate-provider", rt.up.name)
 		c.Set("x-tollgate-attempts", strconv.Itoa(rec.attempts))
+		after := plan.HedgeAfter()
+		if after > 0 || plan.Route().Config().Hedge.After != "" {
+			c.Set(headerHedged, strconv.FormatBool(rec.hedged))
+		}
 		var res attemptResult
-		if info.stream {
+		switch {
+		case after > 0:
+			res = g.tryHedged(c, st, plan, a, req, rt, rec, &call, info, after, aspan)
+		case info.stream:
 			res = g.tryStream(c, req, rt, rec, &call, a, plan)
-		} else {
-			res = g.tryUnary(c, req, rt, rec, &call)
+		default:
+			res = g.tryUnary(c, req, rt, rec, &call, a, plan)
 		}
 		if res.aerr == nil {
+			rt = rec.route // a hedge may have served it
 			aspan.SetGenAI(tracing.GenAI{System: rt.up.kind, RequestModel: rec.model, ResponseModel: rt.upstreamModel,
 				InputTokens: int64(rec.usage.Prompt), OutputTokens: int64(rec.usage.Completion)})
 			aspan.SetStatus(fiber.StatusOK, "")
 			aspan.End()
 			if !info.stream {
-				a.Done(router.Outcome{Class: router.Success}, 0)
 				plan.Release()
 			}
 			return nil
@@ -222,6 +220,22 @@ func (g *Gateway) attempts(c *fiber.Ctx, st *state, plan *router.Plan, rec *reco
 	return g.fail(c, rec, last)
 }
 
+// newCall describes the upstream call of a request to target rt.
+func (g *Gateway) newCall(c *fiber.Ctx, rec *record, info *reqInfo, rt *route, body []byte) providers.Call {
+	call := providers.Call{
+		Endpoint: rec.endpoint, Body: body, Model: rt.upstreamModel,
+		ModelRaw: info.modelRaw, ModelIdx: info.modelIdx,
+		Stream: info.stream, IncludeUsage: info.includeUsage,
+		StreamOptionsRaw: info.streamOpts, StreamOptionsIdx: info.streamOptIdx,
+		MaxTokens: info.maxTokens, ClampMaxTokens: rec.adm.clamp, RequestID: c.Response().Header.Peek(headerRequestID),
+		Header: &c.Request().Header,
+	}
+	if rt.upstreamModel != info.model {
+		call.ModelJSON = rt.modelJSON
+	}
+	return call
+}
+
 // attemptResult is how one upstream call ended before the client got
 // anything: aerr is nil when the answer went out (or is streaming).
 type attemptResult struct {
@@ -236,16 +250,24 @@ func failed(aerr *apiError, status int, err error, body, retryAfter []byte) atte
 
 // tryUnary makes one non-stream call. On success the upstream body is
 // handed to the client without copying and the request is finished.
-func (g *Gateway) tryUnary(c *fiber.Ctx, req *fasthttp.Request, rt *route, rec *record, call *providers.Call) attemptResult {
+func (g *Gateway) tryUnary(c *fiber.Ctx, req *fasthttp.Request, rt *route, rec *record, call *providers.Call, a *router.Attempt, plan *router.Plan) attemptResult {
 	resp := fasthttp.AcquireResponse()
 	defer fasthttp.ReleaseResponse(resp)
 	upStart := time.Now()
 	err := rt.up.hc.DoDeadline(req, resp, rec.start.Add(rt.up.timeouts.Total))
 	fasthttp.ReleaseRequest(req)
-	rec.upstream += time.Since(upStart)
+	took := time.Since(upStart)
+	rec.upstream += took
 	if err != nil {
 		return failed(rt.up.classify(err), 0, err, nil, nil)
 	}
+	return g.answerUnary(c, resp, rt, rec, call, a, plan, took)
+}
+
+// answerUnary answers a non-stream call's response. On success the attempt
+// is reported (took is its latency sample), the answer goes to the client
+// and the request is finished.
+func (g *Gateway) answerUnary(c *fiber.Ctx, resp *fasthttp.Response, rt *route, rec *record, call *providers.Call, a *router.Attempt, plan *router.Plan, took time.Duration) attemptResult {
 	if st := resp.StatusCode(); st != fasthttp.StatusOK {
 		ra := append([]byte(nil), resp.Header.Peek(fiber.HeaderRetryAfter)...)
 		return failed(rt.up.statusError(st, resp.Body(), ra), st, nil, resp.Body(), ra)
@@ -262,6 +284,10 @@ func (g *Gateway) tryUnary(c *fiber.Ctx, req *fasthttp.Request, rt *route, rec *
 	}
 	rec.status = fiber.StatusOK
 	rec.started = true
+	a.Done(router.Outcome{Class: router.Success}, took)
+	if rec.attempts > 1 {
+		rec.fallbacks = plan.Fallbacks()
+	}
 	c.Response().Header.SetContentType(fiber.MIMEApplicationJSON)
 	g.storeUnary(rec, out) // Put copies before it returns
 	if len(out) > 0 && len(body) > 0 && &out[0] == &body[0] {
@@ -301,10 +327,21 @@ func (g *Gateway) startStream(c *fiber.Ctx, req *fasthttp.Request, rt *route, re
 	t := rt.up.timeouts
 	err := rt.up.hc.DoDeadline(req, resp, rec.start.Add(min(t.FirstByte, t.Total)))
 	fasthttp.ReleaseRequest(req)
+	r, res := g.openStream(resp, err, rt, rec, upStart, call, s, enc)
+	if r == nil {
+		return res
+	}
+	g.commitStream(c, r, rec, a, plan)
+	return attemptResult{}
+}
+
+// openStream checks a streamed call's answer and reads its first event. It
+// owns resp, s and enc: on failure (nil relay) they are released.
+func (g *Gateway) openStream(resp *fasthttp.Response, err error, rt *route, rec *record, upStart time.Time, call *providers.Call, s providers.Stream, enc *anthropic.Encoder) (*relay, attemptResult) {
 	if err != nil {
 		fasthttp.ReleaseResponse(resp)
 		releaseStream(s, enc)
-		return failed(rt.up.classify(err), 0, err, nil, nil)
+		return nil, failed(rt.up.classify(err), 0, err, nil, nil)
 	}
 	if st := resp.StatusCode(); st != fasthttp.StatusOK {
 		body, _ := io.ReadAll(io.LimitReader(resp.BodyStream(), 64<<10))
@@ -313,7 +350,7 @@ func (g *Gateway) startStream(c *fiber.Ctx, req *fasthttp.Request, rt *route, re
 		_ = resp.CloseBodyStream()
 		fasthttp.ReleaseResponse(resp)
 		releaseStream(s, enc)
-		return failed(aerr, st, nil, body, ra)
+		return nil, failed(aerr, st, nil, body, ra)
 	}
 	r := g.newRelay(resp, rt, *rec, upStart, call, s, enc)
 	if aerr := r.prime(); aerr != nil {
@@ -321,10 +358,16 @@ func (g *Gateway) startStream(c *fiber.Ctx, req *fasthttp.Request, rt *route, re
 		// Failing before the first event is a failure before the first byte.
 		st := aerr.Status
 		if aerr.Code == "upstream_timeout" {
-			return failed(aerr, 0, context.DeadlineExceeded, nil, nil)
+			return nil, failed(aerr, 0, context.DeadlineExceeded, nil, nil)
 		}
-		return failed(aerr, st, nil, []byte(aerr.Message), nil)
+		return nil, failed(aerr, st, nil, []byte(aerr.Message), nil)
 	}
+	return r, attemptResult{}
+}
+
+// commitStream hands a primed stream to the client: the relay owns the
+// response, the attempt and the plan until the stream ends.
+func (g *Gateway) commitStream(c *fiber.Ctx, r *relay, rec *record, a *router.Attempt, plan *router.Plan) {
 	r.attempt, r.plan = a, plan
 	if rec.cache != nil && rec.cache.put && g.cache != nil {
 		r.cached = &respcache.Entry{Stream: true}
@@ -337,7 +380,6 @@ func (g *Gateway) startStream(c *fiber.Ctx, req *fasthttp.Request, rt *route, re
 	c.Set("X-Accel-Buffering", "no")
 	c.Context().SetBodyStream(r, -1)
 	r.watch = watchClient(c.Context().Conn(), r.clientGone)
-	return attemptResult{}
 }
 
 // releaseStream releases decoders of a stream that never started.
@@ -397,6 +439,9 @@ func (g *Gateway) finish(rec *record) {
 	}
 	if rec.clientAborted {
 		attrs = append(attrs, "client_aborted", true)
+	}
+	if rec.hedged {
+		attrs = append(attrs, "hedged", true)
 	}
 	g.log.Info("request", attrs...)
 }

@@ -30,6 +30,7 @@ type upstream struct {
 	secrets   []string // to scrub from upstream error text
 	apiKeyEnv string
 	timeouts  config.Timeouts
+	legs      legTransport // hands hedged calls their connection
 }
 
 // defaultBaseURL is where a kind's public API lives when base_url is unset.
@@ -104,6 +105,7 @@ func newUpstream(p config.Provider) (*upstream, error) {
 		RetryIfErr: func(_ *fasthttp.Request, attempts int, err error) (bool, bool) {
 			return false, attempts == 1 && staleConn(err)
 		},
+		Transport:              &up.legs,
 		ReadBufferSize:         16 << 10,
 		WriteBufferSize:        16 << 10,
 		DisablePathNormalizing: true,
