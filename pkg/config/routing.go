@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
@@ -76,7 +77,8 @@ type Circuit struct {
 type Hedge struct {
 	// After is the delay: a duration ("2s"), or "p95" for the target's
 	// observed 95th percentile time to first token (no hedge until it has
-	// answered 20 requests). Empty (default): no hedging.
+	// answered 20 requests). Empty (default): no hedging. The model needs
+	// a second target to race, its own or a fallback's.
 	After string `yaml:"after"`
 }
 
@@ -235,13 +237,13 @@ func (v *validator) routing(r *Routing, ms []Model) {
 		v.fallbackModel("routing.default_fallback", r.DefaultFallback, nil, byName)
 	}
 	for i := range ms {
-		v.modelRouting(fmt.Sprintf("models[%d]", i), &ms[i], byName)
+		v.modelRouting(fmt.Sprintf("models[%d]", i), &ms[i], byName, r.DefaultFallback)
 	}
 }
 
 // modelRouting checks one model's routing fields; byName resolves names and
-// aliases.
-func (v *validator) modelRouting(p string, m *Model, byName map[string]*Model) {
+// aliases, def is routing.default_fallback.
+func (v *validator) modelRouting(p string, m *Model, byName map[string]*Model, def string) {
 	v.oneOf(p+".strategy", "strategy", m.Strategy, Strategies()...)
 	if len(m.Targets) > MaxTargets {
 		v.addf(p+".targets", "at most %d targets (got %d)", MaxTargets, len(m.Targets))
@@ -274,8 +276,26 @@ func (v *validator) modelRouting(p string, m *Model, byName map[string]*Model) {
 			v.addf(p+".hedge.after", "%q is neither a positive duration nor %q", h, HedgeP95)
 		}
 	}
+	if m.Hedge.After != "" && raceTargets(m, byName, def) < 2 {
+		v.addf(p+".hedge.after", "nothing to race: the model has one target and no fallback with another")
+	}
 	v.duration(p+".cache.ttl", m.Cache.TTL)
 	v.oneOf(p+".cache.bill", "bill", m.Cache.Bill, CacheBillZero, CacheBillFull)
+}
+
+// raceTargets counts the targets a hedge of m may use: its own, its
+// fallbacks' and the default fallback's (when of m's type).
+func raceTargets(m *Model, byName map[string]*Model, def string) int {
+	n := len(m.Targets)
+	for _, f := range m.Fallbacks {
+		if fm := byName[f]; fm != nil && fm != m {
+			n += len(fm.Targets)
+		}
+	}
+	if dm := byName[def]; dm != nil && dm != m && (dm.Type == ModelTypeEmbeddings) == (m.Type == ModelTypeEmbeddings) && !slices.Contains(m.Fallbacks, def) {
+		n += len(dm.Targets)
+	}
+	return n
 }
 
 // fallbackModel checks that name is a model (or alias) other than from, not

@@ -143,6 +143,16 @@ func TestValidateRouting(t *testing.T) {
 		{"cooldown", func(c *Config) { c.Routing.Circuit.Cooldown = -1 }, "routing.circuit.cooldown: must not be negative"},
 		{"hedge", func(c *Config) { c.Models[0].Hedge.After = "p99" }, `models[0].hedge.after: "p99" is neither a positive duration nor "p95"`},
 		{"hedge zero", func(c *Config) { c.Models[0].Hedge.After = "0s" }, "models[0].hedge.after"},
+		{"hedge with nothing to race", func(c *Config) { c.Models[0].Hedge.After = "2s" }, "models[0].hedge.after: nothing to race"},
+		{"hedge on a second target", func(c *Config) { c.Models[1].Hedge.After = "p95" }, ""},
+		{"hedge on a fallback", func(c *Config) {
+			c.Models = append(c.Models, Model{Name: "m2", Targets: []Target{{Provider: "mock"}}})
+			c.Models[0].Fallbacks, c.Models[0].Hedge.After = []string{"m2"}, "1s"
+		}, ""},
+		{"hedge on the default fallback", func(c *Config) {
+			c.Models = append(c.Models, Model{Name: "m2", Targets: []Target{{Provider: "mock"}}})
+			c.Routing.DefaultFallback, c.Models[0].Hedge.After = "m2", "1s"
+		}, ""},
 		{"cache ttl", func(c *Config) { c.Models[0].Cache.TTL = -time.Minute }, "models[0].cache.ttl: must not be negative"},
 		{"cache bill", func(c *Config) { c.Models[0].Cache.Bill = "half" }, `models[0].cache.bill: unknown bill "half"`},
 		{"too many targets", func(c *Config) { c.Models[0].Targets = make([]Target, 65) }, "models[0].targets: at most 64 targets"},

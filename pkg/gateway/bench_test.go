@@ -35,11 +35,20 @@ var benchCompletion = []byte(`{"id":"chatcmpl-1","object":"chat.completion","cre
 // gateway's handler (fiber routing, cached-token auth, parse, route, body
 // edit, upstream call over loopback, response hand-off), without the client
 // socket. Expected: about 10 allocs/op, of which the gateway's own code
-// makes the request id and the parse closure.
+// makes the request id and the parse closure. "hedge-armed" is a model
+// with hedging on whose first call answers in time: the cost of arming a
+// hedge (a goroutine, a timer, a copy of the body) without making one.
+// Models without hedging pay nothing for it (same-model).
 func BenchmarkNonStreamRequest(b *testing.B) {
-	for _, tc := range []struct{ name, model string }{{"same-model", "mock-gpt"}, {"renamed-model", "alias-gpt"}} {
+	for _, tc := range []struct{ name, model string }{{"same-model", "mock-gpt"}, {"renamed-model", "alias-gpt"}, {"hedge-armed", "hedged-gpt"}} {
 		b.Run(tc.name, func(b *testing.B) {
-			r := newRigFor(b, nil, fixedUpstream(b, benchCompletion), func(c *config.Config) { c.Log.Requests = false })
+			r := newRigFor(b, nil, fixedUpstream(b, benchCompletion), func(c *config.Config) {
+				c.Log.Requests = false
+				c.Models = append(c.Models, config.Model{Name: "hedged-gpt", Strategy: config.StrategyOrdered,
+					Targets: []config.Target{{Provider: "mock", Model: "mock-gpt"}, {Provider: "renamed", Model: "mock-gpt"}},
+					Hedge:   config.Hedge{After: "10s"}})
+				c.ApplyDefaults()
+			})
 			r.gw.logRequests = false
 			body := []byte(`{"model":"` + tc.model + `","messages":[{"role":"user","content":"` + strings.Repeat("word ", 200) + `"}]}`)
 			tok := r.token(nil)

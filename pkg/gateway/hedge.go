@@ -305,10 +305,8 @@ func (g *Gateway) tryHedged(c *fiber.Ctx, st *state, plan *router.Plan, a *route
 			}
 			l.res.outcome.RetryAfter = router.ParseRetryAfter(l.res.retryAfter, time.Now())
 			l.a.Done(l.res.outcome, 0)
-			if l != first {
-				l.span.SetStatus(l.res.aerr.Status, l.res.aerr.Code)
-				l.span.End()
-			}
+			l.span.SetStatus(l.res.aerr.Status, l.res.aerr.Code)
+			l.span.End()
 			last = l.res
 		}
 	}
@@ -391,14 +389,9 @@ func (g *Gateway) startHedge(c *fiber.Ctx, st *state, plan *router.Plan, rec *re
 		return nil
 	}
 	rt := st.target(g, h, rec.endpoint)
-	rec.attempts++
-	rec.hedged = true
+	rec.attempts++ // the router counts the call even when it cannot be made
 	c.Set("x-tollgate-attempts", strconv.Itoa(rec.attempts))
-	c.Set(headerHedged, "true")
 	h.Start()
-	if g.metrics != nil {
-		g.metrics.Hedge(rec.model, metrics.HedgeStarted)
-	}
 	if !rt.up.hasKey {
 		h.Done(router.Outcome{Class: router.Auth}, 0)
 		return nil
@@ -415,6 +408,11 @@ func (g *Gateway) startHedge(c *fiber.Ctx, st *state, plan *router.Plan, rec *re
 	}
 	actx, span := g.tracer.StartAttempt(rec.traceCtx, rt.up.kind, rt.upstreamModel, rec.attempts)
 	g.tracer.Inject(actx, &req.Header)
+	rec.hedged = true
+	c.Set(headerHedged, "true")
+	if g.metrics != nil {
+		g.metrics.Hedge(plan.Route().Name(), metrics.HedgeStarted)
+	}
 	return g.newLeg(h, rt, req, &call, body, rec, info.stream, span)
 }
 
@@ -434,11 +432,11 @@ func (g *Gateway) hedgeWon(c *fiber.Ctx, plan *router.Plan, rec *record, legs [2
 		o.span.SetStatus(StatusClientClosed, "hedge_lost")
 		o.span.End()
 		if g.metrics != nil {
-			g.metrics.Hedge(rec.model, metrics.HedgeCancelled)
+			g.metrics.Hedge(plan.Route().Name(), metrics.HedgeCancelled)
 		}
 	}
 	if g.metrics != nil && w.a.Hedge {
-		g.metrics.Hedge(rec.model, metrics.HedgeWon)
+		g.metrics.Hedge(plan.Route().Name(), metrics.HedgeWon)
 	}
 	if legs[1] != nil {
 		g.log.Debug("hedged request", "request_id", rec.requestID, "model", rec.model, "after", after,

@@ -22,7 +22,6 @@ func TestHedge(t *testing.T) {
 		{name: "p95 needs samples", hedge: "p95", targets: targets("a", "b"), samples: 19},
 		{name: "p95 of the target", hedge: "p95", targets: targets("a", "b"), samples: 100, wantAfter: 95 * time.Millisecond, wantHedge: "b/m"},
 		{name: "p95 of recent samples only", hedge: "p95", targets: targets("a", "b"), samples: 1000, wantAfter: 994 * time.Millisecond, wantHedge: "b/m"},
-		{name: "one target, nothing to race", hedge: "2s", targets: targets("a")},
 		{name: "hedge on a fallback model", hedge: "2s", targets: targets("a"), fallbacks: []string{"f"}, wantAfter: 2 * time.Second, wantHedge: "c/f"},
 	}
 	for _, tt := range tests {
