@@ -1,0 +1,222 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/tollgate/tollgate/pkg/budget"
+	usagev1 "github.com/tollgate/tollgate/proto/tollgate/usage/v1"
+)
+
+// counts is what each store holds for one scenario's department.
+type counts struct {
+	// StreamMsgs counts messages on tollgate.usage.<dept>; StreamUnique the
+	// distinct request ids among them.
+	StreamMsgs, StreamUnique int64
+	StreamCost               int64 // nano-USD, over distinct request ids
+	// StreamMaxCost is the largest cost of one event.
+	StreamMaxCost int64
+	// CHRows counts rows in tollgate.usage_events (without FINAL, so an
+	// uncollapsed duplicate shows), CHUnique the distinct request ids.
+	CHRows, CHUnique int64
+	CHCost           int64
+	// BudgetRequests and BudgetCost are the dept's all-time spend total in
+	// the KV bucket tollgate_spend.
+	BudgetRequests, BudgetCost int64
+}
+
+// agree reports whether the stream, ClickHouse and the spend total hold
+// the same events, once each.
+func (c counts) agree() bool {
+	return c.StreamMsgs == c.StreamUnique && c.CHRows == c.CHUnique &&
+		c.StreamUnique == c.CHUnique && c.StreamUnique == c.BudgetRequests &&
+		c.StreamCost == c.CHCost && c.StreamCost == c.BudgetCost
+}
+
+// count reads the three stores for dept.
+func (r *rig) count(ctx context.Context, dept string) (counts, error) {
+	var c counts
+	var err error
+	if c.StreamMsgs, c.StreamUnique, c.StreamCost, c.StreamMaxCost, err = r.countStream(ctx, dept); err != nil {
+		return c, err
+	}
+	out, err := r.chQuery(fmt.Sprintf("SELECT count(), uniqExact(request_id), sum(cost_nano_usd) FROM tollgate.usage_events WHERE dept = '%s' FORMAT TSV", dept))
+	if err != nil {
+		return c, err
+	}
+	f := strings.Fields(out)
+	if len(f) != 3 {
+		return c, fmt.Errorf("clickhouse count: unexpected answer %q", out)
+	}
+	c.CHRows, _ = strconv.ParseInt(f[0], 10, 64)
+	c.CHUnique, _ = strconv.ParseInt(f[1], 10, 64)
+	c.CHCost, _ = strconv.ParseInt(f[2], 10, 64)
+	c.BudgetRequests, c.BudgetCost, err = r.spendTotal(ctx, dept)
+	return c, err
+}
+
+// countStream reads every event of dept from the usage stream.
+func (r *rig) countStream(ctx context.Context, dept string) (msgs, unique, cost, maxCost int64, err error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	subj := "tollgate.usage." + dept
+	s, err := r.js.Stream(ctx, budget.Stream)
+	if err != nil {
+		return 0, 0, 0, 0, fmt.Errorf("usage stream: %w", err)
+	}
+	info, err := s.Info(ctx, jetstream.WithSubjectFilter(subj))
+	if err != nil {
+		return 0, 0, 0, 0, fmt.Errorf("usage stream info: %w", err)
+	}
+	n := int64(info.State.Subjects[subj])
+	if n == 0 {
+		return 0, 0, 0, 0, nil
+	}
+	cons, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subj}})
+	if err != nil {
+		return 0, 0, 0, 0, fmt.Errorf("read usage stream: %w", err)
+	}
+	seen := make(map[string]bool, n)
+	for msgs < n {
+		batch, err := cons.Fetch(int(min(n-msgs, 1000)), jetstream.FetchMaxWait(5*time.Second))
+		if err != nil {
+			return 0, 0, 0, 0, fmt.Errorf("read usage stream: %w", err)
+		}
+		got := 0
+		for m := range batch.Messages() {
+			got++
+			msgs++
+			var ev usagev1.UsageEvent
+			if err := proto.Unmarshal(m.Data(), &ev); err != nil {
+				return 0, 0, 0, 0, fmt.Errorf("decode usage event: %w", err)
+			}
+			if !seen[ev.GetRequestId()] {
+				seen[ev.GetRequestId()] = true
+				cost += ev.GetCostNanoUsd()
+				maxCost = max(maxCost, ev.GetCostNanoUsd())
+			}
+		}
+		if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) {
+			return 0, 0, 0, 0, fmt.Errorf("read usage stream: %w", err)
+		}
+		if got == 0 {
+			return 0, 0, 0, 0, fmt.Errorf("read usage stream: %d of %d messages, then nothing", msgs, n)
+		}
+	}
+	return msgs, int64(len(seen)), cost, maxCost, nil
+}
+
+// spendTotal reads the dept's all-time spend total.
+func (r *rig) spendTotal(ctx context.Context, dept string) (requests, cost int64, err error) {
+	kv, err := r.js.KeyValue(ctx, budget.Bucket)
+	if err != nil {
+		return 0, 0, fmt.Errorf("spend bucket: %w", err)
+	}
+	key := budget.TotalID{Scope: budget.ScopeDept, Value: dept, Period: budget.PeriodTotal}.Key()
+	e, err := kv.Get(ctx, key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return 0, 0, nil
+	}
+	if err != nil {
+		return 0, 0, fmt.Errorf("spend total %s: %w", key, err)
+	}
+	var t usagev1.SpendTotal
+	if err := proto.Unmarshal(e.Value(), &t); err != nil {
+		return 0, 0, fmt.Errorf("decode spend total %s: %w", key, err)
+	}
+	return int64(t.GetRequests()), t.GetCostNanoUsd(), nil
+}
+
+// chQuery runs one query over ClickHouse's HTTP interface.
+func (r *rig) chQuery(q string) (string, error) {
+	c := &http.Client{Timeout: 10 * time.Second}
+	resp, err := c.Post("http://"+r.ch.HTTPAddr()+"/?query="+url.QueryEscape(q), "text/plain", nil)
+	if err != nil {
+		return "", fmt.Errorf("clickhouse query: %w", err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return "", fmt.Errorf("clickhouse query: %w", err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("clickhouse query: status %d: %s", resp.StatusCode, strings.TrimSpace(string(b)))
+	}
+	return string(b), nil
+}
+
+// settle polls the stores every second until they agree with each other
+// and stay unchanged for two polls (ten when they hold fewer than want
+// events: a spool may still be draining), or until timeout; it returns the
+// last counts either way.
+func (r *rig) settle(ctx context.Context, dept string, want int64, timeout time.Duration) (counts, error) {
+	deadline := time.Now().Add(timeout)
+	var last counts
+	stable := 0
+	for {
+		c, err := r.count(ctx, dept)
+		switch {
+		case err != nil:
+			stable = 0
+		case c == last && c.agree():
+			stable++
+		default:
+			stable = 0
+		}
+		if err == nil {
+			last = c
+		}
+		if stable >= 10 || stable >= 2 && last.StreamUnique >= want {
+			return last, nil
+		}
+		if time.Now().After(deadline) {
+			return last, err
+		}
+		select {
+		case <-ctx.Done():
+			return last, ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// publisherStates are the tollgate_usage_events_total states the rig reports.
+var publisherStates = []string{"spooled", "drained", "failed", "dropped"}
+
+// publisherCounts sums tollgate_usage_events_total by state over the
+// gateways' admin /metrics; a gateway that does not answer counts zero.
+func (r *rig) publisherCounts() map[string]int64 {
+	out := map[string]int64{}
+	c := &http.Client{Timeout: 2 * time.Second}
+	for _, g := range r.gws {
+		resp, err := c.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", g.admin))
+		if err != nil {
+			continue
+		}
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			continue
+		}
+		for line := range strings.Lines(string(b)) {
+			for _, st := range publisherStates {
+				prefix := `tollgate_usage_events_total{state="` + st + `"} `
+				if v, ok := strings.CutPrefix(line, prefix); ok {
+					f, _ := strconv.ParseFloat(strings.TrimSpace(v), 64)
+					out[st] += int64(f)
+				}
+			}
+		}
+	}
+	return out
+}

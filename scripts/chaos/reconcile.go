@@ -1,0 +1,72 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os/exec"
+	"strings"
+	"time"
+)
+
+// reconcileReport is the part of `tollctl reconcile --json` the rig reads.
+type reconcileReport struct {
+	OK      bool `json:"ok"`
+	Sources []struct {
+		Name     string `json:"name"`
+		Requests int64  `json:"requests"`
+		Cost     int64  `json:"cost_nano_usd"`
+	} `json:"sources"`
+	Differences []json.RawMessage `json:"differences"`
+}
+
+// hasReconcile reports whether the built tollctl has the reconcile command.
+func (r *rig) hasReconcile(ctx context.Context) bool {
+	out, _ := exec.CommandContext(ctx, r.binPath("tollctl"), "help").CombinedOutput()
+	return bytes.Contains(out, []byte("reconcile"))
+}
+
+// resetMock zeroes mockllm's counters, so that its requests are the
+// scenario's own when tollctl reconcile compares them.
+func (r *rig) resetMock(ctx context.Context) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+r.mockAddr+"/stats/reset", nil)
+	if err != nil {
+		return fmt.Errorf("reset mock stats: %w", err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("reset mock stats: %w", err)
+	}
+	resp.Body.Close()
+	return nil
+}
+
+// reconcile runs `tollctl reconcile` over the scenario's time window and
+// returns its verdict ("ok" or "differ" with the differences) for the
+// table.
+func (r *rig) reconcile(ctx context.Context, res *result) string {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, r.binPath("tollctl"), "reconcile", "--nats", r.natsURLs(),
+		"--clickhouse", r.ch.Addr(), "--mock", "http://"+r.mockAddr, "--config", r.config,
+		"--since", res.since.Add(-time.Second).Format(time.RFC3339), "--until", res.until.Add(time.Second).Format(time.RFC3339),
+		"--wait", "60s", "--json")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	var rep reconcileReport
+	if jerr := json.Unmarshal(stdout.Bytes(), &rep); jerr != nil {
+		return fmt.Sprintf("not run (%v: %s)", errors.Join(err, jerr), strings.TrimSpace(stderr.String()))
+	}
+	if rep.OK {
+		return "ok"
+	}
+	var diffs []string
+	for _, d := range rep.Differences {
+		diffs = append(diffs, string(d))
+	}
+	return "differ " + strings.Join(diffs, ", ")
+}

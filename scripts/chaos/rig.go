@@ -1,0 +1,394 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/tollgate/tollgate/pkg/auth"
+	"github.com/tollgate/tollgate/pkg/chtest"
+)
+
+// Rig timings.
+const (
+	readyTimeout = 60 * time.Second
+	stopGrace    = 15 * time.Second
+	// shutdownGrace is the gateways' shutdown_grace.
+	shutdownGrace = 10 * time.Second
+	// syncInterval is the gateways' usage.sync_interval.
+	syncInterval = 100 * time.Millisecond
+)
+
+// natsNode is one nats-server of the three-node cluster.
+type natsNode struct {
+	name    string
+	port    int
+	monitor int
+	cfg     string
+	p       *proc
+}
+
+func (n *natsNode) url() string        { return fmt.Sprintf("nats://127.0.0.1:%d", n.port) }
+func (n *natsNode) monitorURL() string { return fmt.Sprintf("http://127.0.0.1:%d", n.monitor) }
+
+// gatewayProc is one gateway instance; it restarts on the same ports,
+// config and spool.
+type gatewayProc struct {
+	name  string
+	port  int
+	admin int
+	cfg   string
+	p     *proc
+}
+
+func (g *gatewayProc) addr() string { return fmt.Sprintf("127.0.0.1:%d", g.port) }
+
+// rig is every process of the multi-node setup, all on 127.0.0.1.
+type rig struct {
+	ps     *procs
+	root   string // repository root, for go build
+	work   string // binaries, configs, stores, spools, logs
+	bin    string
+	secret string
+
+	nats     [3]*natsNode
+	ch       *chtest.Server
+	mockAddr string
+	mock     *proc
+	budget   *proc
+	analytic *proc
+	gws      [2]*gatewayProc
+	config   string // the shared config (budget, analytics, tollctl)
+	refused  int    // a port nothing listens on
+
+	nc *nats.Conn
+	js jetstream.JetStream
+}
+
+// natsURLs is the cluster's client URLs, comma-separated.
+func (r *rig) natsURLs() string {
+	var u []string
+	for _, n := range r.nats {
+		u = append(u, n.url())
+	}
+	return strings.Join(u, ",")
+}
+
+// build compiles the services into r.bin.
+func (r *rig) build(ctx context.Context) error {
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", r.bin+string(os.PathSeparator),
+		"./services/gateway", "./services/budget", "./services/analytics", "./services/mockllm", "./services/tollctl")
+	cmd.Dir = r.root
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("go build: %w\n%s", err, out)
+	}
+	return nil
+}
+
+// start brings the whole rig up: NATS cluster, ClickHouse, mockllm, the
+// budget and analytics services and two gateways.
+func (r *rig) start(ctx context.Context) error {
+	r.bin = filepath.Join(r.work, "bin")
+	if err := os.MkdirAll(filepath.Join(r.work, "logs"), 0o755); err != nil {
+		return fmt.Errorf("make work dir: %w", err)
+	}
+	r.ps = &procs{logDir: filepath.Join(r.work, "logs")}
+	r.secret = randomHex(32)
+	step("building the services")
+	if err := r.build(ctx); err != nil {
+		return err
+	}
+	step("starting a three-node NATS JetStream cluster")
+	if err := r.startNATS(ctx); err != nil {
+		return err
+	}
+	step("starting ClickHouse")
+	ch, err := chtest.Launch()
+	if err != nil {
+		return fmt.Errorf("clickhouse: %w", err)
+	}
+	r.ch = ch
+	ports, err := freePorts(6)
+	if err != nil {
+		return err
+	}
+	r.mockAddr = fmt.Sprintf("127.0.0.1:%d", ports[0])
+	r.refused = ports[1]
+	r.gws[0] = &gatewayProc{name: "gateway-1", port: ports[2], admin: ports[3]}
+	r.gws[1] = &gatewayProc{name: "gateway-2", port: ports[4], admin: ports[5]}
+	if r.config, err = r.writeConfig("shared", 0, 0); err != nil {
+		return err
+	}
+	step("starting mockllm, budget, analytics and two gateways")
+	if r.mock, err = r.ps.start("mockllm", nil, r.binPath("mockllm"), "-listen", r.mockAddr); err != nil {
+		return err
+	}
+	if err := waitFor(ctx, "mockllm", r.mock, readyTimeout, func() bool { return httpOK("http://" + r.mockAddr + "/stats") }); err != nil {
+		return err
+	}
+	for _, g := range r.gws {
+		if g.cfg, err = r.writeConfig(g.name, g.port, g.admin); err != nil {
+			return err
+		}
+		if err := r.startGateway(ctx, g); err != nil {
+			return err
+		}
+	}
+	if err := r.startBudget(); err != nil {
+		return err
+	}
+	if err := r.startAnalytics(); err != nil {
+		return err
+	}
+	if err := r.connect(ctx); err != nil {
+		return err
+	}
+	// Analytics applies the schema at start; counting rows needs the table.
+	err = waitFor(ctx, "clickhouse schema", r.analytic, readyTimeout, func() bool {
+		out, err := r.chQuery("EXISTS TABLE tollgate.usage_events")
+		return err == nil && strings.TrimSpace(out) == "1"
+	})
+	if err != nil {
+		return err
+	}
+	// The analytics lease bucket appears once the loader has started.
+	var last error
+	if err := waitFor(ctx, "replicated streams", nil, readyTimeout, func() bool {
+		last = r.checkReplicas(ctx)
+		return last == nil
+	}); err != nil {
+		return fmt.Errorf("%w: %w", err, last)
+	}
+	return nil
+}
+
+func (r *rig) binPath(name string) string { return filepath.Join(r.bin, name) }
+
+// startNATS writes the three nodes' configs and starts them.
+func (r *rig) startNATS(ctx context.Context) error {
+	bin, err := exec.LookPath("nats-server")
+	if err != nil {
+		return fmt.Errorf("nats-server not found (scripts/deps.sh installs it): %w", err)
+	}
+	ports, err := freePorts(9)
+	if err != nil {
+		return err
+	}
+	for i := range r.nats {
+		r.nats[i] = &natsNode{name: fmt.Sprintf("nats-%d", i+1), port: ports[3*i], monitor: ports[3*i+1]}
+	}
+	for i, n := range r.nats {
+		var routes []string
+		for j := range r.nats {
+			if j != i {
+				routes = append(routes, fmt.Sprintf("nats-route://127.0.0.1:%d", ports[3*j+2]))
+			}
+		}
+		store := filepath.Join(r.work, n.name)
+		conf := fmt.Sprintf(`server_name: %s
+listen: 127.0.0.1:%d
+http: 127.0.0.1:%d
+jetstream { store_dir: %q }
+cluster {
+  name: tollgate-chaos
+  listen: 127.0.0.1:%d
+  routes: [%s]
+}
+`, n.name, n.port, n.monitor, store, ports[3*i+2], strings.Join(routes, ", "))
+		n.cfg = filepath.Join(r.work, n.name+".conf")
+		if err := os.WriteFile(n.cfg, []byte(conf), 0o600); err != nil {
+			return fmt.Errorf("write nats config: %w", err)
+		}
+	}
+	for _, n := range r.nats {
+		if n.p, err = r.ps.start(n.name, nil, bin, "-c", n.cfg); err != nil {
+			return err
+		}
+	}
+	return r.waitNATS(ctx, r.nats[:]...)
+}
+
+// restartNATS starts the given (stopped) nodes again on their ports and
+// stores and waits until the cluster is healthy.
+func (r *rig) restartNATS(ctx context.Context, nodes ...*natsNode) error {
+	bin, err := exec.LookPath("nats-server")
+	if err != nil {
+		return fmt.Errorf("nats-server not found: %w", err)
+	}
+	for _, n := range nodes {
+		r.ps.forget(n.p)
+		if n.p, err = r.ps.start(n.name, nil, bin, "-c", n.cfg); err != nil {
+			return err
+		}
+	}
+	return r.waitNATS(ctx, nodes...)
+}
+
+// waitNATS waits until each node reports JetStream healthy and the cluster
+// has a meta leader.
+func (r *rig) waitNATS(ctx context.Context, nodes ...*natsNode) error {
+	for _, n := range nodes {
+		if err := waitFor(ctx, n.name, n.p, readyTimeout, func() bool { return httpOK(n.monitorURL() + "/healthz") }); err != nil {
+			return err
+		}
+	}
+	return waitFor(ctx, "jetstream meta leader", nil, readyTimeout, func() bool { return metaLeader(nodes[0].monitorURL()) != "" })
+}
+
+// metaLeader returns the JetStream meta leader a node knows of, or "".
+func metaLeader(monitor string) string {
+	c := &http.Client{Timeout: time.Second}
+	resp, err := c.Get(monitor + "/jsz")
+	if err != nil {
+		return ""
+	}
+	defer resp.Body.Close()
+	var v struct {
+		Meta struct {
+			Leader string `json:"leader"`
+		} `json:"meta_cluster"`
+	}
+	if json.NewDecoder(resp.Body).Decode(&v) != nil {
+		return ""
+	}
+	return v.Meta.Leader
+}
+
+// startGateway starts (or restarts) g and waits for /readyz.
+func (r *rig) startGateway(ctx context.Context, g *gatewayProc) error {
+	if g.p != nil {
+		r.ps.forget(g.p)
+	}
+	var err error
+	if g.p, err = r.ps.start(g.name, nil, r.binPath("gateway"), "-config", g.cfg); err != nil {
+		return err
+	}
+	url := fmt.Sprintf("http://%s/readyz", g.addr())
+	return waitFor(ctx, g.name, g.p, readyTimeout, func() bool { return httpOK(url) })
+}
+
+// startBudget starts (or restarts) the budget service.
+func (r *rig) startBudget() error {
+	if r.budget != nil {
+		r.ps.forget(r.budget)
+	}
+	var err error
+	r.budget, err = r.ps.start("budget", nil, r.binPath("budget"), "-config", r.config)
+	return err
+}
+
+// startAnalytics starts (or restarts) the analytics service.
+func (r *rig) startAnalytics() error {
+	if r.analytic != nil {
+		r.ps.forget(r.analytic)
+	}
+	var err error
+	r.analytic, err = r.ps.start("analytics", nil, r.binPath("analytics"), "-config", r.config,
+		"-clickhouse", r.ch.Addr(), "-database", "tollgate", "-batch-interval", "500ms")
+	return err
+}
+
+// connect opens the rig's own NATS connection, used to count events.
+func (r *rig) connect(ctx context.Context) error {
+	nc, err := nats.Connect(r.natsURLs(), nats.Name("tollgate-chaos"), nats.MaxReconnects(-1))
+	if err != nil {
+		return fmt.Errorf("connect to nats: %w", err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return fmt.Errorf("jetstream: %w", err)
+	}
+	r.nc, r.js = nc, js
+	return nil
+}
+
+// replicatedStreams are the streams the services create from the config's
+// nats.replicas: the usage stream and the KV buckets' streams.
+var replicatedStreams = []string{"TOLLGATE_USAGE", "KV_tollgate_spend", "KV_tollgate_spend_alerts", "KV_tollgate_revoked",
+	"KV_tollgate_analytics_lease"}
+
+// checkReplicas returns an error unless every stream the services created
+// has 3 replicas.
+func (r *rig) checkReplicas(ctx context.Context) error {
+	for _, name := range replicatedStreams {
+		s, err := r.js.Stream(ctx, name)
+		if err != nil {
+			return fmt.Errorf("stream %s: %w", name, err)
+		}
+		if n := s.CachedInfo().Config.Replicas; n != 3 {
+			return fmt.Errorf("stream %s has %d replicas, want 3", name, n)
+		}
+	}
+	return nil
+}
+
+// check returns an error when a long-running process died unexpectedly.
+func (r *rig) check() error {
+	list := []*proc{r.mock, r.budget, r.analytic}
+	for _, n := range r.nats {
+		list = append(list, n.p)
+	}
+	for _, g := range r.gws {
+		list = append(list, g.p)
+	}
+	for _, p := range list {
+		if p != nil && p.exited() {
+			return fmt.Errorf("%s (pid %d) exited:\n%s", p.name, p.pid(), p.logTail())
+		}
+	}
+	return nil
+}
+
+// close ends everything the rig started.
+func (r *rig) close() error {
+	if r.nc != nil {
+		r.nc.Close()
+	}
+	var err error
+	if r.ps != nil {
+		err = r.ps.stopAll(stopGrace)
+	}
+	if r.ch != nil {
+		if cerr := r.ch.Close(); cerr != nil && err == nil {
+			err = cerr
+		}
+	}
+	return err
+}
+
+// token mints a token for dept, signed with the rig's issuer.
+func (r *rig) token(dept string) (string, error) {
+	tok, err := auth.Mint(auth.MintOptions{Issuer: "tollgate-chaos", Audience: "tollgate", Subject: "chaos-" + dept,
+		Dept: dept, Team: "chaos", Project: "chaos", TTL: 2 * time.Hour, KID: "chaos-1", Key: []byte(r.secret)}, time.Now())
+	if err != nil {
+		return "", fmt.Errorf("mint token: %w", err)
+	}
+	return tok, nil
+}
+
+// sigkill sends SIGKILL to p and waits for it to exit.
+func sigkill(p *proc) error { return p.kill() }
+
+// sigterm sends SIGTERM to p without waiting.
+func sigterm(p *proc) error { return p.signal(syscall.SIGTERM) }
+
+// randomHex returns n random bytes, hex encoded.
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b) // never fails on Linux
+	return hex.EncodeToString(b)
+}

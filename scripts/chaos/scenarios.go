@@ -1,0 +1,330 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/tollgate/tollgate/pkg/budget"
+)
+
+// scenario is one fault under steady load.
+type scenario struct {
+	name    string
+	title   string
+	promise string
+	run     func(ctx context.Context, r *rig, res *result) error
+}
+
+// scenarios lists every scenario in run order.
+func scenarios() []scenario {
+	return []scenario{
+		{"nats-node-kill", "one NATS node (the stream leader) SIGKILLed for 10 s, then restarted",
+			"no lost or duplicated event; clients see no error", runNATSNodeKill},
+		{"nats-down", "all three NATS nodes SIGKILLed for 30 s, then restarted",
+			"gateways keep serving (no error), spool, drain after; no lost or duplicated event", runNATSDown},
+		{"clickhouse-down", "ClickHouse stopped for 30 s, then started",
+			"no client error; analytics holds back and catches up; no lost or duplicated event", runClickHouseDown},
+		{"consumers-kill", "budget and analytics services SIGKILLed 3 times mid-batch, restarted each time",
+			"no client error; spend totals and rows exactly once", runConsumersKill},
+		{"gateway-term", "gateway-1 sent SIGTERM with 2 s streams in flight, restarted after exit",
+			"streams in flight finish (no cut); events flushed; no lost or duplicated event", runGatewayTerm},
+		{"gateway-kill", "gateway-1 SIGKILLed under load, restarted on the same spool",
+			"lost <= streams cut by the kill + events of one sync_interval; no duplicate", runGatewayKill},
+		{"upstream-faults", "upstream faults with fallbacks: slow first byte, cut mid-stream, garbage, 429 storm, connection refused",
+			"slow, 429, refused and non-stream garbage served by the fallback; streams cut or garbled after their first event end with an error event (never retried); no lost or duplicated event", runUpstreamFaults},
+		{"budget-overshoot", "200 concurrent clients (100 per gateway) on one dept budget",
+			"overshoot <= C_other x cost x (1 + ceil(P/L)); no lost or duplicated event", runBudgetOvershoot},
+	}
+}
+
+// steadyMix is the standard load: on each gateway, 5 streams/s (8 chunks
+// 20 ms apart) and 5 non-stream requests/s.
+func steadyMix() []loadSpec {
+	var specs []loadSpec
+	for gw := range 2 {
+		specs = append(specs,
+			loadSpec{name: fmt.Sprintf("gw%d-stream", gw+1), gw: gw, model: "mock-gpt", stream: true, rate: 5, chunks: 8, chunkDelayMS: 20},
+			loadSpec{name: fmt.Sprintf("gw%d-nonstream", gw+1), gw: gw, model: "mock-gpt", rate: 5})
+	}
+	return specs
+}
+
+// faultFunc injects a fault; it runs while the load runs.
+type faultFunc func(ctx context.Context) error
+
+// steady runs specs for d with fault alongside, then settles the stores
+// and fills res.
+func steady(ctx context.Context, r *rig, res *result, specs []loadSpec, d time.Duration, fault faultFunc) error {
+	token, err := r.token(res.dept)
+	if err != nil {
+		return err
+	}
+	pubBefore := r.publisherCounts()
+	res.since = time.Now().UTC()
+	type loadDone struct {
+		out outcome
+		err error
+	}
+	done := make(chan loadDone, 1)
+	go func() {
+		out, err := r.runLoad(ctx, specs, token, d)
+		done <- loadDone{out, err}
+	}()
+	ferr := fault(ctx)
+	ld := <-done
+	res.until = time.Now().UTC()
+	res.out = ld.out
+	if ferr != nil {
+		return fmt.Errorf("inject fault: %w", ferr)
+	}
+	if ld.err != nil {
+		return ld.err
+	}
+	if err := r.check(); err != nil {
+		return err
+	}
+	t := time.Now()
+	res.counts, err = r.settle(ctx, res.dept, res.out.Answered, 150*time.Second)
+	res.note("stores settled %.0f s after the load ended", time.Since(t).Seconds())
+	// A restarted gateway starts its counters from zero: its delta is then
+	// understated, never overstated.
+	pubAfter := r.publisherCounts()
+	var pub []string
+	for _, st := range publisherStates {
+		if d := pubAfter[st] - pubBefore[st]; d > 0 {
+			pub = append(pub, fmt.Sprintf("%s %d", st, d))
+		}
+	}
+	if len(pub) > 0 {
+		res.note("gateway publishers: %s", strings.Join(pub, ", "))
+	}
+	return err
+}
+
+// sleepUntil waits until start+at or ctx ends.
+func sleepUntil(ctx context.Context, start time.Time, at time.Duration) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(time.Until(start.Add(at))):
+		return nil
+	}
+}
+
+func runNATSNodeKill(ctx context.Context, r *rig, res *result) error {
+	return steady(ctx, r, res, steadyMix(), 30*time.Second, func(ctx context.Context) error {
+		start := time.Now()
+		if err := sleepUntil(ctx, start, 5*time.Second); err != nil {
+			return err
+		}
+		victim := r.nats[1]
+		if s, err := r.js.Stream(ctx, budget.Stream); err == nil && s.CachedInfo().Cluster != nil {
+			for _, n := range r.nats {
+				if n.name == s.CachedInfo().Cluster.Leader {
+					victim = n
+				}
+			}
+		}
+		res.note("killed %s (usage stream leader)", victim.name)
+		if err := sigkill(victim.p); err != nil {
+			return err
+		}
+		if err := sleepUntil(ctx, start, 15*time.Second); err != nil {
+			return err
+		}
+		t := time.Now()
+		if err := r.restartNATS(ctx, victim); err != nil {
+			return err
+		}
+		res.note("%s healthy again %.1f s after restart", victim.name, time.Since(t).Seconds())
+		return nil
+	})
+}
+
+func runNATSDown(ctx context.Context, r *rig, res *result) error {
+	return steady(ctx, r, res, steadyMix(), 55*time.Second, func(ctx context.Context) error {
+		start := time.Now()
+		if err := sleepUntil(ctx, start, 5*time.Second); err != nil {
+			return err
+		}
+		for _, n := range r.nats {
+			if err := sigkill(n.p); err != nil {
+				return err
+			}
+		}
+		if err := sleepUntil(ctx, start, 35*time.Second); err != nil {
+			return err
+		}
+		t := time.Now()
+		if err := r.restartNATS(ctx, r.nats[:]...); err != nil {
+			return err
+		}
+		res.note("cluster healthy %.1f s after restart", time.Since(t).Seconds())
+		return nil
+	})
+}
+
+func runClickHouseDown(ctx context.Context, r *rig, res *result) error {
+	return steady(ctx, r, res, steadyMix(), 50*time.Second, func(ctx context.Context) error {
+		start := time.Now()
+		if err := sleepUntil(ctx, start, 5*time.Second); err != nil {
+			return err
+		}
+		if err := r.ch.Stop(); err != nil {
+			return err
+		}
+		if err := sleepUntil(ctx, start, 35*time.Second); err != nil {
+			return err
+		}
+		return r.ch.Start()
+	})
+}
+
+func runConsumersKill(ctx context.Context, r *rig, res *result) error {
+	return steady(ctx, r, res, steadyMix(), 30*time.Second, func(ctx context.Context) error {
+		start := time.Now()
+		for i, at := range []time.Duration{4 * time.Second, 10 * time.Second, 16 * time.Second} {
+			if err := sleepUntil(ctx, start, at); err != nil {
+				return err
+			}
+			if err := sigkill(r.budget); err != nil {
+				return err
+			}
+			if err := sigkill(r.analytic); err != nil {
+				return err
+			}
+			if err := sleepUntil(ctx, start, at+time.Second); err != nil {
+				return err
+			}
+			if err := r.startBudget(); err != nil {
+				return err
+			}
+			if err := r.startAnalytics(); err != nil {
+				return err
+			}
+			res.note("kill %d at %.0f s", i+1, at.Seconds())
+		}
+		return nil
+	})
+}
+
+// longStreams is the load of the gateway scenarios: 2 s streams (20 chunks
+// 100 ms apart), so several are in flight when the signal lands.
+func longStreams() []loadSpec {
+	specs := steadyMix()
+	for i := range specs {
+		if specs[i].stream {
+			specs[i].chunks, specs[i].chunkDelayMS = 20, 100
+		}
+	}
+	return specs
+}
+
+func runGatewayTerm(ctx context.Context, r *rig, res *result) error {
+	err := steady(ctx, r, res, longStreams(), 20*time.Second, func(ctx context.Context) error {
+		start := time.Now()
+		if err := sleepUntil(ctx, start, 5*time.Second); err != nil {
+			return err
+		}
+		g := r.gws[0]
+		t := time.Now()
+		if err := sigterm(g.p); err != nil {
+			return err
+		}
+		if !g.p.wait(shutdownGrace + 20*time.Second) {
+			return fmt.Errorf("%s did not exit after SIGTERM", g.name)
+		}
+		res.note("gateway-1 exited %.2f s after SIGTERM (grace %s)", time.Since(t).Seconds(), shutdownGrace)
+		return r.startGateway(ctx, g)
+	})
+	if err != nil {
+		return err
+	}
+	if rep := res.out.ByLoad["gw1-stream"]; rep != nil {
+		res.cut = rep.ErrorsByKind["cut"] + rep.ErrorsByKind["no_done"] + rep.ErrorsByKind["error_event"]
+	}
+	return nil
+}
+
+func runGatewayKill(ctx context.Context, r *rig, res *result) error {
+	err := steady(ctx, r, res, longStreams(), 20*time.Second, func(ctx context.Context) error {
+		start := time.Now()
+		if err := sleepUntil(ctx, start, 5*time.Second); err != nil {
+			return err
+		}
+		g := r.gws[0]
+		if err := sigkill(g.p); err != nil {
+			return err
+		}
+		if err := sleepUntil(ctx, start, 6*time.Second); err != nil {
+			return err
+		}
+		return r.startGateway(ctx, g)
+	})
+	if err != nil {
+		return err
+	}
+	if rep := res.out.ByLoad["gw1-stream"]; rep != nil {
+		res.cut = rep.ErrorsByKind["cut"] + rep.ErrorsByKind["no_done"]
+	}
+	// Events of requests that ended within one sync interval of the kill
+	// could at worst have been neither published nor fsynced.
+	rate := 0.0
+	for _, s := range longStreams() {
+		if s.gw == 0 {
+			rate += s.rate
+		}
+	}
+	res.lostBound = res.cut + int64(math.Ceil(rate*syncInterval.Seconds()))
+	res.boundText = fmt.Sprintf("<= %d (cut streams %d + %g req/s x %s)", res.lostBound, res.cut, rate, syncInterval)
+	return nil
+}
+
+func runUpstreamFaults(ctx context.Context, r *rig, res *result) error {
+	var specs []loadSpec
+	for i, m := range []string{"chaos-slow", "chaos-cut", "chaos-garbage", "chaos-429", "chaos-refused"} {
+		specs = append(specs,
+			loadSpec{name: m + "-stream", gw: i % 2, model: m, stream: true, rate: 2, chunks: 8, chunkDelayMS: 20},
+			loadSpec{name: m + "-nonstream", gw: (i + 1) % 2, model: m, rate: 2})
+	}
+	err := steady(ctx, r, res, specs, 20*time.Second, func(context.Context) error { return nil })
+	if err != nil {
+		return err
+	}
+	// mockllm sends the role chunk before cutting or garbling a stream, so
+	// those fail after the first byte: an error event, by design.
+	for name, rep := range res.out.ByLoad {
+		if name == "chaos-cut-stream" || name == "chaos-garbage-stream" {
+			res.unexpectedErrors += rep.Errors - rep.ErrorsByKind["error_event"]
+			continue
+		}
+		res.unexpectedErrors += rep.Errors
+	}
+	return nil
+}
+
+func runBudgetOvershoot(ctx context.Context, r *rig, res *result) error {
+	const clients, latencyMS = 100, 50
+	specs := []loadSpec{
+		{name: "gw1-clients", gw: 0, model: "mock-gpt", clients: clients, limit: 600, maxTokens: 16, latencyMS: latencyMS},
+		{name: "gw2-clients", gw: 1, model: "mock-gpt", clients: clients, limit: 600, maxTokens: 16, latencyMS: latencyMS},
+	}
+	if err := steady(ctx, r, res, specs, 20*time.Second, func(context.Context) error { return nil }); err != nil {
+		return err
+	}
+	// The other gateway's spend is invisible for its requests in flight
+	// (at most one per client) plus those it finished within one
+	// propagation delay P (p99 20 ms, README); a request lasts at least
+	// L = the mock's latency.
+	const propagation = 20 * time.Millisecond
+	rounds := 1 + int64(math.Ceil(float64(propagation)/float64(latencyMS*time.Millisecond)))
+	res.overshoot = res.counts.StreamCost - budgetLimitNano
+	res.overshootBound = clients * res.counts.StreamMaxCost * rounds
+	res.note("spend %d of %d nano-USD; overshoot %d, bound %d (100 clients x %d x %d)", res.counts.StreamCost,
+		budgetLimitNano, max(res.overshoot, 0), res.overshootBound, res.counts.StreamMaxCost, rounds)
+	res.note("429 answers: %d", res.out.Status["429"])
+	return nil
+}
