@@ -26,6 +26,14 @@ stack:
 stack-down:
 	scripts/stack/down.sh
 
+.PHONY: test-chaos
+## test-chaos: fault scenarios on a multi-node rig (3 NATS nodes, 2 gateways, ClickHouse); one with SCENARIO=nats-down (about 10 minutes; see RELIABILITY.md)
+test-chaos:
+	scripts/deps.sh
+	@mkdir -p $(BIN)
+	$(GO) build -o $(BIN)/chaos ./scripts/chaos
+	$(BIN)/chaos -scenario "$(SCENARIO)"
+
 .PHONY: bench bench-soak
 ## bench: the benchmark suite (direct, bareproxy, tollgate; under 15 minutes): BENCHMARKS.md, docs/bench/
 bench:
