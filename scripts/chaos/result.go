@@ -35,7 +35,9 @@ type result struct {
 	err   error
 }
 
-func (res *result) note(format string, a ...any) { res.notes = append(res.notes, fmt.Sprintf(format, a...)) }
+func (res *result) note(format string, a ...any) {
+	res.notes = append(res.notes, fmt.Sprintf(format, a...))
+}
 
 // lost counts events missing somewhere: answers without an event in the
 // stream, and stream events missing from ClickHouse or the spend total.
