@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -219,4 +220,59 @@ func (r *rig) publisherCounts() map[string]int64 {
 		}
 	}
 	return out
+}
+
+// propagation measures, for each update of one spend total the rig's KV
+// watch receives, the time since the newest event it includes was stored
+// in the stream: how late a gateway learns of another gateway's spend.
+type propagation struct {
+	mu  sync.Mutex // guards max and n
+	max time.Duration
+	n   int
+}
+
+// watch records updates of the spend total key until ctx ends; it returns
+// once the watch is established.
+func (p *propagation) watch(ctx context.Context, r *rig, key string) error {
+	kv, err := r.js.KeyValue(ctx, budget.Bucket)
+	if err != nil {
+		return fmt.Errorf("spend bucket: %w", err)
+	}
+	w, err := kv.Watch(ctx, key, jetstream.UpdatesOnly())
+	if err != nil {
+		return fmt.Errorf("watch %s: %w", key, err)
+	}
+	s, err := r.js.Stream(ctx, budget.Stream)
+	if err != nil {
+		return fmt.Errorf("usage stream: %w", err)
+	}
+	go func() {
+		defer func() { _ = w.Stop() }()
+		for e := range w.Updates() {
+			if e == nil {
+				continue
+			}
+			got := time.Now()
+			var t usagev1.SpendTotal
+			if proto.Unmarshal(e.Value(), &t) != nil {
+				continue
+			}
+			m, err := s.GetMsg(ctx, t.GetAsOfSeq())
+			if err != nil {
+				continue
+			}
+			p.mu.Lock()
+			p.max = max(p.max, got.Sub(m.Time))
+			p.n++
+			p.mu.Unlock()
+		}
+	}()
+	return nil
+}
+
+// result returns the largest delay seen and the number of updates.
+func (p *propagation) result() (time.Duration, int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.max, p.n
 }
