@@ -103,7 +103,7 @@ func run(ctx context.Context, args []string) (int, error) {
 			res.err = sc.run(ctx, r, res)
 		}
 		if res.err == nil && reconcile {
-			res.reconcile = r.reconcile(ctx, res)
+			r.reconcile(ctx, res)
 		}
 		res.took = time.Since(start)
 		results = append(results, res)

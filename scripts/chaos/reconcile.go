@@ -20,7 +20,7 @@ type reconcileReport struct {
 		Requests int64  `json:"requests"`
 		Cost     int64  `json:"cost_nano_usd"`
 	} `json:"sources"`
-	Differences []json.RawMessage `json:"differences"`
+	Differences []string `json:"differences"`
 }
 
 // hasReconcile reports whether the built tollctl has the reconcile command.
@@ -44,29 +44,29 @@ func (r *rig) resetMock(ctx context.Context) error {
 	return nil
 }
 
-// reconcile runs `tollctl reconcile` over the scenario's time window and
-// returns its verdict ("ok" or "differ" with the differences) for the
-// table.
-func (r *rig) reconcile(ctx context.Context, res *result) string {
+// reconcile runs `tollctl reconcile` over the scenario's time window (the
+// mock's ledger was reset when the scenario began) and stores its verdict
+// in res.
+func (r *rig) reconcile(ctx context.Context, res *result) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, r.binPath("tollctl"), "reconcile", "--nats", r.natsURLs(),
 		"--clickhouse", r.ch.Addr(), "--mock", "http://"+r.mockAddr, "--config", r.config,
 		"--since", res.since.Add(-time.Second).Format(time.RFC3339), "--until", res.until.Add(time.Second).Format(time.RFC3339),
-		"--wait", "60s", "--json")
+		"--wait", "15s", "--json")
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
 	var rep reconcileReport
 	if jerr := json.Unmarshal(stdout.Bytes(), &rep); jerr != nil {
-		return fmt.Sprintf("not run (%v: %s)", errors.Join(err, jerr), strings.TrimSpace(stderr.String()))
+		res.reconcile = fmt.Sprintf("not run (%v: %s)", errors.Join(err, jerr), strings.TrimSpace(stderr.String()))
+		res.reconcileDiffs = []string{res.reconcile}
+		return
 	}
 	if rep.OK {
-		return "ok"
+		res.reconcile = "ok"
+		return
 	}
-	var diffs []string
-	for _, d := range rep.Differences {
-		diffs = append(diffs, string(d))
-	}
-	return "differ " + strings.Join(diffs, ", ")
+	res.reconcile = "differ: " + strings.Join(rep.Differences, "; ")
+	res.reconcileDiffs = rep.Differences
 }

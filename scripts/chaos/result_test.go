@@ -41,7 +41,13 @@ func TestResultAccounting(t *testing.T) {
 		{name: "overshoot beyond bound", res: result{name: "budget-overshoot", out: outcome{Answered: 100}, counts: agreeing,
 			overshoot: 101, overshootBound: 100}, failures: []string{"overshoot 101 > bound 100"}},
 		{name: "reconcile differs", res: result{name: "nats-down", out: outcome{Answered: 100}, counts: agreeing,
-			reconcile: `differ {"source":"clickhouse"}`}, failures: []string{"tollctl reconcile found differences"}},
+			reconcileDiffs: []string{"clickhouse: 99 requests", "mock served answers: 101 requests"}},
+			failures: []string{"tollctl reconcile: 2 differences"}},
+		{name: "reconcile mock difference documented", res: result{name: "upstream-faults", out: outcome{Answered: 100},
+			counts: agreeing, reconcileDiffs: []string{"mock served answers: 120 requests"}}},
+		{name: "reconcile stream difference not excused", res: result{name: "gateway-kill", out: outcome{Answered: 100},
+			counts: agreeing, reconcileDiffs: []string{"mock served answers: 120 requests", "clickhouse: 99 requests"}},
+			failures: []string{"tollctl reconcile: 1 differences"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
