@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -157,9 +158,14 @@ func writeTable(w io.Writer, results []*result) error {
 		if f := res.failures(); len(f) > 0 {
 			kept = "**NO**: " + strings.Join(f, "; ")
 		}
-		fmt.Fprintf(&b, "| %s | %d | %d | %d | %d | %d | %d | %d | %s | %s | %s |\n",
+		// A scenario that ended in an error was not reconciled.
+		lost, dups := "-", "-"
+		if res.err == nil {
+			lost, dups = strconv.FormatInt(res.lost(), 10), strconv.FormatInt(res.duplicated(), 10)
+		}
+		fmt.Fprintf(&b, "| %s | %d | %d | %d | %d | %d | %s | %s | %s | %s | %s |\n",
 			res.name, res.out.Sent, res.out.OK, res.out.Errors, res.counts.StreamMsgs, res.counts.CHRows,
-			res.lost(), res.duplicated(), cell(res.promise), cell(res.measured()), cell(kept))
+			lost, dups, cell(res.promise), cell(res.measured()), cell(kept))
 	}
 	_, err := io.WriteString(w, b.String())
 	return err

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
@@ -94,14 +95,15 @@ func TestWriteTable(t *testing.T) {
 			counts: counts{StreamMsgs: 10, StreamUnique: 10, CHRows: 10, CHUnique: 10, BudgetRequests: 10}},
 		{name: "gateway-kill", out: outcome{Sent: 10, OK: 8, Errors: 2, Answered: 10},
 			counts: counts{StreamMsgs: 7, StreamUnique: 7, CHRows: 7, CHUnique: 7, BudgetRequests: 7}, lostBound: 2},
+		{name: "nats-node-kill", out: outcome{Sent: 5, OK: 5, Answered: 5}, err: errors.New("inject fault: context canceled")},
 	}
 	var b strings.Builder
 	if err := writeTable(&b, results); err != nil {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
-	if len(lines) != 4 {
-		t.Fatalf("got %d lines, want 4:\n%s", len(lines), b.String())
+	if len(lines) != 5 {
+		t.Fatalf("got %d lines, want 5:\n%s", len(lines), b.String())
 	}
 	tests := []struct {
 		name string
@@ -112,6 +114,8 @@ func TestWriteTable(t *testing.T) {
 		{"kept", 2, "| yes |"},
 		{"figures", 3, "| gateway-kill | 10 | 8 | 2 | 7 | 7 | 3 | 0 |"},
 		{"broken", 3, "**NO**: 3 events lost (allowed 2)"},
+		{"not reconciled after an error", 4, "| nats-node-kill | 5 | 5 | 0 | 0 | 0 | - | - |"},
+		{"error shown", 4, "**NO**: inject fault: context canceled"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
