@@ -94,13 +94,6 @@ func (o *outcome) add(name string, rep *loadgen.Report) {
 	}
 }
 
-// merge adds every load stream of p to o.
-func (o *outcome) merge(p outcome) {
-	for _, name := range sortedKeys(p.ByLoad) {
-		o.add(name, p.ByLoad[name])
-	}
-}
-
 // runLoad runs every spec for d against the rig's gateways with token and
 // returns once all of them ended (requests in flight finish or time out).
 func (r *rig) runLoad(ctx context.Context, specs []loadSpec, token string, d time.Duration) (outcome, error) {
