@@ -102,8 +102,10 @@ type Tracker struct {
 	now    func() time.Time
 	grace  int64
 	limits atomic.Pointer[limitIndex] // replaced whole by SetLimits
-	seed   maphash.Seed
-	shards [trackerShards]trackerShard
+	// startNames caches the current periods' formatted starts.
+	startNames atomic.Pointer[periodStartNames]
+	seed       maphash.Seed
+	shards     [trackerShards]trackerShard
 
 	reserved [numScopes]atomic.Int64 // sum over the scope's total-period slots
 	maxAsOf  atomic.Uint64           // largest as_of_seq seen in any total
@@ -297,7 +299,7 @@ func (t *Tracker) Reserved(scope Scope) int64 {
 func (t *Tracker) Check(s Scopes, claims []Limit, estimateNano int64) error {
 	starts := periodStarts(t.now().UnixNano())
 	var err error
-	t.eachLimit(&s, claims, func(l *Limit, v string) bool {
+	t.eachLimit(&s, claims, func(l *Limit, v string, _ bool) bool {
 		used := t.used(TotalID{Scope: l.Scope, Value: v, Period: l.Period, Start: starts[l.Period]})
 		if used+estimateNano > l.AmountNano {
 			id := TotalID{Scope: l.Scope, Value: v, Period: l.Period, Start: starts[l.Period]}
@@ -315,7 +317,7 @@ func (t *Tracker) Check(s Scopes, claims []Limit, estimateNano int64) error {
 // is false when no limit applies.
 func (t *Tracker) Headroom(s Scopes, claims []Limit) (nano int64, limited bool) {
 	starts := periodStarts(t.now().UnixNano())
-	t.eachLimit(&s, claims, func(l *Limit, v string) bool {
+	t.eachLimit(&s, claims, func(l *Limit, v string, _ bool) bool {
 		left := l.AmountNano - t.used(TotalID{Scope: l.Scope, Value: v, Period: l.Period, Start: starts[l.Period]})
 		if !limited || left < nano {
 			nano, limited = left, true
@@ -325,6 +327,79 @@ func (t *Tracker) Headroom(s Scopes, claims []Limit) (nano int64, limited bool) 
 	return max(nano, 0), limited
 }
 
+// Checked is one limit a request was checked against at admission, with
+// the numbers of that moment: what the usage event records so that an
+// operator can later see why a request was admitted, clamped or refused.
+type Checked struct {
+	Scope Scope
+	// Value is the scope value limited ("" for global).
+	Value  string
+	Period Period
+	// PeriodStart is the period as stored in SpendTotal ("2026-11", "" for total).
+	PeriodStart string
+	// FromToken is true for a limit from the token's budgets claim.
+	FromToken bool
+	// LimitNano is the limit; SpentNano the applied total plus this
+	// gateway's reservations for other requests, without the request's own
+	// reservation; both in nano-USD.
+	LimitNano, SpentNano int64
+}
+
+// HeadroomNano is LimitNano - SpentNano: the room the request was checked
+// against (negative when the spend was already over).
+func (c *Checked) HeadroomNano() int64 { return c.LimitNano - c.SpentNano }
+
+// CheckReserved is Check for a request whose reservation of ownNano
+// (Reserve) is already in the totals, so it checks spend + reserved <=
+// limit, and it appends every limit it checks to dst with the spend seen
+// (own reservation excluded). It appends at most cap(dst)-len(dst) entries
+// and never grows dst, so it does not allocate unless it refuses; when dst
+// is full, the refusing limit replaces the last entry.
+func (t *Tracker) CheckReserved(s Scopes, claims []Limit, ownNano int64, dst []Checked) ([]Checked, error) {
+	starts := periodStarts(t.now().UnixNano())
+	names := t.periodNames(starts)
+	var err error
+	t.eachLimit(&s, claims, func(l *Limit, v string, fromToken bool) bool {
+		used := t.used(TotalID{Scope: l.Scope, Value: v, Period: l.Period, Start: starts[l.Period]})
+		c := Checked{Scope: l.Scope, Value: v, Period: l.Period, PeriodStart: names.names[l.Period],
+			FromToken: fromToken, LimitNano: l.AmountNano, SpentNano: used - ownNano}
+		refuse := used > l.AmountNano && err == nil
+		switch {
+		case len(dst) < cap(dst):
+			dst = append(dst, c)
+		case refuse && len(dst) > 0:
+			dst[len(dst)-1] = c
+		}
+		if refuse {
+			err = &ExceededError{Scope: l.Scope, Value: v, Period: l.Period, PeriodStart: c.PeriodStart,
+				LimitNano: l.AmountNano, SpendNano: used}
+		}
+		return true
+	})
+	return dst, err
+}
+
+// periodStartNames caches the formatted starts of the current periods, so
+// that CheckReserved does not format dates per request.
+type periodStartNames struct {
+	starts [numPeriods]int32
+	names  [numPeriods]string
+}
+
+// periodNames returns the names of starts, formatting them only when the
+// day or month changed since the last call.
+func (t *Tracker) periodNames(starts [numPeriods]int32) *periodStartNames {
+	if pn := t.startNames.Load(); pn != nil && pn.starts == starts {
+		return pn
+	}
+	pn := &periodStartNames{starts: starts}
+	for p := range numPeriods {
+		pn.names[p] = TotalID{Period: p, Start: starts[p]}.PeriodStart()
+	}
+	t.startNames.Store(pn)
+	return pn
+}
+
 func (t *Tracker) used(id TotalID) int64 {
 	if s := t.lookup(id); s != nil {
 		return s.spend.Load() + s.reserved.Load()
@@ -332,9 +407,9 @@ func (t *Tracker) used(id TotalID) int64 {
 	return 0
 }
 
-// eachLimit calls f with every limit applying to s and the value it limits,
-// until f returns false.
-func (t *Tracker) eachLimit(s *Scopes, claims []Limit, f func(l *Limit, v string) bool) {
+// eachLimit calls f with every limit applying to s, the value it limits and
+// whether it came from claims, until f returns false.
+func (t *Tracker) eachLimit(s *Scopes, claims []Limit, f func(l *Limit, v string, fromToken bool) bool) {
 	ix := t.limits.Load()
 	for sc := range numScopes {
 		v := s.value(sc)
@@ -342,20 +417,20 @@ func (t *Tracker) eachLimit(s *Scopes, claims []Limit, f func(l *Limit, v string
 			continue
 		}
 		for i := range ix.star[sc] {
-			if !f(&ix.star[sc][i], v) {
+			if !f(&ix.star[sc][i], v, false) {
 				return
 			}
 		}
 		if ls, ok := ix.exact[sc][v]; ok {
 			for i := range ls {
-				if !f(&ls[i], v) {
+				if !f(&ls[i], v, false) {
 					return
 				}
 			}
 		}
 	}
 	for i := range claims {
-		if v, ok := claims[i].appliesTo(s); ok && !f(&claims[i], v) {
+		if v, ok := claims[i].appliesTo(s); ok && !f(&claims[i], v, true) {
 			return
 		}
 	}

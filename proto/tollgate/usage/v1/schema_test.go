@@ -31,7 +31,15 @@ func TestFieldNumbersAreStable(t *testing.T) {
 				"cost_nano_usd": 40, "pricing_version": 41,
 				"endpoint": 50, "stream": 51, "status_code": 52, "error_type": 53, "client_aborted": 54,
 				"latency_total_us": 60, "ttft_us": 61, "upstream_us": 62, "overhead_us": 63,
-				"cache_hit": 70, "degradation_step": 71, "clamped_max_tokens": 72,
+				"cache_hit": 70, "degradation_step": 71, "clamped_max_tokens": 72, "budgets": 73,
+			},
+		},
+		{
+			name: "BudgetCheck",
+			msg:  &usagev1.BudgetCheck{},
+			fields: map[string]protoreflect.FieldNumber{
+				"scope": 1, "value": 2, "period": 3, "period_start": 4, "from_token": 5,
+				"limit_nano_usd": 6, "spent_nano_usd": 7, "reserved_nano_usd": 8, "headroom_nano_usd": 9,
 			},
 		},
 		{
@@ -81,6 +89,9 @@ func TestRoundTrip(t *testing.T) {
 				CostNanoUsd: 4_999_500, PricingVersion: "2026-11-01", Endpoint: "/v1/chat/completions",
 				Stream: true, StatusCode: 200, LatencyTotalUs: 812_000, TtftUs: 95_000,
 				UpstreamUs: 800_000, OverheadUs: 12_000, ClampedMaxTokens: 512,
+				Budgets: []*usagev1.BudgetCheck{{Scope: "dept", Value: "eng", Period: "month", PeriodStart: "2026-11",
+					LimitNanoUsd: 500_000_000_000, SpentNanoUsd: 212_300_000_000, ReservedNanoUsd: 50_000_000,
+					HeadroomNanoUsd: 287_700_000_000}},
 			},
 			into: &usagev1.UsageEvent{},
 		},

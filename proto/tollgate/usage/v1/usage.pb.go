@@ -132,8 +132,13 @@ type UsageEvent struct {
 	// The max_tokens value the gateway imposed in place of the client's when
 	// it clamped it; 0 when it did not.
 	ClampedMaxTokens uint32 `protobuf:"varint,72,opt,name=clamped_max_tokens,json=clampedMaxTokens,proto3" json:"clamped_max_tokens,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// The budget limits the request was checked against at admission, with
+	// what each had spent and left at that moment; empty when no limit
+	// applied (or no budget tracker runs). A refused request (429
+	// budget_exceeded) lists the limit that refused it.
+	Budgets       []*BudgetCheck `protobuf:"bytes,73,rep,name=budgets,proto3" json:"budgets,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *UsageEvent) Reset() {
@@ -418,6 +423,139 @@ func (x *UsageEvent) GetClampedMaxTokens() uint32 {
 	return 0
 }
 
+func (x *UsageEvent) GetBudgets() []*BudgetCheck {
+	if x != nil {
+		return x.Budgets
+	}
+	return nil
+}
+
+// BudgetCheck is one budget limit as the gateway saw it when it admitted (or
+// refused) a request: what `tollctl explain` shows as "budgets checked".
+type BudgetCheck struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The scope kind: global, dept, team, project, subject or key.
+	Scope string `protobuf:"bytes,1,opt,name=scope,proto3" json:"scope,omitempty"`
+	// The scope value the limit applied to, e.g. the dept name; empty for
+	// global.
+	Value string `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	// The period: day, month (UTC calendar) or total.
+	Period string `protobuf:"bytes,3,opt,name=period,proto3" json:"period,omitempty"`
+	// The period's start in UTC: "2026-11-30" for a day, "2026-11" for a
+	// month, "" for total.
+	PeriodStart string `protobuf:"bytes,4,opt,name=period_start,json=periodStart,proto3" json:"period_start,omitempty"`
+	// True when the limit came from the token's signed budgets claim rather
+	// than the gateway config.
+	FromToken bool `protobuf:"varint,5,opt,name=from_token,json=fromToken,proto3" json:"from_token,omitempty"`
+	// The limit, in nano-USD.
+	LimitNanoUsd int64 `protobuf:"varint,6,opt,name=limit_nano_usd,json=limitNanoUsd,proto3" json:"limit_nano_usd,omitempty"`
+	// Spend at admission, in nano-USD: the applied total plus this gateway's
+	// reservations for other requests still in flight, before this request's
+	// own reservation.
+	SpentNanoUsd int64 `protobuf:"varint,7,opt,name=spent_nano_usd,json=spentNanoUsd,proto3" json:"spent_nano_usd,omitempty"`
+	// What this request reserved against the limit (its worst-case cost), in
+	// nano-USD.
+	ReservedNanoUsd int64 `protobuf:"varint,8,opt,name=reserved_nano_usd,json=reservedNanoUsd,proto3" json:"reserved_nano_usd,omitempty"`
+	// limit_nano_usd - spent_nano_usd, in nano-USD: the room the request was
+	// admitted into. Negative when the spend was already over the limit.
+	HeadroomNanoUsd int64 `protobuf:"varint,9,opt,name=headroom_nano_usd,json=headroomNanoUsd,proto3" json:"headroom_nano_usd,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *BudgetCheck) Reset() {
+	*x = BudgetCheck{}
+	mi := &file_tollgate_usage_v1_usage_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BudgetCheck) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BudgetCheck) ProtoMessage() {}
+
+func (x *BudgetCheck) ProtoReflect() protoreflect.Message {
+	mi := &file_tollgate_usage_v1_usage_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BudgetCheck.ProtoReflect.Descriptor instead.
+func (*BudgetCheck) Descriptor() ([]byte, []int) {
+	return file_tollgate_usage_v1_usage_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *BudgetCheck) GetScope() string {
+	if x != nil {
+		return x.Scope
+	}
+	return ""
+}
+
+func (x *BudgetCheck) GetValue() string {
+	if x != nil {
+		return x.Value
+	}
+	return ""
+}
+
+func (x *BudgetCheck) GetPeriod() string {
+	if x != nil {
+		return x.Period
+	}
+	return ""
+}
+
+func (x *BudgetCheck) GetPeriodStart() string {
+	if x != nil {
+		return x.PeriodStart
+	}
+	return ""
+}
+
+func (x *BudgetCheck) GetFromToken() bool {
+	if x != nil {
+		return x.FromToken
+	}
+	return false
+}
+
+func (x *BudgetCheck) GetLimitNanoUsd() int64 {
+	if x != nil {
+		return x.LimitNanoUsd
+	}
+	return 0
+}
+
+func (x *BudgetCheck) GetSpentNanoUsd() int64 {
+	if x != nil {
+		return x.SpentNanoUsd
+	}
+	return 0
+}
+
+func (x *BudgetCheck) GetReservedNanoUsd() int64 {
+	if x != nil {
+		return x.ReservedNanoUsd
+	}
+	return 0
+}
+
+func (x *BudgetCheck) GetHeadroomNanoUsd() int64 {
+	if x != nil {
+		return x.HeadroomNanoUsd
+	}
+	return 0
+}
+
 // SpendTotal is the running spend of one scope value over one period: the
 // value the budget consumer stores in the KV bucket under its scope/period
 // key.
@@ -453,7 +591,7 @@ type SpendTotal struct {
 
 func (x *SpendTotal) Reset() {
 	*x = SpendTotal{}
-	mi := &file_tollgate_usage_v1_usage_proto_msgTypes[1]
+	mi := &file_tollgate_usage_v1_usage_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -465,7 +603,7 @@ func (x *SpendTotal) String() string {
 func (*SpendTotal) ProtoMessage() {}
 
 func (x *SpendTotal) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_usage_v1_usage_proto_msgTypes[1]
+	mi := &file_tollgate_usage_v1_usage_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -478,7 +616,7 @@ func (x *SpendTotal) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SpendTotal.ProtoReflect.Descriptor instead.
 func (*SpendTotal) Descriptor() ([]byte, []int) {
-	return file_tollgate_usage_v1_usage_proto_rawDescGZIP(), []int{1}
+	return file_tollgate_usage_v1_usage_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *SpendTotal) GetScope() string {
@@ -555,7 +693,7 @@ var File_tollgate_usage_v1_usage_proto protoreflect.FileDescriptor
 
 const file_tollgate_usage_v1_usage_proto_rawDesc = "" +
 	"\n" +
-	"\x1dtollgate/usage/v1/usage.proto\x12\x11tollgate.usage.v1\"\x82\t\n" +
+	"\x1dtollgate/usage/v1/usage.proto\x12\x11tollgate.usage.v1\"\xbc\t\n" +
 	"\n" +
 	"UsageEvent\x12\x19\n" +
 	"\bevent_id\x18\x01 \x01(\tR\aeventId\x12\x1d\n" +
@@ -601,7 +739,19 @@ const file_tollgate_usage_v1_usage_proto_rawDesc = "" +
 	"overheadUs\x12\x1b\n" +
 	"\tcache_hit\x18F \x01(\bR\bcacheHit\x12)\n" +
 	"\x10degradation_step\x18G \x01(\tR\x0fdegradationStep\x12,\n" +
-	"\x12clamped_max_tokens\x18H \x01(\rR\x10clampedMaxTokens\"\xc9\x02\n" +
+	"\x12clamped_max_tokens\x18H \x01(\rR\x10clampedMaxTokens\x128\n" +
+	"\abudgets\x18I \x03(\v2\x1e.tollgate.usage.v1.BudgetCheckR\abudgets\"\xb7\x02\n" +
+	"\vBudgetCheck\x12\x14\n" +
+	"\x05scope\x18\x01 \x01(\tR\x05scope\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value\x12\x16\n" +
+	"\x06period\x18\x03 \x01(\tR\x06period\x12!\n" +
+	"\fperiod_start\x18\x04 \x01(\tR\vperiodStart\x12\x1d\n" +
+	"\n" +
+	"from_token\x18\x05 \x01(\bR\tfromToken\x12$\n" +
+	"\x0elimit_nano_usd\x18\x06 \x01(\x03R\flimitNanoUsd\x12$\n" +
+	"\x0espent_nano_usd\x18\a \x01(\x03R\fspentNanoUsd\x12*\n" +
+	"\x11reserved_nano_usd\x18\b \x01(\x03R\x0freservedNanoUsd\x12*\n" +
+	"\x11headroom_nano_usd\x18\t \x01(\x03R\x0fheadroomNanoUsd\"\xc9\x02\n" +
 	"\n" +
 	"SpendTotal\x12\x14\n" +
 	"\x05scope\x18\x01 \x01(\tR\x05scope\x12\x14\n" +
@@ -628,17 +778,19 @@ func file_tollgate_usage_v1_usage_proto_rawDescGZIP() []byte {
 	return file_tollgate_usage_v1_usage_proto_rawDescData
 }
 
-var file_tollgate_usage_v1_usage_proto_msgTypes = make([]protoimpl.MessageInfo, 2)
+var file_tollgate_usage_v1_usage_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
 var file_tollgate_usage_v1_usage_proto_goTypes = []any{
-	(*UsageEvent)(nil), // 0: tollgate.usage.v1.UsageEvent
-	(*SpendTotal)(nil), // 1: tollgate.usage.v1.SpendTotal
+	(*UsageEvent)(nil),  // 0: tollgate.usage.v1.UsageEvent
+	(*BudgetCheck)(nil), // 1: tollgate.usage.v1.BudgetCheck
+	(*SpendTotal)(nil),  // 2: tollgate.usage.v1.SpendTotal
 }
 var file_tollgate_usage_v1_usage_proto_depIdxs = []int32{
-	0, // [0:0] is the sub-list for method output_type
-	0, // [0:0] is the sub-list for method input_type
-	0, // [0:0] is the sub-list for extension type_name
-	0, // [0:0] is the sub-list for extension extendee
-	0, // [0:0] is the sub-list for field type_name
+	1, // 0: tollgate.usage.v1.UsageEvent.budgets:type_name -> tollgate.usage.v1.BudgetCheck
+	1, // [1:1] is the sub-list for method output_type
+	1, // [1:1] is the sub-list for method input_type
+	1, // [1:1] is the sub-list for extension type_name
+	1, // [1:1] is the sub-list for extension extendee
+	0, // [0:1] is the sub-list for field type_name
 }
 
 func init() { file_tollgate_usage_v1_usage_proto_init() }
@@ -652,7 +804,7 @@ func file_tollgate_usage_v1_usage_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tollgate_usage_v1_usage_proto_rawDesc), len(file_tollgate_usage_v1_usage_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   2,
+			NumMessages:   3,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
