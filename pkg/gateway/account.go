@@ -55,6 +55,21 @@ type admission struct {
 	rateKeys  [8]rateCharge
 	nRateKeys int
 	tokens    int64 // tokens charged to rate limits at admission
+	checks    budgetChecks
+}
+
+// maxChecks is the most budget limits one usage event records (6 scopes x
+// 3 periods of config limits would be 18; real configs apply a handful).
+// Past it, the first ones checked are kept, and the refusing one.
+const maxChecks = 8
+
+// budgetChecks are the limits admit checked, with the spend and headroom
+// of that moment, for the usage event (budgets). Fixed size: recording them
+// allocates nothing on the request path.
+type budgetChecks struct {
+	a        [maxChecks]budget.Checked
+	n        int
+	reserved int64 // the request's reservation, nano-USD
 }
 
 type rateCharge struct {
@@ -120,7 +135,9 @@ func (g *Gateway) admit(c *fiber.Ctx, st *state, p *auth.Principal, rt *route, i
 	// Reserve first, then check including the reservation: two requests
 	// racing for the last headroom cannot both pass.
 	adm.res = a.Tracker.Reserve(scopes, est)
-	if err := a.Tracker.Check(scopes, claims, 0); err != nil {
+	checks, err := a.Tracker.CheckReserved(scopes, claims, est, adm.checks.a[:0])
+	adm.checks.n, adm.checks.reserved = len(checks), est
+	if err != nil {
 		adm.res.Release()
 		adm.res = nil
 		g.refundRate(&adm)
@@ -366,12 +383,32 @@ func (g *Gateway) event(rec *record, u tokenUsage, estimated bool, cost int64) *
 	}
 	ev.Fallbacks = rec.fallbacks
 	ev.Hedged = rec.hedged
+	ev.Budgets = rec.adm.checks.event()
 	ev.DegradationStep = rec.degradation
 	if rec.cache != nil && rec.cache.hit {
 		ev.CacheHit = true
 		ev.ServedModel, ev.Provider = rec.cachedModel, rec.cachedProvider
 	}
 	return ev
+}
+
+// event returns the checks as usage-event messages: two allocations (the
+// messages and the slice) when any limit applied, none otherwise.
+func (bc *budgetChecks) event() []*usagev1.BudgetCheck {
+	if bc.n == 0 {
+		return nil
+	}
+	msgs := make([]usagev1.BudgetCheck, bc.n)
+	out := make([]*usagev1.BudgetCheck, bc.n)
+	for i := range bc.n {
+		c := &bc.a[i]
+		m := &msgs[i]
+		m.Scope, m.Value, m.Period, m.PeriodStart = c.Scope.String(), c.Value, c.Period.String(), c.PeriodStart
+		m.FromToken, m.LimitNanoUsd, m.SpentNanoUsd = c.FromToken, c.LimitNano, c.SpentNano
+		m.ReservedNanoUsd, m.HeadroomNanoUsd = bc.reserved, c.HeadroomNano()
+		out[i] = m
+	}
+	return out
 }
 
 // Reservations holds the budget reservation of each published event until

@@ -79,6 +79,7 @@ func (g *Gateway) serveMessages(c *fiber.Ctx) error {
 	}
 	adm, aerr := g.admit(c, st, p, rt, &info, body)
 	if aerr != nil {
+		rec.adm.checks = adm.checks // a budget refusal records the limits checked
 		return g.fail(c, &rec, aerr)
 	}
 	rec.adm, rec.body = adm, body

@@ -125,6 +125,7 @@ func (g *Gateway) serve(c *fiber.Ctx, ep endpoint) error {
 	adm, aerr := g.admit(c, st, p, st.priceRoute(rr, info.model), &info, body)
 	if aerr != nil {
 		plan.Release()
+		rec.adm.checks = adm.checks // a budget refusal records the limits checked
 		return g.fail(c, &rec, aerr)
 	}
 	rec.adm = adm
