@@ -14,7 +14,9 @@ const eventColumns = "event_id, request_id, ts, ts_ms, issuer, subject, key_id, 
 	"prompt_tokens, completion_tokens, cached_tokens, reasoning_tokens, estimated, " +
 	"cost_nano_usd, pricing_version, endpoint, stream, status_code, error_type, client_aborted, " +
 	"latency_total_us, ttft_us, upstream_us, overhead_us, cache_hit, degradation_step, clamped_max_tokens, " +
-	"stream_seq, ingested_at"
+	"stream_seq, ingested_at, " +
+	"budget_scope, budget_value, budget_period, budget_period_start, budget_from_token, " +
+	"budget_limit_nano_usd, budget_spent_nano_usd, budget_reserved_nano_usd, budget_headroom_nano_usd"
 
 // columns holds a batch of usage_events rows column by column, the form a
 // native insert sends. Its slices are reused from batch to batch.
@@ -41,8 +43,63 @@ type columns struct {
 	clampedMaxTokens                                  []uint32
 	streamSeq                                         []uint64
 	ingestedAt                                        []int64 // Unix seconds
+	budgets                                           budgetColumns
 	minTS, maxTS                                      uint32
 	minSeq, maxSeq                                    uint64
+}
+
+// budgetColumns are the budget_* array columns: row i of each holds event
+// i's budgets checked. The rows are windows on flat per-batch buffers, so
+// adding an event allocates nothing once the buffers have grown.
+type budgetColumns struct {
+	scope, value, period, periodStart           [][]string
+	fromToken                                   [][]uint8
+	limit, spent, reserved, headroom            [][]int64
+	flatScope, flatValue, flatPeriod, flatStart []string
+	flatFrom                                    []uint8
+	flatLimit, flatSpent, flatRes, flatHead     []int64
+}
+
+// add appends one event's budgets.
+func (b *budgetColumns) add(checks []*usagev1.BudgetCheck) {
+	n := len(b.flatScope)
+	for _, c := range checks {
+		b.flatScope = append(b.flatScope, c.Scope)
+		b.flatValue = append(b.flatValue, c.Value)
+		b.flatPeriod = append(b.flatPeriod, c.Period)
+		b.flatStart = append(b.flatStart, c.PeriodStart)
+		b.flatFrom = append(b.flatFrom, flag(c.FromToken))
+		b.flatLimit = append(b.flatLimit, c.LimitNanoUsd)
+		b.flatSpent = append(b.flatSpent, c.SpentNanoUsd)
+		b.flatRes = append(b.flatRes, c.ReservedNanoUsd)
+		b.flatHead = append(b.flatHead, c.HeadroomNanoUsd)
+	}
+	m := len(b.flatScope)
+	b.scope = append(b.scope, b.flatScope[n:m:m])
+	b.value = append(b.value, b.flatValue[n:m:m])
+	b.period = append(b.period, b.flatPeriod[n:m:m])
+	b.periodStart = append(b.periodStart, b.flatStart[n:m:m])
+	b.fromToken = append(b.fromToken, b.flatFrom[n:m:m])
+	b.limit = append(b.limit, b.flatLimit[n:m:m])
+	b.spent = append(b.spent, b.flatSpent[n:m:m])
+	b.reserved = append(b.reserved, b.flatRes[n:m:m])
+	b.headroom = append(b.headroom, b.flatHead[n:m:m])
+}
+
+// reset empties the columns, keeping the memory and dropping the strings
+// they referenced.
+func (b *budgetColumns) reset() {
+	clear(b.flatScope)
+	clear(b.flatValue)
+	clear(b.flatPeriod)
+	clear(b.flatStart)
+	*b = budgetColumns{
+		scope: clearStrings(b.scope), value: clearStrings(b.value), period: clearStrings(b.period),
+		periodStart: clearStrings(b.periodStart), fromToken: b.fromToken[:0],
+		limit: b.limit[:0], spent: b.spent[:0], reserved: b.reserved[:0], headroom: b.headroom[:0],
+		flatScope: b.flatScope[:0], flatValue: b.flatValue[:0], flatPeriod: b.flatPeriod[:0], flatStart: b.flatStart[:0],
+		flatFrom: b.flatFrom[:0], flatLimit: b.flatLimit[:0], flatSpent: b.flatSpent[:0], flatRes: b.flatRes[:0], flatHead: b.flatHead[:0],
+	}
 }
 
 // slices returns the column slices in eventColumns order.
@@ -54,6 +111,8 @@ func (c *columns) slices() []any {
 		c.cost, c.pricingVersion, c.endpoint, c.stream, c.statusCode, c.errorType, c.clientAborted,
 		c.latencyTotal, c.ttft, c.upstream, c.overhead, c.cacheHit, c.degradationStep, c.clampedMaxTokens,
 		c.streamSeq, c.ingestedAt,
+		c.budgets.scope, c.budgets.value, c.budgets.period, c.budgets.periodStart, c.budgets.fromToken,
+		c.budgets.limit, c.budgets.spent, c.budgets.reserved, c.budgets.headroom,
 	}
 }
 
@@ -61,7 +120,9 @@ func (c *columns) len() int { return len(c.eventID) }
 
 // reset empties every column, keeping the memory.
 func (c *columns) reset() {
+	c.budgets.reset()
 	*c = columns{
+		budgets: c.budgets,
 		eventID: c.eventID[:0], requestID: c.requestID[:0], ts: c.ts[:0], tsMs: c.tsMs[:0],
 		issuer: c.issuer[:0], subject: c.subject[:0], keyID: c.keyID[:0], dept: c.dept[:0],
 		team: c.team[:0], project: c.project[:0], requestedModel: c.requestedModel[:0],
@@ -144,6 +205,7 @@ func (c *columns) add(e *usagev1.UsageEvent, seq uint64, ingested time.Time) {
 	c.clampedMaxTokens = append(c.clampedMaxTokens, e.ClampedMaxTokens)
 	c.streamSeq = append(c.streamSeq, seq)
 	c.ingestedAt = append(c.ingestedAt, ingested.Unix())
+	c.budgets.add(e.Budgets)
 }
 
 // unixSeconds converts Unix nanoseconds to the seconds a DateTime holds,

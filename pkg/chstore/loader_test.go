@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/tollgate/tollgate/pkg/chtest"
+	usagev1 "github.com/tollgate/tollgate/proto/tollgate/usage/v1"
 )
 
 func TestLoad(t *testing.T) {
@@ -96,6 +97,15 @@ type eventRow struct {
 	ClampedMaxTokens uint32    `ch:"clamped_max_tokens"`
 	StreamSeq        uint64    `ch:"stream_seq"`
 	IngestedAt       time.Time `ch:"ingested_at"`
+	BudgetScope      []string  `ch:"budget_scope"`
+	BudgetValue      []string  `ch:"budget_value"`
+	BudgetPeriod     []string  `ch:"budget_period"`
+	BudgetStart      []string  `ch:"budget_period_start"`
+	BudgetFromToken  []uint8   `ch:"budget_from_token"`
+	BudgetLimit      []int64   `ch:"budget_limit_nano_usd"`
+	BudgetSpent      []int64   `ch:"budget_spent_nano_usd"`
+	BudgetReserved   []int64   `ch:"budget_reserved_nano_usd"`
+	BudgetHeadroom   []int64   `ch:"budget_headroom_nano_usd"`
 }
 
 func TestRowFields(t *testing.T) {
@@ -104,6 +114,12 @@ func TestRowFields(t *testing.T) {
 	odd.Estimated, odd.ClientAborted, odd.CacheHit = true, true, true
 	odd.ReasoningTokens, odd.DegradationStep, odd.ClampedMaxTokens = 11, "cheaper-model", 256
 	odd.Timestamp = baseTS + 1_999_999 // sub-millisecond part is dropped
+	odd.Budgets = []*usagev1.BudgetCheck{
+		{Scope: "dept", Value: "eng", Period: "month", PeriodStart: "2026-11", LimitNanoUsd: 500e9, SpentNanoUsd: 212_300_000_000,
+			ReservedNanoUsd: 40_000, HeadroomNanoUsd: 287_700_000_000},
+		{Scope: "subject", Value: "user-3", Period: "total", FromToken: true, LimitNanoUsd: 5e9, SpentNanoUsd: 6e9,
+			ReservedNanoUsd: 40_000, HeadroomNanoUsd: -1e9},
+	}
 	data, err := proto.Marshal(odd)
 	if err != nil {
 		t.Fatal(err)
@@ -156,6 +172,17 @@ func TestRowFields(t *testing.T) {
 				UpstreamUs: ev.UpstreamUs, OverheadUs: ev.OverheadUs, CacheHit: flag(ev.CacheHit),
 				DegradationStep: ev.DegradationStep, ClampedMaxTokens: ev.ClampedMaxTokens,
 				StreamSeq: uint64(i + 1), IngestedAt: ingested,
+				BudgetScope: []string{}, BudgetValue: []string{}, BudgetPeriod: []string{}, BudgetStart: []string{},
+				BudgetFromToken: []uint8{}, BudgetLimit: []int64{}, BudgetSpent: []int64{}, BudgetReserved: []int64{},
+				BudgetHeadroom: []int64{},
+			}
+			for _, b := range ev.Budgets {
+				want.BudgetScope, want.BudgetValue = append(want.BudgetScope, b.Scope), append(want.BudgetValue, b.Value)
+				want.BudgetPeriod, want.BudgetStart = append(want.BudgetPeriod, b.Period), append(want.BudgetStart, b.PeriodStart)
+				want.BudgetFromToken = append(want.BudgetFromToken, flag(b.FromToken))
+				want.BudgetLimit, want.BudgetSpent = append(want.BudgetLimit, b.LimitNanoUsd), append(want.BudgetSpent, b.SpentNanoUsd)
+				want.BudgetReserved = append(want.BudgetReserved, b.ReservedNanoUsd)
+				want.BudgetHeadroom = append(want.BudgetHeadroom, b.HeadroomNanoUsd)
 			}
 			if want.Fallbacks == nil {
 				want.Fallbacks = []string{}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -95,6 +96,11 @@ func (s *Store) Migrate(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	return s.migrate(ctx, ms)
+}
+
+// migrate applies the migrations of ms not yet recorded.
+func (s *Store) migrate(ctx context.Context, ms []Migration) error {
 	if err := s.createDatabase(ctx); err != nil {
 		return err
 	}
@@ -112,7 +118,7 @@ func (s *Store) Migrate(ctx context.Context) error {
 			continue
 		}
 		for i, stmt := range m.Statements {
-			if err := s.conn.Exec(ctx, stmt); err != nil {
+			if err := s.apply(ctx, stmt); err != nil {
 				return fmt.Errorf("apply migration %s statement %d: %w", m.Name, i+1, err)
 			}
 		}
@@ -121,6 +127,28 @@ func (s *Store) Migrate(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// addColumn matches a statement that adds one column: ALTER TABLE t ADD
+// COLUMN c <type>.
+var addColumn = regexp.MustCompile(`(?is)^ALTER\s+TABLE\s+([A-Za-z_][A-Za-z0-9_]*)\s+ADD\s+COLUMN\s+([A-Za-z_][A-Za-z0-9_]*)\s`)
+
+// apply runs one statement. ClickHouse 18.16 has no ADD COLUMN IF NOT
+// EXISTS, so an ALTER TABLE ... ADD COLUMN whose column is already there
+// (a migration cut short and run again) is skipped instead.
+func (s *Store) apply(ctx context.Context, stmt string) error {
+	if m := addColumn.FindStringSubmatch(stmt); m != nil {
+		var n uint64
+		err := s.conn.QueryRow(ctx, "SELECT count() FROM system.columns WHERE database = currentDatabase() AND table = ? AND name = ?",
+			m[1], m[2]).Scan(&n)
+		if err != nil {
+			return fmt.Errorf("look up column %s.%s: %w", m[1], m[2], err)
+		}
+		if n > 0 {
+			return nil
+		}
+	}
+	return s.conn.Exec(ctx, stmt)
 }
 
 // AppliedMigrations returns the versions recorded in schema_migrations, in
