@@ -13,6 +13,10 @@
 //	GET  /admin/routes     Options.Routes() as JSON
 //	GET  /admin/budgets    Options.Budgets() as JSON
 //	POST /admin/reload     Options.Reload: 200 with its summary, 400 with its error
+//	GET  /admin/usage/{request_id}
+//	                       Options.Usage: how one request was charged (principal,
+//	                       route and fallbacks, tokens, prices, cost, budgets checked
+//	                       with their headroom); 404 when no event has the id
 //
 // # Access
 //
@@ -79,6 +83,11 @@ type Options struct {
 	// validation error. Calls are serialized. Its ctx is not cancelled when
 	// the caller hangs up, so a reload is never abandoned half way.
 	Reload func(ctx context.Context) (summary any, err error)
+	// Usage explains one request for GET /admin/usage/{request_id}: the
+	// value (encoded with encoding/json), or found false for a 404. The
+	// gateway passes (*finance.Explainer).Explain, reading ClickHouse or
+	// the usage stream.
+	Usage func(ctx context.Context, requestID string) (v any, found bool, err error)
 	// Logger receives reloads, refused admin requests (debug) and metrics
 	// gathering errors. Default: discard.
 	Logger *slog.Logger
@@ -160,6 +169,7 @@ func (s *Server) routes() http.Handler {
 	mux.Handle("/admin/routes", s.guard(readOnly(s.snapshot("routes", s.o.Routes))))
 	mux.Handle("/admin/budgets", s.guard(readOnly(s.snapshot("budgets", s.o.Budgets))))
 	mux.Handle("/admin/reload", s.guard(http.HandlerFunc(s.reload)))
+	mux.Handle("/admin/usage/{request_id...}", s.guard(readOnly(http.HandlerFunc(s.usage))))
 	mux.Handle("/admin/", s.guard(http.HandlerFunc(notFound)))
 
 	mux.HandleFunc("/", notFound)
@@ -302,6 +312,31 @@ func (s *Server) reload(w http.ResponseWriter, r *http.Request) {
 	}
 	s.log.Info("config reloaded", "by", who)
 	writeJSON(w, http.StatusOK, map[string]any{"status": "reloaded", "summary": summary})
+}
+
+// maxRequestID is the longest request id the gateway keeps (README).
+const maxRequestID = 128
+
+func (s *Server) usage(w http.ResponseWriter, r *http.Request) {
+	if s.o.Usage == nil {
+		writeError(w, http.StatusNotFound, "not_configured", "usage lookups are not available")
+		return
+	}
+	id := r.PathValue("request_id")
+	if id == "" || len(id) > maxRequestID {
+		writeError(w, http.StatusBadRequest, "invalid_request_id", "give a request id of 1 to 128 characters: /admin/usage/{request_id}")
+		return
+	}
+	v, found, err := s.o.Usage(r.Context(), id)
+	switch {
+	case err != nil:
+		s.log.Warn("usage lookup", "request_id", id, "error", err)
+		writeError(w, http.StatusServiceUnavailable, "lookup_failed", err.Error())
+	case !found:
+		writeError(w, http.StatusNotFound, "not_found", "no usage event for request "+id)
+	default:
+		writeJSON(w, http.StatusOK, v)
+	}
 }
 
 func notFound(w http.ResponseWriter, r *http.Request) {

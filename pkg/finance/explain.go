@@ -11,6 +11,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/tollgate/tollgate/pkg/pricing"
+	usagev1 "github.com/tollgate/tollgate/proto/tollgate/usage/v1"
 )
 
 // ErrNotFound is returned by Explain when no event has the request id.
@@ -48,6 +49,22 @@ type Charge struct {
 	Price                                      pricing.Price
 	PriceKnown                                 bool
 	InputNano, CachedNano, OutputNano, ReqNano int64
+	// Budgets are the limits checked at admission, with the spend and
+	// headroom of that moment (empty when none applied, or for events
+	// recorded before the gateway kept them).
+	Budgets []BudgetCheck
+}
+
+// BudgetCheck is one budget limit a request was checked against at
+// admission (usage event field budgets). Amounts are nano-USD.
+type BudgetCheck struct {
+	Scope, Value, Period, PeriodStart string
+	// FromToken is true for a limit from the token's budgets claim.
+	FromToken bool
+	// SpentNano is the spend at admission (applied total plus other
+	// requests' reservations); ReservedNano this request's own
+	// reservation; HeadroomNano = LimitNano - SpentNano.
+	LimitNano, SpentNano, ReservedNano, HeadroomNano int64
 }
 
 // Explain looks up the usage event of requestID. tables maps pricing
@@ -55,7 +72,9 @@ type Charge struct {
 func Explain(ctx context.Context, conn driver.Conn, requestID string, tables ...*pricing.Table) (*Charge, error) {
 	rows, err := conn.Query(ctx, `SELECT event_id, request_id, ts, issuer, subject, key_id, dept, team, project,
 		requested_model, served_model, provider, deployment, route, attempts, fallbacks, endpoint, status_code, error_type,
-		prompt_tokens, completion_tokens, cached_tokens, reasoning_tokens, estimated, cost_nano_usd, pricing_version
+		prompt_tokens, completion_tokens, cached_tokens, reasoning_tokens, estimated, cost_nano_usd, pricing_version,
+		budget_scope, budget_value, budget_period, budget_period_start, budget_from_token,
+		budget_limit_nano_usd, budget_spent_nano_usd, budget_reserved_nano_usd, budget_headroom_nano_usd
 		FROM usage_events FINAL WHERE request_id = ? ORDER BY ts LIMIT 1`, requestID)
 	if err != nil {
 		return nil, fmt.Errorf("look up request %s: %w", requestID, err)
@@ -69,13 +88,54 @@ func Explain(ctx context.Context, conn driver.Conn, requestID string, tables ...
 	}
 	c := &Charge{}
 	var est uint8
+	var scope, value, period, start []string
+	var fromToken []uint8
+	var limit, spent, reserved, headroom []int64
 	if err := rows.Scan(&c.EventID, &c.RequestID, &c.Time, &c.Issuer, &c.Subject, &c.KeyID, &c.Dept, &c.Team, &c.Project,
 		&c.RequestedModel, &c.ServedModel, &c.Provider, &c.Deployment, &c.Route, &c.Attempts, &c.Fallbacks, &c.Endpoint,
 		&c.StatusCode, &c.ErrorType, &c.PromptTokens, &c.CompletionTokens, &c.CachedTokens, &c.ReasoningTokens, &est,
-		&c.CostNano, &c.PricingVersion); err != nil {
+		&c.CostNano, &c.PricingVersion, &scope, &value, &period, &start, &fromToken,
+		&limit, &spent, &reserved, &headroom); err != nil {
 		return nil, fmt.Errorf("read request %s: %w", requestID, err)
 	}
 	c.Estimated = est == 1
+	for i := range scope {
+		if i >= len(value) || i >= len(period) || i >= len(start) || i >= len(fromToken) ||
+			i >= len(limit) || i >= len(spent) || i >= len(reserved) || i >= len(headroom) {
+			return nil, fmt.Errorf("read request %s: budget arrays of different lengths", requestID)
+		}
+		c.Budgets = append(c.Budgets, BudgetCheck{Scope: scope[i], Value: value[i], Period: period[i], PeriodStart: start[i],
+			FromToken: fromToken[i] == 1, LimitNano: limit[i], SpentNano: spent[i], ReservedNano: reserved[i], HeadroomNano: headroom[i]})
+	}
+	c.price(tables)
+	return c, nil
+}
+
+// FromEvent is the Charge of a usage event read from the stream.
+func FromEvent(ev *usagev1.UsageEvent, tables ...*pricing.Table) *Charge {
+	c := &Charge{
+		EventID: ev.EventId, RequestID: ev.RequestId, Time: time.Unix(0, ev.Timestamp).UTC(),
+		Issuer: ev.Issuer, Subject: ev.Subject, KeyID: ev.KeyId, Dept: ev.Dept, Team: ev.Team, Project: ev.Project,
+		RequestedModel: ev.RequestedModel, ServedModel: ev.ServedModel, Provider: ev.Provider, Deployment: ev.Deployment,
+		Route: ev.Route, Attempts: ev.Attempts, Fallbacks: ev.Fallbacks, Endpoint: ev.Endpoint,
+		StatusCode: ev.StatusCode, ErrorType: ev.ErrorType, PromptTokens: ev.PromptTokens,
+		CompletionTokens: ev.CompletionTokens, CachedTokens: ev.CachedTokens, ReasoningTokens: ev.ReasoningTokens,
+		Estimated: ev.Estimated, CostNano: ev.CostNanoUsd, PricingVersion: ev.PricingVersion,
+	}
+	if c.Fallbacks == nil {
+		c.Fallbacks = []string{}
+	}
+	for _, b := range ev.Budgets {
+		c.Budgets = append(c.Budgets, BudgetCheck{Scope: b.Scope, Value: b.Value, Period: b.Period, PeriodStart: b.PeriodStart,
+			FromToken: b.FromToken, LimitNano: b.LimitNanoUsd, SpentNano: b.SpentNanoUsd, ReservedNano: b.ReservedNanoUsd,
+			HeadroomNano: b.HeadroomNanoUsd})
+	}
+	c.price(tables)
+	return c
+}
+
+// price breaks the cost down when the event's price table is known.
+func (c *Charge) price(tables []*pricing.Table) {
 	for _, t := range append([]*pricing.Table{pricing.Default()}, tables...) {
 		if t == nil || t.Version != c.PricingVersion {
 			continue
@@ -84,7 +144,6 @@ func Explain(ctx context.Context, conn driver.Conn, requestID string, tables ...
 			c.breakdown(p)
 		}
 	}
-	return c, nil
 }
 
 func (c *Charge) breakdown(p pricing.Price) {
@@ -124,8 +183,33 @@ func (c *Charge) WriteText(w io.Writer) error {
 		f("prices", "table %s is not the embedded one (%s): no breakdown", c.PricingVersion, pricing.Default().Version)
 		f("cost", "%s", usd(c.CostNano))
 	}
+	if len(c.Budgets) == 0 {
+		f("budgets", "none checked")
+	}
+	for _, bc := range c.Budgets {
+		f("budget", "%s", bc.String())
+	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// String reads "dept=research month 2026-11: limit $500.00, spent $212.30
+// at admission, headroom $287.70 (reserved $0.01)".
+func (b BudgetCheck) String() string {
+	who := b.Scope
+	if b.Scope != "global" {
+		who += "=" + b.Value
+	}
+	period := b.Period
+	if b.PeriodStart != "" {
+		period += " " + b.PeriodStart
+	}
+	src := ""
+	if b.FromToken {
+		src = " (token limit)"
+	}
+	return fmt.Sprintf("%s %s%s: limit %s, spent %s at admission, headroom %s (this request reserved %s)",
+		who, period, src, usd(b.LimitNano), usd(b.SpentNano), usd(b.HeadroomNano), usd(b.ReservedNano))
 }
 
 func orNone(s []string) string {
