@@ -28,7 +28,9 @@ import (
 	"github.com/tollgate/tollgate/pkg/admin"
 	"github.com/tollgate/tollgate/pkg/auth"
 	"github.com/tollgate/tollgate/pkg/budget"
+	"github.com/tollgate/tollgate/pkg/chstore"
 	"github.com/tollgate/tollgate/pkg/config"
+	"github.com/tollgate/tollgate/pkg/finance"
 	"github.com/tollgate/tollgate/pkg/gateway"
 	"github.com/tollgate/tollgate/pkg/metrics"
 	"github.com/tollgate/tollgate/pkg/mockllm"
@@ -151,7 +153,7 @@ func run() error {
 	rl := &reloader{path: *cfgPath, gw: gw, tracker: acct.Tracker, mockURL: mockURL, log: log}
 	rl.cfg.Store(cfg)
 	rl.verifier.Store(verifier)
-	adminSrv, err := startAdmin(cfg, reg, rl, gw, acct.Tracker, log)
+	adminSrv, err := startAdmin(cfg, reg, rl, gw, acct.Tracker, usageExplainer(sigCtx, nc, log), log)
 	if err != nil {
 		return err
 	}
@@ -425,7 +427,8 @@ func registerCollectors(reg *prometheus.Registry, pub *usage.Publisher, tr *budg
 }
 
 // startAdmin serves the admin API unless admin.listen is "off".
-func startAdmin(cfg *config.Config, reg *prometheus.Registry, rl *reloader, gw *gateway.Gateway, tr *budget.Tracker, log *slog.Logger) (*admin.Server, error) {
+func startAdmin(cfg *config.Config, reg *prometheus.Registry, rl *reloader, gw *gateway.Gateway, tr *budget.Tracker,
+	ex *finance.Explainer, log *slog.Logger) (*admin.Server, error) {
 	if cfg.Admin.Listen == "off" {
 		return nil, nil
 	}
@@ -438,7 +441,14 @@ func startAdmin(cfg *config.Config, reg *prometheus.Registry, rl *reloader, gw *
 		Routes:       func() any { return gw.Routes() },
 		Budgets:      func() any { return tr.Report() },
 		Reload:       func(context.Context) (any, error) { return rl.reload() },
-		Logger:       log,
+		Usage: func(ctx context.Context, id string) (any, bool, error) {
+			c, err := ex.Explain(ctx, id)
+			if errors.Is(err, finance.ErrNotFound) {
+				return nil, false, nil
+			}
+			return c, err == nil, err
+		},
+		Logger: log,
 	})
 	ln, err := net.Listen("tcp", cfg.Admin.Listen)
 	if err != nil {
@@ -451,6 +461,27 @@ func startAdmin(cfg *config.Config, reg *prometheus.Registry, rl *reloader, gw *
 	}()
 	log.Info("admin listening", "addr", ln.Addr().String())
 	return srv, nil
+}
+
+// usageExplainer answers GET /admin/usage/{request_id}: from ClickHouse
+// when TOLLGATE_CLICKHOUSE names a server (database TOLLGATE_CLICKHOUSE_DB,
+// default tollgate; CLICKHOUSE_USER / CLICKHOUSE_PASSWORD), else by
+// scanning the last 24 hours of the usage stream.
+func usageExplainer(ctx context.Context, nc *nats.Conn, log *slog.Logger) *finance.Explainer {
+	ex := &finance.Explainer{Stream: usage.StreamName, Window: finance.DefaultStreamWindow}
+	if addr := os.Getenv("TOLLGATE_CLICKHOUSE"); addr != "" {
+		st, err := chstore.Open(ctx, chstore.Options{Addr: addr, Database: os.Getenv("TOLLGATE_CLICKHOUSE_DB"),
+			User: os.Getenv("CLICKHOUSE_USER"), Password: os.Getenv("CLICKHOUSE_PASSWORD")})
+		if err == nil {
+			ex.CH = st.Conn()
+			return ex
+		}
+		log.Warn("usage lookups read the stream: clickhouse unavailable", "addr", addr, "err", err)
+	}
+	if js, err := jetstream.New(nc); err == nil {
+		ex.JS = js
+	}
+	return ex
 }
 
 // reloader re-reads the config file (SIGHUP, POST /admin/reload) and
