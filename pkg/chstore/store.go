@@ -182,13 +182,52 @@ func (s *Store) insertEvents(ctx context.Context, c *columns) error {
 		return fmt.Errorf("insert %d events: %w", c.len(), err)
 	}
 	for i, col := range c.slices() {
-		if err := b.Column(i).Append(col); err != nil {
+		if err := appendColumn(b.Column(i), col); err != nil {
 			_ = b.Abort()
 			return fmt.Errorf("insert %d events: column %d: %w", c.len(), i, err)
 		}
 	}
 	if err := b.Send(); err != nil {
 		return fmt.Errorf("insert %d events: %w", c.len(), err)
+	}
+	return nil
+}
+
+// Empty arrays boxed once: appending an empty array row allocates nothing.
+var (
+	noStrings any = []string{}
+	noUInt8s  any = []uint8{}
+	noInt64s  any = []int64{}
+)
+
+// appendColumn appends a whole column. Array columns go row by row with
+// their Go type: clickhouse-go's Append of a [][]T walks it by reflection,
+// boxing every row and element (about one allocation per row and array
+// column, and one per element), which made the array columns cost more
+// than all the others.
+func appendColumn(bc driver.BatchColumn, col any) error {
+	switch v := col.(type) {
+	case [][]string:
+		return appendRows(bc, v, noStrings)
+	case [][]uint8:
+		return appendRows(bc, v, noUInt8s)
+	case [][]int64:
+		return appendRows(bc, v, noInt64s)
+	}
+	return bc.Append(col)
+}
+
+func appendRows[T any](bc driver.BatchColumn, rows [][]T, empty any) error {
+	for _, r := range rows {
+		var err error
+		if len(r) == 0 {
+			err = bc.AppendRow(empty)
+		} else {
+			err = bc.AppendRow(r)
+		}
+		if err != nil {
+			return err
+		}
 	}
 	return nil
 }
