@@ -1,0 +1,72 @@
+package gateway
+
+import (
+	"net"
+	"strings"
+	"testing"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/tollgate/tollgate/pkg/budget"
+	"github.com/tollgate/tollgate/pkg/config"
+	"github.com/tollgate/tollgate/pkg/pricing"
+	usagev1 "github.com/tollgate/tollgate/proto/tollgate/usage/v1"
+)
+
+// takePublisher drops every event as if it was published and acked at
+// once, keeping the reservations table empty.
+type takePublisher struct{ rs *Reservations }
+
+func (p takePublisher) Enqueue(ev *usagev1.UsageEvent) error { p.rs.remove(ev); return nil }
+func (p takePublisher) Saturated() bool                      { return false }
+
+// BenchmarkBudgetedRequest is BenchmarkNonStreamRequest with accounting:
+// two budget limits apply (dept and team), so the request reserves, checks
+// and records them, and its usage event is built and enqueued. Expected:
+// BenchmarkNonStreamRequest's allocations plus the usage event's, plus two
+// for the budgets checked (their messages and slice).
+func BenchmarkBudgetedRequest(b *testing.B) {
+	r := newRigFor(b, nil, fixedUpstream(b, benchCompletion), func(c *config.Config) { c.Log.Requests = false })
+	limits, err := budget.ParseLimits([]config.BudgetLimit{
+		{Scope: "dept", Value: "research", AmountUSD: "1000000000", Period: "month"},
+		{Scope: "team", Value: "*", AmountUSD: "1000000000", Period: "day"},
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	res := NewReservations()
+	gw, err := New(Options{Config: r.cfg, Verifier: r.gw.state.Load().verifier, Logger: r.gw.log, Accounting: Accounting{
+		Publisher: takePublisher{res}, Reservations: res, Tracker: budget.NewTracker(budget.TrackerOptions{Limits: limits}),
+		Prices: pricing.Default(),
+	}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	gw.logRequests = false
+	body := []byte(`{"model":"mock-gpt","max_tokens":64,"messages":[{"role":"user","content":"` + strings.Repeat("word ", 200) + `"}]}`)
+	h := gw.Handler()
+	var ctx fasthttp.RequestCtx
+	var req fasthttp.Request
+	req.Header.SetMethod("POST")
+	req.SetRequestURI("/v1/chat/completions")
+	req.Header.Set("Authorization", "Bearer "+r.token(nil))
+	req.Header.SetContentType("application/json")
+	req.SetBody(body)
+	addr := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 5555}
+	run := func() {
+		ctx.Init(&req, addr, nil)
+		h(&ctx)
+		if ctx.Response.StatusCode() != 200 {
+			b.Fatalf("status %d: %s", ctx.Response.StatusCode(), ctx.Response.Body())
+		}
+	}
+	for range 100 { // warm pools and the token cache
+		run()
+	}
+	b.ReportAllocs()
+	b.SetBytes(int64(len(body)))
+	b.ResetTimer()
+	for range b.N {
+		run()
+	}
+}
