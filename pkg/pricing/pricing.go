@@ -18,28 +18,44 @@ import (
 
 // Price is what one model costs. Token prices are nano-USD per million
 // tokens (2_500_000_000 is $2.50 per million); PerRequest is nano-USD per
-// call, for endpoints billed by the call. Negative fields count as zero.
+// call, for endpoints billed by the call. The unit prices serve the
+// endpoints that are not billed by tokens: PerImage is nano-USD per
+// generated image, PerAudioSecond nano-USD per second of audio
+// transcribed or translated, and CharactersPerM nano-USD per million input
+// characters of speech synthesis. Negative fields count as zero.
 type Price struct {
 	InputPerM       int64
 	OutputPerM      int64
 	CachedInputPerM int64
 	PerRequest      int64
+	PerImage        int64
+	PerAudioSecond  int64
+	CharactersPerM  int64
 }
 
 // Usage is the token count of one request, in OpenAI semantics:
 // CachedTokens is the part of PromptTokens read from the provider's prompt
 // cache, and ReasoningTokens is the part of CompletionTokens spent on hidden
 // reasoning.
+//
+// Images, AudioMillis and Characters are the units of the endpoints billed
+// by unit: images generated, milliseconds of audio processed and
+// characters (Unicode code points) of speech input.
 type Usage struct {
 	PromptTokens     uint64
 	CompletionTokens uint64
 	CachedTokens     uint64
 	ReasoningTokens  uint64
+	Images           uint64
+	AudioMillis      uint64
+	Characters       uint64
 }
 
 // Cost returns the cost of u at price p in nano-USD:
 //
-//	((prompt-cached)*InputPerM + cached*CachedInputPerM + completion*OutputPerM) / 1e6 + PerRequest
+//	((prompt-cached)*InputPerM + cached*CachedInputPerM + completion*OutputPerM
+//	  + characters*CharactersPerM + audioMillis*PerAudioSecond*1000) / 1e6
+//	+ images*PerImage + PerRequest
 //
 // The division rounds half up and is done once, on the exact 128-bit sum,
 // so no sub-nano amount is lost per term. ReasoningTokens are not added:
@@ -53,7 +69,12 @@ func (p Price) Cost(u Usage) int64 {
 	s.addMul(u.PromptTokens-cached, p.InputPerM)
 	s.addMul(cached, p.CachedInputPerM)
 	s.addMul(u.CompletionTokens, p.OutputPerM)
-	s.addMul(1, 500_000) // round half up
+	s.addMul(u.Characters, p.CharactersPerM)
+	if u.AudioMillis > math.MaxUint64/1000 {
+		return math.MaxInt64
+	}
+	s.addMul(u.AudioMillis*1000, p.PerAudioSecond) // per second = per 1000 ms = 1e6/1000
+	s.addMul(1, 500_000)                           // round half up
 	if s.over || s.hi >= 1_000_000 {
 		return math.MaxInt64
 	}
@@ -62,13 +83,25 @@ func (p Price) Cost(u Usage) int64 {
 		return math.MaxInt64
 	}
 	cost := int64(q)
-	if p.PerRequest > 0 {
-		if cost > math.MaxInt64-p.PerRequest {
+	if p.PerImage > 0 && u.Images > 0 {
+		hi, lo := bits.Mul64(u.Images, uint64(p.PerImage))
+		if hi != 0 || lo > math.MaxInt64 {
 			return math.MaxInt64
 		}
-		cost += p.PerRequest
+		cost = addSat(cost, int64(lo))
+	}
+	if p.PerRequest > 0 {
+		cost = addSat(cost, p.PerRequest)
 	}
 	return cost
+}
+
+// addSat adds two non-negative amounts, saturating at math.MaxInt64.
+func addSat(a, b int64) int64 {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
 }
 
 // sum128 is an unsigned 128-bit accumulator; over records a carry out of
@@ -125,12 +158,16 @@ type file struct {
 }
 
 // fileEntry is one model's prices as decimals in USD (per million tokens,
-// per_request per call); a missing field is zero.
+// per_request per call, per_image per image, per_audio_second per second,
+// per_1m_characters per million characters); a missing field is zero.
 type fileEntry struct {
-	Input       usd `yaml:"input"`
-	Output      usd `yaml:"output"`
-	CachedInput usd `yaml:"cached_input"`
-	PerRequest  usd `yaml:"per_request"`
+	Input           usd `yaml:"input"`
+	Output          usd `yaml:"output"`
+	CachedInput     usd `yaml:"cached_input"`
+	PerRequest      usd `yaml:"per_request"`
+	PerImage        usd `yaml:"per_image"`
+	PerAudioSecond  usd `yaml:"per_audio_second"`
+	Per1MCharacters usd `yaml:"per_1m_characters"`
 }
 
 // usd is a decimal USD amount in nano-USD, read from the scalar's text so
@@ -160,10 +197,14 @@ func (u *usd) UnmarshalYAML(n *yaml.Node) error {
 //	version: "2026-11-01"
 //	prices:
 //	  gpt-4o: {input: "2.50", output: "10.00", cached_input: "1.25"}
-//	  dall-e-3: {per_request: "0.04"}
+//	  dall-e-3: {per_image: "0.04"}
+//	  whisper-1: {per_audio_second: "0.0001"}
+//	  tts-1: {per_1m_characters: "15.00"}
 //
 // Amounts are decimal USD, per million tokens for input, output and
-// cached_input and per call for per_request. Unknown keys, an empty version
+// cached_input, per call for per_request, per image for per_image, per
+// second of audio for per_audio_second and per million characters for
+// per_1m_characters. Unknown keys, an empty version
 // or model name, negative amounts and more than nine decimals are errors.
 func Parse(data []byte) (*Table, error) {
 	var f file
@@ -185,6 +226,9 @@ func Parse(data []byte) (*Table, error) {
 			OutputPerM:      int64(e.Output),
 			CachedInputPerM: int64(e.CachedInput),
 			PerRequest:      int64(e.PerRequest),
+			PerImage:        int64(e.PerImage),
+			PerAudioSecond:  int64(e.PerAudioSecond),
+			CharactersPerM:  int64(e.Per1MCharacters),
 		}
 	}
 	return t, nil
@@ -204,6 +248,32 @@ func ParsePrice(input, output, cachedInput, perRequest string) (Price, error) {
 		{"output", output, &p.OutputPerM},
 		{"cached_input", cachedInput, &p.CachedInputPerM},
 		{"per_request", perRequest, &p.PerRequest},
+	} {
+		if f.text == "" {
+			continue
+		}
+		v, err := ParseUSD(f.text)
+		if err != nil {
+			return Price{}, fmt.Errorf("%s: %w", f.name, err)
+		}
+		*f.dst = v
+	}
+	return p, nil
+}
+
+// WithUnits returns p with the unit prices set from decimal USD strings as
+// found in config: perImage per generated image, perAudioSecond per second
+// of audio, per1MCharacters per million characters. An empty string keeps
+// the field zero.
+func (p Price) WithUnits(perImage, perAudioSecond, per1MCharacters string) (Price, error) {
+	for _, f := range []struct {
+		name string
+		text string
+		dst  *int64
+	}{
+		{"per_image", perImage, &p.PerImage},
+		{"per_audio_second", perAudioSecond, &p.PerAudioSecond},
+		{"per_1m_characters", per1MCharacters, &p.CharactersPerM},
 	} {
 		if f.text == "" {
 			continue

@@ -51,6 +51,22 @@ func TestCost(t *testing.T) {
 			usage: Usage{PromptTokens: 2_000_000}, want: math.MaxInt64},
 		{name: "per request overflow saturates", price: Price{InputPerM: math.MaxInt64, PerRequest: math.MaxInt64},
 			usage: Usage{PromptTokens: 1_000_000}, want: math.MaxInt64},
+		{name: "images times per image", price: Price{PerImage: 40_000_000, PerRequest: 1},
+			usage: Usage{Images: 3}, want: 120_000_001},
+		{name: "audio per second from milliseconds", price: Price{PerAudioSecond: 100_000},
+			usage: Usage{AudioMillis: 12_345}, want: 1_234_500},
+		{name: "audio sub-nano rounds half up", price: Price{PerAudioSecond: 1},
+			usage: Usage{AudioMillis: 1_500}, want: 2},
+		{name: "characters per million", price: Price{CharactersPerM: 15_000_000_000},
+			usage: Usage{Characters: 1_000}, want: 15_000_000},
+		{name: "units and tokens rounded once", price: Price{InputPerM: 1, CharactersPerM: 1, PerAudioSecond: 1},
+			usage: Usage{PromptTokens: 200_000, Characters: 200_000, AudioMillis: 100}, want: 1},
+		{name: "image overflow saturates", price: Price{PerImage: math.MaxInt64},
+			usage: Usage{Images: 2}, want: math.MaxInt64},
+		{name: "audio overflow saturates", price: Price{PerAudioSecond: 1},
+			usage: Usage{AudioMillis: math.MaxUint64}, want: math.MaxInt64},
+		{name: "unit prices ignore other units", price: Price{PerImage: 5},
+			usage: Usage{AudioMillis: 1000, Characters: 1000, PromptTokens: 1000}, want: 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -157,6 +173,9 @@ func TestParse(t *testing.T) {
 		{name: "quoted and unquoted decimals",
 			yaml:  "version: v1\nprices:\n  m: {input: \"2.50\", output: 10, cached_input: 1.25, per_request: '0.04'}\n",
 			model: "m", want: Price{InputPerM: 2_500_000_000, OutputPerM: 10_000_000_000, CachedInputPerM: 1_250_000_000, PerRequest: 40_000_000}},
+		{name: "unit prices",
+			yaml:  "version: v1\nprices:\n  m: {per_image: \"0.04\", per_audio_second: \"0.0001\", per_1m_characters: 15}\n",
+			model: "m", want: Price{PerImage: 40_000_000, PerAudioSecond: 100_000, CharactersPerM: 15_000_000_000}},
 		{name: "missing fields are zero", yaml: "version: v1\nprices:\n  m: {output: \"0.6\"}\n",
 			model: "m", want: Price{OutputPerM: 600_000_000}},
 		{name: "no prices", yaml: "version: v1\n", model: "m", want: Price{}},
@@ -218,6 +237,35 @@ func TestParsePrice(t *testing.T) {
 	}
 }
 
+func TestWithUnits(t *testing.T) {
+	tests := []struct {
+		name                string
+		image, audio, chars string
+		want                Price
+		wantErr             string
+	}{
+		{name: "all set", image: "0.04", audio: "0.0001", chars: "15",
+			want: Price{InputPerM: 1, PerImage: 40_000_000, PerAudioSecond: 100_000, CharactersPerM: 15_000_000_000}},
+		{name: "empty keeps zero", want: Price{InputPerM: 1}},
+		{name: "bad field named", audio: "0.1.2", wantErr: "per_audio_second"},
+		{name: "too fine", chars: "0.0000000001", wantErr: "per_1m_characters"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := Price{InputPerM: 1}.WithUnits(tt.image, tt.audio, tt.chars)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("WithUnits error = %v, want one containing %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil || got != tt.want {
+				t.Fatalf("WithUnits = %+v, %v; want %+v", got, err, tt.want)
+			}
+		})
+	}
+}
+
 func TestDefault(t *testing.T) {
 	tab := Default()
 	if tab != Default() {
@@ -261,6 +309,12 @@ func TestDefault(t *testing.T) {
 		{name: "codestral", model: "codestral-latest"},
 		{name: "deepseek chat", model: "deepseek-chat"},
 		{name: "deepseek reasoner", model: "deepseek-reasoner"},
+		{name: "dall-e-3", model: "dall-e-3", want: Price{PerImage: 40_000_000}},
+		{name: "whisper-1", model: "whisper-1", want: Price{PerAudioSecond: 100_000}},
+		{name: "tts-1", model: "tts-1", want: Price{CharactersPerM: 15_000_000_000}},
+		{name: "mock-image", model: "mock-image", want: Price{PerImage: 40_000_000}},
+		{name: "mock-whisper", model: "mock-whisper", want: Price{PerAudioSecond: 100_000}},
+		{name: "mock-tts", model: "mock-tts", want: Price{CharactersPerM: 15_000_000_000}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
