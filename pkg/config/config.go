@@ -28,7 +28,11 @@ type Config struct {
 	Tracing   Tracing    `yaml:"tracing"`
 	Auth      Auth       `yaml:"auth"`
 	Providers []Provider `yaml:"providers"`
-	Models    []Model    `yaml:"models"`
+	// FilesProvider names the provider that serves /v1/files and
+	// /v1/batches, which name no model (kind openai, azure or mock). Empty
+	// disables those endpoints (they answer 400).
+	FilesProvider string  `yaml:"files_provider"`
+	Models        []Model `yaml:"models"`
 	// Routing configures retries, fallbacks and circuit breaking.
 	Routing Routing `yaml:"routing"`
 
@@ -125,13 +129,18 @@ type Usage struct {
 	UnpricedModel string `yaml:"unpriced_model"`
 }
 
-// Price is a config override of one price-table entry, in USD per million
-// tokens as decimal strings.
+// Price is a config override of one price-table entry, as decimal USD
+// strings: input, output and cached_input per million tokens, per_request
+// per call, per_image per generated image, per_audio_second per second of
+// audio, per_1m_characters per million characters of speech input.
 type Price struct {
-	Input       string `yaml:"input"`
-	Output      string `yaml:"output"`
-	CachedInput string `yaml:"cached_input"`
-	PerRequest  string `yaml:"per_request"`
+	Input           string `yaml:"input"`
+	Output          string `yaml:"output"`
+	CachedInput     string `yaml:"cached_input"`
+	PerRequest      string `yaml:"per_request"`
+	PerImage        string `yaml:"per_image"`
+	PerAudioSecond  string `yaml:"per_audio_second"`
+	Per1MCharacters string `yaml:"per_1m_characters"`
 }
 
 // Log configures log/slog output (always to stderr).

@@ -35,6 +35,7 @@ func (c *Config) Validate() error {
 	v.oneOf("log.level", "level", c.Log.Level, "debug", "info", "warn", "error")
 	v.auth(&c.Auth)
 	v.providers(c.Providers)
+	v.filesProvider(c.FilesProvider, c.Providers)
 	v.models(c.Models, c.Providers)
 	v.routing(&c.Routing, c.Models)
 	v.modelNames = map[string]bool{}
@@ -383,6 +384,26 @@ func (v *validator) usage(u *Usage) {
 	v.oneOf("usage.unpriced_model", "value", u.UnpricedModel, UnpricedZero, UnpricedRefuse)
 }
 
+// filesProvider checks files_provider names a provider that speaks the
+// OpenAI files and batches API.
+func (v *validator) filesProvider(name string, ps []Provider) {
+	if name == "" {
+		return
+	}
+	for _, p := range ps {
+		if p.Name != name {
+			continue
+		}
+		switch p.Kind {
+		case KindOpenAI, KindAzure, KindMock:
+		default:
+			v.addf("files_provider", "provider %q is of kind %s, which has no files or batches API (want openai, azure or mock)", name, p.Kind)
+		}
+		return
+	}
+	v.addf("files_provider", "unknown provider %q", name)
+}
+
 func (v *validator) prices(ps map[string]Price) {
 	for _, model := range sortedKeys(ps) {
 		pr := ps[model]
@@ -393,6 +414,8 @@ func (v *validator) prices(ps map[string]Price) {
 		fields := []struct{ name, value string }{
 			{"input", pr.Input}, {"output", pr.Output},
 			{"cached_input", pr.CachedInput}, {"per_request", pr.PerRequest},
+			{"per_image", pr.PerImage}, {"per_audio_second", pr.PerAudioSecond},
+			{"per_1m_characters", pr.Per1MCharacters},
 		}
 		set := false
 		for _, f := range fields {
@@ -402,7 +425,7 @@ func (v *validator) prices(ps map[string]Price) {
 			}
 		}
 		if !set {
-			v.addf(p, "sets no price (input, output, cached_input or per_request)")
+			v.addf(p, "sets no price (input, output, cached_input, per_request, per_image, per_audio_second or per_1m_characters)")
 		}
 	}
 }

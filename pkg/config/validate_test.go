@@ -54,6 +54,13 @@ func TestValidateOK(t *testing.T) {
 		{"http base url", func(c *Config) { c.Providers[0].BaseURL = "http://127.0.0.1:11434/v1" }},
 		{"mock ignores base url", func(c *Config) { c.Providers[1].BaseURL = "not a url" }},
 		{"per request price only", func(c *Config) { c.Prices["x"] = Price{PerRequest: "0.01"} }},
+		{"unit prices only", func(c *Config) {
+			c.Prices["x"] = Price{PerImage: "0.04"}
+			c.Prices["y"] = Price{PerAudioSecond: "0.0001"}
+			c.Prices["z"] = Price{Per1MCharacters: "15"}
+		}},
+		{"files provider openai", func(c *Config) { c.FilesProvider = "openai" }},
+		{"files provider mock", func(c *Config) { c.FilesProvider = "mock" }},
 		{"nats tls pair", func(c *Config) { c.NATS.TLS = TLS{CertFile: "c.pem", KeyFile: "k.pem"} }},
 	}
 	for _, tt := range tests {
@@ -177,6 +184,14 @@ func TestValidateErrors(t *testing.T) {
 		{"price decimal", func(c *Config) { c.Prices["gpt-4o"] = Price{Input: "2,5"} }, `prices["gpt-4o"].input: "2,5" is not a decimal amount`},
 		{"price empty", func(c *Config) { c.Prices["m"] = Price{} }, `prices["m"]: sets no price`},
 		{"price empty model", func(c *Config) { c.Prices[""] = Price{Output: "1"} }, `prices[""]: empty model name`},
+		{"price per image", func(c *Config) { c.Prices["i"] = Price{PerImage: "-1"} }, `prices["i"].per_image: "-1" is not a decimal amount`},
+		{"price per audio second", func(c *Config) { c.Prices["a"] = Price{PerAudioSecond: "0.0000000001"} }, `prices["a"].per_audio_second: "0.0000000001" has more than 9 decimal places`},
+		{"price per 1m characters", func(c *Config) { c.Prices["s"] = Price{Per1MCharacters: "1e3"} }, `prices["s"].per_1m_characters: "1e3" is not a decimal amount`},
+		{"files provider unknown", func(c *Config) { c.FilesProvider = "nope" }, `files_provider: unknown provider "nope"`},
+		{"files provider wrong kind", func(c *Config) {
+			c.Providers = append(c.Providers, Provider{Name: "claude", Kind: "anthropic"})
+			c.FilesProvider = "claude"
+		}, `files_provider: provider "claude" is of kind anthropic, which has no files or batches API`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -308,6 +308,9 @@ func priceTable(cfg *config.Config) (*pricing.Table, error) {
 	over := make(map[string]pricing.Price, len(cfg.Prices))
 	for model, p := range cfg.Prices {
 		pr, err := pricing.ParsePrice(p.Input, p.Output, p.CachedInput, p.PerRequest)
+		if err == nil {
+			pr, err = pr.WithUnits(p.PerImage, p.PerAudioSecond, p.Per1MCharacters)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("prices.%s: %w", model, err)
 		}
