@@ -136,7 +136,14 @@ type UsageEvent struct {
 	// what each had spent and left at that moment; empty when no limit
 	// applied (or no budget tracker runs). A refused request (429
 	// budget_exceeded) lists the limit that refused it.
-	Budgets       []*BudgetCheck `protobuf:"bytes,73,rep,name=budgets,proto3" json:"budgets,omitempty"`
+	Budgets []*BudgetCheck `protobuf:"bytes,73,rep,name=budgets,proto3" json:"budgets,omitempty"`
+	// How many units the request used; 0 when the endpoint has none.
+	Units uint64 `protobuf:"varint,74,opt,name=units,proto3" json:"units,omitempty"`
+	// What units counts: "image" (images generated), "audio_ms"
+	// (milliseconds of audio transcribed or translated), "character" (speech
+	// input characters) or "byte" (bytes uploaded to /v1/files); empty
+	// when units is 0.
+	Unit          string `protobuf:"bytes,75,opt,name=unit,proto3" json:"unit,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -430,6 +437,20 @@ func (x *UsageEvent) GetBudgets() []*BudgetCheck {
 	return nil
 }
 
+func (x *UsageEvent) GetUnits() uint64 {
+	if x != nil {
+		return x.Units
+	}
+	return 0
+}
+
+func (x *UsageEvent) GetUnit() string {
+	if x != nil {
+		return x.Unit
+	}
+	return ""
+}
+
 // BudgetCheck is one budget limit as the gateway saw it when it admitted (or
 // refused) a request: what `tollctl explain` shows as "budgets checked".
 type BudgetCheck struct {
@@ -693,7 +714,7 @@ var File_tollgate_usage_v1_usage_proto protoreflect.FileDescriptor
 
 const file_tollgate_usage_v1_usage_proto_rawDesc = "" +
 	"\n" +
-	"\x1dtollgate/usage/v1/usage.proto\x12\x11tollgate.usage.v1\"\xbc\t\n" +
+	"\x1dtollgate/usage/v1/usage.proto\x12\x11tollgate.usage.v1\"\xe6\t\n" +
 	"\n" +
 	"UsageEvent\x12\x19\n" +
 	"\bevent_id\x18\x01 \x01(\tR\aeventId\x12\x1d\n" +
@@ -740,7 +761,9 @@ const file_tollgate_usage_v1_usage_proto_rawDesc = "" +
 	"\tcache_hit\x18F \x01(\bR\bcacheHit\x12)\n" +
 	"\x10degradation_step\x18G \x01(\tR\x0fdegradationStep\x12,\n" +
 	"\x12clamped_max_tokens\x18H \x01(\rR\x10clampedMaxTokens\x128\n" +
-	"\abudgets\x18I \x03(\v2\x1e.tollgate.usage.v1.BudgetCheckR\abudgets\"\xb7\x02\n" +
+	"\abudgets\x18I \x03(\v2\x1e.tollgate.usage.v1.BudgetCheckR\abudgets\x12\x14\n" +
+	"\x05units\x18J \x01(\x04R\x05units\x12\x12\n" +
+	"\x04unit\x18K \x01(\tR\x04unit\"\xb7\x02\n" +
 	"\vBudgetCheck\x12\x14\n" +
 	"\x05scope\x18\x01 \x01(\tR\x05scope\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value\x12\x16\n" +
