@@ -48,7 +48,8 @@
 // Endpoints: POST /v1/chat/completions, /v1/completions, /v1/embeddings;
 // GET /v1/models, /v1/models/{id}; GET /stats (Stats as JSON) and
 // POST /stats/reset (which also empties the ledger); GET /ledger (Ledger as
-// JSON) and POST /ledger/reset.
+// JSON) and POST /ledger/reset; and images, audio, moderations, files and
+// batches (see passthrough.go).
 package mockllm
 
 import (
@@ -102,6 +103,8 @@ type Server struct {
 
 	scratch sync.Pool // *scratch
 	streams sync.Pool // *stream
+
+	st store // files and batches (passthrough.go)
 }
 
 // scratch is the per-request working memory of a non-stream answer.
@@ -134,6 +137,7 @@ func New(cfg Config) *Server {
 		dims: min(cfg.Dims, maxDims),
 		seed: uint64(time.Now().UnixNano()) * 0x9e3779b97f4a7c15,
 		stop: make(chan struct{}),
+		st:   store{files: map[string]*mockFile{}, batches: map[string]*mockBatch{}},
 	}
 	s.handler = s.handle
 	s.models = appendModels(nil, time.Now().Unix())
@@ -149,6 +153,8 @@ func New(cfg Config) *Server {
 		Logger:                       fasthttpLogger{cfg.Logger},
 		CloseOnShutdown:              true,
 		DisablePreParseMultipartForm: true,
+		// Uploads (files, audio) are read as they stream, never held.
+		StreamRequestBody: true,
 	}
 	s.scratch.New = func() any { return &scratch{timer: newStoppedTimer()} }
 	s.streams.New = func() any { return &stream{timer: newStoppedTimer()} }
@@ -223,7 +229,7 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 			s.anthropicMessages(ctx)
 		}
 	default:
-		if s.serveLedger(ctx, path) || s.routeOther(ctx, path) {
+		if s.serveLedger(ctx, path) || s.routeOther(ctx, path) || s.routePassthrough(ctx, path) {
 			return
 		}
 		id, ok := modelID(path)

@@ -26,6 +26,9 @@ type Stats struct {
 	// counts only the completion tokens of the chunks actually written.
 	PromptTokens     int64 `json:"prompt_tokens"`
 	CompletionTokens int64 `json:"completion_tokens"`
+	// UploadBytes totals the file bytes received by uploads (audio
+	// transcriptions and translations, files).
+	UploadBytes int64 `json:"upload_bytes"`
 }
 
 // counters are the live, atomically updated form of Stats.
@@ -34,6 +37,7 @@ type counters struct {
 	streamsStarted, streamsCompleted        atomic.Int64
 	streamsCancelled, failuresInjected      atomic.Int64
 	promptTokens, completionTokens          atomic.Int64
+	uploadBytes                             atomic.Int64
 }
 
 func (c *counters) snapshot() Stats {
@@ -48,6 +52,7 @@ func (c *counters) snapshot() Stats {
 		FailuresInjected: c.failuresInjected.Load(),
 		PromptTokens:     c.promptTokens.Load(),
 		CompletionTokens: c.completionTokens.Load(),
+		UploadBytes:      c.uploadBytes.Load(),
 	}
 }
 
@@ -55,7 +60,7 @@ func (c *counters) reset() {
 	for _, v := range []*atomic.Int64{
 		&c.requests, &c.chat, &c.completions, &c.embeddings,
 		&c.streamsStarted, &c.streamsCompleted, &c.streamsCancelled,
-		&c.failuresInjected, &c.promptTokens, &c.completionTokens,
+		&c.failuresInjected, &c.promptTokens, &c.completionTokens, &c.uploadBytes,
 	} {
 		v.Store(0)
 	}
