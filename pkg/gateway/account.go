@@ -275,8 +275,12 @@ func (g *Gateway) bill(rec *record) {
 		}
 	}
 	cost := int64(0)
-	if adm.priced {
-		cost = adm.price.Cost(pricing.Usage{PromptTokens: u.Prompt, CompletionTokens: u.Completion, CachedTokens: u.Cached, ReasoningTokens: u.Reasoning})
+	// A request that failed before any answer began costs nothing, not even
+	// its per_request price.
+	if adm.priced && (rec.started || rec.status < 400) {
+		pu := pricing.Usage{PromptTokens: u.Prompt, CompletionTokens: u.Completion, CachedTokens: u.Cached, ReasoningTokens: u.Reasoning}
+		unitUsage(&pu, rec)
+		cost = adm.price.Cost(pu)
 	}
 	for _, rc := range adm.rateKeys[:adm.nRateKeys] {
 		rc.limiter.Charge(rc.key, rc.tpm, int64(u.Prompt+u.Completion)-adm.tokens)
@@ -367,6 +371,8 @@ func (g *Gateway) event(rec *record, u tokenUsage, estimated bool, cost int64) *
 		TtftUs:           uint64(rec.ttft / time.Microsecond),
 		UpstreamUs:       uint64(rec.upstream / time.Microsecond),
 		ClampedMaxTokens: uint32(min(rec.adm.clamp, 1<<31)),
+		Units:            rec.units,
+		Unit:             rec.unit,
 	}
 	if rec.upstream > 0 && total > rec.upstream {
 		ev.OverheadUs = uint64((total - rec.upstream) / time.Microsecond)

@@ -152,6 +152,7 @@ type state struct {
 	names          []string            // model names, sorted, for /v1/models
 	prices         *pricing.Table
 	rateLimits     []config.RateLimit
+	files          *upstream // files_provider: /v1/files and /v1/batches; nil when unset
 	refuseUnpriced bool
 	ladders        []ladder // budget degradation steps
 }
@@ -172,6 +173,9 @@ func (g *Gateway) buildState(cfg *config.Config, v verifier, prices *pricing.Tab
 		}
 		ups[p.Name] = i
 		st.ups[i] = u
+		if p.Name == cfg.FilesProvider {
+			st.files = u
+		}
 		st.targets[i] = map[string]*route{}
 	}
 	rt, err := router.New(cfg, router.Options{Previous: prev, OnState: g.onCircuit})
@@ -304,13 +308,19 @@ func (g *Gateway) newApp() *fiber.App {
 		// buffer or compress anything.
 		DisableDefaultContentType: true,
 		ReduceMemoryUsage:         false,
+		// Request bodies stream: uploads pass through unheld, and limitBody
+		// holds every other body to BodyLimit (passthrough.go).
+		StreamRequestBody:            true,
+		DisablePreParseMultipartForm: true,
 	})
+	app.Use(g.limitBody)
 	app.Post("/v1/chat/completions", func(c *fiber.Ctx) error { return g.serve(c, epChat) })
 	app.Post("/v1/completions", func(c *fiber.Ctx) error { return g.serve(c, epCompletions) })
 	app.Post("/v1/embeddings", func(c *fiber.Ctx) error { return g.serve(c, epEmbeddings) })
 	app.Post("/v1/messages", g.serveMessages)
 	app.Post("/v1/messages/count_tokens", g.serveCountTokens)
 	app.Get("/v1/models", g.handleModels)
+	g.registerPassthrough(app)
 	app.Get("/healthz", g.handleHealth)
 	app.Get("/readyz", g.handleReady)
 	return app

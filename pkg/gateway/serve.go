@@ -58,10 +58,16 @@ type record struct {
 	started        bool   // the client got a 200 (an answer began)
 	body           []byte // the request body, for token estimation
 	delivered      []byte // content delivered in a stream, for estimation
+	path           string // the endpoint of a pass-through request (passthrough.go)
+	units          uint64 // units of a pass-through request, billed by unit
+	unit           string
 }
 
 // endpointPath is the path the client called.
 func (rec *record) endpointPath() string {
+	if rec.path != "" {
+		return rec.path
+	}
 	if rec.anthropic {
 		return "/v1/messages"
 	}
@@ -576,7 +582,9 @@ func (g *Gateway) observe(rec *record) {
 		return
 	}
 	m := g.refused[rec.endpoint]
-	if rec.route != nil {
+	if rec.path != "" {
+		m = g.passMetrics(rec)
+	} else if rec.route != nil {
 		m = rec.route.metrics[rec.endpoint]
 	}
 	m.Observe(rec.status, time.Since(rec.start), rec.upstream, rec.ttft, rec.stream)

@@ -31,6 +31,7 @@ type upstream struct {
 	apiKeyEnv string
 	timeouts  config.Timeouts
 	legs      legTransport // hands hedged calls their connection
+	pass      *passTarget  // OpenAI endpoints passed through; nil when the kind has none
 }
 
 // defaultBaseURL is where a kind's public API lives when base_url is unset.
@@ -76,6 +77,7 @@ func newUpstream(p config.Provider) (*upstream, error) {
 		hasKey:    p.APIKey != "" || p.Kind == config.KindMock || p.Kind == config.KindBedrock && p.AccessKeyID != "" && p.SecretAccessKey != "",
 		apiKeyEnv: p.APIKeyEnv,
 		timeouts:  p.Timeouts,
+		pass:      newPassTarget(p, u),
 	}
 	for _, s := range []string{p.APIKey, p.SecretAccessKey, p.SessionToken} {
 		if len(s) >= 8 { // shorter strings would scrub ordinary words

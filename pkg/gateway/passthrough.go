@@ -1,0 +1,682 @@
+package gateway
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"math"
+	"net/url"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/tidwall/gjson"
+	"github.com/tollgate/tollgate/pkg/auth"
+	"github.com/tollgate/tollgate/pkg/budget"
+	"github.com/tollgate/tollgate/pkg/config"
+	"github.com/tollgate/tollgate/pkg/metrics"
+	"github.com/tollgate/tollgate/pkg/pricing"
+	"github.com/tollgate/tollgate/pkg/router"
+	"github.com/valyala/fasthttp"
+)
+
+// The pass-through endpoints: OpenAI endpoints other than chat,
+// completions and embeddings, relayed unchanged to providers that speak
+// them (kind openai, azure and mock). The gateway authenticates, checks the
+// model allow-list, budgets and rate limits, renames the model when the
+// target calls it otherwise, and bills by the price table's unit prices.
+
+// Units recorded in usage events (UsageEvent.unit).
+const (
+	unitImage     = "image"
+	unitAudioMs   = "audio_ms"
+	unitCharacter = "character"
+	unitByte      = "byte"
+)
+
+// passMode is how a pass-through endpoint finds its upstream.
+type passMode uint8
+
+const (
+	// passJSON: a JSON body whose "model" picks the route.
+	passJSON passMode = iota
+	// passUpload: a multipart/form-data body streamed to the upstream; its
+	// "model" field, which must come before any file part, picks the route.
+	passUpload
+	// passNoModel: files and batches, served by the files_provider.
+	passNoModel
+)
+
+// passRoute is one pass-through endpoint.
+type passRoute struct {
+	method string
+	path   string // the fiber route, e.g. /v1/files/:id
+	label  string // the endpoint in usage events, logs and metrics
+	mode   passMode
+	unit   string // what the request is billed by, besides per_request
+	// free: without a price entry the request costs nothing and is not
+	// "unpriced" (moderations, files, batches).
+	free bool
+	// upload: the request body is streamed to the upstream, never held.
+	upload bool
+	// readAll: the answer is read whole to find the audio duration.
+	readAll bool
+}
+
+// passRoutes lists the pass-through endpoints. Methods other than POST
+// prefix their label, so "GET /v1/files/{id}" and "DELETE /v1/files/{id}"
+// stay apart in usage events.
+var passRoutes = []passRoute{
+	{method: fiber.MethodPost, path: "/v1/images/generations", mode: passJSON, unit: unitImage},
+	{method: fiber.MethodPost, path: "/v1/audio/speech", mode: passJSON, unit: unitCharacter},
+	{method: fiber.MethodPost, path: "/v1/moderations", mode: passJSON, free: true},
+	{method: fiber.MethodPost, path: "/v1/audio/transcriptions", mode: passUpload, unit: unitAudioMs, upload: true, readAll: true},
+	{method: fiber.MethodPost, path: "/v1/audio/translations", mode: passUpload, unit: unitAudioMs, upload: true, readAll: true},
+	{method: fiber.MethodPost, path: "/v1/files", mode: passNoModel, unit: unitByte, upload: true, free: true},
+	{method: fiber.MethodGet, path: "/v1/files", mode: passNoModel, free: true},
+	{method: fiber.MethodGet, path: "/v1/files/:id", mode: passNoModel, free: true},
+	{method: fiber.MethodDelete, path: "/v1/files/:id", mode: passNoModel, free: true},
+	{method: fiber.MethodGet, path: "/v1/files/:id/content", mode: passNoModel, free: true},
+	{method: fiber.MethodPost, path: "/v1/batches", mode: passNoModel, free: true},
+	{method: fiber.MethodGet, path: "/v1/batches", mode: passNoModel, free: true},
+	{method: fiber.MethodGet, path: "/v1/batches/:id", mode: passNoModel, free: true},
+	{method: fiber.MethodPost, path: "/v1/batches/:id/cancel", mode: passNoModel, free: true},
+}
+
+// registerPassthrough adds the pass-through endpoints to app.
+func (g *Gateway) registerPassthrough(app *fiber.App) {
+	for i := range passRoutes {
+		pr := &passRoutes[i]
+		pr.label = strings.ReplaceAll(pr.path, ":id", "{id}")
+		if pr.method != fiber.MethodPost {
+			pr.label = pr.method + " " + pr.label
+		}
+		app.Add(pr.method, pr.path, func(c *fiber.Ctx) error { return g.servePass(c, pr) })
+	}
+}
+
+// streamsBody reports whether a request's body is streamed to the upstream
+// instead of read into memory under body_limit.
+func streamsBody(method, path string) bool {
+	if method != fiber.MethodPost {
+		return false
+	}
+	switch path {
+	case "/v1/audio/transcriptions", "/v1/audio/translations", "/v1/files":
+		return true
+	}
+	return false
+}
+
+// limitBody holds every request body but the streamed uploads to
+// body_limit. The server streams request bodies (so uploads are never held
+// in memory); for every other endpoint this reads the body, up to the
+// limit, before the handler runs, and answers 413 beyond it.
+func (g *Gateway) limitBody(c *fiber.Ctx) error {
+	req := c.Request()
+	if !req.IsBodyStream() || streamsBody(c.Method(), c.Path()) {
+		return c.Next()
+	}
+	limit := g.cfg.BodyLimit
+	cl := req.Header.ContentLength()
+	switch {
+	case cl > limit:
+		return fiber.ErrRequestEntityTooLarge
+	case cl >= 0:
+		_ = req.Body() // at most Content-Length bytes
+		return c.Next()
+	}
+	// Chunked: read at most limit+1 bytes.
+	buf := bytes.NewBuffer(make([]byte, 0, min(limit+1, 64<<10)))
+	if _, err := buf.ReadFrom(io.LimitReader(req.BodyStream(), int64(limit)+1)); err != nil {
+		return fiber.NewError(fiber.StatusBadRequest, "read request body: "+err.Error())
+	}
+	if buf.Len() > limit {
+		return fiber.ErrRequestEntityTooLarge
+	}
+	req.SetBodyRaw(buf.Bytes())
+	return c.Next()
+}
+
+// passTarget is how to reach a provider's OpenAI endpoints directly; nil
+// for kinds that do not speak them.
+type passTarget struct {
+	scheme, host string
+	base         string // the base URL's path, e.g. /v1
+	azure        bool
+	apiVersion   string
+	authKey      string // header name
+	authValue    string // a secret: never logged
+	headers      [][2]string
+}
+
+// newPassTarget describes provider p at base URL u for pass-through, or
+// returns nil when its kind has no OpenAI endpoints.
+func newPassTarget(p config.Provider, u *url.URL) *passTarget {
+	switch p.Kind {
+	case config.KindOpenAI, config.KindMock, config.KindAzure:
+	default:
+		return nil
+	}
+	t := &passTarget{scheme: u.Scheme, host: u.Host, base: strings.TrimRight(u.Path, "/"),
+		azure: p.Kind == config.KindAzure, apiVersion: p.APIVersion}
+	switch {
+	case t.azure:
+		t.authKey, t.authValue = "api-key", p.APIKey
+	case p.APIKey != "":
+		t.authKey, t.authValue = "Authorization", "Bearer "+p.APIKey
+	}
+	for k, v := range p.Headers {
+		t.headers = append(t.headers, [2]string{k, v})
+	}
+	return t
+}
+
+// build writes the upstream request line and headers: sub is the path
+// below /v1 (ids escaped), model the deployment on Azure (empty for
+// endpoints that name no model), query the client's query string.
+func (t *passTarget) build(req *fasthttp.Request, method, sub, model string, query []byte) {
+	req.Header.SetMethod(method)
+	uri := req.URI()
+	uri.SetScheme(t.scheme)
+	uri.SetHost(t.host)
+	switch {
+	case t.azure && model != "":
+		uri.SetPath(t.base + "/openai/deployments/" + url.PathEscape(model) + sub)
+	case t.azure:
+		uri.SetPath(t.base + "/openai" + sub)
+	default:
+		uri.SetPath(t.base + sub)
+	}
+	uri.SetQueryStringBytes(query)
+	if t.azure {
+		uri.QueryArgs().Set("api-version", t.apiVersion)
+	}
+	if t.authKey != "" {
+		req.Header.Set(t.authKey, t.authValue)
+	}
+	for _, h := range t.headers {
+		req.Header.Set(h[0], h[1])
+	}
+}
+
+// passCall is one pass-through request on its way upstream.
+type passCall struct {
+	pr     *passRoute
+	rt     *route
+	a      *router.Attempt // nil for files and batches
+	plan   *router.Plan
+	body   []byte    // the JSON body, model renamed; nil for uploads and GETs
+	upload io.Reader // the streamed body of an upload
+	size   int       // the upload's length, -1 when unknown (chunked)
+	est    pricing.Usage
+	units  uint64          // billed units known before the call (images, characters)
+	sent   *countingReader // counts the upload's bytes
+}
+
+// servePass handles one pass-through request.
+func (g *Gateway) servePass(c *fiber.Ctx, pr *passRoute) error {
+	rec := &record{start: time.Now(), requestID: setRequestID(c), path: pr.label}
+	rec.traceCtx, rec.span = g.tracer.StartRequest(c.Context(), &c.Request().Header, pr.label, rec.requestID)
+	rec.usage.Reported = true // no tokens: nothing to estimate
+	st := g.state.Load()
+	rec.prices = st.prices
+	p, aerr := g.authenticate(c, st)
+	if aerr != nil {
+		return g.fail(c, rec, aerr)
+	}
+	rec.principal = p
+	pc := &passCall{pr: pr, size: -1}
+	if pr.mode == passNoModel {
+		aerr = g.passFiles(c, st, rec, pc)
+	} else {
+		aerr = g.passModel(c, st, rec, pc)
+	}
+	if aerr != nil {
+		pc.done(router.Outcome{Class: router.Canceled})
+		return g.fail(c, rec, aerr)
+	}
+	price, priced, aerr := st.passPrice(pc)
+	if aerr == nil {
+		rec.adm, aerr = g.admitPass(st, p, price, priced, pc.est)
+	}
+	if aerr != nil {
+		pc.done(router.Outcome{Class: router.Canceled})
+		return g.fail(c, rec, aerr)
+	}
+	return g.callPass(c, rec, pc)
+}
+
+// done reports the attempt's outcome and releases the plan, once.
+func (pc *passCall) done(o router.Outcome) {
+	if pc.a != nil {
+		pc.a.Done(o, 0)
+		pc.a = nil
+	}
+	if pc.plan != nil {
+		pc.plan.Release()
+		pc.plan = nil
+	}
+}
+
+// passFiles routes a files or batches request to the files_provider.
+func (g *Gateway) passFiles(c *fiber.Ctx, st *state, rec *record, pc *passCall) *apiError {
+	if st.files == nil {
+		return errBadRequest("files_not_configured", "",
+			fmt.Sprintf("%s is not served: this gateway has no files_provider configured", pc.pr.label))
+	}
+	pc.rt = &route{name: "", up: st.files, deployment: st.files.name}
+	rec.route = pc.rt
+	rec.attempts, rec.lastTarget = 1, st.files.name
+	switch {
+	case pc.pr.upload:
+		if len(c.Request().Header.MultipartFormBoundary()) == 0 {
+			return errBadRequest("invalid_content_type", "", "send the file as multipart/form-data")
+		}
+		pc.upload, pc.size = requestStream(c)
+	case pc.pr.method == fiber.MethodPost:
+		body := c.Body()
+		if len(body) > 0 && !gjson.ValidBytes(body) {
+			return errBadRequest("invalid_json", "", "request body is not valid JSON")
+		}
+		pc.body = body
+	}
+	return nil
+}
+
+// requestStream returns the request body as a reader and its length (-1
+// when chunked).
+func requestStream(c *fiber.Ctx) (io.Reader, int) {
+	req := c.Request()
+	if req.IsBodyStream() {
+		return req.BodyStream(), req.Header.ContentLength()
+	}
+	b := req.Body()
+	return bytes.NewReader(b), len(b)
+}
+
+// passModel reads the model of a JSON or multipart request and picks its
+// target.
+func (g *Gateway) passModel(c *fiber.Ctx, st *state, rec *record, pc *passCall) *apiError {
+	var model string
+	var mp multipartHead
+	if pc.pr.mode == passJSON {
+		info, aerr := parsePassJSON(c.Body(), pc.pr)
+		if aerr != nil {
+			return aerr
+		}
+		model, pc.body, pc.est, pc.units = info.model, c.Body(), info.est, info.units
+	} else {
+		var aerr *apiError
+		if mp, aerr = readMultipartHead(c); aerr != nil {
+			return aerr
+		}
+		model = mp.model
+	}
+	rec.model = strings.Clone(model)
+	p := rec.principal
+	plan := st.router.Plan(model, p, rec.start)
+	if plan == nil {
+		return &apiError{Status: fiber.StatusNotFound, Type: typeInvalidRequest, Code: "model_not_found", Param: "model",
+			Message: fmt.Sprintf("the model %q does not exist", model)}
+	}
+	pc.plan = plan
+	if !p.AllowsModel(model) && !p.AllowsModel(plan.Route().Name()) {
+		return &apiError{Status: fiber.StatusForbidden, Type: typePermission, Code: "model_not_allowed", Param: "model",
+			Message: fmt.Sprintf("your token does not allow the model %q", model)}
+	}
+	a := plan.Next()
+	if a == nil {
+		return &apiError{Status: fiber.StatusServiceUnavailable, Type: typeUnavailable, Code: "no_target_available",
+			Message: fmt.Sprintf("no target can serve %q now: %v", model, plan.Err())}
+	}
+	pc.a = a
+	rt := st.target(g, a, epChat)
+	pc.rt, rec.route, rec.routeName = rt, rt, a.Route
+	rec.attempts, rec.lastTarget = 1, rt.deployment
+	if rt.up.pass == nil {
+		return errBadRequest("unsupported_endpoint", "model",
+			fmt.Sprintf("the model %q is served by provider %s (kind %s), which does not support %s", model, rt.up.name, rt.up.kind, pc.pr.label))
+	}
+	if pc.pr.mode == passJSON {
+		if rt.upstreamModel != model {
+			pc.body = renameJSONModel(pc.body, rt.upstreamModel)
+		}
+		return nil
+	}
+	return pc.streamMultipart(&mp, model)
+}
+
+// passJSONInfo is what the gateway reads from a pass-through JSON body.
+type passJSONInfo struct {
+	model string
+	units uint64
+	est   pricing.Usage
+}
+
+// parsePassJSON checks a JSON body and reads its model and billing units:
+// n images (default 1), or the characters of the speech input.
+func parsePassJSON(body []byte, pr *passRoute) (passJSONInfo, *apiError) {
+	var info passJSONInfo
+	if len(bytes.TrimSpace(body)) == 0 {
+		return info, errBadRequest("invalid_json", "", "request body is empty; send a JSON object")
+	}
+	if !gjson.ValidBytes(body) {
+		return info, errBadRequest("invalid_json", "", "request body is not valid JSON")
+	}
+	root := gjson.ParseBytes(body)
+	if !root.IsObject() {
+		return info, errBadRequest("invalid_json", "", "request body must be a JSON object")
+	}
+	m := root.Get("model")
+	if !m.Exists() || m.Type == gjson.Null || m.Str == "" && m.Type == gjson.String {
+		return info, errBadRequest("missing_field", "model", "you must provide a model parameter")
+	}
+	if m.Type != gjson.String {
+		return info, errBadRequest("invalid_type", "model", "model must be a string")
+	}
+	info.model = m.Str
+	switch pr.unit {
+	case unitImage:
+		info.units = 1
+		if n := root.Get("n"); n.Exists() && n.Type != gjson.Null {
+			if n.Type != gjson.Number || n.Num != math.Trunc(n.Num) || n.Num < 1 || n.Num > 1000 {
+				return info, errBadRequest("invalid_type", "n", "n must be a whole number from 1 to 1000")
+			}
+			info.units = uint64(n.Num)
+		}
+		info.est.Images = info.units
+	case unitCharacter:
+		in := root.Get("input")
+		if in.Type != gjson.String {
+			return info, errBadRequest("missing_field", "input", "input must be a string")
+		}
+		info.units = uint64(utf8.RuneCountInString(in.Str))
+		info.est.Characters = info.units
+	}
+	return info, nil
+}
+
+// renameJSONModel returns body with its model value replaced by model.
+func renameJSONModel(body []byte, model string) []byte {
+	m := gjson.GetBytes(body, "model")
+	out := make([]byte, 0, len(body)+len(model))
+	out = append(out, body[:m.Index]...)
+	out = append(out, jsonString(model)...)
+	return append(out, body[m.Index+len(m.Raw):]...)
+}
+
+// passPrice finds the request's price: the served model's entry (else the
+// requested route's), or for files and batches the entry named by the
+// endpoint ("/v1/files", "/v1/batches"). Free endpoints without an entry
+// cost nothing; other unpriced models are billed zero and counted, or
+// refused with usage.unpriced_model: refuse.
+func (st *state) passPrice(pc *passCall) (pricing.Price, bool, *apiError) {
+	var price pricing.Price
+	ok := false
+	if pc.pr.mode == passNoModel {
+		key := "/v1/files"
+		if strings.Contains(pc.pr.path, "/batches") {
+			key = "/v1/batches"
+		}
+		price, ok = st.prices.Lookup(key)
+	} else if price, ok = st.prices.Lookup(pc.rt.upstreamModel); !ok {
+		price, ok = st.prices.Lookup(pc.rt.name)
+	}
+	switch {
+	case ok:
+		return price, true, nil
+	case pc.pr.free:
+		return pricing.Price{}, true, nil
+	case st.refuseUnpriced:
+		return price, false, errBadRequest("model_not_priced", "model",
+			fmt.Sprintf("the model %q has no price, and this gateway refuses unpriced models", pc.rt.name))
+	}
+	return price, false, nil
+}
+
+// admitPass applies the publisher's fail-closed state, rate limits (one
+// request, no tokens) and budgets to a pass-through request, reserving the
+// cost of the units known before the call (images, characters; the
+// per_request price only for audio, whose length is known afterwards).
+func (g *Gateway) admitPass(st *state, p *auth.Principal, price pricing.Price, priced bool, est pricing.Usage) (admission, *apiError) {
+	adm := admission{price: price, priced: priced}
+	a := &g.acct
+	if a.Publisher != nil && a.Publisher.Saturated() {
+		return adm, &apiError{Status: fiber.StatusServiceUnavailable, Type: typeUnavailable, Code: "usage_backlog_full",
+			Message: "the gateway cannot record usage right now (event buffer and spool are full); retry later", RetryAfter: 5}
+	}
+	if aerr := g.rateLimit(&adm, st, p, 0); aerr != nil {
+		return adm, aerr
+	}
+	if a.Tracker == nil {
+		return adm, nil
+	}
+	scopes := budget.Scopes{Key: p.KeyID, Subject: p.Subject, Team: p.Team, Dept: p.Dept, Project: p.Project}
+	var claims []budget.Limit
+	if len(p.Budgets) > 0 {
+		var err error
+		if claims, err = budget.FromClaims(p.Budgets); err != nil {
+			g.refundRate(&adm)
+			return adm, &apiError{Status: fiber.StatusUnauthorized, Type: typeAuthentication, Code: "invalid_token", Message: "invalid token: " + err.Error()}
+		}
+	}
+	if _, limited := a.Tracker.Headroom(scopes, claims); !limited {
+		return adm, nil
+	}
+	adm.res = a.Tracker.Reserve(scopes, price.Cost(est))
+	if err := a.Tracker.Check(scopes, claims, 0); err != nil {
+		adm.res.Release()
+		adm.res = nil
+		g.refundRate(&adm)
+		return adm, budgetError(err)
+	}
+	return adm, nil
+}
+
+// upstreamPath is the request's path below /v1 with its id escaped.
+func upstreamPath(c *fiber.Ctx, pr *passRoute) string {
+	sub := strings.TrimPrefix(pr.path, "/v1")
+	if id := c.Params("id"); id != "" {
+		sub = strings.Replace(sub, ":id", url.PathEscape(id), 1)
+	}
+	return sub
+}
+
+// callPass makes the upstream call and relays its answer.
+func (g *Gateway) callPass(c *fiber.Ctx, rec *record, pc *passCall) error {
+	rt := pc.rt
+	if !rt.up.hasKey {
+		pc.done(router.Outcome{Class: router.Auth})
+		return g.fail(c, rec, g.missingKey(rt.up))
+	}
+	req := fasthttp.AcquireRequest()
+	model := ""
+	if pc.pr.mode != passNoModel {
+		model = rt.upstreamModel
+	}
+	rt.up.pass.build(req, pc.pr.method, upstreamPath(c, pc.pr), model, c.Request().URI().QueryString())
+	if pc.a != nil && pc.a.Key != "" {
+		rt.up.setKey(req, pc.a.Key)
+	}
+	req.Header.SetBytesV("X-Request-Id", c.Response().Header.Peek(headerRequestID))
+	if ct := c.Request().Header.ContentType(); len(ct) > 0 && pc.pr.method == fiber.MethodPost {
+		req.Header.SetContentTypeBytes(ct)
+	}
+	switch {
+	case pc.upload != nil:
+		pc.sent = &countingReader{r: pc.upload}
+		req.SetBodyStream(pc.sent, pc.size)
+	case pc.body != nil:
+		req.SetBodyRaw(pc.body)
+	}
+	g.tracer.Inject(rec.traceCtx, &req.Header)
+	c.Set("x-tollgate-provider", rt.up.name)
+	if model != "" {
+		c.Set("x-tollgate-model", model)
+	}
+	c.Set("x-tollgate-attempts", "1")
+	resp := fasthttp.AcquireResponse()
+	resp.StreamBody = true
+	upStart := time.Now()
+	deadline := rec.start.Add(rt.up.timeouts.Total)
+	err := rt.up.hc.DoDeadline(req, resp, deadline)
+	fasthttp.ReleaseRequest(req)
+	rec.upstream = time.Since(upStart)
+	if err != nil {
+		fasthttp.ReleaseResponse(resp)
+		pc.done(router.Classify(0, err, nil, true))
+		return g.fail(c, rec, rt.up.classify(err))
+	}
+	if tc := connOf(resp); tc != nil {
+		_ = tc.SetReadDeadline(deadline) // bounds the body as timeouts.total
+	}
+	if st := resp.StatusCode(); st < 200 || st > 299 {
+		body, _ := io.ReadAll(io.LimitReader(resp.BodyStream(), 64<<10))
+		ra := append([]byte(nil), resp.Header.Peek(fiber.HeaderRetryAfter)...)
+		_ = resp.CloseBodyStream()
+		fasthttp.ReleaseResponse(resp)
+		o := router.Classify(st, nil, body, true)
+		o.RetryAfter = router.ParseRetryAfter(ra, time.Now())
+		pc.done(o)
+		return g.fail(c, rec, rt.up.statusError(st, body, ra))
+	}
+	pc.done(router.Outcome{Class: router.Success})
+	// Units are billed only for an answer: a failed call costs nothing.
+	switch {
+	case pc.units > 0:
+		rec.units, rec.unit = pc.units, pc.pr.unit
+	case pc.sent != nil && pc.pr.unit == unitByte:
+		rec.units, rec.unit = pc.sent.n, unitByte
+	}
+	rec.status = resp.StatusCode()
+	rec.started = true
+	c.Status(rec.status)
+	for _, h := range []string{fiber.HeaderContentType, fiber.HeaderContentDisposition} {
+		if v := resp.Header.Peek(h); len(v) > 0 {
+			c.Response().Header.SetBytesV(h, v)
+		}
+	}
+	if pc.pr.readAll {
+		return g.relayWhole(c, rec, rt, resp)
+	}
+	c.Context().SetBodyStream(&passBody{g: g, rec: rec, resp: resp}, resp.Header.ContentLength())
+	return nil
+}
+
+// relayWhole reads a small answer (a transcription) whole, bills the audio
+// duration it reports, and sends it.
+func (g *Gateway) relayWhole(c *fiber.Ctx, rec *record, rt *route, resp *fasthttp.Response) error {
+	defer fasthttp.ReleaseResponse(resp)
+	body, err := io.ReadAll(io.LimitReader(resp.BodyStream(), int64(rt.up.hc.MaxResponseBodySize)+1))
+	_ = resp.CloseBodyStream()
+	if err == nil && rt.up.hc.MaxResponseBodySize > 0 && len(body) > rt.up.hc.MaxResponseBodySize {
+		err = fasthttp.ErrBodyTooLarge
+	}
+	if err != nil {
+		rec.started = false
+		return g.fail(c, rec, rt.up.classify(err))
+	}
+	if ms, ok := audioMillis(body); ok {
+		rec.units, rec.unit = ms, unitAudioMs
+	}
+	c.Response().SetBodyRaw(body)
+	g.finish(rec)
+	return nil
+}
+
+// audioMillis reads the audio duration of a transcription or translation
+// answer: "duration" (verbose_json) or usage.seconds (type "duration"), in
+// seconds, rounded to milliseconds. Text formats carry none.
+func audioMillis(body []byte) (uint64, bool) {
+	if !gjson.ValidBytes(body) {
+		return 0, false
+	}
+	d := gjson.GetBytes(body, "duration")
+	if d.Type != gjson.Number {
+		if d = gjson.GetBytes(body, "usage.seconds"); d.Type != gjson.Number {
+			return 0, false
+		}
+	}
+	if d.Num < 0 || d.Num > 1e9 {
+		return 0, false
+	}
+	return uint64(math.Round(d.Num * 1000)), true
+}
+
+// passBody streams an upstream answer to the client without holding it,
+// and finishes the request when the body ends: at EOF, or when the client
+// went away (Close before EOF: recorded as 499, billed as served).
+type passBody struct {
+	g      *Gateway
+	rec    *record
+	resp   *fasthttp.Response
+	eof    bool
+	closed bool
+}
+
+// Read implements io.Reader.
+func (b *passBody) Read(p []byte) (int, error) {
+	n, err := b.resp.BodyStream().Read(p)
+	if err == io.EOF {
+		b.eof = true
+	} else if err != nil {
+		b.rec.errType = "upstream_stream_cut"
+	}
+	return n, err
+}
+
+// Close implements io.Closer: fasthttp calls it once the response is
+// written or the write failed.
+func (b *passBody) Close() error {
+	if b.closed {
+		return nil
+	}
+	b.closed = true
+	_ = b.resp.CloseBodyStream()
+	fasthttp.ReleaseResponse(b.resp)
+	if !b.eof && b.rec.errType == "" {
+		b.rec.status, b.rec.clientAborted = statusClientClosed, true
+	}
+	b.g.finish(b.rec)
+	return nil
+}
+
+// statusClientClosed records a request whose client left before the end.
+const statusClientClosed = 499
+
+// countingReader counts the bytes read through it.
+type countingReader struct {
+	r io.Reader
+	n uint64
+}
+
+// Read implements io.Reader.
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += uint64(n)
+	return n, err
+}
+
+// unitUsage adds the request's units to u, for pricing.
+func unitUsage(u *pricing.Usage, rec *record) {
+	switch rec.unit {
+	case unitImage:
+		u.Images = rec.units
+	case unitAudioMs:
+		u.AudioMillis = rec.units
+	case unitCharacter:
+		u.Characters = rec.units
+	}
+}
+
+// passMetrics returns the metrics of a pass-through request, labelled with
+// its endpoint.
+func (g *Gateway) passMetrics(rec *record) *metrics.Route {
+	model, provider := "", ""
+	if rec.route != nil {
+		model, provider = rec.route.name, rec.route.up.name
+	}
+	return g.metrics.Route(model, provider, rec.path)
+}
