@@ -465,8 +465,11 @@ func (g *Gateway) admitPass(st *state, p *auth.Principal, price pricing.Price, p
 	if _, limited := a.Tracker.Headroom(scopes, claims); !limited {
 		return adm, nil
 	}
-	adm.res = a.Tracker.Reserve(scopes, price.Cost(est))
-	if err := a.Tracker.Check(scopes, claims, 0); err != nil {
+	cost := price.Cost(est)
+	adm.res = a.Tracker.Reserve(scopes, cost)
+	checks, err := a.Tracker.CheckReserved(scopes, claims, cost, adm.checks.a[:0])
+	adm.checks.n, adm.checks.reserved = len(checks), cost
+	if err != nil {
 		adm.res.Release()
 		adm.res = nil
 		g.refundRate(&adm)

@@ -216,6 +216,11 @@ func TestPassthroughLimits(t *testing.T) {
 			}
 		})
 	}
+	for _, ev := range a.events(t, len(tests)) {
+		if ev.Endpoint == "/v1/images/generations" && len(ev.Budgets) != 1 {
+			t.Errorf("image event (status %d) lists %d budgets checked, want the dept limit", ev.StatusCode, len(ev.Budgets))
+		}
+	}
 }
 
 func TestPassthroughRefused(t *testing.T) {
