@@ -16,7 +16,8 @@ const eventColumns = "event_id, request_id, ts, ts_ms, issuer, subject, key_id, 
 	"latency_total_us, ttft_us, upstream_us, overhead_us, cache_hit, degradation_step, clamped_max_tokens, " +
 	"stream_seq, ingested_at, " +
 	"budget_scope, budget_value, budget_period, budget_period_start, budget_from_token, " +
-	"budget_limit_nano_usd, budget_spent_nano_usd, budget_reserved_nano_usd, budget_headroom_nano_usd"
+	"budget_limit_nano_usd, budget_spent_nano_usd, budget_reserved_nano_usd, budget_headroom_nano_usd, " +
+	"hedged, units, unit"
 
 // columns holds a batch of usage_events rows column by column, the form a
 // native insert sends. Its slices are reused from batch to batch.
@@ -44,6 +45,9 @@ type columns struct {
 	streamSeq                                         []uint64
 	ingestedAt                                        []int64 // Unix seconds
 	budgets                                           budgetColumns
+	hedged                                            []uint8
+	units                                             []uint64
+	unit                                              []string
 	minTS, maxTS                                      uint32
 	minSeq, maxSeq                                    uint64
 }
@@ -113,6 +117,7 @@ func (c *columns) slices() []any {
 		c.streamSeq, c.ingestedAt,
 		c.budgets.scope, c.budgets.value, c.budgets.period, c.budgets.periodStart, c.budgets.fromToken,
 		c.budgets.limit, c.budgets.spent, c.budgets.reserved, c.budgets.headroom,
+		c.hedged, c.units, c.unit,
 	}
 }
 
@@ -136,6 +141,7 @@ func (c *columns) reset() {
 		upstream: c.upstream[:0], overhead: c.overhead[:0], cacheHit: c.cacheHit[:0],
 		degradationStep: c.degradationStep[:0], clampedMaxTokens: c.clampedMaxTokens[:0],
 		streamSeq: c.streamSeq[:0], ingestedAt: c.ingestedAt[:0],
+		hedged: c.hedged[:0], units: c.units[:0], unit: c.unit[:0],
 	}
 }
 
@@ -206,6 +212,9 @@ func (c *columns) add(e *usagev1.UsageEvent, seq uint64, ingested time.Time) {
 	c.streamSeq = append(c.streamSeq, seq)
 	c.ingestedAt = append(c.ingestedAt, ingested.Unix())
 	c.budgets.add(e.Budgets)
+	c.hedged = append(c.hedged, flag(e.Hedged))
+	c.units = append(c.units, e.Units)
+	c.unit = append(c.unit, e.Unit)
 }
 
 // unixSeconds converts Unix nanoseconds to the seconds a DateTime holds,

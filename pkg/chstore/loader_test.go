@@ -106,6 +106,9 @@ type eventRow struct {
 	BudgetSpent      []int64   `ch:"budget_spent_nano_usd"`
 	BudgetReserved   []int64   `ch:"budget_reserved_nano_usd"`
 	BudgetHeadroom   []int64   `ch:"budget_headroom_nano_usd"`
+	Hedged           uint8     `ch:"hedged"`
+	Units            uint64    `ch:"units"`
+	Unit             string    `ch:"unit"`
 }
 
 func TestRowFields(t *testing.T) {
@@ -114,6 +117,7 @@ func TestRowFields(t *testing.T) {
 	odd.Estimated, odd.ClientAborted, odd.CacheHit = true, true, true
 	odd.ReasoningTokens, odd.DegradationStep, odd.ClampedMaxTokens = 11, "cheaper-model", 256
 	odd.Timestamp = baseTS + 1_999_999 // sub-millisecond part is dropped
+	odd.Hedged, odd.Units, odd.Unit = true, 3, "image"
 	odd.Budgets = []*usagev1.BudgetCheck{
 		{Scope: "dept", Value: "eng", Period: "month", PeriodStart: "2026-11", LimitNanoUsd: 500e9, SpentNanoUsd: 212_300_000_000,
 			ReservedNanoUsd: 40_000, HeadroomNanoUsd: 287_700_000_000},
@@ -175,6 +179,7 @@ func TestRowFields(t *testing.T) {
 				BudgetScope: []string{}, BudgetValue: []string{}, BudgetPeriod: []string{}, BudgetStart: []string{},
 				BudgetFromToken: []uint8{}, BudgetLimit: []int64{}, BudgetSpent: []int64{}, BudgetReserved: []int64{},
 				BudgetHeadroom: []int64{},
+				Hedged:         flag(ev.Hedged), Units: ev.Units, Unit: ev.Unit,
 			}
 			for _, b := range ev.Budgets {
 				want.BudgetScope, want.BudgetValue = append(want.BudgetScope, b.Scope), append(want.BudgetValue, b.Value)

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+
+	usagev1 "github.com/tollgate/tollgate/proto/tollgate/usage/v1"
 )
 
 // ClickHouse writes replayed events to ClickHouse, idempotently: before
@@ -116,7 +118,10 @@ const eventColumns = `event_id, request_id, ts, ts_ms, issuer, subject, key_id, 
 requested_model, served_model, provider, deployment, attempts, fallbacks, route,
 prompt_tokens, completion_tokens, cached_tokens, reasoning_tokens, estimated, cost_nano_usd, pricing_version,
 endpoint, stream, status_code, error_type, client_aborted, latency_total_us, ttft_us, upstream_us, overhead_us,
-cache_hit, degradation_step, clamped_max_tokens, stream_seq, ingested_at`
+cache_hit, degradation_step, clamped_max_tokens, stream_seq, ingested_at,
+budget_scope, budget_value, budget_period, budget_period_start, budget_from_token,
+budget_limit_nano_usd, budget_spent_nano_usd, budget_reserved_nano_usd, budget_headroom_nano_usd,
+hedged, units, unit`
 
 const repricedColumns = `event_id, request_id, ts, dept, team, project, subject, key_id, served_model, provider,
 prompt_tokens, completion_tokens, cached_tokens, cost_nano_usd, pricing_version,
@@ -145,11 +150,39 @@ func eventRow(it *Item, now time.Time) []any {
 		fb = []string{}
 	}
 	ms := e.Timestamp / int64(time.Millisecond)
+	b := budgetRows(e)
 	return []any{e.EventId, e.RequestId, time.Unix(int64(evTime(e)), 0).UTC(), uint64(max(ms, 0)), e.Issuer, e.Subject, e.KeyId, e.Dept, e.Team, e.Project,
 		e.RequestedModel, e.ServedModel, e.Provider, e.Deployment, e.Attempts, fb, e.Route,
 		e.PromptTokens, e.CompletionTokens, e.CachedTokens, e.ReasoningTokens, flag(e.Estimated), e.CostNanoUsd, e.PricingVersion,
 		e.Endpoint, flag(e.Stream), e.StatusCode, e.ErrorType, flag(e.ClientAborted), e.LatencyTotalUs, e.TtftUs, e.UpstreamUs, e.OverheadUs,
-		flag(e.CacheHit), e.DegradationStep, e.ClampedMaxTokens, it.Seq, now}
+		flag(e.CacheHit), e.DegradationStep, e.ClampedMaxTokens, it.Seq, now,
+		b.scope, b.value, b.period, b.start, b.fromToken, b.limit, b.spent, b.reserved, b.headroom,
+		flag(e.Hedged), e.Units, e.Unit}
+}
+
+// budgetArrays are an event's budgets checked as the parallel budget_*
+// columns.
+type budgetArrays struct {
+	scope, value, period, start      []string
+	fromToken                        []uint8
+	limit, spent, reserved, headroom []int64
+}
+
+func budgetRows(e *usagev1.UsageEvent) budgetArrays {
+	n := len(e.Budgets)
+	b := budgetArrays{
+		scope: make([]string, 0, n), value: make([]string, 0, n), period: make([]string, 0, n), start: make([]string, 0, n),
+		fromToken: make([]uint8, 0, n), limit: make([]int64, 0, n), spent: make([]int64, 0, n),
+		reserved: make([]int64, 0, n), headroom: make([]int64, 0, n),
+	}
+	for _, c := range e.Budgets {
+		b.scope, b.value = append(b.scope, c.Scope), append(b.value, c.Value)
+		b.period, b.start = append(b.period, c.Period), append(b.start, c.PeriodStart)
+		b.fromToken = append(b.fromToken, flag(c.FromToken))
+		b.limit, b.spent = append(b.limit, c.LimitNanoUsd), append(b.spent, c.SpentNanoUsd)
+		b.reserved, b.headroom = append(b.reserved, c.ReservedNanoUsd), append(b.headroom, c.HeadroomNanoUsd)
+	}
+	return b
 }
 
 func repricedRow(it *Item, now time.Time) []any {

@@ -43,6 +43,10 @@ func history(t *testing.T, n int) jetstream.JetStream {
 			Dept:      dept, Team: dept + "-t", Subject: "user" + dept, ServedModel: "gpt-4o", RequestedModel: "gpt-4o",
 			Provider: "openai", PromptTokens: uint64(1000 * (i + 1)), CompletionTokens: 100,
 			CostNanoUsd: int64(i+1) * 1_000_000_000, PricingVersion: "v1", StatusCode: 200}
+		if i%3 == 0 { // every third: a budget checked, a hedge, units
+			ev.Budgets = []*usagev1.BudgetCheck{{Scope: "dept", Value: dept, Period: "month", LimitNanoUsd: 10, SpentNanoUsd: 3, HeadroomNanoUsd: 7}}
+			ev.Hedged, ev.Units, ev.Unit = true, 2, "image"
+		}
 		b, _ := proto.Marshal(ev)
 		if _, err := js.Publish(ctx, usage.Subject(dept), b, jetstream.WithMsgID(ev.EventId)); err != nil {
 			t.Fatal(err)
@@ -158,6 +162,10 @@ func TestClickHouse(t *testing.T) {
 		{"reprice", Options{Reprice: prices}, true, 10, repriced, 10, wantRepriced},
 		{"reprice again", Options{Reprice: prices}, true, 0, repriced, 10, wantRepriced},
 		{"originals kept", Options{}, false, 0, raw, 10, 55_000_000_000},
+		// events 0, 3, 6 and 9: one budget each with headroom 7, 2 units, hedged
+		{"budgets, hedge and units kept", Options{}, false, 0,
+			"SELECT toUInt64(sum(length(budget_scope))), toInt64(sum(arraySum(budget_headroom_nano_usd)) + 100*sum(units) + 10000*sum(hedged)) FROM usage_events WHERE unit IN ('image', '')",
+			4, 28 + 800 + 40000},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
