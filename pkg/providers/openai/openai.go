@@ -98,16 +98,20 @@ type Provider struct {
 	headers     [][2]string
 	streamUsage StreamUsage
 	maxField    string
+	responses   bool   // the server speaks the Responses API
+	azureV1     string // Azure's Responses path: base path + "/openai/v1/responses"
 }
 
 // New builds a provider from its options.
 func New(o Options) (*Provider, error) {
-	p := &Provider{name: o.Name, azure: o.Azure, apiVersion: o.APIVersion, streamUsage: UsageAsk, maxField: "max_tokens"}
+	p := &Provider{name: o.Name, azure: o.Azure, apiVersion: o.APIVersion, streamUsage: UsageAsk, maxField: "max_tokens",
+		responses: o.Preset == ""}
 	if pr, ok := Presets[o.Preset]; ok {
 		if o.BaseURL == "" {
 			o.BaseURL = pr.BaseURL
 		}
 		p.streamUsage, p.maxField = pr.StreamUsage, pr.MaxTokensField
+		p.responses = responsesPresets[o.Preset]
 	} else if o.Preset != "" {
 		return nil, fmt.Errorf("provider %s: unknown preset %q", o.Name, o.Preset)
 	}
@@ -132,6 +136,8 @@ func New(o Options) (*Provider, error) {
 		}
 		p.authKey, p.authValue = "api-key", []byte(o.APIKey)
 		p.azureBase = base + "/openai/deployments/"
+		p.azureV1 = base + "/openai/v1/responses"
+		p.responses = true
 	} else if o.APIKey != "" {
 		p.authKey, p.authValue = "Authorization", []byte("Bearer "+o.APIKey)
 	}
@@ -148,7 +154,12 @@ func (p *Provider) Build(req *fasthttp.Request, c *providers.Call) error {
 	uri := req.URI()
 	uri.SetScheme(p.scheme)
 	uri.SetHost(p.host)
-	if p.azure {
+	switch {
+	case p.azure && c.Endpoint == providers.Responses:
+		// Azure serves the Responses API only on its v1 surface, which
+		// takes the deployment in the body's model and no api-version.
+		uri.SetPath(p.azureV1)
+	case p.azure:
 		// {base}/openai/deployments/{deployment}/{endpoint}?api-version=
 		var buf [256]byte
 		path := append(buf[:0], p.azureBase...)
@@ -156,7 +167,7 @@ func (p *Provider) Build(req *fasthttp.Request, c *providers.Call) error {
 		path = append(path, c.Endpoint.String()...)
 		uri.SetPathBytes(path)
 		uri.QueryArgs().Set("api-version", p.apiVersion)
-	} else {
+	default:
 		uri.SetPathBytes(p.paths[c.Endpoint])
 	}
 	req.Header.SetContentType("application/json")
@@ -193,7 +204,9 @@ func (p *Provider) writeBody(req *fasthttp.Request, c *providers.Call) {
 	if c.ModelJSON != nil {
 		edits = append(edits, edit{c.ModelIdx, len(c.ModelRaw), c.ModelJSON})
 	}
-	if c.Stream && !c.IncludeUsage && p.streamUsage == UsageAsk && c.Endpoint != providers.Embeddings {
+	// Responses streams always carry usage (in response.completed) and
+	// their stream_options mean something else: never edited.
+	if c.Stream && !c.IncludeUsage && p.streamUsage == UsageAsk && (c.Endpoint == providers.Chat || c.Endpoint == providers.Completions) {
 		edits = append(edits, usageEdit(c))
 	}
 	var num [24]byte
@@ -233,17 +246,22 @@ func usageEdit(c *providers.Call) edit {
 }
 
 // maxTokensEdit sets the clamped limit on the field the request used, or
-// adds the provider's preferred field.
+// adds the provider's preferred field (max_output_tokens on the Responses
+// API).
 func (p *Provider) maxTokensEdit(c *providers.Call, n []byte) edit {
 	body := bytesString(c.Body)
-	for _, f := range [...]string{"max_completion_tokens", "max_tokens"} {
+	fields, field := []string{"max_completion_tokens", "max_tokens"}, p.maxField
+	if c.Endpoint == providers.Responses {
+		fields, field = []string{"max_output_tokens"}, "max_output_tokens"
+	}
+	for _, f := range fields {
 		if v := gjson.Get(body, f); v.Exists() {
 			return edit{at: v.Index, n: len(v.Raw), text: n}
 		}
 	}
 	at := bytes.IndexByte(c.Body, '{') + 1
-	text := make([]byte, 0, len(p.maxField)+len(n)+4)
-	text = append(append(append(append(text, '"'), p.maxField...), `":`...), n...)
+	text := make([]byte, 0, len(field)+len(n)+4)
+	text = append(append(append(append(text, '"'), field...), `":`...), n...)
 	return edit{at: at, text: append(text, ',')}
 }
 

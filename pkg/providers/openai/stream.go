@@ -26,6 +26,9 @@ var streamPool = sync.Pool{New: func() any { return new(stream) }}
 
 // Stream returns a pass-through decoder for c.
 func (p *Provider) Stream(c *providers.Call) providers.Stream {
+	if c.Endpoint == providers.Responses {
+		return p.responsesStream()
+	}
 	s := streamPool.Get().(*stream)
 	*s = stream{name: p.name, includeUsage: c.IncludeUsage, scratch: s.scratch[:0]}
 	return s
