@@ -31,6 +31,8 @@ type behaviour struct {
 	noUsage         bool          // omit usage everywhere
 	dims            int           // embeddings dimensions; 0: request or default
 	faults                        // faults.go: refusals, overflow, bad usage, error-event status, healthy
+	cachedTokens    int           // Responses API usage details
+	reasoningTokens int
 }
 
 // injected reports whether the behaviour injects a failure.
@@ -58,6 +60,8 @@ const (
 	optBadUsage
 	optErrorEventStatus
 	optHealthy
+	optCachedTokens
+	optReasoningTokens
 )
 
 // options lists every per-request setting with its header and its key in
@@ -83,6 +87,8 @@ var options = [...]struct {
 	{optBadUsage, "X-Mock-Bad-Usage", "bad_usage"},
 	{optErrorEventStatus, "X-Mock-Error-Event-Status", "error_event_status"},
 	{optHealthy, "X-Mock-Healthy", "healthy"},
+	{optCachedTokens, "X-Mock-Cached-Tokens", "cached_tokens"},
+	{optReasoningTokens, "X-Mock-Reasoning-Tokens", "reasoning_tokens"},
 }
 
 // set stores v in the setting id, bounded to a sane range.
@@ -110,6 +116,10 @@ func (b *behaviour) set(id optionID, v int64) {
 		b.dims = int(clamp(v, 0, maxDims))
 	case optErrorEventAfter:
 		b.errorEventAfter = int(clamp(v, -1, maxChunks))
+	case optCachedTokens:
+		b.cachedTokens = int(clamp(v, 0, 1<<30))
+	case optReasoningTokens:
+		b.reasoningTokens = int(clamp(v, 0, 1<<30))
 	default:
 		b.faults.set(id, v)
 	}

@@ -30,6 +30,8 @@
 //	X-Mock-Context-Overflow     context_overflow      400 context-length overflow (code context_length_exceeded)
 //	X-Mock-Bad-Usage            bad_usage             usage present but malformed (counts not non-negative integers)
 //	X-Mock-Healthy              healthy               cancel every injected failure (a provider's static header)
+//	X-Mock-Cached-Tokens        cached_tokens         Responses API: input_tokens_details.cached_tokens
+//	X-Mock-Reasoning-Tokens     reasoning_tokens      Responses API: output_tokens_details.reasoning_tokens
 //
 // Booleans take 1/0 or true/false; delays are whole milliseconds.
 // cut_after, garbage and error_event_after stop a stream after that many
@@ -45,7 +47,8 @@
 // the first (or named) function, arguments {"input":"<words>"}, finish_reason
 // "tool_calls"; streamed, the arguments come as one fragment per word.
 //
-// Endpoints: POST /v1/chat/completions, /v1/completions, /v1/embeddings;
+// Endpoints: POST /v1/chat/completions, /v1/completions, /v1/embeddings,
+// /v1/responses (the Responses API, see responses.go);
 // GET /v1/models, /v1/models/{id}; GET /stats (Stats as JSON) and
 // POST /stats/reset (which also empties the ledger); GET /ledger (Ledger as
 // JSON) and POST /ledger/reset; and images, audio, moderations, files and
@@ -208,6 +211,10 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 	case "/v1/embeddings":
 		if s.method(ctx, fasthttp.MethodPost) {
 			s.embeddings(ctx)
+		}
+	case "/v1/responses", "/openai/v1/responses": // OpenAI, Azure (responses.go)
+		if s.method(ctx, fasthttp.MethodPost) {
+			s.responses(ctx)
 		}
 	case "/v1/models":
 		if s.method(ctx, fasthttp.MethodGet) {

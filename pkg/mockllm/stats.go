@@ -11,6 +11,8 @@ type Stats struct {
 	Chat        int64 `json:"chat"`
 	Completions int64 `json:"completions"`
 	Embeddings  int64 `json:"embeddings"`
+	// Responses counts requests to the Responses API.
+	Responses int64 `json:"responses"`
 	// StreamsStarted counts streamed answers whose header was sent.
 	StreamsStarted int64 `json:"streams_started"`
 	// StreamsCompleted counts streams that reached their normal end.
@@ -34,6 +36,7 @@ type Stats struct {
 // counters are the live, atomically updated form of Stats.
 type counters struct {
 	requests, chat, completions, embeddings atomic.Int64
+	responses                               atomic.Int64
 	streamsStarted, streamsCompleted        atomic.Int64
 	streamsCancelled, failuresInjected      atomic.Int64
 	promptTokens, completionTokens          atomic.Int64
@@ -46,6 +49,7 @@ func (c *counters) snapshot() Stats {
 		Chat:             c.chat.Load(),
 		Completions:      c.completions.Load(),
 		Embeddings:       c.embeddings.Load(),
+		Responses:        c.responses.Load(),
 		StreamsStarted:   c.streamsStarted.Load(),
 		StreamsCompleted: c.streamsCompleted.Load(),
 		StreamsCancelled: c.streamsCancelled.Load(),
@@ -58,7 +62,7 @@ func (c *counters) snapshot() Stats {
 
 func (c *counters) reset() {
 	for _, v := range []*atomic.Int64{
-		&c.requests, &c.chat, &c.completions, &c.embeddings,
+		&c.requests, &c.chat, &c.completions, &c.embeddings, &c.responses,
 		&c.streamsStarted, &c.streamsCompleted, &c.streamsCancelled,
 		&c.failuresInjected, &c.promptTokens, &c.completionTokens, &c.uploadBytes,
 	} {

@@ -39,6 +39,11 @@ type answer struct {
 	words   int    // completion words of a non-stream answer
 	usage   bool   // include usage
 	fault   faults // faults.go: bad usage, error-event status
+
+	// Responses API only (responses.go).
+	incomplete bool // max_output_tokens cut the answer short
+	cached     int  // input_tokens_details.cached_tokens
+	reasoning  int  // output_tokens_details.reasoning_tokens
 }
 
 // streamEnd is how the content phase of a stream ends.

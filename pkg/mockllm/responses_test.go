@@ -1,0 +1,223 @@
+package mockllm_test
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/tollgate/tollgate/pkg/mockllm"
+)
+
+// responseObject is the subset of a Responses API response the tests read.
+type responseObject struct {
+	ID                string          `json:"id"`
+	Object            string          `json:"object"`
+	Status            string          `json:"status"`
+	Model             string          `json:"model"`
+	Error             json.RawMessage `json:"error"`
+	IncompleteDetails *struct {
+		Reason string `json:"reason"`
+	} `json:"incomplete_details"`
+	Output []struct {
+		ID      string `json:"id"`
+		Type    string `json:"type"`
+		Role    string `json:"role"`
+		Content []struct {
+			Type string `json:"type"`
+			Text string `json:"text"`
+		} `json:"content"`
+	} `json:"output"`
+	Usage *struct {
+		InputTokens        int `json:"input_tokens"`
+		InputTokensDetails struct {
+			CachedTokens int `json:"cached_tokens"`
+		} `json:"input_tokens_details"`
+		OutputTokens        int `json:"output_tokens"`
+		OutputTokensDetails struct {
+			ReasoningTokens int `json:"reasoning_tokens"`
+		} `json:"output_tokens_details"`
+		TotalTokens int `json:"total_tokens"`
+	} `json:"usage"`
+}
+
+func (r *responseObject) text() string {
+	var b strings.Builder
+	for _, o := range r.Output {
+		for _, c := range o.Content {
+			b.WriteString(c.Text)
+		}
+	}
+	return b.String()
+}
+
+// responsesBody has 4 + 3 input tokens ("say four words here please" is 5:
+// see the cases) and 2 + 3 for instructions.
+const responsesBody = `{"model":"gpt-test","instructions":"be brief","input":[{"role":"user","content":[{"type":"input_text","text":"say four words here"}]}]`
+
+func TestResponsesNonStream(t *testing.T) {
+	ts := start(t, mockllm.Config{Chunks: 6})
+	tests := []struct {
+		name               string
+		path, body         string
+		headers            []string
+		status             string
+		words              int
+		input, cached      int
+		reasoning          int
+		noUsage            bool
+		incompleteReason   string
+		wantHTTP           int
+		wantErrorSubstring string
+	}{
+		{name: "default", path: "/v1/responses", body: responsesBody + `}`, status: "completed", words: 6, input: 4 + 3 + 2 + 3},
+		{name: "string input", path: "/v1/responses", body: `{"model":"m","input":"one two three"}`, status: "completed", words: 6, input: 3},
+		{name: "azure path", path: "/openai/v1/responses", body: `{"model":"dep","input":"a"}`, status: "completed", words: 6, input: 1},
+		{name: "max_output_tokens cuts", path: "/v1/responses", body: `{"model":"m","input":"a","max_output_tokens":2}`, status: "incomplete", words: 2, input: 1, incompleteReason: "max_output_tokens"},
+		{name: "max_output_tokens above the answer", path: "/v1/responses", body: `{"model":"m","input":"a","max_output_tokens":100}`, status: "completed", words: 6, input: 1},
+		{name: "usage details", path: "/v1/responses", body: `{"model":"m","input":"a b c d","mock":{"cached_tokens":3}}`, headers: []string{"X-Mock-Reasoning-Tokens", "10"},
+			status: "completed", words: 6, input: 4, cached: 3, reasoning: 10},
+		{name: "cached at most the input", path: "/v1/responses", body: `{"model":"m","input":"a","mock":{"cached_tokens":50}}`, status: "completed", words: 6, input: 1, cached: 1},
+		{name: "no usage", path: "/v1/responses", body: `{"model":"m","input":"a"}`, headers: []string{"X-Mock-No-Usage", "1"}, status: "completed", words: 6, noUsage: true},
+		{name: "injected 503", path: "/v1/responses", body: `{"model":"m","input":"a"}`, headers: []string{"X-Mock-Status", "503"}, wantHTTP: 503, wantErrorSubstring: "injected"},
+		{name: "no model", path: "/v1/responses", body: `{"input":"a"}`, wantHTTP: 400, wantErrorSubstring: "model"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			resp := ts.post(t, tc.path, tc.body, tc.headers...)
+			raw, err := io.ReadAll(resp.Body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.wantHTTP != 0 {
+				if resp.StatusCode != tc.wantHTTP || !strings.Contains(string(raw), tc.wantErrorSubstring) {
+					t.Fatalf("status %d body %s, want %d with %q", resp.StatusCode, raw, tc.wantHTTP, tc.wantErrorSubstring)
+				}
+				return
+			}
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("status %d: %s", resp.StatusCode, raw)
+			}
+			var r responseObject
+			if err := json.Unmarshal(raw, &r); err != nil {
+				t.Fatalf("decode %s: %v", raw, err)
+			}
+			if r.Object != "response" || !strings.HasPrefix(r.ID, "resp_") || r.Status != tc.status || string(r.Error) != "null" {
+				t.Errorf("object %q id %q status %q error %s", r.Object, r.ID, r.Status, r.Error)
+			}
+			if got := len(strings.Fields(r.text())); got != tc.words {
+				t.Errorf("%d words (%q), want %d", got, r.text(), tc.words)
+			}
+			if tc.incompleteReason != "" && (r.IncompleteDetails == nil || r.IncompleteDetails.Reason != tc.incompleteReason) {
+				t.Errorf("incomplete_details %+v", r.IncompleteDetails)
+			}
+			if tc.noUsage {
+				if r.Usage != nil {
+					t.Errorf("usage %+v, want null", r.Usage)
+				}
+				return
+			}
+			u := r.Usage
+			if u == nil {
+				t.Fatal("no usage")
+			}
+			if u.InputTokens != tc.input || u.OutputTokens != tc.words+tc.reasoning || u.TotalTokens != u.InputTokens+u.OutputTokens ||
+				u.InputTokensDetails.CachedTokens != tc.cached || u.OutputTokensDetails.ReasoningTokens != tc.reasoning {
+				t.Errorf("usage %+v", *u)
+			}
+		})
+	}
+}
+
+func TestResponsesStream(t *testing.T) {
+	ts := start(t, mockllm.Config{Chunks: 5})
+	tests := []struct {
+		name     string
+		body     string
+		headers  []string
+		deltas   int
+		terminal string // the last event's type; "" when the stream is cut
+		usage    bool
+	}{
+		{name: "complete", body: `{"model":"m","input":"a b","stream":true}`, deltas: 5, terminal: "response.completed", usage: true},
+		{name: "max_output_tokens", body: `{"model":"m","input":"a b","stream":true,"max_output_tokens":3}`, deltas: 3, terminal: "response.incomplete", usage: true},
+		{name: "no usage", body: `{"model":"m","input":"a b","stream":true}`, headers: []string{"X-Mock-No-Usage", "1"}, deltas: 5, terminal: "response.completed"},
+		{name: "failed", body: `{"model":"m","input":"a b","stream":true,"mock":{"error_event_after":2}}`, deltas: 2, terminal: "response.failed"},
+		{name: "cut", body: `{"model":"m","input":"a b","stream":true}`, headers: []string{"X-Mock-Cut-After", "1"}, deltas: 1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			resp := ts.post(t, "/v1/responses", tc.body, tc.headers...)
+			if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
+				t.Errorf("content type %q", ct)
+			}
+			named, err := readNamedEvents(resp.Body)
+			if tc.terminal != "" && err != nil {
+				t.Fatalf("read: %v", err)
+			}
+			type decoded struct {
+				name string
+				data map[string]json.RawMessage
+			}
+			var evs []decoded
+			for _, ev := range named {
+				d := decoded{name: ev.name}
+				if ev.name == "RAW" || json.Unmarshal([]byte(ev.data), &d.data) != nil {
+					t.Fatalf("not a JSON event: %+v", ev)
+				}
+				evs = append(evs, d)
+			}
+			var text strings.Builder
+			deltas := 0
+			for i, ev := range evs {
+				var typ string
+				var seq int
+				if json.Unmarshal(ev.data["type"], &typ) != nil || json.Unmarshal(ev.data["sequence_number"], &seq) != nil {
+					t.Fatalf("event %d lacks type or sequence_number: %v", i, ev.data)
+				}
+				if typ != ev.name || seq != i {
+					t.Errorf("event %d: name %q type %q sequence %d", i, ev.name, typ, seq)
+				}
+				if typ == "response.output_text.delta" {
+					var d string
+					_ = json.Unmarshal(ev.data["delta"], &d)
+					text.WriteString(d)
+					deltas++
+				}
+			}
+			if deltas != tc.deltas {
+				t.Errorf("%d deltas, want %d", deltas, tc.deltas)
+			}
+			if evs[0].name != "response.created" {
+				t.Errorf("first event %q", evs[0].name)
+			}
+			last := evs[len(evs)-1]
+			if tc.terminal == "" {
+				if strings.HasPrefix(last.name, "response.") && last.name != "response.output_text.delta" {
+					t.Errorf("cut stream ends with %q", last.name)
+				}
+				return
+			}
+			if last.name != tc.terminal {
+				t.Fatalf("last event %q, want %q", last.name, tc.terminal)
+			}
+			var r responseObject
+			if err := json.Unmarshal(last.data["response"], &r); err != nil {
+				t.Fatal(err)
+			}
+			if r.text() != text.String() {
+				t.Errorf("final text %q, deltas %q", r.text(), text.String())
+			}
+			if (r.Usage != nil) != tc.usage || (tc.usage && r.Usage.OutputTokens != tc.deltas) {
+				t.Errorf("usage %+v", r.Usage)
+			}
+			if tc.terminal == "response.completed" && len(evs) != 4+tc.deltas+4 {
+				t.Errorf("%d events, want %d", len(evs), 8+tc.deltas)
+			}
+		})
+	}
+	if st := ts.srv.Stats(); st.Responses != int64(len(tests)) {
+		t.Errorf("stats count %d responses requests", st.Responses)
+	}
+}
