@@ -122,7 +122,11 @@ func (g *Gateway) admit(c *fiber.Ctx, st *state, p *auth.Principal, rt *route, i
 	prompt := promptGuess
 	if est > headroom/2 && a.Estimator != nil {
 		// Near the limit: count the prompt exactly.
-		prompt = int64(a.Estimator.ChatPrompt(body))
+		if info.ep == epChat {
+			prompt = int64(a.Estimator.ChatPrompt(body))
+		} else {
+			prompt = int64(a.Estimator.Prompt(body))
+		}
 		est = adm.price.Cost(pricing.Usage{PromptTokens: uint64(prompt), CompletionTokens: uint64(out)})
 	}
 	if est > headroom && adm.price.OutputPerM > 0 {

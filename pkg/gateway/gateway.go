@@ -73,7 +73,7 @@ type Gateway struct {
 	cache       responseCache
 	tracer      *tracing.Tracer
 	alerts      degradeAlerts
-	refused     [3]*metrics.Route // requests that resolved no model, per endpoint
+	refused     [len(endpointName)]*metrics.Route // requests that resolved no model, per endpoint
 }
 
 // route is where one model name is served.
@@ -82,8 +82,8 @@ type route struct {
 	embeddings    bool
 	up            *upstream
 	upstreamModel string
-	deployment    string            // provider/upstream-model, in usage events
-	metrics       [3]*metrics.Route // per endpoint; nil without metrics
+	deployment    string                            // provider/upstream-model, in usage events
+	metrics       [len(endpointName)]*metrics.Route // per endpoint; nil without metrics
 	// modelJSON replaces the body's model value when the upstream knows
 	// the model by another name; nil when the names match.
 	modelJSON []byte
@@ -317,6 +317,7 @@ func (g *Gateway) newApp() *fiber.App {
 	app.Post("/v1/chat/completions", func(c *fiber.Ctx) error { return g.serve(c, epChat) })
 	app.Post("/v1/completions", func(c *fiber.Ctx) error { return g.serve(c, epCompletions) })
 	app.Post("/v1/embeddings", func(c *fiber.Ctx) error { return g.serve(c, epEmbeddings) })
+	app.Post("/v1/responses", func(c *fiber.Ctx) error { return g.serve(c, epResponses) })
 	app.Post("/v1/messages", g.serveMessages)
 	app.Post("/v1/messages/count_tokens", g.serveCountTokens)
 	app.Get("/v1/models", g.handleModels)

@@ -120,6 +120,8 @@ func (r *relay) Read(p []byte) (int, error) {
 					r.out = r.enc.Fail(r.out[:0], anthropic.ErrorType(r.failure.Status), r.failure.Message)
 				case r.rec.anthropic:
 					r.out = appendAnthropicErrorEvent(r.out[:0], r.failure)
+				case r.rec.endpoint == epResponses:
+					r.out = appendResponsesErrorEvent(r.out[:0], r.failure, r.stream)
 				default:
 					r.out = appendErrorEvent(r.out[:0], r.failure)
 				}
@@ -169,7 +171,11 @@ func (r *relay) handleEvent(ev []byte) {
 	var err error
 	if r.enc == nil {
 		r.out, st, err = r.stream.Event(r.out, ev)
-		if r.track && len(r.out) > n {
+		switch {
+		case !r.track || len(r.out) == n:
+		case r.rec.endpoint == epResponses:
+			r.content = appendResponsesContent(r.content, r.out[n:])
+		default:
 			r.content = appendContent(r.content, r.out[n:])
 		}
 	} else {
@@ -194,6 +200,11 @@ func (r *relay) handleEvent(ev []byte) {
 		r.drain()
 	case providers.Failed:
 		r.fail(r.eventError(err))
+		if r.rec.endpoint == epResponses && r.enc == nil && len(r.out) > n {
+			// The provider's own terminal event (response.failed) went out:
+			// the stream ends there, recorded as failed, with nothing added.
+			r.failure = nil
+		}
 	}
 }
 

@@ -16,12 +16,14 @@ const (
 	epChat        = providers.Chat
 	epCompletions = providers.Completions
 	epEmbeddings  = providers.Embeddings
+	epResponses   = providers.Responses
 )
 
 var endpointName = [...]string{
 	epChat:        "/v1/chat/completions",
 	epCompletions: "/v1/completions",
 	epEmbeddings:  "/v1/embeddings",
+	epResponses:   "/v1/responses",
 }
 
 // reqInfo is what the gateway reads from a request body. Its strings alias
@@ -38,16 +40,17 @@ type reqInfo struct {
 	hasPrompt    bool
 	hasInput     bool
 	maxTokens    int64
+	ep           endpoint
 }
 
 // watchedKeys are the top-level keys the gateway reads or edits.
-var watchedKeys = [...]string{"model", "stream", "stream_options", "messages", "prompt", "input", "max_tokens", "max_completion_tokens"}
+var watchedKeys = [...]string{"model", "stream", "stream_options", "messages", "prompt", "input", "max_tokens", "max_completion_tokens", "max_output_tokens"}
 
 // parseRequest reads the fields the gateway needs in one pass over the
 // top-level keys, after checking the whole body is valid JSON. Nothing is
 // decoded into Go values: the body is forwarded with byte-level edits.
 func parseRequest(body []byte, ep endpoint) (reqInfo, *apiError) {
-	var info reqInfo
+	info := reqInfo{ep: ep}
 	if len(bytes.TrimSpace(body)) == 0 {
 		return info, errBadRequest("invalid_json", "", "request body is empty; send a JSON object")
 	}
@@ -96,7 +99,11 @@ func parseRequest(body []byte, ep endpoint) (reqInfo, *apiError) {
 		case "input":
 			info.hasInput = v.Type != gjson.Null
 		case "max_tokens", "max_completion_tokens":
-			if v.Type == gjson.Number {
+			if v.Type == gjson.Number && ep != epResponses {
+				info.maxTokens = v.Int()
+			}
+		case "max_output_tokens": // the Responses API's
+			if v.Type == gjson.Number && ep == epResponses {
 				info.maxTokens = v.Int()
 			}
 		}

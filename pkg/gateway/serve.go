@@ -124,6 +124,10 @@ func (g *Gateway) serve(c *fiber.Ctx, ep endpoint) error {
 			plan, rr = np, np.Route()
 		}
 	}
+	if aerr := st.checkEndpoint(rr, ep, info.model, body); aerr != nil {
+		plan.Release()
+		return g.fail(c, &rec, aerr)
+	}
 	if g.lookupCache(c, rr.Config(), p, &rec, body) {
 		plan.Release()
 		return nil
@@ -144,8 +148,15 @@ func (g *Gateway) serve(c *fiber.Ctx, ep endpoint) error {
 // the first byte reaches the client are retried.
 func (g *Gateway) attempts(c *fiber.Ctx, st *state, plan *router.Plan, rec *record, info *reqInfo, body []byte) error {
 	var last *apiError
+	var prev router.Outcome // the latest call's
 	for a := plan.Next(); a != nil; a = plan.Next() {
 		rt := st.target(g, a, rec.endpoint)
+		if rec.endpoint == epResponses && !speaksResponses(rt.up) {
+			if skipResponsesTarget(c.Context(), rec, rt, a, plan, prev, &last) {
+				continue
+			}
+			break
+		}
 		rec.route = rt
 		rec.routeName = a.Route
 		if a.Fallback && g.metrics != nil && rec.attempts > 0 {
@@ -158,6 +169,7 @@ func (g *Gateway) attempts(c *fiber.Ctx, st *state, plan *router.Plan, rec *reco
 			last = g.missingKey(rt.up)
 			o := router.Outcome{Class: router.Auth}
 			a.Done(o, 0)
+			prev = o
 			if !plan.ShouldRetry(o) {
 				break
 			}
@@ -213,7 +225,7 @@ func (g *Gateway) attempts(c *fiber.Ctx, st *state, plan *router.Plan, rec *reco
 		aspan.End()
 		res.outcome.RetryAfter = router.ParseRetryAfter(res.retryAfter, time.Now())
 		a.Done(res.outcome, 0)
-		last = res.aerr
+		last, prev = res.aerr, res.outcome
 		if !plan.ShouldRetry(res.outcome) || plan.Backoff(c.Context()) != nil {
 			break
 		}
