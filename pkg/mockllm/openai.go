@@ -231,7 +231,7 @@ func (s *Server) respond(ctx *fasthttp.RequestCtx, r *request, a *answer, f stre
 	a.usage = !b.noUsage
 	s.stats.promptTokens.Add(int64(a.prompt))
 	s.stats.completionTokens.Add(int64(a.words))
-	s.ledger.served(a.model, a.prompt, a.words, a.usage && !a.fault.badUsage)
+	s.ledger.served(a.model, a.prompt, a.words+a.reasoning, a.usage && !a.fault.badUsage)
 	return true
 }
 

@@ -29,6 +29,10 @@ import (
 // response.output_item.done and response.completed (usage inside). The
 // failure settings work as on chat; error_event_after ends the stream with
 // response.failed (error code "server_error", usage null).
+//
+// The ledger (GET /ledger) records output_tokens as the completion tokens;
+// it does not itemise cached tokens, so traffic that sets cached_tokens
+// does not reconcile by cost.
 
 // responses answers POST /v1/responses.
 func (s *Server) responses(ctx *fasthttp.RequestCtx) {
@@ -192,7 +196,9 @@ var (
 	responsesTail = [...]string{"response.output_text.done", "response.content_part.done", "response.output_item.done", ""} // "" is the terminal event
 )
 
-func (responsesStream) prepare(st *stream) {}
+// prepare marks the stream as reporting usage (in its terminal event),
+// which Responses streams do unasked.
+func (responsesStream) prepare(st *stream) { st.includeUsage = st.a.usage }
 
 // appendEventStart appends the event line and the data's type and
 // sequence number, ending with a comma.

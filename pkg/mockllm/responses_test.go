@@ -221,3 +221,29 @@ func TestResponsesStream(t *testing.T) {
 		t.Errorf("stats count %d responses requests", st.Responses)
 	}
 }
+
+// TestResponsesLedger: Responses answers are in the ledger as the gateway
+// bills them: output_tokens (reasoning included) as completion tokens, and
+// streams with usage, which they report unasked.
+func TestResponsesLedger(t *testing.T) {
+	tests := []struct {
+		name, body string
+		want       mockllm.LedgerEntry
+	}{
+		{"non-stream", `{"model":"m","input":"a b","mock":{"chunks":3,"reasoning_tokens":4}}`, mockllm.LedgerEntry{Model: "m", PromptTokens: 2, CompletionTokens: 3 + 4, Count: 1}},
+		{"stream", `{"model":"m","input":"a b","stream":true,"mock":{"chunks":3}}`, mockllm.LedgerEntry{Model: "m", PromptTokens: 2, CompletionTokens: 3, Count: 1}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ts := start(t, mockllm.Config{})
+			if _, err := io.Copy(io.Discard, ts.post(t, "/v1/responses", tc.body).Body); err != nil {
+				t.Fatal(err)
+			}
+			var got mockllm.Ledger
+			waitStats(t, ts.srv, func(mockllm.Stats) bool { got = ts.srv.Ledger(); return len(got.Answers) == 1 })
+			if got.Answers[0] != tc.want || got.WithoutUsage != 0 || got.Incomplete != 0 {
+				t.Errorf("ledger %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}

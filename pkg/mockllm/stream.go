@@ -270,7 +270,7 @@ func (st *stream) Close() error {
 		s.ledger.incomplete()
 	case st.end == endNormal:
 		s.stats.streamsCompleted.Add(1)
-		s.ledger.served(st.a.model, st.a.prompt, st.written, st.includeUsage && !st.a.fault.badUsage)
+		s.ledger.served(st.a.model, st.a.prompt, st.written+st.a.reasoning, st.includeUsage && !st.a.fault.badUsage)
 	default:
 		s.ledger.incomplete()
 	}
