@@ -329,8 +329,10 @@ func (g *Gateway) estimate(rec *record) tokenUsage {
 // appendAnswerText appends the generated text of a non-stream OpenAI answer
 // (each choice's message content, or text for completions) to dst, as raw
 // JSON string text like the stream relay collects it, for estimating the
-// completion tokens of an answer that came without usage.
+// completion tokens of an answer that came without usage. A Responses API
+// answer's text is in its output items (appendOutputText).
 func appendAnswerText(dst, answer []byte) []byte {
+	dst = appendOutputText(dst, answer)
 	gjson.GetBytes(answer, "choices").ForEach(func(_, ch gjson.Result) bool {
 		v := ch.Get("message.content")
 		if v.Type != gjson.String {

@@ -106,6 +106,27 @@ func appendResponsesErrorEvent(b []byte, e *apiError, s providers.Stream) []byte
 	return append(b, "}\n\n"...)
 }
 
+// appendOutputText appends the text of a Responses API answer's output
+// items (message parts, refusals, reasoning text; function call
+// arguments) to dst as raw JSON string text. Other answers have no output.
+func appendOutputText(dst, answer []byte) []byte {
+	gjson.GetBytes(answer, "output").ForEach(func(_, item gjson.Result) bool {
+		appendText := func(v gjson.Result) {
+			if v.Type == gjson.String && len(v.Raw) > 2 && len(dst) < maxDelivered {
+				dst = append(dst, v.Raw[1:len(v.Raw)-1]...)
+			}
+		}
+		appendText(item.Get("arguments"))
+		item.Get("content").ForEach(func(_, part gjson.Result) bool {
+			appendText(part.Get("text"))
+			appendText(part.Get("refusal"))
+			return true
+		})
+		return true
+	})
+	return dst
+}
+
 var (
 	dataField = []byte("data:")
 	deltaType = []byte(`.delta"`)

@@ -16,6 +16,7 @@ import (
 	"github.com/openai/openai-go/v3/responses"
 	"github.com/tollgate/tollgate/pkg/config"
 	"github.com/tollgate/tollgate/pkg/pricing"
+	"github.com/tollgate/tollgate/pkg/tokenize"
 )
 
 // namedEvent is one SSE event of a Responses stream as the client got it.
@@ -91,7 +92,14 @@ func TestResponsesEndToEnd(t *testing.T) {
 			stream: true, lastEvent: "response.failed", errType: "upstream_error", estimated: true},
 		{name: "stream cut", body: `{"model":"mock-gpt","input":"one two three","stream":true,"mock":{"chunks":4,"cut_after":2}}`,
 			stream: true, lastEvent: "error", errorCode: "upstream_stream_cut", errType: "upstream_stream_cut", estimated: true},
+		{name: "non-stream without usage", body: `{"model":"mock-gpt","input":"one two three","mock":{"chunks":4,"no_usage":true}}`,
+			wantStatus: "completed", estimated: true},
+		{name: "non-stream malformed usage", body: `{"model":"mock-gpt","input":"one two three","mock":{"chunks":4,"bad_usage":true}}`,
+			wantStatus: "completed", estimated: true},
+		{name: "stream malformed usage", body: `{"model":"mock-gpt","input":"one two three","stream":true,"mock":{"chunks":4,"bad_usage":true}}`,
+			stream: true, lastEvent: "response.completed", estimated: true},
 	}
+	est := tokenize.New()
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			a := newAcctRig(t, nil)
@@ -102,6 +110,7 @@ func TestResponsesEndToEnd(t *testing.T) {
 			if got := resp.Header.Get("X-Tollgate-Provider"); got != "mock" {
 				t.Errorf("x-tollgate-provider %q", got)
 			}
+			var text string // what the client got
 			if tc.stream {
 				if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
 					t.Errorf("content type %q", ct)
@@ -109,13 +118,22 @@ func TestResponsesEndToEnd(t *testing.T) {
 				evs := readNamed(t, resp.Body)
 				resp.Body.Close()
 				checkResponsesStream(t, evs, tc.lastEvent, tc.errorCode)
+				for _, ev := range evs {
+					if ev.name == "response.output_text.delta" {
+						text += ev.str("delta")
+					}
+				}
 			} else {
 				var r struct {
 					Object, Status string
+					Output         []struct {
+						Content []struct{ Text string }
+					}
 				}
-				if err := json.Unmarshal(readBody(t, resp), &r); err != nil || r.Object != "response" || r.Status != tc.wantStatus {
-					t.Errorf("response object %+v (%v), want status %s", r, err, tc.wantStatus)
+				if err := json.Unmarshal(readBody(t, resp), &r); err != nil || r.Object != "response" || r.Status != tc.wantStatus || len(r.Output) != 1 {
+					t.Fatalf("response object %+v (%v), want status %s", r, err, tc.wantStatus)
 				}
+				text = r.Output[0].Content[0].Text
 			}
 			ev := a.events(t, 1)[0]
 			if ev.Endpoint != "/v1/responses" || ev.Stream != tc.stream || ev.StatusCode != 200 || ev.ErrorType != tc.errType ||
@@ -124,9 +142,10 @@ func TestResponsesEndToEnd(t *testing.T) {
 					ev.Endpoint, ev.Stream, ev.StatusCode, ev.ErrorType, ev.Estimated, ev.RequestedModel, ev.Provider)
 			}
 			if tc.estimated {
-				// The prompt and the two delivered words, counted by the tokenizer.
-				if ev.PromptTokens == 0 || ev.CompletionTokens == 0 || ev.CompletionTokens > 10 {
-					t.Errorf("estimated prompt %d completion %d", ev.PromptTokens, ev.CompletionTokens)
+				// The prompt and the delivered text, counted by the tokenizer.
+				wantIn, wantOut := uint64(est.Prompt([]byte(tc.body))), uint64(est.Count([]byte(text)))
+				if ev.PromptTokens != wantIn || ev.CompletionTokens != wantOut || wantOut == 0 {
+					t.Errorf("estimated prompt %d completion %d, want %d %d (text %q)", ev.PromptTokens, ev.CompletionTokens, wantIn, wantOut, text)
 				}
 				return
 			}

@@ -28,7 +28,9 @@ import (
 // response.output_text.done, response.content_part.done,
 // response.output_item.done and response.completed (usage inside). The
 // failure settings work as on chat; error_event_after ends the stream with
-// response.failed (error code "server_error", usage null).
+// response.failed (error code "server_error", or rate_limit_exceeded and
+// overloaded for error_event_status 429 and 529; usage null). bad_usage
+// writes malformed usage; refusal and context_overflow answer as on chat.
 //
 // The ledger (GET /ledger) records output_tokens as the completion tokens;
 // it does not itemise cached tokens, so traffic that sets cached_tokens
@@ -125,7 +127,7 @@ func appendResponse(dst []byte, a *answer, status string, words int, usage bool)
 	dst = append(dst, status...)
 	dst = append(dst, `","background":false,"error":`...)
 	if status == "failed" {
-		dst = append(dst, `{"code":"server_error","message":"mock: injected stream error"}`...)
+		dst = appendResponseError(dst, a)
 	} else {
 		dst = append(dst, "null"...)
 	}
@@ -150,6 +152,21 @@ func appendResponse(dst []byte, a *answer, status string, words int, usage bool)
 	return append(dst, `,"metadata":{}}`...)
 }
 
+// appendResponseError appends the error object of a failed response: a
+// server_error, or the code of the status error_event_status names.
+func appendResponseError(dst []byte, a *answer) []byte {
+	code := "server_error"
+	switch st := a.fault.errorEventStatus; {
+	case st == fasthttp.StatusTooManyRequests:
+		code = "rate_limit_exceeded"
+	case st == statusOverloaded:
+		code = "overloaded"
+	}
+	dst = append(dst, `{"code":"`...)
+	dst = append(dst, code...)
+	return append(dst, `","message":"mock: injected stream error"}`...)
+}
+
 // appendMessageItem appends the answer's message item: its text part holds
 // the first words generated words (words < 0: no part yet).
 func appendMessageItem(dst []byte, a *answer, status string, words int) []byte {
@@ -171,8 +188,12 @@ func appendTextPart(dst []byte, n int) []byte {
 	return append(dst, `"}`...)
 }
 
-// appendResponsesUsage appends a Responses usage object.
+// appendResponsesUsage appends a Responses usage object, or a malformed
+// one for bad_usage.
 func appendResponsesUsage(dst []byte, a *answer, words int) []byte {
+	if a.fault.badUsage {
+		return append(dst, `{"input_tokens":-1,"output_tokens":"many","total_tokens":null}`...)
+	}
 	out := words + a.reasoning
 	dst = append(dst, `{"input_tokens":`...)
 	dst = appendInt(dst, int64(a.prompt))
