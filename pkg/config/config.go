@@ -21,6 +21,15 @@ type Config struct {
 	ReadTimeout time.Duration `yaml:"read_timeout"`
 	// IdleTimeout closes keep-alive client connections idle this long. Default 120s.
 	IdleTimeout time.Duration `yaml:"idle_timeout"`
+	// WriteTimeout bounds writing to a client that does not read: a
+	// non-stream answer must be written within it, and each event of a
+	// stream too, so a client that stops reading a stream is disconnected
+	// (and the upstream call cancelled) after this long. Default 30s.
+	WriteTimeout time.Duration `yaml:"write_timeout"`
+	// MaxHeaderBytes bounds the request line and headers of a client
+	// request, in bytes (431 above); it is also the per-connection read
+	// buffer. Default 8 KiB.
+	MaxHeaderBytes int `yaml:"max_header_bytes"`
 
 	Log       Log        `yaml:"log"`
 	Admin     Admin      `yaml:"admin"`

@@ -9,6 +9,8 @@ const (
 	DefaultShutdownGrace       = 30 * time.Second
 	DefaultReadTimeout         = 30 * time.Second
 	DefaultIdleTimeout         = 120 * time.Second
+	DefaultWriteTimeout        = 30 * time.Second
+	DefaultMaxHeaderBytes      = 8 << 10
 	DefaultLogFormat           = "json"
 	DefaultLogLevel            = "info"
 	DefaultAuthCacheSize       = 65536
@@ -62,6 +64,8 @@ func (c *Config) ApplyDefaults() {
 	setDefault(&c.ShutdownGrace, DefaultShutdownGrace)
 	setDefault(&c.ReadTimeout, DefaultReadTimeout)
 	setDefault(&c.IdleTimeout, DefaultIdleTimeout)
+	setDefault(&c.WriteTimeout, DefaultWriteTimeout)
+	setDefault(&c.MaxHeaderBytes, DefaultMaxHeaderBytes)
 	setDefault(&c.Log.Format, DefaultLogFormat)
 	setDefault(&c.Log.Level, DefaultLogLevel)
 

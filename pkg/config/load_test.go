@@ -114,6 +114,8 @@ func TestParseDefaults(t *testing.T) {
 		{"shutdown_grace", c.ShutdownGrace, 30 * time.Second},
 		{"read_timeout", c.ReadTimeout, 30 * time.Second},
 		{"idle_timeout", c.IdleTimeout, 120 * time.Second},
+		{"write_timeout", c.WriteTimeout, 30 * time.Second},
+		{"max_header_bytes", c.MaxHeaderBytes, 8 << 10},
 		{"log.format", c.Log.Format, "json"},
 		{"log.level", c.Log.Level, "info"},
 		{"log.requests", c.Log.Requests, false},

@@ -31,6 +31,8 @@ func (c *Config) Validate() error {
 	v.duration("shutdown_grace", c.ShutdownGrace)
 	v.duration("read_timeout", c.ReadTimeout)
 	v.duration("idle_timeout", c.IdleTimeout)
+	v.duration("write_timeout", c.WriteTimeout)
+	nonNegative(v, "max_header_bytes", c.MaxHeaderBytes)
 	v.oneOf("log.format", "format", c.Log.Format, "json", "text")
 	v.oneOf("log.level", "level", c.Log.Level, "debug", "info", "warn", "error")
 	v.auth(&c.Auth)

@@ -304,6 +304,10 @@ func (g *Gateway) newApp() *fiber.App {
 		ReadTimeout:           g.cfg.ReadTimeout,
 		IdleTimeout:           g.cfg.IdleTimeout,
 		ErrorHandler:          g.handleFiberError,
+		// A whole non-stream answer; a stream extends it per event (relay.Read).
+		WriteTimeout: g.cfg.WriteTimeout,
+		// The read buffer is also the limit of request line and headers (431).
+		ReadBufferSize: g.cfg.MaxHeaderBytes,
 		// Streams are relayed through the body stream; fiber must not
 		// buffer or compress anything.
 		DisableDefaultContentType: true,
@@ -360,6 +364,9 @@ func (g *Gateway) handleFiberError(c *fiber.Ctx, err error) error {
 	case fiber.StatusRequestEntityTooLarge:
 		return writeError(c, &apiError{Status: fe.Code, Type: typeInvalidRequest, Code: "request_too_large",
 			Message: fmt.Sprintf("request body is larger than the %d-byte limit", g.cfg.BodyLimit)})
+	case fiber.StatusRequestHeaderFieldsTooLarge:
+		return writeError(c, &apiError{Status: fe.Code, Type: typeInvalidRequest, Code: "headers_too_large",
+			Message: fmt.Sprintf("request line and headers are larger than the %d-byte limit", g.cfg.MaxHeaderBytes)})
 	case fiber.StatusNotFound:
 		return writeError(c, &apiError{Status: fe.Code, Type: typeNotFound, Code: "unknown_url",
 			Message: fmt.Sprintf("unknown request URL: %s %s", c.Method(), c.Path())})

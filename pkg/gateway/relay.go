@@ -70,6 +70,12 @@ type relay struct {
 
 	watch *clientWatch
 	gone  atomic.Bool // the client closed its connection (seen by watch)
+
+	// client is the client connection; each write to it must complete
+	// within writeTimeout (config write_timeout), so a client that stops
+	// reading is disconnected instead of holding the stream forever.
+	client       net.Conn
+	writeTimeout time.Duration
 }
 
 var relayPool = sync.Pool{New: func() any {
@@ -110,8 +116,15 @@ func (r *relay) prime() *apiError {
 	return nil
 }
 
-// Read implements io.Reader for fasthttp's chunked body writer.
+// Read implements io.Reader for fasthttp's chunked body writer. fasthttp
+// writes what it returns before the next Read, so the write deadline set
+// here bounds that one write.
 func (r *relay) Read(p []byte) (int, error) {
+	defer func() {
+		if r.client != nil && r.writeTimeout > 0 {
+			_ = r.client.SetWriteDeadline(time.Now().Add(r.writeTimeout))
+		}
+	}()
 	for r.pos == len(r.out) {
 		if r.done {
 			if r.failure != nil {
@@ -306,6 +319,11 @@ func (r *relay) CloseWithError(err error) error {
 	r.closed = true
 	r.watch.stop()
 	switch {
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		r.rec.clientAborted = true
+		r.rec.status = StatusClientClosed
+		r.rec.errType = "client_write_timeout"
+		r.g.log.Warn("client stopped reading the stream; disconnected", "request_id", r.rec.requestID, "write_timeout", r.writeTimeout)
 	case err != nil || !r.done || r.gone.Load():
 		r.rec.clientAborted = true
 		r.rec.status = StatusClientClosed

@@ -399,6 +399,7 @@ func (g *Gateway) commitStream(c *fiber.Ctx, r *relay, rec *record, a *router.At
 	c.Set("X-Accel-Buffering", "no")
 	c.Context().SetBodyStream(r, -1)
 	r.watch = watchClient(c.Context().Conn(), r.clientGone)
+	r.client, r.writeTimeout = c.Context().Conn(), g.cfg.WriteTimeout
 }
 
 // releaseStream releases decoders of a stream that never started.
