@@ -33,6 +33,9 @@ func (g *Gateway) serveMessages(c *fiber.Ctx) error {
 	if len(body) == 0 || !providers.ValidJSON(body) {
 		return g.fail(c, &rec, errBadRequest("invalid_json", "", "request body is not valid JSON"))
 	}
+	if aerr := checkUTF8(body); aerr != nil {
+		return g.fail(c, &rec, aerr)
+	}
 	model := gjson.GetBytes(body, "model")
 	if model.Type != gjson.String || model.Str == "" {
 		return g.fail(c, &rec, errBadRequest("missing_field", "model", "model: field required"))
@@ -168,6 +171,9 @@ func (g *Gateway) serveCountTokens(c *fiber.Ctx) error {
 	body := c.Body()
 	if !providers.ValidJSON(body) {
 		return writeAnthropicError(c, errBadRequest("invalid_json", "", "request body is not valid JSON"))
+	}
+	if aerr := checkUTF8(body); aerr != nil {
+		return writeAnthropicError(c, aerr)
 	}
 	model := gjson.GetBytes(body, "model")
 	rt := st.routes[model.Str]

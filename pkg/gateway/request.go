@@ -3,6 +3,7 @@ package gateway
 import (
 	"bytes"
 	"fmt"
+	"unicode/utf8"
 	"unsafe"
 
 	"github.com/tidwall/gjson"
@@ -59,6 +60,9 @@ func parseRequest(body []byte, ep endpoint) (reqInfo, *apiError) {
 	}
 	if !gjson.ValidBytes(body) {
 		return info, errBadRequest("invalid_json", "", "request body is not valid JSON")
+	}
+	if aerr := checkUTF8(body); aerr != nil {
+		return info, aerr
 	}
 	root := gjson.Parse(unsafeString(body))
 	if !root.IsObject() {
@@ -131,6 +135,25 @@ func parseRequest(body []byte, ep endpoint) (reqInfo, *apiError) {
 		info.stream = false
 	}
 	return info, nil
+}
+
+// checkUTF8 refuses a body that is not UTF-8. JSON text must be UTF-8 (RFC
+// 8259) and providers reject or mangle other bytes, so the gateway refuses
+// them with a clear 400 instead of forwarding them or replacing them
+// silently. Escaped lone surrogates ("\ud800") are valid JSON and pass.
+func checkUTF8(body []byte) *apiError {
+	if utf8.Valid(body) {
+		return nil
+	}
+	off := 0
+	for off < len(body) {
+		r, n := utf8.DecodeRune(body[off:])
+		if r == utf8.RuneError && n <= 1 {
+			break
+		}
+		off += n
+	}
+	return errBadRequest("invalid_json", "", fmt.Sprintf("request body is not valid UTF-8 (byte offset %d); JSON text must be UTF-8", off))
 }
 
 // unsafeString views b as a string without copying; b must not change while
