@@ -12,6 +12,12 @@ run:
 test:
 	scripts/test.sh
 
+.PHONY: fuzz
+FUZZTIME ?= 30s
+## fuzz: every fuzz target for FUZZTIME each (30s; make test runs them for 3s): make fuzz FUZZTIME=2m
+fuzz:
+	FUZZTIME=$(FUZZTIME) scripts/fuzz.sh
+
 ## build: every program into bin/
 build:
 	@mkdir -p $(BIN)

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Runs every Go fuzz target of the module, one at a time, for FUZZTIME each
+# (default 3s): `scripts/fuzz.sh [DIR...]` (default: every package). Targets
+# are found by name (func FuzzX in *_test.go), so new ones run without
+# being listed here. The committed corpus under each package's
+# testdata/fuzz/FuzzX/ is replayed first; a failing input found while
+# fuzzing is written there by Go (testdata/fuzz/FuzzX/<hash>) and makes this
+# script fail: commit it with the fix, and it becomes a regression test
+# that plain `go test` runs. No -race: the fuzzer needs the speed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+FUZZTIME=${FUZZTIME:-3s}
+dirs=("$@")
+if [ ${#dirs[@]} -eq 0 ]; then
+  dirs=(.)
+fi
+
+targets=$(grep -rHoE --include='*_test.go' '^func Fuzz[A-Za-z0-9_]+\(' "${dirs[@]}" \
+  | grep -v '/vendor/' | sed -E 's#^\./##; s#^(.*)/[^/]+_test\.go:func (Fuzz[A-Za-z0-9_]+)\($#\1 \2#' | sort -u)
+if [ -z "$targets" ]; then
+  echo "fuzz: no targets found"; exit 1
+fi
+
+failed=()
+n=0
+start=$SECONDS
+while read -r dir name; do
+  n=$((n + 1))
+  echo "== fuzz ./$dir $name ($FUZZTIME)"
+  if ! go test -run '^$' -fuzz "^${name}\$" -fuzztime "$FUZZTIME" "./$dir" >"${TMPDIR:-/tmp}/tollgate-fuzz.$$" 2>&1; then
+    cat "${TMPDIR:-/tmp}/tollgate-fuzz.$$"
+    failed+=("./$dir $name")
+  else
+    tail -n 1 "${TMPDIR:-/tmp}/tollgate-fuzz.$$"
+  fi
+done <<<"$targets"
+rm -f "${TMPDIR:-/tmp}/tollgate-fuzz.$$"
+
+echo "fuzz: $n targets in $((SECONDS - start))s"
+if [ ${#failed[@]} -gt 0 ]; then
+  echo "fuzz: FAILED (failing inputs are under the package's testdata/fuzz/):"
+  printf '  %s\n' "${failed[@]}"
+  exit 1
+fi
