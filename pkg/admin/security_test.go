@@ -19,6 +19,8 @@ var adminRoutes = []struct{ method, path string }{
 	{"GET", "/admin/routes"},
 	{"GET", "/admin/budgets"},
 	{"POST", "/admin/reload"},
+	{"GET", "/admin/usage/req_0123456789abcdef"},
+	{"GET", "/admin/usage/../config"},
 	{"GET", "/admin/unknown"},
 	{"GET", "/debug/pprof/"},
 	{"GET", "/debug/pprof/cmdline"},
