@@ -27,24 +27,24 @@ import (
 
 // rawExchange writes req as is on a new connection to the rig and reads one
 // response.
-func (r *rig) rawExchange(req string) (*http.Response, []byte) {
-	r.t.Helper()
+func (r *rig) rawExchange(t testing.TB, req string) (*http.Response, []byte) {
+	t.Helper()
 	conn, err := net.Dial("tcp", strings.TrimPrefix(r.url, "http://"))
 	if err != nil {
-		r.t.Fatal(err)
+		t.Fatal(err)
 	}
 	defer conn.Close()
 	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
 	if _, err := io.WriteString(conn, req); err != nil {
-		r.t.Fatal(err)
+		t.Fatal(err)
 	}
 	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
 	if err != nil {
-		r.t.Fatalf("read response: %v", err)
+		t.Fatalf("read response: %v", err)
 	}
 	body, err := io.ReadAll(resp.Body)
 	if err != nil {
-		r.t.Fatalf("read body: %v", err)
+		t.Fatalf("read body: %v", err)
 	}
 	return resp, body
 }
@@ -79,7 +79,7 @@ func TestOversizedHeaders(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			resp, body := r.rawExchange(tc.req)
+			resp, body := r.rawExchange(t, tc.req)
 			if resp.StatusCode != tc.status {
 				t.Fatalf("status %d, want %d: %s", resp.StatusCode, tc.status, body)
 			}
@@ -114,11 +114,13 @@ func TestOversizedBody(t *testing.T) {
 		status int
 		code   string
 	}{
-		{"content-length over the limit, body not sent", requestHead(tok, "Content-Length: 70000"), 413, "request_too_large"},
-		{"content-length of a terabyte", requestHead(tok, "Content-Length: 1000000000000"), 413, "request_too_large"},
+		// Request bodies stream (pass-through uploads): the gateway reads
+		// the first 8 KiB before it judges the Content-Length, never the rest.
+		{"content-length over the limit, 8 KiB sent", requestHead(tok, "Content-Length: 70000") + big[:8<<10], 413, "request_too_large"},
+		{"content-length of a terabyte", requestHead(tok, "Content-Length: 1000000000000") + big[:8<<10], 413, "request_too_large"},
 		{"content-length under the real size", requestHead(tok, "Content-Length: 30") + big, 400, "invalid_json"},
 		{"chunked over the limit", requestHead(tok, "Transfer-Encoding: chunked") + chunked(big, 4096), 413, "request_too_large"},
-		{"one chunk claiming 64 GiB", requestHead(tok, "Transfer-Encoding: chunked") + "1000000000\r\n" + strings.Repeat("x", 1000), 413, "request_too_large"},
+		{"one chunk claiming 64 GiB", requestHead(tok, "Transfer-Encoding: chunked") + "1000000000\r\n" + strings.Repeat("x", 70000), 413, "request_too_large"},
 		{"chunked under the limit", requestHead(tok, "Transfer-Encoding: chunked") + chunked(chatBody, 7), 200, ""},
 		{"negative content-length", requestHead(tok, "Content-Length: -1") + chatBody, 400, ""},
 		{"content-length not a number", requestHead(tok, "Content-Length: 12abc") + chatBody, 400, ""},
@@ -128,7 +130,7 @@ func TestOversizedBody(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			resp, body := r.rawExchange(tc.req)
+			resp, body := r.rawExchange(t, tc.req)
 			if resp.StatusCode != tc.status {
 				t.Fatalf("status %d, want %d: %.300s", resp.StatusCode, tc.status, body)
 			}
@@ -620,7 +622,7 @@ func TestHeaderInjection(t *testing.T) {
 					}
 				}
 			}
-			resp, body := r.rawExchange(strings.Replace(requestHead("", append(hdrs, "Content-Length: "+strconv.Itoa(len(k.body)))...), "/v1/chat/completions", k.path, 1) + k.body)
+			resp, body := r.rawExchange(t, strings.Replace(requestHead("", append(hdrs, "Content-Length: "+strconv.Itoa(len(k.body)))...), "/v1/chat/completions", k.path, 1) + k.body)
 			// The mock does not serve Azure's deployment paths: only the
 			// headers it received matter here.
 			if resp.StatusCode != 200 && k.kind != "azure" {
@@ -653,7 +655,7 @@ func TestHeaderInjection(t *testing.T) {
 		{"CR in traceparent", "Traceparent: 00-\rX-Injected: evil"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			resp, body := r.rawExchange(requestHead(tok, tc.line, "Content-Length: "+strconv.Itoa(len(chatBody))) + chatBody)
+			resp, body := r.rawExchange(t, requestHead(tok, tc.line, "Content-Length: "+strconv.Itoa(len(chatBody))) + chatBody)
 			up.mu.Lock()
 			var got string
 			if len(up.headers) > 0 {
