@@ -622,7 +622,7 @@ func TestHeaderInjection(t *testing.T) {
 					}
 				}
 			}
-			resp, body := r.rawExchange(t, strings.Replace(requestHead("", append(hdrs, "Content-Length: "+strconv.Itoa(len(k.body)))...), "/v1/chat/completions", k.path, 1) + k.body)
+			resp, body := r.rawExchange(t, strings.Replace(requestHead("", append(hdrs, "Content-Length: "+strconv.Itoa(len(k.body)))...), "/v1/chat/completions", k.path, 1)+k.body)
 			// The mock does not serve Azure's deployment paths: only the
 			// headers it received matter here.
 			if resp.StatusCode != 200 && k.kind != "azure" {
@@ -655,7 +655,7 @@ func TestHeaderInjection(t *testing.T) {
 		{"CR in traceparent", "Traceparent: 00-\rX-Injected: evil"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			resp, body := r.rawExchange(t, requestHead(tok, tc.line, "Content-Length: "+strconv.Itoa(len(chatBody))) + chatBody)
+			resp, body := r.rawExchange(t, requestHead(tok, tc.line, "Content-Length: "+strconv.Itoa(len(chatBody)))+chatBody)
 			up.mu.Lock()
 			var got string
 			if len(up.headers) > 0 {
