@@ -3,6 +3,7 @@ package gateway
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -11,14 +12,17 @@ import (
 	"github.com/tollgate/tollgate/pkg/auth"
 	"github.com/tollgate/tollgate/pkg/providers"
 	"github.com/tollgate/tollgate/pkg/providers/anthropic"
+	"github.com/tollgate/tollgate/pkg/router"
 	"github.com/valyala/fasthttp"
 )
 
 // serveMessages handles POST /v1/messages: the Anthropic Messages API, as
-// Claude Code and the Anthropic SDKs send it. A model served by an
-// anthropic provider is passed through natively; any other provider gets
-// the request translated to the OpenAI format and the answer translated
-// back, event by event. Errors are Anthropic-shaped.
+// Claude Code and the Anthropic SDKs send it. A target on an anthropic
+// provider gets the request natively; any other provider gets it
+// translated to the OpenAI format and the answer translated back, event by
+// event. Routing is chat's: the model's targets and fallbacks are tried as
+// its routing config says, while nothing has reached the client. Errors
+// are Anthropic-shaped.
 func (g *Gateway) serveMessages(c *fiber.Ctx) error {
 	rec := record{start: time.Now(), endpoint: epChat, requestID: setRequestID(c), anthropic: true}
 	c.Set("request-id", rec.requestID)
@@ -42,98 +46,195 @@ func (g *Gateway) serveMessages(c *fiber.Ctx) error {
 	}
 	rec.model = strings.Clone(model.Str)
 	rec.stream = gjson.GetBytes(body, "stream").Type == gjson.True
-	rt := st.routes[model.Str]
-	if rt == nil {
+	plan := st.router.Plan(model.Str, p, rec.start)
+	if plan == nil {
 		return g.fail(c, &rec, &apiError{Status: fiber.StatusNotFound, Type: typeNotFound, Code: "model_not_found",
 			Message: fmt.Sprintf("model: %s", model.Str)})
 	}
-	rec.route = rt
-	if rt.embeddings {
-		return g.fail(c, &rec, errBadRequest("wrong_endpoint", "model", fmt.Sprintf("the model %q is not served on /v1/messages", rt.name)))
+	rr := plan.Route()
+	if rr.Embeddings() {
+		plan.Release()
+		return g.fail(c, &rec, errBadRequest("wrong_endpoint", "model", fmt.Sprintf("the model %q is not served on /v1/messages", model.Str)))
 	}
-	if !p.AllowsModel(rt.name) {
+	if !p.AllowsModel(model.Str) && !p.AllowsModel(rr.Name()) {
+		plan.Release()
 		return g.fail(c, &rec, &apiError{Status: fiber.StatusForbidden, Type: typePermission, Code: "model_not_allowed",
-			Message: fmt.Sprintf("your token does not allow the model %q", rt.name)})
+			Message: fmt.Sprintf("your token does not allow the model %q", model.Str)})
 	}
-	if !rt.up.hasKey {
-		return g.fail(c, &rec, g.missingKey(rt.up))
-	}
-	native, _ := rt.up.prov.(*anthropic.Provider)
-	var call providers.Call
-	var info reqInfo
-	if native == nil {
-		// Translate to the OpenAI format and take the common path.
-		oa, _, _, err := anthropic.RequestToOpenAI(nil, body)
-		if err != nil {
-			var pe *providers.ParamError
-			if errors.As(err, &pe) {
-				return g.fail(c, &rec, errBadRequest("unsupported_parameter", pe.Param, pe.Error()))
-			}
-			return g.fail(c, &rec, errBadRequest("invalid_request", "", err.Error()))
-		}
-		var perr *apiError
-		if info, perr = parseRequest(oa, epChat); perr != nil {
-			return g.fail(c, &rec, perr)
-		}
-		body = oa
-	} else {
-		info = reqInfo{model: model.Str, modelRaw: model.Raw, modelIdx: model.Index, stream: rec.stream,
-			maxTokens: gjson.GetBytes(body, "max_tokens").Int()}
-	}
-	adm, aerr := g.admit(c, st, p, rt, &info, body)
+	m := newMessagesRequest(body, model)
+	adm, aerr := g.admit(c, st, p, st.priceRoute(rr, model.Str), &m.admInfo, m.admBody)
 	if aerr != nil {
+		plan.Release()
 		rec.adm.checks = adm.checks // a budget refusal records the limits checked
 		return g.fail(c, &rec, aerr)
 	}
-	rec.adm, rec.body = adm, body
-	req := fasthttp.AcquireRequest()
+	rec.adm, rec.body = adm, m.admBody
+	return g.messagesAttempts(c, st, plan, &rec, &m)
+}
+
+// messagesRequest is a Messages API request in the two forms its targets
+// take: native (anthropic providers) and translated to the OpenAI format.
+type messagesRequest struct {
+	body  []byte       // the client's Anthropic-format body
+	model gjson.Result // its model value
+	// oa is the OpenAI-format translation and oaInfo what the gateway
+	// reads from it; oaErr says why there is none (answered only when a
+	// translated target is tried).
+	oa     []byte
+	oaInfo reqInfo
+	oaErr  *apiError
+	// admBody and admInfo are what admission estimates from: the
+	// translation when there is one (it counts the system prompt too).
+	admBody []byte
+	admInfo reqInfo
+}
+
+func newMessagesRequest(body []byte, model gjson.Result) messagesRequest {
+	m := messagesRequest{body: body, model: model, admBody: body,
+		admInfo: reqInfo{model: model.Str, modelRaw: model.Raw, modelIdx: model.Index,
+			stream: gjson.GetBytes(body, "stream").Type == gjson.True, maxTokens: gjson.GetBytes(body, "max_tokens").Int()}}
+	oa, _, _, err := anthropic.RequestToOpenAI(nil, body)
+	if err != nil {
+		var pe *providers.ParamError
+		if errors.As(err, &pe) {
+			m.oaErr = errBadRequest("unsupported_parameter", pe.Param, pe.Error())
+		} else {
+			m.oaErr = errBadRequest("invalid_request", "", err.Error())
+		}
+		return m
+	}
+	m.oa = oa
+	if m.oaInfo, m.oaErr = parseRequest(oa, epChat); m.oaErr == nil {
+		m.admBody, m.admInfo = oa, m.oaInfo
+	}
+	return m
+}
+
+// messagesAttempts calls the plan's targets in turn until one answers, as
+// chat's attempts does, building each call natively or translated.
+func (g *Gateway) messagesAttempts(c *fiber.Ctx, st *state, plan *router.Plan, rec *record, m *messagesRequest) error {
+	var last *apiError
+	for a := plan.Next(); a != nil; a = plan.Next() {
+		rt := st.target(g, a, epChat)
+		rec.route, rec.routeName = rt, a.Route
+		if a.Fallback && g.metrics != nil && rec.attempts > 0 {
+			g.metrics.Fallback(rec.model, rec.lastTarget, rt.deployment)
+		}
+		rec.attempts++
+		rec.lastTarget = rt.deployment
+		a.Start()
+		if !rt.up.hasKey {
+			last = g.missingKey(rt.up)
+			o := router.Outcome{Class: router.Auth}
+			a.Done(o, 0)
+			if !plan.ShouldRetry(o) {
+				break
+			}
+			continue
+		}
+		req := fasthttp.AcquireRequest()
+		call, native, aerr := g.buildMessages(c, req, rec, rt, m, a)
+		if aerr != nil {
+			fasthttp.ReleaseRequest(req)
+			a.Done(router.Outcome{Class: router.ClientError}, 0)
+			plan.Release()
+			return g.fail(c, rec, aerr)
+		}
+		c.Set("x-tollgate-model", rt.upstreamModel)
+		c.Set("x-tollgate-provider", rt.up.name)
+		c.Set("x-tollgate-attempts", strconv.Itoa(rec.attempts))
+		var res attemptResult
+		if rec.stream {
+			var s providers.Stream
+			var enc *anthropic.Encoder
+			if native != nil {
+				s = native.NativeStream()
+			} else {
+				s = rt.up.prov.Stream(&call)
+				enc = anthropic.NewEncoder(m.model.Str, rec.requestID)
+			}
+			if res = g.startStream(c, req, rt, rec, &call, s, enc, a, plan); res.aerr == nil {
+				return nil // the relay reports the attempt and releases the plan
+			}
+		} else {
+			var took time.Duration
+			if res, took = g.tryUnaryMessages(c, req, rt, rec, &call, native != nil, m.model.Str); res.aerr == nil {
+				a.Done(router.Outcome{Class: router.Success}, took)
+				if rec.attempts > 1 {
+					rec.fallbacks = plan.Fallbacks()
+				}
+				plan.Release()
+				g.finish(rec)
+				return nil
+			}
+		}
+		res.outcome.RetryAfter = router.ParseRetryAfter(res.retryAfter, time.Now())
+		a.Done(res.outcome, 0)
+		last = res.aerr
+		if !plan.ShouldRetry(res.outcome) || plan.Backoff(c.Context()) != nil {
+			break
+		}
+	}
+	if last == nil {
+		last = &apiError{Status: fiber.StatusServiceUnavailable, Type: typeUnavailable, Code: "no_target_available",
+			Message: fmt.Sprintf("no target can serve %q now: %v", rec.model, plan.Err())}
+	}
+	rec.fallbacks = plan.Fallbacks()
+	plan.Release()
+	return g.fail(c, rec, last)
+}
+
+// buildMessages writes the upstream request of one attempt: native for an
+// anthropic provider (budget clamping does not rewrite native requests:
+// their max_tokens is required by the API and bounds the reservation),
+// else the OpenAI translation.
+func (g *Gateway) buildMessages(c *fiber.Ctx, req *fasthttp.Request, rec *record, rt *route, m *messagesRequest, a *router.Attempt) (providers.Call, *anthropic.Provider, *apiError) {
+	native, _ := rt.up.prov.(*anthropic.Provider)
+	var call providers.Call
 	var err error
 	if native != nil {
-		// Budget clamping does not rewrite native requests: their
-		// max_tokens is required by the API and bounds the reservation.
-		err = native.BuildNative(req, body, rt.upstreamModel, model.Raw, model.Index, &c.Request().Header)
-		call = providers.Call{Endpoint: epChat, Body: body, Model: rt.upstreamModel, Stream: rec.stream}
+		rec.body = m.body
+		call = providers.Call{Endpoint: epChat, Body: m.body, Model: rt.upstreamModel, Stream: rec.stream}
+		err = native.BuildNative(req, m.body, rt.upstreamModel, m.model.Raw, m.model.Index, &c.Request().Header)
 	} else {
-		call = providers.Call{Endpoint: epChat, Body: body, Model: rt.upstreamModel,
+		if m.oaErr != nil {
+			return call, nil, m.oaErr
+		}
+		rec.body = m.oa
+		info := &m.oaInfo
+		call = providers.Call{Endpoint: epChat, Body: m.oa, Model: rt.upstreamModel,
 			ModelRaw: info.modelRaw, ModelIdx: info.modelIdx, ModelJSON: rt.modelJSON,
 			Stream: info.stream, IncludeUsage: info.includeUsage, StreamOptionsRaw: info.streamOpts,
-			StreamOptionsIdx: info.streamOptIdx, MaxTokens: info.maxTokens, ClampMaxTokens: adm.clamp,
+			StreamOptionsIdx: info.streamOptIdx, MaxTokens: info.maxTokens, ClampMaxTokens: rec.adm.clamp,
 			RequestID: c.Response().Header.Peek(headerRequestID), Header: &c.Request().Header}
 		err = rt.up.prov.Build(req, &call)
 	}
 	if err != nil {
-		fasthttp.ReleaseRequest(req)
-		return g.fail(c, &rec, errBadRequest("unsupported_parameter", "", err.Error()))
+		return call, nil, errBadRequest("unsupported_parameter", "", err.Error())
 	}
-	c.Set("x-tollgate-model", rt.upstreamModel)
-	c.Set("x-tollgate-provider", rt.up.name)
-	if rec.stream {
-		var s providers.Stream
-		var enc *anthropic.Encoder
-		if native != nil {
-			s = native.NativeStream()
-		} else {
-			s = rt.up.prov.Stream(&call)
-			enc = anthropic.NewEncoder(model.Str, rec.requestID)
-		}
-		return g.streamWith(c, req, rt, &rec, &call, s, enc)
+	if a.Key != "" {
+		rt.up.setKey(req, a.Key)
 	}
-	return g.unaryMessages(c, req, rt, &rec, &call, native != nil, model.Str)
+	return call, native, nil
 }
 
-// unaryMessages relays a non-stream Messages call.
-func (g *Gateway) unaryMessages(c *fiber.Ctx, req *fasthttp.Request, rt *route, rec *record, call *providers.Call, native bool, model string) error {
+// tryUnaryMessages makes one non-stream Messages call. On success the
+// answer is written (the caller finishes the request); a failure before
+// that is returned for the routing decision.
+func (g *Gateway) tryUnaryMessages(c *fiber.Ctx, req *fasthttp.Request, rt *route, rec *record, call *providers.Call, native bool, model string) (attemptResult, time.Duration) {
 	resp := fasthttp.AcquireResponse()
 	defer fasthttp.ReleaseResponse(resp)
 	upStart := time.Now()
 	err := rt.up.hc.DoDeadline(req, resp, rec.start.Add(rt.up.timeouts.Total))
 	fasthttp.ReleaseRequest(req)
-	rec.upstream = time.Since(upStart)
+	took := time.Since(upStart)
+	rec.upstream += took
 	if err != nil {
-		return g.fail(c, rec, rt.up.classify(err))
+		return failed(rt.up.classify(err), 0, err, nil, nil), took
 	}
-	if resp.StatusCode() != fasthttp.StatusOK {
-		return g.fail(c, rec, rt.up.statusError(resp.StatusCode(), resp.Body(), resp.Header.Peek(fiber.HeaderRetryAfter)))
+	if st := resp.StatusCode(); st != fasthttp.StatusOK {
+		ra := append([]byte(nil), resp.Header.Peek(fiber.HeaderRetryAfter)...)
+		return failed(rt.up.statusError(st, resp.Body(), ra), st, nil, resp.Body(), ra), took
 	}
 	var out []byte
 	if native {
@@ -148,14 +249,13 @@ func (g *Gateway) unaryMessages(c *fiber.Ctx, req *fasthttp.Request, rt *route, 
 		}
 	}
 	if err != nil {
-		return g.fail(c, rec, &apiError{Status: fiber.StatusBadGateway, Type: typeUpstream, Code: "upstream_malformed",
-			Message: fmt.Sprintf("provider %s returned a malformed response", rt.up.name)})
+		return failed(&apiError{Status: fiber.StatusBadGateway, Type: typeUpstream, Code: "upstream_malformed",
+			Message: fmt.Sprintf("provider %s returned a malformed response", rt.up.name)}, 0, err, nil, nil), took
 	}
 	rec.status, rec.started = fiber.StatusOK, true
 	c.Response().Header.SetContentType(fiber.MIMEApplicationJSON)
 	c.Response().SetBody(out)
-	g.finish(rec)
-	return nil
+	return attemptResult{}, took
 }
 
 // serveCountTokens handles POST /v1/messages/count_tokens: passed through

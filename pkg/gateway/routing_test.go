@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -240,5 +241,81 @@ func TestWildcardPassesModelThrough(t *testing.T) {
 	_ = json.Unmarshal(body, &out)
 	if resp.StatusCode != 200 || out.Model != "some-model" {
 		t.Errorf("status %d, upstream saw model %q: %s", resp.StatusCode, out.Model, body)
+	}
+}
+
+// TestMessagesFallback: /v1/messages routes like chat: a target failing
+// before the first byte falls back, to an anthropic provider (native) or
+// to any other kind (translated), non-stream and stream, with Anthropic
+// errors when every target failed.
+func TestMessagesFallback(t *testing.T) {
+	badURL, bad := failingUpstream(t, 500, `{"error":{"message":"boom","type":"server_error"}}`)
+	r := newRig(t, nil)
+	r = newRigFor(t, r.mock, r.cfg.Providers[0].BaseURL, func(c *config.Config) {
+		base := strings.TrimSuffix(c.Providers[0].BaseURL, "/v1")
+		c.Providers = append(c.Providers, config.Provider{Name: "claude", Kind: config.KindAnthropic, BaseURL: base, APIKey: testProvKey,
+			Timeouts: c.Providers[0].Timeouts})
+		addProvider(c, "bad", badURL)
+		c.Models = append(c.Models,
+			config.Model{Name: "claude-mock", Targets: []config.Target{{Provider: "claude"}}},
+			config.Model{Name: "to-native", Targets: []config.Target{{Provider: "bad", Model: "x"}}, Fallbacks: []string{"claude-mock"}},
+			config.Model{Name: "to-translated", Targets: []config.Target{{Provider: "bad", Model: "x"}}, Fallbacks: []string{"mock-gpt"}},
+			config.Model{Name: "no-fallback", Targets: []config.Target{{Provider: "bad", Model: "x"}}})
+		c.ApplyDefaults()
+	})
+	tok := r.token(nil)
+	tests := []struct {
+		name, model  string
+		stream       bool
+		wantStatus   int
+		wantProvider string
+		wantAttempts string
+		wantBadCalls int64
+	}{
+		{"native fallback", "to-native", false, 200, "claude", "2", 1},
+		{"native fallback, stream", "to-native", true, 200, "claude", "2", 1},
+		{"translated fallback", "to-translated", false, 200, "mock", "2", 1},
+		{"translated fallback, stream", "to-translated", true, 200, "mock", "2", 1},
+		{"no fallback left", "no-fallback", false, 502, "bad", "1", 1},
+		{"no fallback left, stream", "no-fallback", true, 502, "bad", "1", 1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			before := bad.Load()
+			body := `{"model":"` + tc.model + `","max_tokens":64,"stream":` + fmt.Sprint(tc.stream) + `,"messages":[{"role":"user","content":"hi"}]}`
+			resp := r.post("/v1/messages", tok, body)
+			got := readBody(t, resp)
+			if resp.StatusCode != tc.wantStatus {
+				t.Fatalf("status %d, want %d: %s", resp.StatusCode, tc.wantStatus, got)
+			}
+			if p, n := resp.Header.Get("X-Tollgate-Provider"), resp.Header.Get("X-Tollgate-Attempts"); p != tc.wantProvider || n != tc.wantAttempts {
+				t.Errorf("provider %q attempts %q, want %q %q", p, n, tc.wantProvider, tc.wantAttempts)
+			}
+			if n := bad.Load() - before; n != tc.wantBadCalls {
+				t.Errorf("failing target called %d times, want %d", n, tc.wantBadCalls)
+			}
+			switch {
+			case tc.wantStatus != 200:
+				var e struct {
+					Type  string `json:"type"`
+					Error struct{ Type, Message string }
+				}
+				if err := json.Unmarshal(got, &e); err != nil || e.Type != "error" || e.Error.Type != "api_error" || !strings.Contains(e.Error.Message, "boom") {
+					t.Errorf("error body %s", got)
+				}
+			case tc.stream:
+				if !strings.Contains(string(got), "event: message_start") || !strings.Contains(string(got), "event: message_stop") {
+					t.Errorf("stream %s", got)
+				}
+			default:
+				var msg struct {
+					Type    string `json:"type"`
+					Content []struct{ Text string }
+				}
+				if err := json.Unmarshal(got, &msg); err != nil || msg.Type != "message" || len(msg.Content) == 0 || msg.Content[0].Text == "" {
+					t.Errorf("message %s", got)
+				}
+			}
+		})
 	}
 }

@@ -328,15 +328,6 @@ func (g *Gateway) tryStream(c *fiber.Ctx, req *fasthttp.Request, rt *route, rec 
 	return g.startStream(c, req, rt, rec, call, rt.up.prov.Stream(call), nil, a, plan)
 }
 
-// streamWith relays a stream through s, and through enc when the client
-// speaks the Anthropic format but the provider does not.
-func (g *Gateway) streamWith(c *fiber.Ctx, req *fasthttp.Request, rt *route, rec *record, call *providers.Call, s providers.Stream, enc *anthropic.Encoder) error {
-	if res := g.startStream(c, req, rt, rec, call, s, enc, nil, nil); res.aerr != nil {
-		return g.fail(c, rec, res.aerr)
-	}
-	return nil
-}
-
 // startStream makes one streamed call; on success the relay owns the
 // response, the attempt and the plan until the stream ends.
 func (g *Gateway) startStream(c *fiber.Ctx, req *fasthttp.Request, rt *route, rec *record, call *providers.Call, s providers.Stream, enc *anthropic.Encoder, a *router.Attempt, plan *router.Plan) attemptResult {
