@@ -519,7 +519,9 @@ func TestDegradationLadder(t *testing.T) {
 	}
 }
 
-// allEvents reads every event currently in the stream.
+// allEvents reads every event currently in the stream. An event is
+// published after its response went out: wait for the count you expect
+// (events) when the last request just ended.
 func (a *acctRig) allEvents(t *testing.T) []*usagev1.UsageEvent {
 	t.Helper()
 	waitFor(t, 5*time.Second, "the publisher to flush", func() bool {
@@ -672,8 +674,10 @@ func TestResponseCache(t *testing.T) {
 	if resp.Header.Get("X-Tollgate-Cache") != "hit" || len(replayed) != len(live) || replayed[len(replayed)-1].data != "[DONE]" {
 		t.Fatalf("stream replay: cache %q, %d events vs %d live", resp.Header.Get("X-Tollgate-Cache"), len(replayed), len(live))
 	}
+	// Six requests, six events: the last one's is published after its
+	// client read the end of the replay, so wait for all six.
 	var hits int
-	for _, ev := range a.allEvents(t) {
+	for _, ev := range a.events(t, 6) {
 		if ev.CacheHit {
 			hits++
 			if ev.CostNanoUsd != 0 || ev.CompletionTokens == 0 {
