@@ -6,7 +6,8 @@
 # testdata/fuzz/FuzzX/ is replayed first; a failing input found while
 # fuzzing is written there by Go (testdata/fuzz/FuzzX/<hash>) and makes this
 # script fail: commit it with the fix, and it becomes a regression test
-# that plain `go test` runs. No -race: the fuzzer needs the speed.
+# that plain `go test` runs. No -race: the fuzzer needs the speed. Each
+# package's instrumented test binary is built once for all its targets.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -25,17 +26,31 @@ fi
 failed=()
 n=0
 start=$SECONDS
-out="${TMPDIR:-/tmp}/tollgate-fuzz.$$"
-trap 'rm -f "$out"' EXIT
+work=$(mktemp -d)
+out="$work/out"
+trap 'rm -rf "$work"' EXIT
+cache="$(go env GOCACHE)/fuzz/$(go list -m)"
+# The binary runs in the package directory, as go test runs it, so the
+# corpus and new failing inputs are under its testdata/fuzz/.
+built=""
 # fuzz DIR NAME runs one target; its output goes to $out.
 fuzz() {
-  go test -run '^$' -fuzz "^${2}\$" -fuzztime "$FUZZTIME" "./$1" >"$out" 2>&1
+  (cd "$1" && "$work/$(echo "$1" | tr / _).test" -test.run '^$' -test.fuzz "^${2}\$" \
+    -test.fuzztime "$FUZZTIME" -test.fuzzcachedir "$cache/$1") >"$out" 2>&1
 }
 while read -r dir name; do
   n=$((n + 1))
+  if [ "$built" != "$dir" ]; then
+    built=$dir
+    if ! go test -c -o "$work/$(echo "$dir" | tr / _).test" -fuzz "^${name}\$" "./$dir" >"$out" 2>&1; then
+      cat "$out"
+      failed+=("./$dir (build)")
+      continue
+    fi
+  fi
   echo "== fuzz ./$dir $name ($FUZZTIME)"
   if fuzz "$dir" "$name"; then
-    tail -n 1 "$out"
+    grep "elapsed" "$out" | tail -n 1
     continue
   fi
   # On a loaded machine Go's fuzz coordinator can stop on its own deadline
@@ -43,7 +58,7 @@ while read -r dir name; do
   if grep -q 'context deadline exceeded' "$out" && ! grep -q 'Failing input written' "$out"; then
     echo "fuzz: $name stopped at the engine's deadline without a failing input; running it again"
     if fuzz "$dir" "$name"; then
-      tail -n 1 "$out"
+      grep "elapsed" "$out" | tail -n 1
       continue
     fi
   fi
