@@ -83,9 +83,8 @@ type rateCharge struct {
 func (g *Gateway) admit(c *fiber.Ctx, st *state, p *auth.Principal, rt *route, info *reqInfo, body []byte) (admission, *apiError) {
 	var adm admission
 	a := &g.acct
-	if a.Publisher != nil && a.Publisher.Saturated() {
-		return adm, &apiError{Status: fiber.StatusServiceUnavailable, Type: typeUnavailable, Code: "usage_backlog_full",
-			Message: "the gateway cannot record usage right now (event buffer and spool are full); retry later", RetryAfter: 5}
+	if aerr := g.backlogFull(); aerr != nil {
+		return adm, aerr
 	}
 	adm.price, adm.priced = st.prices.Lookup(rt.upstreamModel)
 	if !adm.priced {
@@ -101,14 +100,9 @@ func (g *Gateway) admit(c *fiber.Ctx, st *state, p *auth.Principal, rt *route, i
 	if a.Tracker == nil {
 		return adm, nil
 	}
-	scopes := budget.Scopes{Key: p.KeyID, Subject: p.Subject, Team: p.Team, Dept: p.Dept, Project: p.Project}
-	var claims []budget.Limit
-	if len(p.Budgets) > 0 {
-		var err error
-		if claims, err = budget.FromClaims(p.Budgets); err != nil {
-			g.refundRate(&adm)
-			return adm, &apiError{Status: fiber.StatusUnauthorized, Type: typeAuthentication, Code: "invalid_token", Message: "invalid token: " + err.Error()}
-		}
+	scopes, claims, aerr := g.budgetScopes(&adm, p)
+	if aerr != nil {
+		return adm, aerr
 	}
 	headroom, limited := a.Tracker.Headroom(scopes, claims)
 	if !limited {
@@ -138,19 +132,57 @@ func (g *Gateway) admit(c *fiber.Ctx, st *state, p *auth.Principal, rt *route, i
 	}
 	// Reserve first, then check including the reservation: two requests
 	// racing for the last headroom cannot both pass.
-	adm.res = a.Tracker.Reserve(scopes, est)
-	checks, err := a.Tracker.CheckReserved(scopes, claims, est, adm.checks.a[:0])
-	adm.checks.n, adm.checks.reserved = len(checks), est
-	if err != nil {
-		adm.res.Release()
-		adm.res = nil
-		g.refundRate(&adm)
-		return adm, budgetError(err)
+	if aerr := g.reserve(&adm, scopes, claims, est); aerr != nil {
+		return adm, aerr
 	}
 	if adm.clamp > 0 {
 		c.Set("x-tollgate-max-tokens-clamped", strconv.FormatInt(adm.clamp, 10))
 	}
 	return adm, nil
+}
+
+// backlogFull refuses a request while the publisher can hold no more
+// events (usage.fail_closed).
+func (g *Gateway) backlogFull() *apiError {
+	if pub := g.acct.Publisher; pub != nil && pub.Saturated() {
+		return &apiError{Status: fiber.StatusServiceUnavailable, Type: typeUnavailable, Code: "usage_backlog_full",
+			Message: "the gateway cannot record usage right now (event buffer and spool are full); retry later", RetryAfter: 5}
+	}
+	return nil
+}
+
+// budgetScopes returns the budget scopes of p and the limits its token
+// carries. A malformed budgets claim refunds adm's rate charges and
+// answers 401.
+func (g *Gateway) budgetScopes(adm *admission, p *auth.Principal) (budget.Scopes, []budget.Limit, *apiError) {
+	scopes := budget.Scopes{Key: p.KeyID, Subject: p.Subject, Team: p.Team, Dept: p.Dept, Project: p.Project}
+	if len(p.Budgets) == 0 {
+		return scopes, nil, nil
+	}
+	claims, err := budget.FromClaims(p.Budgets)
+	if err != nil {
+		g.refundRate(adm)
+		return scopes, nil, &apiError{Status: fiber.StatusUnauthorized, Type: typeAuthentication, Code: "invalid_token", Message: "invalid token: " + err.Error()}
+	}
+	return scopes, claims, nil
+}
+
+// reserve reserves est nano-USD on every total of scopes, then checks
+// every limit including it (reserve first: two requests racing for the
+// last headroom cannot both pass), recording the checks for the usage
+// event. A refusal drops the reservation and refunds the rate charges.
+func (g *Gateway) reserve(adm *admission, scopes budget.Scopes, claims []budget.Limit, est int64) *apiError {
+	t := g.acct.Tracker
+	adm.res = t.Reserve(scopes, est)
+	checks, err := t.CheckReserved(scopes, claims, est, adm.checks.a[:0])
+	adm.checks.n, adm.checks.reserved = len(checks), est
+	if err != nil {
+		adm.res.Release()
+		adm.res = nil
+		g.refundRate(adm)
+		return budgetError(err)
+	}
+	return nil
 }
 
 // affordable is how many output tokens nano-USD buys at perM nano-USD per

@@ -175,13 +175,7 @@ func (g *Gateway) messagesAttempts(c *fiber.Ctx, st *state, plan *router.Plan, r
 			break
 		}
 	}
-	if last == nil {
-		last = &apiError{Status: fiber.StatusServiceUnavailable, Type: typeUnavailable, Code: "no_target_available",
-			Message: fmt.Sprintf("no target can serve %q now: %v", rec.model, plan.Err())}
-	}
-	rec.fallbacks = plan.Fallbacks()
-	plan.Release()
-	return g.fail(c, rec, last)
+	return g.planFailed(c, rec, plan, last)
 }
 
 // buildMessages writes the upstream request of one attempt: native for an

@@ -13,7 +13,6 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/tidwall/gjson"
 	"github.com/tollgate/tollgate/pkg/auth"
-	"github.com/tollgate/tollgate/pkg/budget"
 	"github.com/tollgate/tollgate/pkg/config"
 	"github.com/tollgate/tollgate/pkg/metrics"
 	"github.com/tollgate/tollgate/pkg/pricing"
@@ -443,9 +442,8 @@ func (st *state) passPrice(pc *passCall) (pricing.Price, bool, *apiError) {
 func (g *Gateway) admitPass(st *state, p *auth.Principal, price pricing.Price, priced bool, est pricing.Usage) (admission, *apiError) {
 	adm := admission{price: price, priced: priced}
 	a := &g.acct
-	if a.Publisher != nil && a.Publisher.Saturated() {
-		return adm, &apiError{Status: fiber.StatusServiceUnavailable, Type: typeUnavailable, Code: "usage_backlog_full",
-			Message: "the gateway cannot record usage right now (event buffer and spool are full); retry later", RetryAfter: 5}
+	if aerr := g.backlogFull(); aerr != nil {
+		return adm, aerr
 	}
 	if aerr := g.rateLimit(&adm, st, p, 0); aerr != nil {
 		return adm, aerr
@@ -453,27 +451,15 @@ func (g *Gateway) admitPass(st *state, p *auth.Principal, price pricing.Price, p
 	if a.Tracker == nil {
 		return adm, nil
 	}
-	scopes := budget.Scopes{Key: p.KeyID, Subject: p.Subject, Team: p.Team, Dept: p.Dept, Project: p.Project}
-	var claims []budget.Limit
-	if len(p.Budgets) > 0 {
-		var err error
-		if claims, err = budget.FromClaims(p.Budgets); err != nil {
-			g.refundRate(&adm)
-			return adm, &apiError{Status: fiber.StatusUnauthorized, Type: typeAuthentication, Code: "invalid_token", Message: "invalid token: " + err.Error()}
-		}
+	scopes, claims, aerr := g.budgetScopes(&adm, p)
+	if aerr != nil {
+		return adm, aerr
 	}
 	if _, limited := a.Tracker.Headroom(scopes, claims); !limited {
 		return adm, nil
 	}
-	cost := price.Cost(est)
-	adm.res = a.Tracker.Reserve(scopes, cost)
-	checks, err := a.Tracker.CheckReserved(scopes, claims, cost, adm.checks.a[:0])
-	adm.checks.n, adm.checks.reserved = len(checks), cost
-	if err != nil {
-		adm.res.Release()
-		adm.res = nil
-		g.refundRate(&adm)
-		return adm, budgetError(err)
+	if aerr := g.reserve(&adm, scopes, claims, price.Cost(est)); aerr != nil {
+		return adm, aerr
 	}
 	return adm, nil
 }

@@ -230,6 +230,13 @@ func (g *Gateway) attempts(c *fiber.Ctx, st *state, plan *router.Plan, rec *reco
 			break
 		}
 	}
+	return g.planFailed(c, rec, plan, last)
+}
+
+// planFailed answers a request whose every attempt failed with the last
+// failure (503 no_target_available when no target could be tried), after
+// recording the fallback chain and releasing the plan.
+func (g *Gateway) planFailed(c *fiber.Ctx, rec *record, plan *router.Plan, last *apiError) error {
 	if last == nil {
 		last = &apiError{Status: fiber.StatusServiceUnavailable, Type: typeUnavailable, Code: "no_target_available",
 			Message: fmt.Sprintf("no target can serve %q now: %v", rec.model, plan.Err())}
