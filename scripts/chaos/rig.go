@@ -19,6 +19,7 @@ import (
 
 	"github.com/tollgate/tollgate/pkg/auth"
 	"github.com/tollgate/tollgate/pkg/chtest"
+	"github.com/tollgate/tollgate/pkg/procs"
 )
 
 // Rig timings.
@@ -37,7 +38,7 @@ type natsNode struct {
 	port    int
 	monitor int
 	cfg     string
-	p       *proc
+	p       *procs.Proc
 }
 
 func (n *natsNode) url() string        { return fmt.Sprintf("nats://127.0.0.1:%d", n.port) }
@@ -50,14 +51,14 @@ type gatewayProc struct {
 	port  int
 	admin int
 	cfg   string
-	p     *proc
+	p     *procs.Proc
 }
 
 func (g *gatewayProc) addr() string { return fmt.Sprintf("127.0.0.1:%d", g.port) }
 
 // rig is every process of the multi-node setup, all on 127.0.0.1.
 type rig struct {
-	ps     *procs
+	ps     *procs.Group
 	root   string // repository root, for go build
 	work   string // binaries, configs, stores, spools, logs
 	bin    string
@@ -66,9 +67,9 @@ type rig struct {
 	nats     [3]*natsNode
 	ch       *chtest.Server
 	mockAddr string
-	mock     *proc
-	budget   *proc
-	analytic *proc
+	mock     *procs.Proc
+	budget   *procs.Proc
+	analytic *procs.Proc
 	gws      [2]*gatewayProc
 	config   string // the shared config (budget, analytics, tollctl)
 	refused  int    // a port nothing listens on
@@ -105,7 +106,7 @@ func (r *rig) start(ctx context.Context) error {
 	if err := os.MkdirAll(filepath.Join(r.work, "logs"), 0o755); err != nil {
 		return fmt.Errorf("make work dir: %w", err)
 	}
-	r.ps = &procs{logDir: filepath.Join(r.work, "logs")}
+	r.ps = &procs.Group{LogDir: filepath.Join(r.work, "logs")}
 	r.secret = randomHex(32)
 	step("building the services")
 	if err := r.build(ctx); err != nil {
@@ -133,7 +134,7 @@ func (r *rig) start(ctx context.Context) error {
 		return err
 	}
 	step("starting mockllm, budget, analytics and two gateways")
-	if r.mock, err = r.ps.start("mockllm", nil, r.binPath("mockllm"), "-listen", r.mockAddr); err != nil {
+	if r.mock, err = r.ps.Start("mockllm", procs.StartOptions{}, r.binPath("mockllm"), "-listen", r.mockAddr); err != nil {
 		return err
 	}
 	if err := waitFor(ctx, "mockllm", r.mock, readyTimeout, func() bool { return httpOK("http://" + r.mockAddr + "/stats") }); err != nil {
@@ -214,7 +215,7 @@ cluster {
 		}
 	}
 	for _, n := range r.nats {
-		if n.p, err = r.ps.start(n.name, nil, bin, "-c", n.cfg); err != nil {
+		if n.p, err = r.ps.Start(n.name, procs.StartOptions{}, bin, "-c", n.cfg); err != nil {
 			return err
 		}
 	}
@@ -229,8 +230,7 @@ func (r *rig) restartNATS(ctx context.Context, nodes ...*natsNode) error {
 		return fmt.Errorf("nats-server not found: %w", err)
 	}
 	for _, n := range nodes {
-		r.ps.forget(n.p)
-		if n.p, err = r.ps.start(n.name, nil, bin, "-c", n.cfg); err != nil {
+		if n.p, err = r.ps.Start(n.name, procs.StartOptions{}, bin, "-c", n.cfg); err != nil {
 			return err
 		}
 	}
@@ -269,11 +269,8 @@ func metaLeader(monitor string) string {
 
 // startGateway starts (or restarts) g and waits for /readyz.
 func (r *rig) startGateway(ctx context.Context, g *gatewayProc) error {
-	if g.p != nil {
-		r.ps.forget(g.p)
-	}
 	var err error
-	if g.p, err = r.ps.start(g.name, nil, r.binPath("gateway"), "-config", g.cfg); err != nil {
+	if g.p, err = r.ps.Start(g.name, procs.StartOptions{}, r.binPath("gateway"), "-config", g.cfg); err != nil {
 		return err
 	}
 	url := fmt.Sprintf("http://%s/readyz", g.addr())
@@ -282,21 +279,15 @@ func (r *rig) startGateway(ctx context.Context, g *gatewayProc) error {
 
 // startBudget starts (or restarts) the budget service.
 func (r *rig) startBudget() error {
-	if r.budget != nil {
-		r.ps.forget(r.budget)
-	}
 	var err error
-	r.budget, err = r.ps.start("budget", nil, r.binPath("budget"), "-config", r.config)
+	r.budget, err = r.ps.Start("budget", procs.StartOptions{}, r.binPath("budget"), "-config", r.config)
 	return err
 }
 
 // startAnalytics starts (or restarts) the analytics service.
 func (r *rig) startAnalytics() error {
-	if r.analytic != nil {
-		r.ps.forget(r.analytic)
-	}
 	var err error
-	r.analytic, err = r.ps.start("analytics", nil, r.binPath("analytics"), "-config", r.config,
+	r.analytic, err = r.ps.Start("analytics", procs.StartOptions{}, r.binPath("analytics"), "-config", r.config,
 		"-clickhouse", r.ch.Addr(), "-database", "tollgate", "-batch-interval", "500ms")
 	return err
 }
@@ -338,7 +329,7 @@ func (r *rig) checkReplicas(ctx context.Context) error {
 
 // check returns an error when a long-running process died unexpectedly.
 func (r *rig) check() error {
-	list := []*proc{r.mock, r.budget, r.analytic}
+	list := []*procs.Proc{r.mock, r.budget, r.analytic}
 	for _, n := range r.nats {
 		list = append(list, n.p)
 	}
@@ -346,8 +337,8 @@ func (r *rig) check() error {
 		list = append(list, g.p)
 	}
 	for _, p := range list {
-		if p != nil && p.exited() {
-			return fmt.Errorf("%s (pid %d) exited:\n%s", p.name, p.pid(), p.logTail())
+		if p != nil && p.Exited() {
+			return fmt.Errorf("%s (pid %d) exited:\n%s", p.Name(), p.PID(), p.LogTail())
 		}
 	}
 	return nil
@@ -360,7 +351,7 @@ func (r *rig) close() error {
 	}
 	var err error
 	if r.ps != nil {
-		err = r.ps.stopAll(stopGrace)
+		err = r.ps.StopAll(stopGrace)
 	}
 	if r.ch != nil {
 		if cerr := r.ch.Close(); cerr != nil && err == nil {
@@ -381,10 +372,10 @@ func (r *rig) token(dept string) (string, error) {
 }
 
 // sigkill sends SIGKILL to p and waits for it to exit.
-func sigkill(p *proc) error { return p.kill() }
+func sigkill(p *procs.Proc) error { return p.Kill() }
 
 // sigterm sends SIGTERM to p without waiting.
-func sigterm(p *proc) error { return p.signal(syscall.SIGTERM) }
+func sigterm(p *procs.Proc) error { return p.Signal(syscall.SIGTERM) }
 
 // randomHex returns n random bytes, hex encoded.
 func randomHex(n int) string {

@@ -234,7 +234,7 @@ func runGatewayTerm(ctx context.Context, r *rig, res *result) error {
 		if err := sigterm(g.p); err != nil {
 			return err
 		}
-		if !g.p.wait(shutdownGrace + 20*time.Second) {
+		if !g.p.Wait(shutdownGrace + 20*time.Second) {
 			return fmt.Errorf("%s did not exit after SIGTERM", g.name)
 		}
 		res.note("gateway-1 exited %.2f s after SIGTERM (grace %s)", time.Since(t).Seconds(), shutdownGrace)

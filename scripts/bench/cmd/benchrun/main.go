@@ -31,6 +31,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/tollgate/tollgate/pkg/procs"
 )
 
 func main() {
@@ -164,7 +166,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 // and the machine description.
 type env struct {
 	rawDir  string
-	ps      *procs
+	ps      *procs.Group
 	st      *stack
 	machine Machine
 	notes   []string
@@ -208,8 +210,11 @@ func prepare(ctx context.Context, o *options, out io.Writer) (*env, error) {
 	if err != nil {
 		return nil, fmt.Errorf("work dir: %w", err)
 	}
-	e.ps = &procs{logDir: e.rawDir, pin: e.pinned}
-	e.st = &stack{ps: e.ps, bin: bin, work: work, gwCPU: o.gwCPU, loadCPU: o.loadCPU}
+	e.ps = &procs.Group{LogDir: e.rawDir}
+	e.st = &stack{ps: e.ps, bin: bin, work: work}
+	if e.pinned {
+		e.st.gwCPU, e.st.loadCPU = o.gwCPU, o.loadCPU
+	}
 	fmt.Fprintf(out, "starting nats-server, budget, mockllm, bareproxy and gateway (logs in %s)\n", e.rawDir)
 	if err := e.st.startAll(ctx); err != nil {
 		return e, err
@@ -222,7 +227,7 @@ func (e *env) cleanup(out io.Writer) {
 	if e == nil || e.ps == nil {
 		return
 	}
-	if err := e.ps.stopAll(); err != nil {
+	if err := e.ps.StopAll(stopGrace); err != nil {
 		fmt.Fprintf(out, "stopping processes: %v\n", err)
 	}
 	if e.st != nil && e.st.work != "" {

@@ -9,68 +9,9 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/tollgate/tollgate/pkg/procs"
 )
-
-func TestProcStop(t *testing.T) {
-	tests := []struct {
-		name    string
-		script  string
-		grace   time.Duration
-		wantErr bool
-	}{
-		{"exits on SIGTERM", "sleep 30", 5 * time.Second, false},
-		{"ignores SIGTERM and is killed", "trap '' TERM; while :; do sleep 0.05; done", 200 * time.Millisecond, true},
-		{"already exited", "exit 0", time.Second, false},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			ps := &procs{logDir: t.TempDir()}
-			p, err := ps.start("child", "", nil, "/bin/sh", "-c", tt.script)
-			if err != nil {
-				t.Fatal(err)
-			}
-			time.Sleep(100 * time.Millisecond) // let the shell install its trap
-			start := time.Now()
-			err = p.stop(tt.grace)
-			if (err != nil) != tt.wantErr {
-				t.Errorf("stop: %v, want error %v", err, tt.wantErr)
-			}
-			if !p.exited() {
-				t.Fatal("process still running after stop")
-			}
-			if took := time.Since(start); took > tt.grace+2*time.Second {
-				t.Errorf("stop took %s", took)
-			}
-			if err := ps.stopAll(); err != nil {
-				t.Errorf("stopAll after stop: %v", err)
-			}
-		})
-	}
-}
-
-func TestStopAll(t *testing.T) {
-	ps := &procs{logDir: t.TempDir()}
-	var started []*proc
-	for i := range 3 {
-		p, err := ps.start("sleeper-"+itoa(i), "", []string{"BENCH_TEST=1"}, "/bin/sh", "-c", "echo hello $BENCH_TEST; sleep 30")
-		if err != nil {
-			t.Fatal(err)
-		}
-		started = append(started, p)
-	}
-	time.Sleep(100 * time.Millisecond)
-	if err := ps.stopAll(); err != nil {
-		t.Fatalf("stopAll: %v", err)
-	}
-	for _, p := range started {
-		if !p.exited() {
-			t.Errorf("%s (pid %d) still running", p.name, p.pid())
-		}
-		if got := p.logTail(); got != "hello 1" {
-			t.Errorf("%s log %q, want the child's output with the given environment", p.name, got)
-		}
-	}
-}
 
 func TestWaitReady(t *testing.T) {
 	tests := []struct {
@@ -99,14 +40,14 @@ func TestWaitReady(t *testing.T) {
 				}
 			}))
 			defer srv.Close()
-			var p *proc
+			var p *procs.Proc
 			if tt.proc != "" {
-				ps := &procs{logDir: t.TempDir()}
+				ps := &procs.Group{LogDir: t.TempDir()}
 				var err error
-				if p, err = ps.start("child", "", nil, "/bin/sh", "-c", tt.proc); err != nil {
+				if p, err = ps.Start("child", procs.StartOptions{}, "/bin/sh", "-c", tt.proc); err != nil {
 					t.Fatal(err)
 				}
-				defer ps.stopAll()
+				defer ps.StopAll(stopGrace)
 			}
 			took, err := waitReady(context.Background(), p, probe{url: srv.URL, body: []byte(`{}`), token: "tok"}, time.Now(), tt.timeout, 5*time.Millisecond)
 			if tt.wantErr != "" {
@@ -140,13 +81,13 @@ func TestSettle(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ps := &procs{logDir: t.TempDir()}
-			p, err := ps.start("child", "", nil, "/bin/sh", "-c", tt.script)
+			ps := &procs.Group{LogDir: t.TempDir()}
+			p, err := ps.Start("child", procs.StartOptions{}, "/bin/sh", "-c", tt.script)
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer ps.stopAll()
-			got := settle(context.Background(), []int{p.pid()}, tt.max)
+			defer ps.StopAll(stopGrace)
+			got := settle(context.Background(), []int{p.PID()}, tt.max)
 			if got < tt.minWait || got > tt.max+500*time.Millisecond {
 				t.Errorf("settle waited %s, want between %s and %s", got, tt.minWait, tt.max)
 			}

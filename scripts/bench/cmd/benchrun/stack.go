@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/tollgate/tollgate/pkg/procs"
 )
 
 // Target names, in the order every scenario runs them.
@@ -60,25 +62,25 @@ func build(ctx context.Context, root, dir string) error {
 // nats-server, the budget consumer and mockllm on the load CPU, bareproxy
 // and the gateway on the gateway CPU.
 type stack struct {
-	ps      *procs
+	ps      *procs.Group
 	bin     string // directory of the built programs
 	work    string // configs, stores and spools
-	gwCPU   string
-	loadCPU string
+	gwCPU   string // taskset CPU list; "" when not pinned
+	loadCPU string // taskset CPU list; "" when not pinned
 
 	secret   string
 	token    string
 	natsURL  string
 	mockAddr string
 
-	nats, budget, mock *proc
+	nats, budget, mock *procs.Proc
 	bare, gw           instance
 	fresh              int // counter for fresh instances
 }
 
 // instance is a started proxy: the bare proxy or a gateway.
 type instance struct {
-	p     *proc
+	p     *procs.Proc
 	addr  string // public listener
 	admin string // the gateway's admin listener (pprof)
 	// took is the time from exec to the first proxied 200.
@@ -103,7 +105,7 @@ func (s *stack) startAll(ctx context.Context) error {
 		return err
 	}
 	s.mockAddr = fmt.Sprintf("127.0.0.1:%d", mockPort)
-	s.mock, err = s.ps.start("mockllm", s.loadCPU, nil, s.binPath("mockllm"), "-listen", s.mockAddr)
+	s.mock, err = s.ps.Start("mockllm", procs.StartOptions{CPU: s.loadCPU}, s.binPath("mockllm"), "-listen", s.mockAddr)
 	if err != nil {
 		return err
 	}
@@ -120,7 +122,7 @@ func (s *stack) startAll(ctx context.Context) error {
 	// The budget consumer folds usage events into the spend totals the
 	// gateway watches, as in production; without it the gateway's pending
 	// spend would only grow.
-	s.budget, err = s.ps.start("budget", s.loadCPU, nil, s.binPath("budget"), "-config", cfg)
+	s.budget, err = s.ps.Start("budget", procs.StartOptions{CPU: s.loadCPU}, s.binPath("budget"), "-config", cfg)
 	if err != nil {
 		return err
 	}
@@ -147,7 +149,7 @@ func (s *stack) startNATS(ctx context.Context) error {
 		return fmt.Errorf("nats-server not found (apt-get install nats-server): %w", err)
 	}
 	store := filepath.Join(s.work, "nats")
-	s.nats, err = s.ps.start("nats-server", s.loadCPU, nil, bin, "-a", "127.0.0.1", "-p", itoa(port), "-m", itoa(mon), "-js", "-sd", store)
+	s.nats, err = s.ps.Start("nats-server", procs.StartOptions{CPU: s.loadCPU}, bin, "-a", "127.0.0.1", "-p", itoa(port), "-m", itoa(mon), "-js", "-sd", store)
 	if err != nil {
 		return err
 	}
@@ -266,7 +268,7 @@ func (s *stack) startGateway(ctx context.Context, name string, embed bool) (inst
 	}
 	in := instance{addr: fmt.Sprintf("127.0.0.1:%d", port), admin: admin}
 	start := time.Now()
-	in.p, err = s.ps.start(name, s.gwCPU, nil, s.binPath("gateway"), args...)
+	in.p, err = s.ps.Start(name, procs.StartOptions{CPU: s.gwCPU}, s.binPath("gateway"), args...)
 	if err != nil {
 		return instance{}, err
 	}
@@ -282,7 +284,7 @@ func (s *stack) startBareproxy(ctx context.Context, name string) (instance, erro
 	}
 	in := instance{addr: fmt.Sprintf("127.0.0.1:%d", port)}
 	start := time.Now()
-	in.p, err = s.ps.start(name, s.gwCPU, nil, s.binPath("bareproxy"), "-listen", in.addr, "-upstream", "http://"+s.mockAddr)
+	in.p, err = s.ps.Start(name, procs.StartOptions{CPU: s.gwCPU}, s.binPath("bareproxy"), "-listen", in.addr, "-upstream", "http://"+s.mockAddr)
 	if err != nil {
 		return instance{}, err
 	}
@@ -295,7 +297,7 @@ func (s *stack) ready(ctx context.Context, in instance, start time.Time) (instan
 	var err error
 	in.took, err = waitReady(ctx, in.p, probe{url: "http://" + in.addr + "/v1/chat/completions", body: []byte(chatProbe), token: s.token}, start, 30*time.Second, time.Millisecond)
 	if err != nil {
-		_ = s.ps.stop(in.p)
+		_ = in.p.Stop(stopGrace)
 		return instance{}, err
 	}
 	return in, nil
@@ -327,18 +329,18 @@ func (s *stack) addr(target string) string {
 func (s *stack) pid(target string) int {
 	switch target {
 	case targetDirect:
-		return s.mock.pid()
+		return s.mock.PID()
 	case targetBareproxy:
-		return s.bare.p.pid()
+		return s.bare.p.PID()
 	}
-	return s.gw.p.pid()
+	return s.gw.p.PID()
 }
 
 // check returns an error when a shared process has died.
 func (s *stack) check() error {
-	for _, p := range []*proc{s.nats, s.budget, s.mock, s.bare.p, s.gw.p} {
-		if p != nil && p.exited() {
-			return fmt.Errorf("%s (pid %d) exited: %v\n%s", p.name, p.pid(), p.err, p.logTail())
+	for _, p := range []*procs.Proc{s.nats, s.budget, s.mock, s.bare.p, s.gw.p} {
+		if p != nil && p.Exited() {
+			return fmt.Errorf("%s (pid %d) exited: %v\n%s", p.Name(), p.PID(), p.Err(), p.LogTail())
 		}
 	}
 	return nil

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/pkg/loadgen"
+	"github.com/tollgate/tollgate/pkg/procs"
 )
 
 // suite runs the scenarios against the stack.
@@ -80,18 +81,18 @@ func (s *suite) one(ctx context.Context, p plan, target string, rep int) (Run, e
 		if err != nil {
 			return Run{}, err
 		}
-		defer func() { _ = s.st.ps.stop(in.p) }()
-		addr, pid, admin = in.addr, in.p.pid(), in.admin
+		defer func() { _ = in.p.Stop(stopGrace) }()
+		addr, pid, admin = in.addr, in.p.PID(), in.admin
 		// Let the start-up garbage settle before the first sample.
 		settle(ctx, []int{pid}, 2*time.Second)
 	}
 	var acct []int
 	if target == targetTollgate || target == targetFallback {
-		acct = []int{s.st.nats.pid(), s.st.budget.pid()}
+		acct = []int{s.st.nats.PID(), s.st.budget.PID()}
 	}
 	// Leftover work of the previous run (events being folded, sockets
 	// closing) must not run into this one.
-	settle(ctx, []int{s.st.nats.pid(), s.st.budget.pid(), s.st.mock.pid(), s.st.bare.p.pid(), s.st.gw.p.pid()}, 3*time.Second)
+	settle(ctx, []int{s.st.nats.PID(), s.st.budget.PID(), s.st.mock.PID(), s.st.bare.p.PID(), s.st.gw.p.PID()}, 3*time.Second)
 
 	s.runs++
 	base := fmt.Sprintf("%03d-%s-%s", s.runs, p.name, target)
@@ -102,7 +103,7 @@ func (s *suite) one(ctx context.Context, p plan, target string, rep int) (Run, e
 	}
 	pids := append([]int{pid}, acct...)
 	if target != targetDirect {
-		pids = append(pids, s.st.mock.pid())
+		pids = append(pids, s.st.mock.PID())
 	}
 	args := []string{"-url", "http://" + addr + path, "-json", report, "-d", p.dur.String(), "-warmup", p.warmup.String()}
 	for _, id := range pids {
@@ -168,7 +169,7 @@ func (s *suite) cpuProfile(ctx context.Context, admin string, wait, dur time.Dur
 // loadgen runs the load generator on the load CPU with the bench token in
 // its environment, its table in rawDir/base.txt.
 func (s *suite) loadgen(ctx context.Context, base string, args []string) error {
-	cmd := pinned(s.st.ps.pin, s.st.loadCPU, s.st.binPath("loadgen"), args...)
+	cmd := procs.Command(s.st.loadCPU, s.st.binPath("loadgen"), args...)
 	cmd.Env = append(os.Environ(), "LOADGEN_TOKEN="+s.st.token)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
@@ -213,7 +214,7 @@ func (s *suite) startups(ctx context.Context, reps int) ([]Startup, error) {
 	}
 	for rep := 1; rep <= reps; rep++ {
 		for i, k := range kinds {
-			settle(ctx, []int{s.st.nats.pid(), s.st.budget.pid()}, 2*time.Second)
+			settle(ctx, []int{s.st.nats.PID(), s.st.budget.PID()}, 2*time.Second)
 			in, err := s.st.startFresh(ctx, k.target, k.embed)
 			if err != nil {
 				return out, fmt.Errorf("start-up of %s: %w", k.name, err)
@@ -222,9 +223,9 @@ func (s *suite) startups(ctx context.Context, reps int) ([]Startup, error) {
 			case <-ctx.Done():
 			case <-time.After(time.Second):
 			}
-			rss, rerr := rssMB(in.p.pid())
-			anon, aerr := anonMB(in.p.pid())
-			serr := s.st.ps.stop(in.p)
+			rss, rerr := rssMB(in.p.PID())
+			anon, aerr := anonMB(in.p.PID())
+			serr := in.p.Stop(stopGrace)
 			if err := errors.Join(rerr, aerr, serr, ctx.Err()); err != nil {
 				return out, fmt.Errorf("idle rss of %s: %w", k.name, err)
 			}
