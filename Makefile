@@ -8,7 +8,7 @@ BIN := bin
 run:
 	$(GO) run ./services/gateway -embed -config deploy/dev/tollgate.yaml
 
-## test: install test dependencies, gofmt, go vet, go test -race ./...
+## test: install test dependencies, gofmt, go vet, go test -race ./..., then every fuzz target for 3s (FUZZ_BUDGET=300s in all)
 test:
 	scripts/test.sh
 
