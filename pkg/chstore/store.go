@@ -12,6 +12,8 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/google/uuid"
+
+	usagev1 "github.com/tollgate/tollgate/proto/tollgate/usage/v1"
 )
 
 // Options configure Open. Zero fields take the defaults shown.
@@ -177,7 +179,27 @@ func (s *Store) insertPrefix() string { return "tollgate-load-" + s.o.Database +
 // insertEvents inserts the rows of c in one native batch.
 func (s *Store) insertEvents(ctx context.Context, c *columns) error {
 	ctx = clickhouse.Context(ctx, clickhouse.WithQueryID(s.insertPrefix()+uuid.NewString()))
-	b, err := s.conn.PrepareBatch(ctx, "INSERT INTO usage_events ("+eventColumns+")")
+	return insertColumns(ctx, s.conn, c)
+}
+
+// InsertEvents inserts events into the usage_events table of conn's
+// database in one native batch, as the loader writes them: seqs[i] is
+// events[i]'s stream sequence, and ingested the load time of every row.
+// It does not look for rows already stored (tollctl replay does).
+func InsertEvents(ctx context.Context, conn driver.Conn, events []*usagev1.UsageEvent, seqs []uint64, ingested time.Time) error {
+	if len(seqs) != len(events) {
+		return fmt.Errorf("insert events: %d events but %d sequences", len(events), len(seqs))
+	}
+	var c columns
+	for i, e := range events {
+		c.add(e, seqs[i], ingested)
+	}
+	return insertColumns(ctx, conn, &c)
+}
+
+// insertColumns inserts the rows of c into usage_events in one batch.
+func insertColumns(ctx context.Context, conn driver.Conn, c *columns) error {
+	b, err := conn.PrepareBatch(ctx, "INSERT INTO usage_events ("+eventColumns+")")
 	if err != nil {
 		return fmt.Errorf("insert %d events: %w", c.len(), err)
 	}

@@ -8,6 +8,8 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
+	"github.com/tollgate/tollgate/pkg/chstore"
+
 	usagev1 "github.com/tollgate/tollgate/proto/tollgate/usage/v1"
 )
 
@@ -34,23 +36,16 @@ func NewClickHouse(conn driver.Conn, repriced bool) *ClickHouse {
 	return &ClickHouse{conn: conn, repriced: repriced, now: time.Now}
 }
 
-// Write inserts the events not yet stored.
+// Write inserts the events not yet stored: into usage_events with the
+// loader's own columns (chstore.InsertEvents), or re-priced into
+// usage_events_repriced.
 func (c *ClickHouse) Write(ctx context.Context, items []Item) error {
 	stored, err := c.stored(ctx, items)
 	if err != nil {
 		return err
 	}
-	table, cols := "usage_events", eventColumns
-	if c.repriced {
-		table, cols = "usage_events_repriced", repricedColumns
-	}
-	b, err := c.conn.PrepareBatch(ctx, "INSERT INTO "+table+" ("+cols+")")
-	if err != nil {
-		return fmt.Errorf("prepare insert into %s: %w", table, err)
-	}
-	defer b.Abort()
 	now := c.now().UTC().Truncate(time.Second)
-	n := 0
+	fresh := make([]*Item, 0, len(items))
 	seen := make(map[string]bool, len(items))
 	for i := range items {
 		it := &items[i]
@@ -59,23 +54,42 @@ func (c *ClickHouse) Write(ctx context.Context, items []Item) error {
 			continue
 		}
 		seen[it.Event.EventId] = true
-		if c.repriced {
-			err = b.Append(repricedRow(it, now)...)
-		} else {
-			err = b.Append(eventRow(it, now)...)
-		}
-		if err != nil {
-			return fmt.Errorf("append event %d: %w", it.Seq, err)
-		}
-		n++
+		fresh = append(fresh, it)
 	}
-	if n == 0 {
+	if len(fresh) == 0 {
 		return nil
 	}
-	if err := b.Send(); err != nil {
-		return fmt.Errorf("insert into %s: %w", table, err)
+	if c.repriced {
+		err = c.writeRepriced(ctx, fresh, now)
+	} else {
+		events, seqs := make([]*usagev1.UsageEvent, len(fresh)), make([]uint64, len(fresh))
+		for i, it := range fresh {
+			events[i], seqs[i] = it.Event, it.Seq
+		}
+		err = chstore.InsertEvents(ctx, c.conn, events, seqs, now)
 	}
-	c.Inserted += n
+	if err != nil {
+		return err
+	}
+	c.Inserted += len(fresh)
+	return nil
+}
+
+// writeRepriced inserts re-priced copies of items into usage_events_repriced.
+func (c *ClickHouse) writeRepriced(ctx context.Context, items []*Item, now time.Time) error {
+	b, err := c.conn.PrepareBatch(ctx, "INSERT INTO usage_events_repriced ("+repricedColumns+")")
+	if err != nil {
+		return fmt.Errorf("prepare insert into usage_events_repriced: %w", err)
+	}
+	defer b.Abort()
+	for _, it := range items {
+		if err := b.Append(repricedRow(it, now)...); err != nil {
+			return fmt.Errorf("append event %d: %w", it.Seq, err)
+		}
+	}
+	if err := b.Send(); err != nil {
+		return fmt.Errorf("insert into usage_events_repriced: %w", err)
+	}
 	return nil
 }
 
@@ -114,15 +128,6 @@ func (c *ClickHouse) stored(ctx context.Context, items []Item) (map[string]bool,
 // Close does nothing: every batch is written when it comes.
 func (c *ClickHouse) Close(context.Context) error { return nil }
 
-const eventColumns = `event_id, request_id, ts, ts_ms, issuer, subject, key_id, dept, team, project,
-requested_model, served_model, provider, deployment, attempts, fallbacks, route,
-prompt_tokens, completion_tokens, cached_tokens, reasoning_tokens, estimated, cost_nano_usd, pricing_version,
-endpoint, stream, status_code, error_type, client_aborted, latency_total_us, ttft_us, upstream_us, overhead_us,
-cache_hit, degradation_step, clamped_max_tokens, stream_seq, ingested_at,
-budget_scope, budget_value, budget_period, budget_period_start, budget_from_token,
-budget_limit_nano_usd, budget_spent_nano_usd, budget_reserved_nano_usd, budget_headroom_nano_usd,
-hedged, units, unit`
-
 const repricedColumns = `event_id, request_id, ts, dept, team, project, subject, key_id, served_model, provider,
 prompt_tokens, completion_tokens, cached_tokens, cost_nano_usd, pricing_version,
 original_cost_nano_usd, original_pricing_version, stream_seq, repriced_at`
@@ -134,55 +139,6 @@ func evTime(e interface{ GetTimestamp() int64 }) uint32 {
 		return 0
 	}
 	return uint32(min(s, math.MaxUint32))
-}
-
-func flag(b bool) uint8 {
-	if b {
-		return 1
-	}
-	return 0
-}
-
-func eventRow(it *Item, now time.Time) []any {
-	e := it.Event
-	fb := e.Fallbacks
-	if fb == nil {
-		fb = []string{}
-	}
-	ms := e.Timestamp / int64(time.Millisecond)
-	b := budgetRows(e)
-	return []any{e.EventId, e.RequestId, time.Unix(int64(evTime(e)), 0).UTC(), uint64(max(ms, 0)), e.Issuer, e.Subject, e.KeyId, e.Dept, e.Team, e.Project,
-		e.RequestedModel, e.ServedModel, e.Provider, e.Deployment, e.Attempts, fb, e.Route,
-		e.PromptTokens, e.CompletionTokens, e.CachedTokens, e.ReasoningTokens, flag(e.Estimated), e.CostNanoUsd, e.PricingVersion,
-		e.Endpoint, flag(e.Stream), e.StatusCode, e.ErrorType, flag(e.ClientAborted), e.LatencyTotalUs, e.TtftUs, e.UpstreamUs, e.OverheadUs,
-		flag(e.CacheHit), e.DegradationStep, e.ClampedMaxTokens, it.Seq, now,
-		b.scope, b.value, b.period, b.start, b.fromToken, b.limit, b.spent, b.reserved, b.headroom,
-		flag(e.Hedged), e.Units, e.Unit}
-}
-
-// budgetArrays are an event's budgets checked as the parallel budget_*
-// columns.
-type budgetArrays struct {
-	scope, value, period, start      []string
-	fromToken                        []uint8
-	limit, spent, reserved, headroom []int64
-}
-
-func budgetRows(e *usagev1.UsageEvent) budgetArrays {
-	n := len(e.Budgets)
-	b := budgetArrays{
-		scope: make([]string, 0, n), value: make([]string, 0, n), period: make([]string, 0, n), start: make([]string, 0, n),
-		fromToken: make([]uint8, 0, n), limit: make([]int64, 0, n), spent: make([]int64, 0, n),
-		reserved: make([]int64, 0, n), headroom: make([]int64, 0, n),
-	}
-	for _, c := range e.Budgets {
-		b.scope, b.value = append(b.scope, c.Scope), append(b.value, c.Value)
-		b.period, b.start = append(b.period, c.Period), append(b.start, c.PeriodStart)
-		b.fromToken = append(b.fromToken, flag(c.FromToken))
-		b.limit, b.spent = append(b.limit, c.LimitNanoUsd), append(b.spent, c.SpentNanoUsd)
-		b.reserved, b.headroom = append(b.reserved, c.ReservedNanoUsd), append(b.headroom, c.HeadroomNanoUsd)
-	}
-	return b
 }
 
 func repricedRow(it *Item, now time.Time) []any {
