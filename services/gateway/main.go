@@ -153,7 +153,9 @@ func run() error {
 	rl := &reloader{path: *cfgPath, gw: gw, tracker: acct.Tracker, mockURL: mockURL, log: log}
 	rl.cfg.Store(cfg)
 	rl.verifier.Store(verifier)
-	adminSrv, err := startAdmin(cfg, reg, rl, gw, acct.Tracker, usageExplainer(sigCtx, nc, log), log)
+	explainer, closeExplainer := usageExplainer(sigCtx, nc, log)
+	defer closeExplainer()
+	adminSrv, err := startAdmin(cfg, reg, rl, gw, acct.Tracker, explainer, log)
 	if err != nil {
 		return err
 	}
@@ -469,22 +471,23 @@ func startAdmin(cfg *config.Config, reg *prometheus.Registry, rl *reloader, gw *
 // usageExplainer answers GET /admin/usage/{request_id}: from ClickHouse
 // when TOLLGATE_CLICKHOUSE names a server (database TOLLGATE_CLICKHOUSE_DB,
 // default tollgate; CLICKHOUSE_USER / CLICKHOUSE_PASSWORD), else by
-// scanning the last 24 hours of the usage stream.
-func usageExplainer(ctx context.Context, nc *nats.Conn, log *slog.Logger) *finance.Explainer {
+// scanning the last 24 hours of the usage stream. The returned func closes
+// the ClickHouse connection, if any.
+func usageExplainer(ctx context.Context, nc *nats.Conn, log *slog.Logger) (*finance.Explainer, func()) {
 	ex := &finance.Explainer{Stream: usage.StreamName, Window: finance.DefaultStreamWindow}
 	if addr := os.Getenv("TOLLGATE_CLICKHOUSE"); addr != "" {
 		st, err := chstore.Open(ctx, chstore.Options{Addr: addr, Database: os.Getenv("TOLLGATE_CLICKHOUSE_DB"),
 			User: os.Getenv("CLICKHOUSE_USER"), Password: os.Getenv("CLICKHOUSE_PASSWORD")})
 		if err == nil {
 			ex.CH = st.Conn()
-			return ex
+			return ex, func() { _ = st.Close() }
 		}
 		log.Warn("usage lookups read the stream: clickhouse unavailable", "addr", addr, "err", err)
 	}
 	if js, err := jetstream.New(nc); err == nil {
 		ex.JS = js
 	}
-	return ex
+	return ex, func() {}
 }
 
 // reloader re-reads the config file (SIGHUP, POST /admin/reload) and
