@@ -149,7 +149,10 @@ var ErrMalformed = errors.New("malformed upstream answer")
 
 // ParamError rejects a request parameter the provider cannot honour.
 type ParamError struct {
-	Param   string
+	Param string
+	// Code is the error code the client sees; empty means
+	// "unsupported_parameter".
+	Code    string
 	Message string
 }
 

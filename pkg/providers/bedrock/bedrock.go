@@ -177,6 +177,21 @@ func (p *Provider) Build(req *fasthttp.Request, c *providers.Call) error {
 	if c.Endpoint != providers.Chat {
 		return paramError("model", fmt.Sprintf("the %s endpoint (Bedrock Converse serves chat completions only)", c.Endpoint))
 	}
+	// The model id is escaped as the AWS SDK does (":" in "...-v1:0", "/" in
+	// ARNs), by the one escaper of client-influenced URL parts, and the
+	// signature covers the escaped path.
+	var pathBuf [256]byte
+	path := append(pathBuf[:0], p.base...)
+	path = append(path, "/model/"...)
+	path, err := providers.AppendPathSegment(path, "model", c.Model)
+	if err != nil {
+		return err
+	}
+	if c.Stream {
+		path = append(path, "/converse-stream"...)
+	} else {
+		path = append(path, "/converse"...)
+	}
 	buf, err := appendConverse(req.SwapBody(nil)[:0], c)
 	req.SwapBody(buf)
 	if err != nil {
@@ -186,17 +201,6 @@ func (p *Provider) Build(req *fasthttp.Request, c *providers.Call) error {
 	uri := req.URI()
 	uri.SetScheme(p.scheme)
 	uri.SetHost(p.host)
-	// The model id is escaped as the AWS SDK does (":" in "...-v1:0", "/" in
-	// ARNs), and the signature covers the escaped path.
-	var pathBuf [256]byte
-	path := append(pathBuf[:0], p.base...)
-	path = append(path, "/model/"...)
-	path = appendPathEscape(path, c.Model)
-	if c.Stream {
-		path = append(path, "/converse-stream"...)
-	} else {
-		path = append(path, "/converse"...)
-	}
 	uri.SetPathBytes(path)
 	req.Header.SetContentType("application/json")
 	for _, h := range p.headers {
@@ -210,21 +214,6 @@ func (p *Provider) Build(req *fasthttp.Request, c *providers.Call) error {
 		return nil
 	}
 	return p.signer.signFast(req, p.scheme, p.host, path, p.headers, p.now())
-}
-
-// appendPathEscape appends s with every byte but the unreserved ones
-// (A-Z a-z 0-9 - . _ ~) percent-encoded, as AWS escapes path labels.
-func appendPathEscape(dst []byte, s string) []byte {
-	const upper = "0123456789ABCDEF"
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if 'A' <= c && c <= 'Z' || 'a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-' || c == '.' || c == '_' || c == '~' {
-			dst = append(dst, c)
-			continue
-		}
-		dst = append(dst, '%', upper[c>>4], upper[c&0xf])
-	}
-	return dst
 }
 
 // ErrorMessage reads the message of a Bedrock error body ({"message":...},

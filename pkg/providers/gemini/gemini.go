@@ -186,8 +186,29 @@ func isVersion(s string) bool {
 }
 
 // Build writes the Gemini request for c: the method's URL, the API key
-// header and the translated body.
+// header and the translated body. The model is placed in the URL path by
+// providers.AppendPathSegment, so no model name can change the path, the
+// method suffix or the query (issue #17).
 func (p *Provider) Build(req *fasthttp.Request, c *providers.Call) error {
+	var method string
+	switch c.Endpoint {
+	case providers.Chat:
+		method = ":generateContent"
+		if c.Stream {
+			method = ":streamGenerateContent"
+		}
+	case providers.Embeddings:
+		method = ":batchEmbedContents"
+	default:
+		return &providers.ParamError{Param: "model", Message: "the endpoint " + c.Endpoint.String() + ": Gemini serves chat completions and embeddings only"}
+	}
+	var buf [256]byte
+	path := append(buf[:0], p.prefix...)
+	path, err := appendModelPath(path, c.Model)
+	if err != nil {
+		return err
+	}
+	path = append(path, method...)
 	if !providers.ValidJSON(c.Body) {
 		return &providers.ParamError{Param: "body", Message: "the request body is not valid JSON"}
 	}
@@ -197,23 +218,11 @@ func (p *Provider) Build(req *fasthttp.Request, c *providers.Call) error {
 	}
 	bp := bufPool.Get().(*[]byte)
 	defer bufPool.Put(bp)
-	var (
-		body   []byte
-		method string
-		err    error
-	)
-	switch c.Endpoint {
-	case providers.Chat:
-		method = ":generateContent"
-		if c.Stream {
-			method = ":streamGenerateContent"
-		}
+	var body []byte
+	if c.Endpoint == providers.Chat {
 		body, err = buildChat((*bp)[:0], root, c)
-	case providers.Embeddings:
-		method = ":batchEmbedContents"
+	} else {
 		body, err = buildEmbeddings((*bp)[:0], root, c.Model)
-	default:
-		return &providers.ParamError{Param: "model", Message: "the endpoint " + c.Endpoint.String() + ": Gemini serves chat completions and embeddings only"}
 	}
 	if cap(body) <= 1<<20 {
 		*bp = body
@@ -225,10 +234,6 @@ func (p *Provider) Build(req *fasthttp.Request, c *providers.Call) error {
 	uri := req.URI()
 	uri.SetScheme(p.scheme)
 	uri.SetHost(p.host)
-	var buf [256]byte
-	path := append(buf[:0], p.prefix...)
-	path = appendModelPath(path, c.Model)
-	path = append(path, method...)
 	uri.SetPathBytes(path)
 	if c.Stream && c.Endpoint == providers.Chat {
 		uri.SetQueryString("alt=sse")
@@ -247,23 +252,40 @@ func (p *Provider) Build(req *fasthttp.Request, c *providers.Call) error {
 	return nil
 }
 
-// appendModelPath appends "/models/{model}", or "/{model}" when the model
-// is already a resource name such as "tunedModels/x" or "models/x".
-func appendModelPath(dst []byte, model string) []byte {
-	dst = append(dst, '/')
-	if !strings.Contains(model, "/") {
-		dst = append(dst, "models/"...)
+// resourceCollections are the Gemini collections a model name may start
+// with ("tunedModels/my-model"); the rest of such a name is one id.
+var resourceCollections = [...]string{"models/", "tunedModels/"}
+
+// splitResource returns a model's collection ("models/" unless the name
+// starts with another known one) and its id.
+func splitResource(model string) (collection, id string) {
+	for _, c := range resourceCollections {
+		if strings.HasPrefix(model, c) {
+			return c, model[len(c):]
+		}
 	}
-	return append(dst, model...)
+	return "models/", model
+}
+
+// appendModelPath appends "/{collection}/{id}" for the model, the id
+// escaped as one path segment. A Gemini model id has no "/" of its own, so
+// a name with one outside a known collection prefix is refused.
+func appendModelPath(dst []byte, model string) ([]byte, error) {
+	collection, id := splitResource(model)
+	if strings.IndexByte(id, '/') >= 0 {
+		return dst, &providers.ParamError{Param: "model", Code: providers.CodeInvalidURLValue,
+			Message: fmt.Sprintf("Gemini model ids contain no \"/\" (want an id, models/{id} or tunedModels/{id}); got %q", model)}
+	}
+	dst = append(dst, '/')
+	dst = append(dst, collection...)
+	return providers.AppendPathSegment(dst, "model", id)
 }
 
 // modelResource returns the model's resource name, "models/{model}" unless
 // it already names a resource.
 func modelResource(model string) string {
-	if strings.Contains(model, "/") {
-		return model
-	}
-	return "models/" + model
+	collection, id := splitResource(model)
+	return collection + id
 }
 
 // ErrorMessage reads error.message of a Gemini error body, which streamed

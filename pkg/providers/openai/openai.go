@@ -163,7 +163,10 @@ func (p *Provider) Build(req *fasthttp.Request, c *providers.Call) error {
 		// {base}/openai/deployments/{deployment}/{endpoint}?api-version=
 		var buf [256]byte
 		path := append(buf[:0], p.azureBase...)
-		path = append(path, url.PathEscape(c.Model)...)
+		path, err := providers.AppendPathSegment(path, "model", c.Model)
+		if err != nil {
+			return err
+		}
 		path = append(path, c.Endpoint.String()...)
 		uri.SetPathBytes(path)
 		uri.QueryArgs().Set("api-version", p.apiVersion)
