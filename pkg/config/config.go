@@ -287,6 +287,15 @@ type Model struct {
 	// upstream. Exact names and aliases win over wildcards; among
 	// wildcards the longest pattern wins.
 	Name string `yaml:"name"`
+	// WildcardPattern, on a wildcard route only, is the regular expression
+	// (Go RE2 syntax, matched against the whole part the "*" stands for)
+	// that a requested name must fit to be passed upstream; a name that
+	// does not fit is refused with 400 invalid_model_name before any
+	// upstream call. Default DefaultWildcardPattern: "/"-separated
+	// segments of letters, digits and . _ - : @ +, each starting with a
+	// letter or digit. Names over 256 bytes, with control characters or
+	// not UTF-8 are refused whatever the pattern.
+	WildcardPattern string `yaml:"wildcard_pattern"`
 	// Type is "chat" (default; chat and completions endpoints) or "embeddings".
 	Type string `yaml:"type"`
 	// Aliases are other names clients may send for this model.

@@ -93,6 +93,7 @@ func (c *Config) ApplyDefaults() {
 		upstream := m.Name
 		if IsWildcard(m.Name) {
 			upstream = "*"
+			setDefault(&m.WildcardPattern, DefaultWildcardPattern)
 		}
 		for j := range m.Targets {
 			setDefault(&m.Targets[j].Model, upstream)

@@ -156,6 +156,20 @@ func Strategies() []string {
 	return []string{StrategyWeighted, StrategyRoundRobin, StrategyLeastInFlight, StrategyLatency, StrategyOrdered}
 }
 
+// DefaultWildcardPattern is what a wildcard route's "*" may stand for
+// when the model sets no wildcard_pattern: one or more "/"-separated
+// segments, each a letter or digit followed by letters, digits and
+// . _ - : @ + (the characters of every provider's model ids, Bedrock ARNs
+// and Hugging Face repository names), so no segment is empty, "." or "..".
+// Whatever the pattern lets through, the request builders escape it as one
+// URL path segment, and no name longer than MaxWildcardCapture or with
+// control characters is ever passed on.
+const DefaultWildcardPattern = `[A-Za-z0-9][A-Za-z0-9._:@+-]*(/[A-Za-z0-9][A-Za-z0-9._:@+-]*)*`
+
+// MaxWildcardCapture is the longest part of a requested name, in bytes,
+// that a wildcard route passes upstream, whatever its pattern.
+const MaxWildcardCapture = 256
+
 // IsWildcard reports whether a model name is a wildcard route such as
 // "openai/*": it matches every name with the same text around the "*" and
 // passes the part the "*" stands for to the upstream.

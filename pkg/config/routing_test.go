@@ -120,6 +120,14 @@ func TestValidateRouting(t *testing.T) {
 		{"wildcard alias", func(c *Config) { c.Models[0].Aliases = []string{"a*"} }, "an alias cannot be a wildcard"},
 		{"empty alias", func(c *Config) { c.Models[0].Aliases = []string{""} }, "models[0].aliases[0]: required"},
 		{"strategy", func(c *Config) { c.Models[0].Strategy = "random" }, `models[0].strategy: unknown strategy "random"`},
+		{"valid wildcard pattern", func(c *Config) {
+			c.Models = append(c.Models, Model{Name: "openai/*", WildcardPattern: `gpt-[0-9a-z.-]+`, Targets: []Target{{Provider: "openai"}}})
+		}, ""},
+		{"wildcard pattern on an exact name", func(c *Config) { c.Models[0].WildcardPattern = ".*" },
+			`models[0].wildcard_pattern: only a wildcard route (a name with "*") takes a pattern`},
+		{"bad wildcard pattern", func(c *Config) {
+			c.Models = append(c.Models, Model{Name: "openai/*", WildcardPattern: `gpt-(`, Targets: []Target{{Provider: "openai"}}})
+		}, "wildcard_pattern: not a regular expression"},
 		{"weight", func(c *Config) { c.Models[0].Targets[0].Weight = -1 }, "models[0].targets[0].weight: must not be negative"},
 		{"rpm", func(c *Config) { c.Models[0].Targets[0].RPM = -5 }, "models[0].targets[0].rpm: must not be negative"},
 		{"empty key", func(c *Config) { c.Models[0].Targets[0].APIKeys = []string{"sk", ""} }, "models[0].targets[0].api_keys[1]: empty"},

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -308,6 +309,15 @@ func (v *validator) models(ms []Model, ps []Provider) {
 			v.unique(names, p+".name", "model", m.Name)
 		}
 		v.oneOf(p+".type", "type", m.Type, ModelTypeChat, ModelTypeEmbeddings)
+		switch {
+		case m.WildcardPattern == "":
+		case !IsWildcard(m.Name):
+			v.addf(p+".wildcard_pattern", "only a wildcard route (a name with \"*\") takes a pattern")
+		default:
+			if _, err := regexp.Compile(m.WildcardPattern); err != nil {
+				v.addf(p+".wildcard_pattern", "not a regular expression: %v", err)
+			}
+		}
 		if len(m.Targets) == 0 {
 			v.addf(p+".targets", "required (at least one target)")
 		}

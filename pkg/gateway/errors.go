@@ -2,9 +2,13 @@ package gateway
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
 	"strconv"
 
 	"github.com/gofiber/fiber/v2"
+	"github.com/tollgate/tollgate/pkg/providers"
+	"github.com/tollgate/tollgate/pkg/router"
 )
 
 // Error types, as in OpenAI's error bodies. Clients branch on type and code.
@@ -78,3 +82,35 @@ func writeError(c *fiber.Ctx, e *apiError) error {
 func errBadRequest(code, param, msg string) *apiError {
 	return &apiError{Status: fiber.StatusBadRequest, Type: typeInvalidRequest, Code: code, Param: param, Message: msg}
 }
+
+// buildError answers a request a provider's builder refused: a
+// *providers.ParamError is the client's (400, with the builder's code,
+// "unsupported_parameter" by default); anything else is the gateway's.
+func buildError(provider string, err error) *apiError {
+	var pe *providers.ParamError
+	if !errors.As(err, &pe) {
+		return &apiError{Status: fiber.StatusInternalServerError, Type: typeServer, Code: "build_failed",
+			Message: fmt.Sprintf("cannot build the request for provider %s: %v", provider, err)}
+	}
+	code := pe.Code
+	if code == "" {
+		code = "unsupported_parameter"
+	}
+	if pe.Code == providers.CodeInvalidURLValue {
+		return errBadRequest(code, pe.Param, fmt.Sprintf("%s cannot be sent to provider %s: %s", pe.Param, provider, pe.Message))
+	}
+	return errBadRequest(code, pe.Param, fmt.Sprintf("provider %s cannot honour %s", provider, pe.Message))
+}
+
+// captureError refuses a wildcard route's name whose "*" part does not fit
+// the route's wildcard_pattern (nil when it fits or the route is exact).
+func captureError(plan *router.Plan) *apiError {
+	if err := plan.Route().CheckCapture(plan.Capture()); err != nil {
+		return errBadRequest(codeInvalidModelName, "model", "invalid model name: "+err.Error())
+	}
+	return nil
+}
+
+// codeInvalidModelName is the code of a model name a wildcard route may
+// not pass upstream.
+const codeInvalidModelName = "invalid_model_name"

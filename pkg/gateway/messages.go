@@ -51,6 +51,10 @@ func (g *Gateway) serveMessages(c *fiber.Ctx) error {
 		return g.fail(c, &rec, &apiError{Status: fiber.StatusNotFound, Type: typeNotFound, Code: "model_not_found",
 			Message: fmt.Sprintf("model: %s", model.Str)})
 	}
+	if aerr := captureError(plan); aerr != nil {
+		plan.Release()
+		return g.fail(c, &rec, aerr)
+	}
 	rr := plan.Route()
 	if rr.Embeddings() {
 		plan.Release()
@@ -204,7 +208,7 @@ func (g *Gateway) buildMessages(c *fiber.Ctx, req *fasthttp.Request, rec *record
 		err = rt.up.prov.Build(req, &call)
 	}
 	if err != nil {
-		return call, nil, errBadRequest("unsupported_parameter", "", err.Error())
+		return call, nil, buildError(rt.up.name, err)
 	}
 	if a.Key != "" {
 		rt.up.setKey(req, a.Key)
@@ -234,6 +238,8 @@ func (g *Gateway) tryUnaryMessages(c *fiber.Ctx, req *fasthttp.Request, rt *rout
 	if native {
 		if !providers.ValidJSON(resp.Body()) {
 			err = providers.ErrMalformed
+		} else {
+			err = providers.CheckMember(resp.Body(), "content")
 		}
 		out, rec.usage = resp.Body(), anthropic.NativeUsage(resp.Body())
 	} else {

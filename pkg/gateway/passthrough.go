@@ -16,6 +16,7 @@ import (
 	"github.com/tollgate/tollgate/pkg/config"
 	"github.com/tollgate/tollgate/pkg/metrics"
 	"github.com/tollgate/tollgate/pkg/pricing"
+	"github.com/tollgate/tollgate/pkg/providers"
 	"github.com/tollgate/tollgate/pkg/router"
 	"github.com/valyala/fasthttp"
 )
@@ -172,32 +173,92 @@ func newPassTarget(p config.Provider, u *url.URL) *passTarget {
 	return t
 }
 
-// build writes the upstream request line and headers: sub is the path
-// below /v1 (ids escaped), model the deployment on Azure (empty for
-// endpoints that name no model), query the client's query string.
-func (t *passTarget) build(req *fasthttp.Request, method, sub, model string, query []byte) {
+// build writes the upstream request line and headers: sub is the route's
+// path below /v1, in which ":id" stands for id; model is the deployment on
+// Azure (empty for endpoints that name no model); query is the client's
+// query string. Every client value is placed by providers.AppendPathSegment
+// or AppendQueryValue, so none can add a path segment, a parameter or a
+// fragment; a value that cannot be placed, or a query parameter the
+// gateway sets itself (Azure's api-version), is a *providers.ParamError.
+func (t *passTarget) build(req *fasthttp.Request, method, sub, id, model string, query []byte) error {
+	var buf [256]byte
+	path := append(buf[:0], t.base...)
+	var err error
+	switch {
+	case t.azure && model != "":
+		path = append(path, "/openai/deployments/"...)
+		if path, err = providers.AppendPathSegment(path, "model", model); err != nil {
+			return err
+		}
+	case t.azure:
+		path = append(path, "/openai"...)
+	}
+	if before, after, ok := strings.Cut(sub, ":id"); ok {
+		path = append(path, before...)
+		if path, err = providers.AppendPathSegment(path, "id", id); err != nil {
+			return err
+		}
+		sub = after
+	}
+	path = append(path, sub...)
+	q, err := t.appendQuery(nil, query)
+	if err != nil {
+		return err
+	}
 	req.Header.SetMethod(method)
 	uri := req.URI()
 	uri.SetScheme(t.scheme)
 	uri.SetHost(t.host)
-	switch {
-	case t.azure && model != "":
-		uri.SetPath(t.base + "/openai/deployments/" + url.PathEscape(model) + sub)
-	case t.azure:
-		uri.SetPath(t.base + "/openai" + sub)
-	default:
-		uri.SetPath(t.base + sub)
-	}
-	uri.SetQueryStringBytes(query)
-	if t.azure {
-		uri.QueryArgs().Set("api-version", t.apiVersion)
-	}
+	uri.SetPathBytes(path)
+	uri.SetQueryStringBytes(q)
 	if t.authKey != "" {
 		req.Header.Set(t.authKey, t.authValue)
 	}
 	for _, h := range t.headers {
 		req.Header.Set(h[0], h[1])
 	}
+	return nil
+}
+
+// appendQuery appends the client's query arguments to dst, each key and
+// value escaped again, then the parameters the gateway sets (Azure's
+// api-version), which the client may not send.
+func (t *passTarget) appendQuery(dst, query []byte) ([]byte, error) {
+	if len(query) > 0 {
+		args := fasthttp.AcquireArgs()
+		defer fasthttp.ReleaseArgs(args)
+		args.ParseBytes(query)
+		var err error
+		args.VisitAll(func(k, v []byte) {
+			if err != nil {
+				return
+			}
+			key := unsafeString(k)
+			if t.azure && key == "api-version" {
+				err = &providers.ParamError{Param: key, Code: providers.CodeInvalidURLValue,
+					Message: "the gateway sets api-version from its config; the client may not"}
+				return
+			}
+			if len(dst) > 0 {
+				dst = append(dst, '&')
+			}
+			if dst, err = providers.AppendQueryValue(dst, key, key); err != nil {
+				return
+			}
+			dst = append(dst, '=')
+			dst, err = providers.AppendQueryValue(dst, key, unsafeString(v))
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	if t.azure {
+		if len(dst) > 0 {
+			dst = append(dst, '&')
+		}
+		return providers.AppendQueryValue(append(dst, "api-version="...), "api_version", t.apiVersion)
+	}
+	return dst, nil
 }
 
 // passCall is one pass-through request on its way upstream.
@@ -321,6 +382,9 @@ func (g *Gateway) passModel(c *fiber.Ctx, st *state, rec *record, pc *passCall) 
 			Message: fmt.Sprintf("the model %q does not exist", model)}
 	}
 	pc.plan = plan
+	if aerr := captureError(plan); aerr != nil {
+		return aerr
+	}
 	if !p.AllowsModel(model) && !p.AllowsModel(plan.Route().Name()) {
 		return &apiError{Status: fiber.StatusForbidden, Type: typePermission, Code: "model_not_allowed", Param: "model",
 			Message: fmt.Sprintf("your token does not allow the model %q", model)}
@@ -464,15 +528,6 @@ func (g *Gateway) admitPass(st *state, p *auth.Principal, price pricing.Price, p
 	return adm, nil
 }
 
-// upstreamPath is the request's path below /v1 with its id escaped.
-func upstreamPath(c *fiber.Ctx, pr *passRoute) string {
-	sub := strings.TrimPrefix(pr.path, "/v1")
-	if id := c.Params("id"); id != "" {
-		sub = strings.Replace(sub, ":id", url.PathEscape(id), 1)
-	}
-	return sub
-}
-
 // callPass makes the upstream call and relays its answer.
 func (g *Gateway) callPass(c *fiber.Ctx, rec *record, pc *passCall) error {
 	rt := pc.rt
@@ -485,7 +540,11 @@ func (g *Gateway) callPass(c *fiber.Ctx, rec *record, pc *passCall) error {
 	if pc.pr.mode != passNoModel {
 		model = rt.upstreamModel
 	}
-	rt.up.pass.build(req, pc.pr.method, upstreamPath(c, pc.pr), model, c.Request().URI().QueryString())
+	if err := rt.up.pass.build(req, pc.pr.method, strings.TrimPrefix(pc.pr.path, "/v1"), c.Params("id"), model, c.Request().URI().QueryString()); err != nil {
+		fasthttp.ReleaseRequest(req)
+		pc.done(router.Outcome{Class: router.ClientError})
+		return g.fail(c, rec, buildError(rt.up.name, err))
+	}
 	if pc.a != nil && pc.a.Key != "" {
 		rt.up.setKey(req, pc.a.Key)
 	}

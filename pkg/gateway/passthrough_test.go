@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"mime/multipart"
@@ -15,6 +16,7 @@ import (
 	"github.com/tollgate/tollgate/pkg/auth"
 	"github.com/tollgate/tollgate/pkg/config"
 	"github.com/tollgate/tollgate/pkg/mockllm"
+	"github.com/tollgate/tollgate/pkg/providers"
 	"github.com/valyala/fasthttp"
 )
 
@@ -495,16 +497,32 @@ func TestMultipartModelRename(t *testing.T) {
 
 func TestPassTargetURL(t *testing.T) {
 	tests := []struct {
-		name, kind, base, model, sub, query, want string
+		name, kind, base, model, sub, id, query, want string
+		wantErr                                       string // the refused parameter
 	}{
-		{"openai per model", config.KindOpenAI, "https://api.example.com/v1", "dall-e-3", "/images/generations", "",
-			"https://api.example.com/v1/images/generations"},
-		{"openai files with query", config.KindOpenAI, "https://api.example.com/v1/", "", "/files", "limit=2",
-			"https://api.example.com/v1/files?limit=2"},
-		{"azure deployment", config.KindAzure, "https://res.openai.azure.com", "my whisper", "/audio/transcriptions", "",
-			"https://res.openai.azure.com/openai/deployments/my%20whisper/audio/transcriptions?api-version=2024-10-21"},
-		{"azure files", config.KindAzure, "https://res.openai.azure.com", "", "/files/file-1/content", "",
-			"https://res.openai.azure.com/openai/files/file-1/content?api-version=2024-10-21"},
+		{name: "openai per model", kind: config.KindOpenAI, base: "https://api.example.com/v1", model: "dall-e-3", sub: "/images/generations",
+			want: "https://api.example.com/v1/images/generations"},
+		{name: "openai files with query", kind: config.KindOpenAI, base: "https://api.example.com/v1/", sub: "/files", query: "limit=2",
+			want: "https://api.example.com/v1/files?limit=2"},
+		{name: "azure deployment", kind: config.KindAzure, base: "https://res.openai.azure.com", model: "my whisper", sub: "/audio/transcriptions",
+			want: "https://res.openai.azure.com/openai/deployments/my%20whisper/audio/transcriptions?api-version=2024-10-21"},
+		{name: "azure files", kind: config.KindAzure, base: "https://res.openai.azure.com", sub: "/files/:id/content", id: "file-1",
+			want: "https://res.openai.azure.com/openai/files/file-1/content?api-version=2024-10-21"},
+		// Client values are escaped as one segment or one query value
+		// (issue #17): none adds a segment, a parameter or a fragment.
+		{name: "id with slashes and dots", kind: config.KindOpenAI, base: "https://api.example.com/v1", sub: "/files/:id/content", id: "../../models",
+			want: "https://api.example.com/v1/files/..%2F..%2Fmodels/content"},
+		{name: "id with query and fragment", kind: config.KindOpenAI, base: "https://api.example.com/v1", sub: "/batches/:id/cancel", id: "b?x=1#f",
+			want: "https://api.example.com/v1/batches/b%3Fx%3D1%23f/cancel"},
+		{name: "id that is a dot segment", kind: config.KindOpenAI, base: "https://api.example.com/v1", sub: "/files/:id", id: "..", wantErr: "id"},
+		{name: "azure deployment with a slash", kind: config.KindAzure, base: "https://res.openai.azure.com", model: "../x?y=1", sub: "/images/generations",
+			want: "https://res.openai.azure.com/openai/deployments/..%2Fx%3Fy%3D1/images/generations?api-version=2024-10-21"},
+		{name: "query values escaped again", kind: config.KindOpenAI, base: "https://api.example.com/v1", sub: "/files", query: "after=a%26limit%3D1&purpose=x%23y",
+			want: "https://api.example.com/v1/files?after=a%26limit%3D1&purpose=x%23y"},
+		{name: "azure api-version is the gateway's", kind: config.KindAzure, base: "https://res.openai.azure.com", sub: "/files", query: "api-version=2099-01-01",
+			wantErr: "api-version"},
+		{name: "query with a control character", kind: config.KindOpenAI, base: "https://api.example.com/v1", sub: "/files", query: "after=a%0d%0aHost:x",
+			wantErr: "after"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -514,7 +532,18 @@ func TestPassTargetURL(t *testing.T) {
 				t.Fatal(err)
 			}
 			req := &fasthttp.Request{}
-			u.pass.build(req, "POST", tt.sub, tt.model, []byte(tt.query))
+			req.URI().DisablePathNormalizing = true // as the upstream clients send it
+			err = u.pass.build(req, "POST", tt.sub, tt.id, tt.model, []byte(tt.query))
+			if tt.wantErr != "" {
+				var pe *providers.ParamError
+				if !errors.As(err, &pe) || pe.Param != tt.wantErr {
+					t.Fatalf("build: %v, want a ParamError for %s", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
 			if got := req.URI().String(); got != tt.want {
 				t.Errorf("URL %s, want %s", got, tt.want)
 			}

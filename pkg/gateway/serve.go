@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -100,6 +99,10 @@ func (g *Gateway) serve(c *fiber.Ctx, ep endpoint) error {
 		return g.fail(c, &rec, &apiError{Status: fiber.StatusNotFound, Type: typeInvalidRequest, Code: "model_not_found", Param: "model",
 			Message: fmt.Sprintf("the model %q does not exist", info.model)})
 	}
+	if aerr := captureError(plan); aerr != nil {
+		plan.Release()
+		return g.fail(c, &rec, aerr)
+	}
 	rr := plan.Route()
 	if rr.Embeddings() != (ep == epEmbeddings) {
 		plan.Release()
@@ -181,13 +184,7 @@ func (g *Gateway) attempts(c *fiber.Ctx, st *state, plan *router.Plan, rec *reco
 			fasthttp.ReleaseRequest(req)
 			a.Done(router.Outcome{Class: router.ClientError}, 0)
 			plan.Release()
-			var pe *providers.ParamError
-			if errors.As(err, &pe) {
-				return g.fail(c, rec, errBadRequest("unsupported_parameter", pe.Param,
-					fmt.Sprintf("provider %s cannot honour %s", rt.up.name, pe.Message)))
-			}
-			return g.fail(c, rec, &apiError{Status: fiber.StatusInternalServerError, Type: typeServer, Code: "build_failed",
-				Message: fmt.Sprintf("cannot build the request for provider %s: %v", rt.up.name, err)})
+			return g.fail(c, rec, buildError(rt.up.name, err))
 		}
 		if a.Key != "" {
 			rt.up.setKey(req, a.Key)

@@ -121,6 +121,10 @@ type Attempt struct {
 // Route returns the route of the requested model.
 func (p *Plan) Route() *Route { return p.route }
 
+// Capture returns what the route's "*" matched in the requested name ("" on
+// an exact route).
+func (p *Plan) Capture() string { return p.capture }
+
 // Release returns the plan to its router for reuse by a later request. It
 // is optional (an unreleased plan is garbage collected), but the plan and
 // its attempts must not be used after it: call it when the request is over,

@@ -2,9 +2,12 @@ package router
 
 import (
 	"fmt"
+	"regexp"
 	"strings"
 	"sync/atomic"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/tollgate/tollgate/pkg/config"
 )
@@ -27,7 +30,8 @@ type Route struct {
 	name           string
 	embeddings     bool
 	wildcard       bool
-	prefix, suffix string // around the "*" of a wildcard name
+	prefix, suffix string         // around the "*" of a wildcard name
+	capture        *regexp.Regexp // what the "*" may stand for, anchored
 	strategy       strategy
 	targets        []*target
 	chain          []*Route // fallback models, then the default fallback
@@ -55,6 +59,30 @@ func (rt *Route) Embeddings() bool { return rt.embeddings }
 
 // Wildcard reports whether the route is a wildcard pattern.
 func (rt *Route) Wildcard() bool { return rt.wildcard }
+
+// CheckCapture reports whether capture, the part of a requested name a
+// wildcard route's "*" matched, fits the route's wildcard_pattern, has no
+// control characters and is at most config.MaxWildcardCapture bytes; the
+// error says why not. Exact routes accept "".
+func (rt *Route) CheckCapture(capture string) error {
+	if rt.capture == nil {
+		return nil
+	}
+	// Whatever the pattern, a name with control characters or bytes that
+	// are not UTF-8 is never a model's: it would reach logs, headers and
+	// URLs.
+	if len(capture) > config.MaxWildcardCapture {
+		return fmt.Errorf("the part of the name that the \"*\" of %s stands for is longer than %d bytes", rt.name, config.MaxWildcardCapture)
+	}
+	if !utf8.ValidString(capture) || strings.IndexFunc(capture, unicode.IsControl) >= 0 {
+		return fmt.Errorf("%q, the part of the name that the \"*\" of %s stands for, has control characters or is not UTF-8", capture, rt.name)
+	}
+	if rt.capture.MatchString(capture) {
+		return nil
+	}
+	return fmt.Errorf("%q, the part of the name that the \"*\" of %s stands for, does not match its wildcard_pattern %s",
+		capture, rt.name, rt.capture)
+}
 
 // Fallbacks returns the names of the models tried after this one, in order
 // (the model's fallbacks, then the default fallback).
@@ -99,6 +127,15 @@ func newRoute(m *config.Model, providers map[string]int, healthOf func(dep, prov
 	if rt.wildcard {
 		i := strings.IndexByte(m.Name, '*')
 		rt.prefix, rt.suffix = m.Name[:i], m.Name[i+1:]
+		pattern := m.WildcardPattern
+		if pattern == "" {
+			pattern = config.DefaultWildcardPattern
+		}
+		re, err := regexp.Compile(`^(?:` + pattern + `)$`)
+		if err != nil {
+			return nil, fmt.Errorf("model %s: wildcard_pattern: %w", m.Name, err)
+		}
+		rt.capture = re
 	}
 	switch m.Strategy {
 	case config.StrategyWeighted, "":

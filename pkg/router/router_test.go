@@ -13,6 +13,56 @@ import (
 	"github.com/tollgate/tollgate/pkg/config"
 )
 
+// TestCheckCapture checks what a wildcard route passes upstream: the
+// default pattern, a configured one, and the limits no pattern lifts.
+func TestCheckCapture(t *testing.T) {
+	e := newEnv(t, config.Routing{},
+		config.Model{Name: "gpt-4o", Targets: targets("a")},
+		config.Model{Name: "open/*", Targets: targets("a")},
+		config.Model{Name: "gpt/*", WildcardPattern: `gpt-[0-9a-z.-]+`, Targets: targets("a")},
+		config.Model{Name: "any/*", WildcardPattern: `(?s).*`, Targets: targets("a")},
+	)
+	tests := []struct {
+		name, model string
+		ok          bool
+	}{
+		{"exact route", "gpt-4o", true},
+		{"default: model id", "open/gpt-4.1-mini", true},
+		{"default: bedrock id", "open/anthropic.claude-3-haiku-20240307-v1:0", true},
+		{"default: hugging face repository", "open/meta-llama/Llama-3.1-8B-Instruct", true},
+		{"default: arn", "open/arn:aws:bedrock:us-east-1:123456789012:inference-profile/us.anthropic.claude", true},
+		{"default: dot dot", "open/../../v1/files", false},
+		{"default: dot dot inside", "open/models/../files", false},
+		{"default: empty segment", "open/a//b", false},
+		{"default: query", "open/x?key=", false},
+		{"default: fragment", "open/a#frag", false},
+		{"default: percent", "open/..%2fx", false},
+		{"default: space", "open/a b", false},
+		{"default: non-ASCII", "open/modèle", false},
+		{"default: 256 bytes", "open/" + strings.Repeat("a", 256), true},
+		{"configured pattern fits", "gpt/gpt-4.1", true},
+		{"configured pattern is whole-name", "gpt/gpt-4.1/x", false},
+		{"configured pattern misses", "gpt/claude", false},
+		{"any: slashes pass the pattern", "any/../x", true},
+		{"any: control character", "any/a\r\nb", false},
+		{"any: NUL", "any/a\x00b", false},
+		{"any: not UTF-8", "any/a\xffb", false},
+		{"any: overlong", "any/" + strings.Repeat("a", 257), false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := e.r.Plan(tt.model, nil, time.Time{})
+			if p == nil {
+				t.Fatalf("Plan(%q) = nil", tt.model)
+			}
+			defer p.Release()
+			if err := p.Route().CheckCapture(p.Capture()); (err == nil) != tt.ok {
+				t.Errorf("CheckCapture(%q) = %v, want ok %v", p.Capture(), err, tt.ok)
+			}
+		})
+	}
+}
+
 func TestLookup(t *testing.T) {
 	e := newEnv(t, config.Routing{},
 		config.Model{Name: "gpt-4o", Aliases: []string{"gpt4", "smart"}, Targets: targets("a")},

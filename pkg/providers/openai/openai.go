@@ -276,10 +276,14 @@ func sortEdits(e []edit) {
 	}
 }
 
-// Response passes a valid body through and reads its usage.
-func (p *Provider) Response(_, body []byte, _ *providers.Call) ([]byte, providers.Usage, error) {
+// Response passes a valid body of the endpoint's shape through and reads
+// its usage.
+func (p *Provider) Response(_, body []byte, c *providers.Call) ([]byte, providers.Usage, error) {
 	if !providers.ValidJSON(body) {
 		return nil, providers.Usage{}, fmt.Errorf("provider %s: %w: body is not JSON", p.name, providers.ErrMalformed)
+	}
+	if err := providers.CheckAnswer(c.Endpoint, body); err != nil {
+		return nil, providers.Usage{}, fmt.Errorf("provider %s: %w", p.name, err)
 	}
 	return body, ParseUsage(gjson.Get(bytesString(body), "usage")), nil
 }
