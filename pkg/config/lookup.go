@@ -20,3 +20,20 @@ func (c *Config) Provider(name string) *Provider {
 	}
 	return nil
 }
+
+// ExampleChatModel returns a chat model name the config serves as it is,
+// for examples such as the start-up banner's curl: "mock-gpt" when it is
+// configured, else the first chat model that is not a wildcard route (a
+// pattern like "gemini/*" is not a name a client can send). ok is false
+// when every chat model is a wildcard route.
+func (c *Config) ExampleChatModel() (name string, ok bool) {
+	if m := c.Model("mock-gpt"); m != nil && m.Type != ModelTypeEmbeddings {
+		return m.Name, true
+	}
+	for _, m := range c.Models {
+		if m.Type != ModelTypeEmbeddings && !IsWildcard(m.Name) {
+			return m.Name, true
+		}
+	}
+	return "", false
+}

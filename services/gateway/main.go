@@ -373,9 +373,10 @@ func printBanner(cfg *config.Config, addr string) {
 		fmt.Printf("Mint a token with `tollctl token` and call %s/v1/chat/completions.\n\n", url)
 		return
 	}
-	model := "mock-gpt"
-	if cfg.Model(model) == nil && len(cfg.Models) > 0 {
-		model = cfg.Models[0].Name
+	model, ok := cfg.ExampleChatModel()
+	if !ok {
+		fmt.Printf("A development token (valid 24h): %s\nEvery chat model is a wildcard route: send a concrete name it matches.\n\n", tok)
+		return
 	}
 	fmt.Printf("A development token (valid 24h) is in the commands below.\n\n")
 	fmt.Printf("  curl -s %s/v1/chat/completions \\\n    -H 'Authorization: Bearer %s' \\\n    -H 'Content-Type: application/json' \\\n    -d '{\"model\":\"%s\",\"messages\":[{\"role\":\"user\",\"content\":\"Hello!\"}]}'\n\n", url, tok, model)
