@@ -609,8 +609,26 @@ func TestStreamEndingsAreBilled(t *testing.T) {
 
 // TestResponseCache: identical requests of a caching model are served from
 // the NATS KV cache (streams replayed event by event), per tenant, billed
-// zero by default and marked in the usage data; no-cache bypasses it.
+// zero by default and marked in the usage data; no-cache bypasses it. Chat
+// and /v1/messages behave alike (README: Response cache); their entries
+// are apart, keyed by endpoint.
 func TestResponseCache(t *testing.T) {
+	const messagesBody = `{"model":"mock-gpt","max_tokens":16,"messages":[{"role":"user","content":"x"}]}`
+	endpoints := []struct {
+		name, path, body, stream string
+		last                     string // the last data line of a stream
+	}{
+		{name: "chat", path: "/v1/chat/completions", body: chatBody, stream: streamBody(`{"chunks":5}`), last: "[DONE]"},
+		{name: "messages", path: "/v1/messages", body: messagesBody,
+			stream: `{"model":"mock-gpt","max_tokens":16,"stream":true,"messages":[{"role":"user","content":"stream please"}]}`,
+			last:   `{"type":"message_stop"}`},
+	}
+	for _, ep := range endpoints {
+		t.Run(ep.name, func(t *testing.T) { testResponseCache(t, ep.path, ep.body, ep.stream, ep.last) })
+	}
+}
+
+func testResponseCache(t *testing.T, path, body, streamed, last string) {
 	a := newAcctRig(t, func(c *config.Config) { c.Models[0].Cache = config.ModelCache{TTL: time.Minute} })
 	ctx := context.Background()
 	cache, err := respcache.Open(ctx, a.js, respcache.Options{TTL: time.Minute})
@@ -634,7 +652,7 @@ func TestResponseCache(t *testing.T) {
 	research := a.token(nil)
 	sales := a.token(func(o *auth.MintOptions) { o.Dept = "sales" })
 	ask := func(tok, body string, h ...string) (string, string) {
-		resp := a.post("/v1/chat/completions", tok, body, h...)
+		resp := a.post(path, tok, body, h...)
 		b := readBody(t, resp)
 		if resp.StatusCode != 200 {
 			t.Fatalf("status %d: %s", resp.StatusCode, b)
@@ -644,18 +662,18 @@ func TestResponseCache(t *testing.T) {
 	waitStored := func(n int64) {
 		waitFor(t, 5*time.Second, "the cache write", func() bool { return cache.Stats().Stored >= n })
 	}
-	state, first := ask(research, chatBody)
+	state, first := ask(research, body)
 	if state != "miss" {
 		t.Fatalf("first request: cache %q", state)
 	}
 	waitStored(1)
-	if state, again := ask(research, chatBody); state != "hit" || again != first {
+	if state, again := ask(research, body); state != "hit" || again != first {
 		t.Errorf("second request: cache %q, same body %v", state, again == first)
 	}
-	if state, _ := ask(sales, chatBody); state != "miss" {
+	if state, _ := ask(sales, body); state != "miss" {
 		t.Errorf("another department must not see research's cache: %q", state)
 	}
-	if state, _ := ask(research, chatBody, "Cache-Control", "no-cache"); state != "bypass" {
+	if state, _ := ask(research, body, "Cache-Control", "no-cache"); state != "bypass" {
 		t.Errorf("no-cache: %q", state)
 	}
 	// Streams are cached as events and replayed.
@@ -663,15 +681,14 @@ func TestResponseCache(t *testing.T) {
 	// the write after them, the stream's.
 	waitStored(3)
 	before := cache.Stats().Stored
-	sb := streamBody(`{"chunks":5}`)
-	resp := a.post("/v1/chat/completions", research, sb)
+	resp := a.post(path, research, streamed)
 	live := readEvents(t, resp.Body)
 	resp.Body.Close()
 	waitStored(before + 1)
-	resp = a.post("/v1/chat/completions", research, sb)
+	resp = a.post(path, research, streamed)
 	replayed := readEvents(t, resp.Body)
 	resp.Body.Close()
-	if resp.Header.Get("X-Tollgate-Cache") != "hit" || len(replayed) != len(live) || replayed[len(replayed)-1].data != "[DONE]" {
+	if resp.Header.Get("X-Tollgate-Cache") != "hit" || len(replayed) != len(live) || replayed[len(replayed)-1].data != last {
 		t.Fatalf("stream replay: cache %q, %d events vs %d live", resp.Header.Get("X-Tollgate-Cache"), len(replayed), len(live))
 	}
 	// Six requests, six events: the last one's is published after its

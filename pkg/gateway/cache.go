@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"iter"
+	"strings"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -41,7 +42,7 @@ func (g *Gateway) lookupCache(c *fiber.Ctx, m *config.Model, p *auth.Principal, 
 		c.Set("x-tollgate-cache", "bypass")
 		return false
 	}
-	k, err := respcache.NewKey(endpointPath(rec.endpoint), body, respcache.Scope{Dept: p.Dept, Team: p.Team, Shared: m.Cache.ShareAcrossScopes})
+	k, err := respcache.NewKey(strings.TrimPrefix(rec.endpointPath(), "/v1"), body, respcache.Scope{Dept: p.Dept, Team: p.Team, Shared: m.Cache.ShareAcrossScopes})
 	if err != nil {
 		return false
 	}
@@ -81,8 +82,6 @@ func (g *Gateway) lookupCache(c *fiber.Ctx, m *config.Model, p *auth.Principal, 
 	c.Context().SetBodyStream(&replay{next: next, stop: stop, done: func() { g.finish(rec) }}, -1)
 	return true
 }
-
-func endpointPath(ep endpoint) string { return endpointName[ep][len("/v1"):] }
 
 // replay writes a cached stream event by event: each Read hands fasthttp
 // one event, which it writes and flushes as one chunk.

@@ -24,56 +24,45 @@ import (
 // its routing config says, while nothing has reached the client. Errors
 // are Anthropic-shaped.
 func (g *Gateway) serveMessages(c *fiber.Ctx) error {
-	rec := record{start: time.Now(), endpoint: epChat, requestID: setRequestID(c), anthropic: true}
+	rec, st := g.begin(c, "/v1/messages", epChat)
+	rec.anthropic = true
 	c.Set("request-id", rec.requestID)
-	st := g.state.Load()
-	rec.prices = st.prices
 	p, aerr := g.authenticateAnthropic(c, st)
 	if aerr != nil {
-		return g.fail(c, &rec, aerr)
+		return g.fail(c, rec, aerr)
 	}
 	rec.principal = p
 	body := c.Body()
 	if len(body) == 0 || !providers.ValidJSON(body) {
-		return g.fail(c, &rec, errBadRequest("invalid_json", "", "request body is not valid JSON"))
+		return g.fail(c, rec, errBadRequest(codeInvalidJSON, "", "request body is not valid JSON"))
 	}
 	if aerr := checkUTF8(body); aerr != nil {
-		return g.fail(c, &rec, aerr)
+		return g.fail(c, rec, aerr)
 	}
 	model := gjson.GetBytes(body, "model")
 	if model.Type != gjson.String || model.Str == "" {
-		return g.fail(c, &rec, errBadRequest("missing_field", "model", "model: field required"))
+		return g.fail(c, rec, errBadRequest(codeMissingField, "model", "model: field required"))
 	}
 	rec.model = strings.Clone(model.Str)
 	rec.stream = gjson.GetBytes(body, "stream").Type == gjson.True
-	plan := st.router.Plan(model.Str, p, rec.start)
-	if plan == nil {
-		return g.fail(c, &rec, &apiError{Status: fiber.StatusNotFound, Type: typeNotFound, Code: "model_not_found",
-			Message: fmt.Sprintf("model: %s", model.Str)})
-	}
-	if aerr := captureError(plan); aerr != nil {
-		plan.Release()
-		return g.fail(c, &rec, aerr)
+	plan, aerr := g.resolve(c, st, rec, model.Str)
+	if aerr != nil {
+		return g.fail(c, rec, aerr)
 	}
 	rr := plan.Route()
-	if rr.Embeddings() {
+	if g.lookupCache(c, rr.Config(), p, rec, body) {
 		plan.Release()
-		return g.fail(c, &rec, errBadRequest("wrong_endpoint", "model", fmt.Sprintf("the model %q is not served on /v1/messages", model.Str)))
-	}
-	if !p.AllowsModel(model.Str) && !p.AllowsModel(rr.Name()) {
-		plan.Release()
-		return g.fail(c, &rec, &apiError{Status: fiber.StatusForbidden, Type: typePermission, Code: "model_not_allowed",
-			Message: fmt.Sprintf("your token does not allow the model %q", model.Str)})
+		return nil
 	}
 	m := newMessagesRequest(body, model)
 	adm, aerr := g.admit(c, st, p, st.priceRoute(rr, model.Str), &m.admInfo, m.admBody)
 	if aerr != nil {
 		plan.Release()
 		rec.adm.checks = adm.checks // a budget refusal records the limits checked
-		return g.fail(c, &rec, aerr)
+		return g.fail(c, rec, aerr)
 	}
 	rec.adm, rec.body = adm, m.admBody
-	return g.messagesAttempts(c, st, plan, &rec, &m)
+	return g.messagesAttempts(c, st, plan, rec, &m)
 }
 
 // messagesRequest is a Messages API request in the two forms its targets
@@ -144,6 +133,8 @@ func (g *Gateway) messagesAttempts(c *fiber.Ctx, st *state, plan *router.Plan, r
 			plan.Release()
 			return g.fail(c, rec, aerr)
 		}
+		actx, aspan := g.tracer.StartAttempt(rec.traceCtx, rt.up.kind, rt.upstreamModel, rec.attempts)
+		g.tracer.Inject(actx, &req.Header)
 		c.Set("x-tollgate-model", rt.upstreamModel)
 		c.Set("x-tollgate-provider", rt.up.name)
 		c.Set("x-tollgate-attempts", strconv.Itoa(rec.attempts))
@@ -158,20 +149,25 @@ func (g *Gateway) messagesAttempts(c *fiber.Ctx, st *state, plan *router.Plan, r
 				enc = anthropic.NewEncoder(m.model.Str, rec.requestID)
 			}
 			if res = g.startStream(c, req, rt, rec, &call, s, enc, a, plan); res.aerr == nil {
+				endAttemptSpan(aspan, rec, rt)
 				return nil // the relay reports the attempt and releases the plan
 			}
 		} else {
 			var took time.Duration
 			if res, took = g.tryUnaryMessages(c, req, rt, rec, &call, native != nil, m.model.Str); res.aerr == nil {
+				endAttemptSpan(aspan, rec, rt)
 				a.Done(router.Outcome{Class: router.Success}, took)
 				if rec.attempts > 1 {
 					rec.fallbacks = plan.Fallbacks()
 				}
 				plan.Release()
+				g.storeUnary(rec, c.Response().Body()) // Put copies before it returns
 				g.finish(rec)
 				return nil
 			}
 		}
+		aspan.SetStatus(res.aerr.Status, res.aerr.Code)
+		aspan.End()
 		res.outcome.RetryAfter = router.ParseRetryAfter(res.retryAfter, time.Now())
 		a.Done(res.outcome, 0)
 		last = res.aerr
@@ -249,7 +245,7 @@ func (g *Gateway) tryUnaryMessages(c *fiber.Ctx, req *fasthttp.Request, rt *rout
 		}
 	}
 	if err != nil {
-		return failed(&apiError{Status: fiber.StatusBadGateway, Type: typeUpstream, Code: "upstream_malformed",
+		return failed(&apiError{Status: fiber.StatusBadGateway, Type: typeUpstream, Code: codeUpstreamBad,
 			Message: fmt.Sprintf("provider %s returned a malformed response", rt.up.name)}, 0, err, nil, nil), took
 	}
 	rec.status, rec.started = fiber.StatusOK, true
@@ -270,7 +266,7 @@ func (g *Gateway) serveCountTokens(c *fiber.Ctx) error {
 	}
 	body := c.Body()
 	if !providers.ValidJSON(body) {
-		return writeAnthropicError(c, errBadRequest("invalid_json", "", "request body is not valid JSON"))
+		return writeAnthropicError(c, errBadRequest(codeInvalidJSON, "", "request body is not valid JSON"))
 	}
 	if aerr := checkUTF8(body); aerr != nil {
 		return writeAnthropicError(c, aerr)

@@ -59,7 +59,7 @@ func readMultipartHead(c *fiber.Ctx) (multipartHead, *apiError) {
 		}
 		switch {
 		case len(v) == 0:
-			return h, errBadRequest("missing_field", "model", "you must provide a model parameter")
+			return h, errBadRequest(codeMissingField, "model", "you must provide a model parameter")
 		case len(v) > 256:
 			return h, errBadRequest("invalid_type", "model", "model is longer than 256 bytes")
 		}
@@ -79,7 +79,7 @@ func multipartError(err error, read int, part string) *apiError {
 		return errBadRequest("model_field_too_late", "model",
 			fmt.Sprintf("the model field must come within the first %d bytes of the form, before the file", maxMultipartHead))
 	case errors.Is(err, io.EOF) && part == "":
-		return errBadRequest("missing_field", "model", "you must provide a model parameter")
+		return errBadRequest(codeMissingField, "model", "you must provide a model parameter")
 	case part != "":
 		return errBadRequest("invalid_multipart", part, fmt.Sprintf("malformed multipart body in part %q: %v", part, err))
 	}

@@ -277,11 +277,9 @@ type passCall struct {
 
 // servePass handles one pass-through request.
 func (g *Gateway) servePass(c *fiber.Ctx, pr *passRoute) error {
-	rec := &record{start: time.Now(), requestID: setRequestID(c), path: pr.label}
-	rec.traceCtx, rec.span = g.tracer.StartRequest(c.Context(), &c.Request().Header, pr.label, rec.requestID)
+	rec, st := g.begin(c, pr.label, epChat)
+	rec.path = pr.label
 	rec.usage.Reported = true // no tokens: nothing to estimate
-	st := g.state.Load()
-	rec.prices = st.prices
 	p, aerr := g.authenticate(c, st)
 	if aerr != nil {
 		return g.fail(c, rec, aerr)
@@ -338,7 +336,7 @@ func (g *Gateway) passFiles(c *fiber.Ctx, st *state, rec *record, pc *passCall) 
 	case pc.pr.method == fiber.MethodPost:
 		body := c.Body()
 		if len(body) > 0 && !gjson.ValidBytes(body) {
-			return errBadRequest("invalid_json", "", "request body is not valid JSON")
+			return errBadRequest(codeInvalidJSON, "", "request body is not valid JSON")
 		}
 		pc.body = body
 	}
@@ -375,23 +373,14 @@ func (g *Gateway) passModel(c *fiber.Ctx, st *state, rec *record, pc *passCall) 
 		model = mp.model
 	}
 	rec.model = strings.Clone(model)
-	p := rec.principal
-	plan := st.router.Plan(model, p, rec.start)
-	if plan == nil {
-		return &apiError{Status: fiber.StatusNotFound, Type: typeInvalidRequest, Code: "model_not_found", Param: "model",
-			Message: fmt.Sprintf("the model %q does not exist", model)}
-	}
-	pc.plan = plan
-	if aerr := captureError(plan); aerr != nil {
+	plan, aerr := g.resolve(c, st, rec, model)
+	if aerr != nil {
 		return aerr
 	}
-	if !p.AllowsModel(model) && !p.AllowsModel(plan.Route().Name()) {
-		return &apiError{Status: fiber.StatusForbidden, Type: typePermission, Code: "model_not_allowed", Param: "model",
-			Message: fmt.Sprintf("your token does not allow the model %q", model)}
-	}
+	pc.plan = plan
 	a := plan.Next()
 	if a == nil {
-		return &apiError{Status: fiber.StatusServiceUnavailable, Type: typeUnavailable, Code: "no_target_available",
+		return &apiError{Status: fiber.StatusServiceUnavailable, Type: typeUnavailable, Code: codeNoTarget,
 			Message: fmt.Sprintf("no target can serve %q now: %v", model, plan.Err())}
 	}
 	pc.a = a
@@ -399,7 +388,7 @@ func (g *Gateway) passModel(c *fiber.Ctx, st *state, rec *record, pc *passCall) 
 	pc.rt, rec.route, rec.routeName = rt, rt, a.Route
 	rec.attempts, rec.lastTarget = 1, rt.deployment
 	if rt.up.pass == nil {
-		return errBadRequest("unsupported_endpoint", "model",
+		return errBadRequest(codeUnsupportedEP, "model",
 			fmt.Sprintf("the model %q is served by provider %s (kind %s), which does not support %s", model, rt.up.name, rt.up.kind, pc.pr.label))
 	}
 	if pc.pr.mode == passJSON {
@@ -423,18 +412,18 @@ type passJSONInfo struct {
 func parsePassJSON(body []byte, pr *passRoute) (passJSONInfo, *apiError) {
 	var info passJSONInfo
 	if len(bytes.TrimSpace(body)) == 0 {
-		return info, errBadRequest("invalid_json", "", "request body is empty; send a JSON object")
+		return info, errBadRequest(codeInvalidJSON, "", "request body is empty; send a JSON object")
 	}
 	if !gjson.ValidBytes(body) {
-		return info, errBadRequest("invalid_json", "", "request body is not valid JSON")
+		return info, errBadRequest(codeInvalidJSON, "", "request body is not valid JSON")
 	}
 	root := gjson.ParseBytes(body)
 	if !root.IsObject() {
-		return info, errBadRequest("invalid_json", "", "request body must be a JSON object")
+		return info, errBadRequest(codeInvalidJSON, "", "request body must be a JSON object")
 	}
 	m := root.Get("model")
 	if !m.Exists() || m.Type == gjson.Null || m.Str == "" && m.Type == gjson.String {
-		return info, errBadRequest("missing_field", "model", "you must provide a model parameter")
+		return info, errBadRequest(codeMissingField, "model", "you must provide a model parameter")
 	}
 	if m.Type != gjson.String {
 		return info, errBadRequest("invalid_type", "model", "model must be a string")
@@ -453,7 +442,7 @@ func parsePassJSON(body []byte, pr *passRoute) (passJSONInfo, *apiError) {
 	case unitCharacter:
 		in := root.Get("input")
 		if in.Type != gjson.String {
-			return info, errBadRequest("missing_field", "input", "input must be a string")
+			return info, errBadRequest(codeMissingField, "input", "input must be a string")
 		}
 		info.units = uint64(utf8.RuneCountInString(in.Str))
 		info.est.Characters = info.units

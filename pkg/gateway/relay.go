@@ -231,7 +231,7 @@ func (r *relay) eventError(err error) *apiError {
 		return &apiError{Status: fiber.StatusBadGateway, Type: typeUpstream, Code: "upstream_error",
 			Message: fmt.Sprintf("provider %s failed mid-stream: %s", name, msg)}
 	default:
-		return &apiError{Status: fiber.StatusBadGateway, Type: typeUpstream, Code: "upstream_malformed",
+		return &apiError{Status: fiber.StatusBadGateway, Type: typeUpstream, Code: codeUpstreamBad,
 			Message: fmt.Sprintf("provider %s sent a malformed stream event", name)}
 	}
 }
@@ -253,12 +253,12 @@ func (r *relay) upstreamEnded(err error) {
 			r.out = r.enc.Finish(r.out)
 		}
 	case errors.Is(err, providers.ErrMalformed):
-		r.fail(&apiError{Status: fiber.StatusBadGateway, Type: typeUpstream, Code: "upstream_malformed",
+		r.fail(&apiError{Status: fiber.StatusBadGateway, Type: typeUpstream, Code: codeUpstreamBad,
 			Message: fmt.Sprintf("provider %s sent a malformed stream frame", name)})
 	case err == io.EOF || errors.Is(err, io.ErrUnexpectedEOF):
 		// A non-SSE tail is garbage; a partial binary frame is a cut.
 		if r.fr == providers.Framer(r.sc) && len(r.fr.Buffered()) > 0 && !looksLikeEvent(r.fr.Buffered()) {
-			r.fail(&apiError{Status: fiber.StatusBadGateway, Type: typeUpstream, Code: "upstream_malformed",
+			r.fail(&apiError{Status: fiber.StatusBadGateway, Type: typeUpstream, Code: codeUpstreamBad,
 				Message: fmt.Sprintf("provider %s sent a malformed stream event", name)})
 			return
 		}
@@ -274,7 +274,7 @@ func (r *relay) upstreamEnded(err error) {
 		r.fail(&apiError{Status: fiber.StatusGatewayTimeout, Type: typeTimeout, Code: "upstream_timeout",
 			Message: fmt.Sprintf("provider %s %s", name, what)})
 	case errors.Is(err, sse.ErrEventTooLarge):
-		r.fail(&apiError{Status: fiber.StatusBadGateway, Type: typeUpstream, Code: "upstream_malformed",
+		r.fail(&apiError{Status: fiber.StatusBadGateway, Type: typeUpstream, Code: codeUpstreamBad,
 			Message: fmt.Sprintf("provider %s sent a stream event over %d bytes", name, maxEventSize)})
 	default:
 		r.fail(&apiError{Status: fiber.StatusBadGateway, Type: typeUpstream, Code: "upstream_error",

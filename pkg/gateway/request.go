@@ -53,20 +53,20 @@ var watchedKeys = [...]string{"model", "stream", "stream_options", "messages", "
 func parseRequest(body []byte, ep endpoint) (reqInfo, *apiError) {
 	info := reqInfo{ep: ep}
 	if len(bytes.TrimSpace(body)) == 0 {
-		return info, errBadRequest("invalid_json", "", "request body is empty; send a JSON object")
+		return info, errBadRequest(codeInvalidJSON, "", "request body is empty; send a JSON object")
 	}
 	if !providers.Shallow(body, providers.MaxJSONDepth) {
-		return info, errBadRequest("invalid_json", "", fmt.Sprintf("request body nests deeper than %d levels", providers.MaxJSONDepth))
+		return info, errBadRequest(codeInvalidJSON, "", fmt.Sprintf("request body nests deeper than %d levels", providers.MaxJSONDepth))
 	}
 	if !gjson.ValidBytes(body) {
-		return info, errBadRequest("invalid_json", "", "request body is not valid JSON")
+		return info, errBadRequest(codeInvalidJSON, "", "request body is not valid JSON")
 	}
 	if aerr := checkUTF8(body); aerr != nil {
 		return info, aerr
 	}
 	root := gjson.Parse(unsafeString(body))
 	if !root.IsObject() {
-		return info, errBadRequest("invalid_json", "", "request body must be a JSON object")
+		return info, errBadRequest(codeInvalidJSON, "", "request body must be a JSON object")
 	}
 	var bad *apiError
 	var seen [len(watchedKeys)]bool
@@ -117,20 +117,20 @@ func parseRequest(body []byte, ep endpoint) (reqInfo, *apiError) {
 		return info, bad
 	}
 	if info.model == "" {
-		return info, errBadRequest("missing_field", "model", "you must provide a model parameter")
+		return info, errBadRequest(codeMissingField, "model", "you must provide a model parameter")
 	}
 	switch ep {
 	case epChat:
 		if !info.hasMessages {
-			return info, errBadRequest("missing_field", "messages", "messages must be a non-empty array")
+			return info, errBadRequest(codeMissingField, "messages", "messages must be a non-empty array")
 		}
 	case epCompletions:
 		if !info.hasPrompt {
-			return info, errBadRequest("missing_field", "prompt", "you must provide a prompt parameter")
+			return info, errBadRequest(codeMissingField, "prompt", "you must provide a prompt parameter")
 		}
 	case epEmbeddings:
 		if !info.hasInput {
-			return info, errBadRequest("missing_field", "input", "you must provide an input parameter")
+			return info, errBadRequest(codeMissingField, "input", "you must provide an input parameter")
 		}
 		info.stream = false
 	}
@@ -153,7 +153,7 @@ func checkUTF8(body []byte) *apiError {
 		}
 		off += n
 	}
-	return errBadRequest("invalid_json", "", fmt.Sprintf("request body is not valid UTF-8 (byte offset %d); JSON text must be UTF-8", off))
+	return errBadRequest(codeInvalidJSON, "", fmt.Sprintf("request body is not valid UTF-8 (byte offset %d); JSON text must be UTF-8", off))
 }
 
 // unsafeString views b as a string without copying; b must not change while

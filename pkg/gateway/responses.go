@@ -55,7 +55,7 @@ func (st *state) checkEndpoint(rr *router.Route, ep endpoint, model string, body
 // unsupportedResponses is the answer for a model whose provider does not
 // serve the Responses API.
 func unsupportedResponses(model string, u *upstream) *apiError {
-	return errBadRequest("unsupported_endpoint", "model", fmt.Sprintf(
+	return errBadRequest(codeUnsupportedEP, "model", fmt.Sprintf(
 		"the model %q is served by provider %s (kind %s), which does not speak the Responses API; use /v1/chat/completions for this model",
 		model, u.name, u.kind))
 }

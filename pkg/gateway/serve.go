@@ -76,62 +76,31 @@ func (rec *record) endpointPath() string {
 // usage is token usage as reported by the provider.
 type tokenUsage = providers.Usage
 
-// serve handles one chat, completions or embeddings request.
+// serve handles one chat, completions, embeddings or Responses request.
 func (g *Gateway) serve(c *fiber.Ctx, ep endpoint) error {
-	rec := record{start: time.Now(), endpoint: ep, requestID: setRequestID(c)}
-	rec.traceCtx, rec.span = g.tracer.StartRequest(c.Context(), &c.Request().Header, endpointName[ep], rec.requestID)
-	st := g.state.Load()
-	rec.prices = st.prices
+	rec, st := g.begin(c, endpointName[ep], ep)
 	p, aerr := g.authenticate(c, st)
 	if aerr != nil {
-		return g.fail(c, &rec, aerr)
+		return g.fail(c, rec, aerr)
 	}
 	rec.principal = p
 	body := c.Body()
 	info, aerr := parseRequest(body, ep)
 	if aerr != nil {
-		return g.fail(c, &rec, aerr)
+		return g.fail(c, rec, aerr)
 	}
 	rec.stream = info.stream
 	rec.model = strings.Clone(info.model) // info.model aliases the request buffer, reused after the handler
-	plan := st.router.Plan(info.model, p, rec.start)
-	if plan == nil {
-		return g.fail(c, &rec, &apiError{Status: fiber.StatusNotFound, Type: typeInvalidRequest, Code: "model_not_found", Param: "model",
-			Message: fmt.Sprintf("the model %q does not exist", info.model)})
-	}
-	if aerr := captureError(plan); aerr != nil {
-		plan.Release()
-		return g.fail(c, &rec, aerr)
+	plan, aerr := g.resolve(c, st, rec, info.model)
+	if aerr != nil {
+		return g.fail(c, rec, aerr)
 	}
 	rr := plan.Route()
-	if rr.Embeddings() != (ep == epEmbeddings) {
-		plan.Release()
-		return g.fail(c, &rec, errBadRequest("wrong_endpoint", "model",
-			fmt.Sprintf("the model %q is not served on %s", info.model, endpointName[ep])))
-	}
-	if !p.AllowsModel(info.model) && !p.AllowsModel(rr.Name()) {
-		plan.Release()
-		return g.fail(c, &rec, &apiError{Status: fiber.StatusForbidden, Type: typePermission, Code: "model_not_allowed", Param: "model",
-			Message: fmt.Sprintf("your token does not allow the model %q", info.model)})
-	}
-	if d := g.degrade(c, st, p); d != nil {
-		rec.degradation = d.label
-		c.Set("x-tollgate-degraded", d.label)
-		if d.step.Refuse {
-			plan.Release()
-			return g.fail(c, &rec, &apiError{Status: fiber.StatusTooManyRequests, Type: typeBudget, Code: "budget_degraded",
-				Message: fmt.Sprintf("budget degradation step %s: this priority is not served now", d.label)})
-		}
-		if np := st.router.Plan(d.step.Model, p, rec.start); np != nil {
-			plan.Release()
-			plan, rr = np, np.Route()
-		}
-	}
 	if aerr := st.checkEndpoint(rr, ep, info.model, body); aerr != nil {
 		plan.Release()
-		return g.fail(c, &rec, aerr)
+		return g.fail(c, rec, aerr)
 	}
-	if g.lookupCache(c, rr.Config(), p, &rec, body) {
+	if g.lookupCache(c, rr.Config(), p, rec, body) {
 		plan.Release()
 		return nil
 	}
@@ -139,11 +108,11 @@ func (g *Gateway) serve(c *fiber.Ctx, ep endpoint) error {
 	if aerr != nil {
 		plan.Release()
 		rec.adm.checks = adm.checks // a budget refusal records the limits checked
-		return g.fail(c, &rec, aerr)
+		return g.fail(c, rec, aerr)
 	}
 	rec.adm = adm
 	rec.body = body
-	return g.attempts(c, st, plan, &rec, &info, body)
+	return g.attempts(c, st, plan, rec, &info, body)
 }
 
 // attempts calls the plan's targets in turn until one answers, retrying and
@@ -208,11 +177,7 @@ func (g *Gateway) attempts(c *fiber.Ctx, st *state, plan *router.Plan, rec *reco
 			res = g.tryUnary(c, req, rt, rec, &call, a, plan)
 		}
 		if res.aerr == nil {
-			rt = rec.route // a hedge may have served it
-			aspan.SetGenAI(tracing.GenAI{System: rt.up.kind, RequestModel: rec.model, ResponseModel: rt.upstreamModel,
-				InputTokens: int64(rec.usage.Prompt), OutputTokens: int64(rec.usage.Completion)})
-			aspan.SetStatus(fiber.StatusOK, "")
-			aspan.End()
+			endAttemptSpan(aspan, rec, rec.route) // a hedge may have served it
 			if !info.stream {
 				plan.Release()
 			}
@@ -230,12 +195,20 @@ func (g *Gateway) attempts(c *fiber.Ctx, st *state, plan *router.Plan, rec *reco
 	return g.planFailed(c, rec, plan, last)
 }
 
+// endAttemptSpan ends the span of the attempt that served the request (rt).
+func endAttemptSpan(span tracing.Span, rec *record, rt *route) {
+	span.SetGenAI(tracing.GenAI{System: rt.up.kind, RequestModel: rec.model, ResponseModel: rt.upstreamModel,
+		InputTokens: int64(rec.usage.Prompt), OutputTokens: int64(rec.usage.Completion)})
+	span.SetStatus(fiber.StatusOK, "")
+	span.End()
+}
+
 // planFailed answers a request whose every attempt failed with the last
 // failure (503 no_target_available when no target could be tried), after
 // recording the fallback chain and releasing the plan.
 func (g *Gateway) planFailed(c *fiber.Ctx, rec *record, plan *router.Plan, last *apiError) error {
 	if last == nil {
-		last = &apiError{Status: fiber.StatusServiceUnavailable, Type: typeUnavailable, Code: "no_target_available",
+		last = &apiError{Status: fiber.StatusServiceUnavailable, Type: typeUnavailable, Code: codeNoTarget,
 			Message: fmt.Sprintf("no target can serve %q now: %v", rec.model, plan.Err())}
 	}
 	rec.fallbacks = plan.Fallbacks()
@@ -298,7 +271,7 @@ func (g *Gateway) answerUnary(c *fiber.Ctx, resp *fasthttp.Response, rt *route, 
 	body := resp.Body()
 	out, u, err := rt.up.prov.Response(c.Response().Body()[:0], body, call)
 	if err != nil {
-		return failed(&apiError{Status: fiber.StatusBadGateway, Type: typeUpstream, Code: "upstream_malformed",
+		return failed(&apiError{Status: fiber.StatusBadGateway, Type: typeUpstream, Code: codeUpstreamBad,
 			Message: fmt.Sprintf("provider %s returned a malformed response", rt.up.name)}, 0, err, nil, nil)
 	}
 	rec.usage = u

@@ -96,7 +96,12 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Tracer, error) {
 	return newTracer(tp), nil
 }
 
-// newTracer wraps a ready provider; tests pass one with an in-memory exporter.
+// NewWithProvider returns a Tracer that records into tp, a provider set up
+// by the caller (tests pass one with an in-memory exporter). Shutdown shuts
+// tp down.
+func NewWithProvider(tp *sdktrace.TracerProvider) *Tracer { return newTracer(tp) }
+
+// newTracer wraps a ready provider.
 func newTracer(tp *sdktrace.TracerProvider) *Tracer {
 	return &Tracer{tracer: tp.Tracer(instrumentation), provider: tp}
 }
