@@ -128,9 +128,9 @@ func testRelay(tb testing.TB, src io.Reader) *relay {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	up := &upstream{name: "test", prov: prov}
+	rt := &route{up: &upstream{name: "test", prov: prov}}
 	r := &relay{sc: sse.NewReader(src, 8<<10, maxEventSize), body: src, out: make([]byte, 0, 8<<10), primed: true,
-		rec: record{route: &route{up: up}, start: time.Now()}, idle: time.Minute, deadline: time.Now().Add(time.Hour),
+		rec: &record{route: rt, start: time.Now()}, rt: rt, idle: time.Minute, deadline: time.Now().Add(time.Hour),
 		stream: prov.Stream(&providers.Call{IncludeUsage: true})}
 	r.fr = r.sc
 	return r

@@ -87,7 +87,7 @@ type leg struct {
 	rt       *route
 	req      *fasthttp.Request
 	call     providers.Call
-	rec      record           // the request as the leg started (a relay copies it)
+	rec      *record          // the request's; the leg reads only what was set before its call
 	s        providers.Stream // a stream's decoder until openStream takes it; nil for non-stream
 	span     tracing.Span
 	start    time.Time
@@ -320,11 +320,10 @@ func (g *Gateway) tryHedged(c *fiber.Ctx, st *state, plan *router.Plan, a *route
 // newLeg prepares a call of a hedged request.
 func (g *Gateway) newLeg(a *router.Attempt, rt *route, req *fasthttp.Request, call *providers.Call, body []byte,
 	rec *record, stream bool, span tracing.Span) *leg {
-	l := &leg{a: a, rt: rt, req: req, call: *call, rec: *rec, span: span, start: time.Now()}
+	l := &leg{a: a, rt: rt, req: req, call: *call, rec: rec, span: span, start: time.Now()}
 	// Build ran; what the decoders still read must not be the client's.
 	l.call.Body, l.call.Header, l.call.RequestID = body, nil, []byte(rec.requestID)
 	l.call.ModelRaw, l.call.StreamOptionsRaw = "", ""
-	l.rec.body = body
 	t := rt.up.timeouts
 	l.deadline = rec.start.Add(t.Total)
 	if stream {
@@ -355,7 +354,7 @@ func (g *Gateway) runLeg(l *leg, out chan<- *leg) {
 	l.req = nil
 	switch {
 	case l.s != nil:
-		l.relay, l.res = g.openStream(resp, err, l.rt, &l.rec, l.start, &l.call, l.s, nil)
+		l.relay, l.res = g.openStream(resp, err, l.rt, l.rec, l.start, &l.call, l.s, nil)
 		l.s = nil
 	case err != nil:
 		fasthttp.ReleaseResponse(resp)
@@ -459,13 +458,8 @@ func (g *Gateway) hedgeWon(c *fiber.Ctx, plan *router.Plan, rec *record, legs [2
 		}
 		return res
 	}
-	// The relay bills the request when the stream ends: give it the
-	// request's record as it is now, with what the leg's copy learned.
+	// The relay bills the request with its record when the stream ends.
 	rec.upstream += w.start.Sub(start)
-	r := w.relay
-	lr := &r.rec
-	lr.route, lr.routeName, lr.attempts, lr.hedged = rec.route, rec.routeName, rec.attempts, rec.hedged
-	lr.lastTarget, lr.upstream = rec.lastTarget, rec.upstream
-	g.commitStream(c, r, rec, w.a, plan)
+	g.commitStream(c, w.relay, rec, w.a, plan)
 	return attemptResult{}
 }

@@ -52,7 +52,16 @@ type relay struct {
 	scratch  []byte
 	bodyCopy []byte // the request body, kept for token estimation
 	content  []byte // delivered content, for token estimation
-	rec      record
+	// rec is the request's record. Until commit (commitStream) the relay
+	// only reads its fields set before the first call (start, endpoint,
+	// anthropic, requestID), and a hedge leg's relay shares it with the
+	// request's goroutine; from commit on the relay owns it and finishes
+	// the request with it. What the relay learns before commit is kept in
+	// its own fields (rt, ttft, errType).
+	rec      *record
+	rt       *route        // the target this stream comes from
+	ttft     time.Duration // time from the request's start to the first output
+	errType  string        // why the stream failed, for the usage event
 	upStart  time.Time
 	idle     time.Duration
 	deadline time.Time // the call's total deadline
@@ -82,15 +91,14 @@ var relayPool = sync.Pool{New: func() any {
 	return &relay{sc: sse.NewReader(nil, 8<<10, maxEventSize), out: make([]byte, 0, 8<<10)}
 }}
 
-func (g *Gateway) newRelay(resp *fasthttp.Response, rt *route, rec record, upStart time.Time, call *providers.Call, s providers.Stream, enc *anthropic.Encoder) *relay {
+func (g *Gateway) newRelay(resp *fasthttp.Response, rt *route, rec *record, upStart time.Time, call *providers.Call, s providers.Stream, enc *anthropic.Encoder) *relay {
 	r := relayPool.Get().(*relay)
-	r.g, r.resp, r.rec, r.upStart = g, resp, rec, upStart
+	r.g, r.resp, r.rec, r.rt, r.upStart = g, resp, rec, rt, upStart
 	r.body = resp.BodyStream()
 	r.conn = connOf(resp)
 	r.stream, r.enc = s, enc
 	if g.acct.Estimator != nil && g.acct.Publisher != nil {
 		r.bodyCopy = append(r.bodyCopy[:0], call.Body...)
-		r.rec.body = r.bodyCopy
 		r.track = true
 	}
 	if r.fr = r.stream.Framer(r.body); r.fr == nil {
@@ -112,7 +120,6 @@ func (r *relay) prime() *apiError {
 		return r.failure
 	}
 	r.primed = true
-	r.rec.started = true
 	return nil
 }
 
@@ -201,8 +208,8 @@ func (r *relay) handleEvent(ev []byte) {
 			st, err = providers.Failed, eerr
 		}
 	}
-	if r.rec.ttft == 0 && len(r.out) > n {
-		r.rec.ttft = time.Since(r.rec.start)
+	if r.ttft == 0 && len(r.out) > n {
+		r.ttft = time.Since(r.rec.start)
 	}
 	if r.cached != nil && len(r.out) > n && st != providers.Failed {
 		r.cached.AppendEvent(r.out[n:])
@@ -223,11 +230,11 @@ func (r *relay) handleEvent(ev []byte) {
 
 // eventError describes a failed stream event for the client.
 func (r *relay) eventError(err error) *apiError {
-	name := r.rec.route.up.name
+	name := r.rt.up.name
 	var ue *providers.UpstreamError
 	switch {
 	case errors.As(err, &ue):
-		msg := r.rec.route.up.scrub(truncate(ue.Message, 1024))
+		msg := r.rt.up.scrub(truncate(ue.Message, 1024))
 		return &apiError{Status: fiber.StatusBadGateway, Type: typeUpstream, Code: "upstream_error",
 			Message: fmt.Sprintf("provider %s failed mid-stream: %s", name, msg)}
 	default:
@@ -243,7 +250,7 @@ func (r *relay) upstreamEnded(err error) {
 		r.done = true
 		return
 	}
-	name := r.rec.route.up.name
+	name := r.rt.up.name
 	var ne net.Error
 	switch {
 	case err == io.EOF && r.stream.Complete():
@@ -278,7 +285,7 @@ func (r *relay) upstreamEnded(err error) {
 			Message: fmt.Sprintf("provider %s sent a stream event over %d bytes", name, maxEventSize)})
 	default:
 		r.fail(&apiError{Status: fiber.StatusBadGateway, Type: typeUpstream, Code: "upstream_error",
-			Message: fmt.Sprintf("provider %s stream broke: %s", name, r.rec.route.up.scrub(err.Error()))})
+			Message: fmt.Sprintf("provider %s stream broke: %s", name, r.rt.up.scrub(err.Error()))})
 	}
 }
 
@@ -292,7 +299,7 @@ func looksLikeEvent(b []byte) bool {
 func (r *relay) fail(e *apiError) {
 	r.failure = e
 	r.done = true
-	r.rec.errType = e.Code
+	r.errType = e.Code
 }
 
 // drain reads the rest of the upstream body after [DONE] (normally just the
@@ -318,6 +325,10 @@ func (r *relay) CloseWithError(err error) error {
 	}
 	r.closed = true
 	r.watch.stop()
+	r.rec.ttft = r.ttft
+	if r.errType != "" {
+		r.rec.errType = r.errType
+	}
 	switch {
 	case errors.Is(err, os.ErrDeadlineExceeded):
 		r.rec.clientAborted = true
@@ -335,7 +346,7 @@ func (r *relay) CloseWithError(err error) error {
 	if r.cached != nil && r.rec.errType == "" && !r.rec.clientAborted && err == nil && r.done {
 		u := r.rec.usage
 		r.cached.Usage = respcache.Usage{Prompt: u.Prompt, Completion: u.Completion, Cached: u.Cached, Reasoning: u.Reasoning}
-		r.cached.Model, r.cached.Provider = r.rec.route.upstreamModel, r.rec.route.up.name
+		r.cached.Model, r.cached.Provider = r.rt.upstreamModel, r.rt.up.name
 		r.g.cache.Put(r.rec.cache.key, r.rec.cache.ttl, r.cached)
 	}
 	r.cached = nil
@@ -351,7 +362,7 @@ func (r *relay) CloseWithError(err error) error {
 		}
 		// The router's latency sample is this call's own time to first
 		// token, not the request's (earlier calls, a hedge's delay).
-		ttft := r.rec.ttft
+		ttft := r.ttft
 		if ttft > 0 {
 			ttft = max(ttft-r.upStart.Sub(r.rec.start), time.Microsecond)
 		}
@@ -360,7 +371,7 @@ func (r *relay) CloseWithError(err error) error {
 		r.plan.Release()
 	}
 	r.rec.delivered = r.content
-	r.g.finish(&r.rec)
+	r.g.finish(r.rec)
 	r.release()
 	return nil
 }

@@ -339,7 +339,7 @@ func (g *Gateway) openStream(resp *fasthttp.Response, err error, rt *route, rec 
 		releaseStream(s, enc)
 		return nil, failed(aerr, st, nil, body, ra)
 	}
-	r := g.newRelay(resp, rt, *rec, upStart, call, s, enc)
+	r := g.newRelay(resp, rt, rec, upStart, call, s, enc)
 	if aerr := r.prime(); aerr != nil {
 		r.release()
 		// Failing before the first event is a failure before the first byte.
@@ -352,10 +352,15 @@ func (g *Gateway) openStream(resp *fasthttp.Response, err error, rt *route, rec 
 	return r, attemptResult{}
 }
 
-// commitStream hands a primed stream to the client: the relay owns the
-// response, the attempt and the plan until the stream ends.
+// commitStream hands a primed stream to the client: from here the relay
+// owns the request's record, the response, the attempt and the plan until
+// the stream ends.
 func (g *Gateway) commitStream(c *fiber.Ctx, r *relay, rec *record, a *router.Attempt, plan *router.Plan) {
 	r.attempt, r.plan = a, plan
+	rec.started = true
+	if r.track {
+		rec.body = r.bodyCopy
+	}
 	if rec.cache != nil && rec.cache.put && g.cache != nil {
 		r.cached = &respcache.Entry{Stream: true}
 		if len(r.out) > 0 { // the primed first events
