@@ -147,6 +147,7 @@ func (g *Gateway) messagesAttempts(c *fiber.Ctx, st *state, plan *router.Plan, r
 			} else {
 				s = rt.up.prov.Stream(&call)
 				enc = anthropic.NewEncoder(m.model.Str, rec.requestID)
+				enc.EstimatePrompt(g.acct.Estimator, m.oa) // message_start's input_tokens (issue #16)
 			}
 			if res = g.startStream(c, req, rt, rec, &call, s, enc, a, plan); res.aerr == nil {
 				endAttemptSpan(aspan, rec, rt)

@@ -21,10 +21,11 @@ import (
 //     and the system prompt (string or text blocks) as one more message:
 //     an OpenAI chat request and its Anthropic translation count the same.
 //     output_tokens counts the generated words.
-//   - A request with tools and tool_choice {"type":"any"} (the first tool)
-//     or {"type":"tool","name":...} is answered with one tool_use block,
-//     input {"input":"<words>"}, stop_reason "tool_use"; streamed, the input
-//     comes as input_json_delta fragments, one per word.
+//   - Tools (tools[].input_schema) are used as tools.go says: tool_choice
+//     {"type":"any"} or {"type":"tool","name":...} forces tool_use blocks,
+//     auto (or none given) lets the last user message name a tool, and
+//     disable_parallel_tool_use keeps it to one; stop_reason "tool_use".
+//     Streamed, each block's input comes as input_json_delta fragments.
 //   - Errors are Anthropic-shaped: {"type":"error","error":{"type","message"}};
 //     error_event_after sends an "error" event with an overloaded_error.
 //   - Requests count in Stats.Chat.
@@ -85,24 +86,44 @@ func parseAnthropicRequest(ctx *fasthttp.RequestCtx) (anthropicRequest, bool) {
 	return r, true
 }
 
-// toolName returns the raw JSON name of the tool to call, or "" when the
-// request does not force a tool call: tool_choice must be {"type":"any"}
-// or {"type":"tool","name":...}.
-func (r *anthropicRequest) toolName() string {
-	if !r.tools.IsArray() || !r.choice.IsObject() {
-		return ""
+// toolRequest reads the tools of a Messages request (tools.go), or
+// returns nil when it declares none.
+func (r *anthropicRequest) toolRequest() *toolRequest {
+	if !r.tools.IsArray() {
+		return nil
 	}
-	var name gjson.Result
+	tr := &toolRequest{parallel: r.choice.Get("disable_parallel_tool_use").Type != gjson.True}
+	r.tools.ForEach(func(_, t gjson.Result) bool {
+		if name := t.Get("name"); name.Type == gjson.String {
+			tr.decls = append(tr.decls, toolDecl{name: name, schema: t.Get("input_schema")})
+		}
+		return true
+	})
 	switch r.choice.Get("type").Str {
+	case "none":
+		tr.mode = modeNone
 	case "any":
-		name = r.tools.Get("0.name")
+		tr.mode = modeRequired
 	case "tool":
-		name = r.choice.Get("name")
+		if n := r.choice.Get("name"); n.Type == gjson.String {
+			tr.mode, tr.named = modeNamed, n
+		}
 	}
-	if name.Type != gjson.String {
-		return ""
+	msgs := r.messages.Array()
+	if len(msgs) == 0 || msgs[len(msgs)-1].Get("role").Str != "user" {
+		return tr
 	}
-	return name.Raw
+	content := msgs[len(msgs)-1].Get("content")
+	content.ForEach(func(_, b gjson.Result) bool {
+		if b.Get("type").Str == "tool_result" {
+			tr.results = append(tr.results, resultText(b.Get("content")))
+		}
+		return true
+	})
+	if len(tr.results) == 0 {
+		tr.lastText = resultText(content)
+	}
+	return tr
 }
 
 // anthropicPromptTokens counts the system prompt and messages as the
@@ -162,12 +183,19 @@ func (s *Server) anthropicMessages(ctx *fasthttp.RequestCtx) {
 	if !ok {
 		return
 	}
-	a := answer{model: r.model.Raw, tool: r.toolName(), prompt: anthropicPromptTokens(r.system, r.messages)}
+	a := answer{model: r.model.Raw, prompt: anthropicPromptTokens(r.system, r.messages)}
 	sc := s.getScratch()
 	defer s.putScratch(sc)
 	b := resolveBehaviour(s.defaults, r.mock, &ctx.Request.Header)
 	if !s.anthropicPrelude(ctx, &b, sc.timer) {
 		return
+	}
+	if tr := r.toolRequest(); tr != nil {
+		n := b.words
+		if r.stream.Type == gjson.True {
+			n = b.chunks
+		}
+		a.useTools(tr, b.toolCalls, n)
 	}
 	a.id = s.newID()
 	a.created = time.Now().Unix()
@@ -259,19 +287,24 @@ func appendAnthropicMessage(dst []byte, a *answer) []byte {
 	dst = append(dst, a.model...)
 	dst = append(dst, `,"content":[`...)
 	stop := "end_turn"
-	if a.tool == "" {
+	if len(a.calls) == 0 {
 		dst = append(dst, `{"type":"text","text":"`...)
-		dst = appendWords(dst, a.words)
+		dst = a.appendText(dst, a.words)
 		dst = append(dst, `"}`...)
 	} else {
 		stop = "tool_use"
-		dst = append(dst, `{"type":"tool_use","id":"toolu_`...)
-		dst = appendHex(dst, a.id)
-		dst = append(dst, `","name":`...)
-		dst = append(dst, a.tool...)
-		dst = append(dst, `,"input":{"input":"`...)
-		dst = appendWords(dst, a.words)
-		dst = append(dst, `"}}`...)
+		for j, c := range a.calls {
+			if j > 0 {
+				dst = append(dst, ',')
+			}
+			dst = append(dst, `{"type":"tool_use","id":"`...)
+			dst = appendCallID(dst, "toolu_", a.id, j)
+			dst = append(dst, `","name":`...)
+			dst = append(dst, c.name...)
+			dst = append(dst, `,"input":`...)
+			dst = append(dst, c.args...)
+			dst = append(dst, '}')
+		}
 	}
 	dst = append(dst, `],"stop_reason":"`...)
 	dst = append(dst, stop...)

@@ -3,9 +3,9 @@ package mockllm
 // Anthropic streams: every event is "event: <type>\ndata: <json>\n\n".
 // A text answer is message_start, content_block_start (text), ping, one
 // content_block_delta per word, content_block_stop, message_delta
-// (stop_reason, output usage) and message_stop. A tool call has a tool_use
-// block instead, whose input arrives as input_json_delta fragments: the
-// opening {"input":", one word each, then the closing "}.
+// (stop_reason, output usage) and message_stop. A tool-call answer has a
+// tool_use block per call instead (the ping after the first block's
+// start), whose input arrives as input_json_delta fragments (tools.go).
 
 const anthropicErrorEvent = "event: error\ndata: " +
 	`{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}` + "\n\n"
@@ -13,7 +13,12 @@ const anthropicErrorEvent = "event: error\ndata: " +
 // anthropicStream streams Messages events.
 type anthropicStream struct{}
 
-func (anthropicStream) prepare(st *stream) { st.pre = st.pre[:0] }
+func (anthropicStream) prepare(st *stream) {
+	st.pre = st.pre[:0]
+	if len(st.a.calls) > 0 {
+		planCalls(st, true)
+	}
+}
 
 // event appends the "event:" line and the start of the data line.
 func anthropicEvent(dst []byte, typ string) []byte {
@@ -24,15 +29,15 @@ func anthropicEvent(dst []byte, typ string) []byte {
 }
 
 func (anthropicStream) headEvents(st *stream) int {
-	if st.a.tool != "" {
-		return 4 // message_start, block start, ping, input opening
+	if len(st.a.calls) > 0 {
+		return 1 + st.lead // message_start, then the plan's
 	}
 	return 3 // message_start, block start, ping
 }
 
-func (anthropicStream) appendHead(dst []byte, st *stream, i int) []byte {
-	switch i {
-	case 0:
+func (s anthropicStream) appendHead(dst []byte, st *stream, i int) []byte {
+	switch {
+	case i == 0:
 		dst = anthropicEvent(dst, "message_start")
 		dst = append(dst, `{"type":"message_start","message":{"id":"msg_`...)
 		dst = appendHex(dst, st.a.id)
@@ -43,56 +48,73 @@ func (anthropicStream) appendHead(dst []byte, st *stream, i int) []byte {
 			dst = appendAnthropicUsage(dst, st.a.prompt, 0)
 		}
 		return append(dst, "}}\n\n"...)
-	case 1:
+	case len(st.a.calls) > 0:
+		return appendItems(dst, st, s, false)
+	case i == 1:
 		dst = anthropicEvent(dst, "content_block_start")
-		if st.a.tool == "" {
-			return append(dst, `{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`+"\n\n"...)
-		}
-		dst = append(dst, `{"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"toolu_`...)
-		dst = appendHex(dst, st.a.id)
-		dst = append(dst, `","name":`...)
-		dst = append(dst, st.a.tool...)
-		return append(dst, `,"input":{}}}`+"\n\n"...)
-	case 2:
-		return append(dst, "event: ping\ndata: {\"type\":\"ping\"}\n\n"...)
+		return append(dst, `{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`+"\n\n"...)
 	}
-	return anthropicJSONDelta(dst, toolArgsOpen)
+	return appendPing(dst)
 }
 
-// anthropicJSONDelta appends an input_json_delta with a fragment already
-// escaped for a JSON string.
-func anthropicJSONDelta(dst []byte, fragment string) []byte {
+func appendPing(dst []byte) []byte {
+	return append(dst, "event: ping\ndata: {\"type\":\"ping\"}\n\n"...)
+}
+
+// appendItem writes a tool_use block's start (and, after the first, the
+// ping), a fragment of its input, or its stop.
+func (anthropicStream) appendItem(dst []byte, st *stream, it planItem, frag string) []byte {
+	switch it.kind {
+	case itemOpen:
+		dst = anthropicEvent(dst, "content_block_start")
+		dst = append(dst, `{"type":"content_block_start","index":`...)
+		dst = appendInt(dst, int64(it.call))
+		dst = append(dst, `,"content_block":{"type":"tool_use","id":"`...)
+		dst = appendCallID(dst, "toolu_", st.a.id, it.call)
+		dst = append(dst, `","name":`...)
+		dst = append(dst, st.a.calls[it.call].name...)
+		dst = append(dst, `,"input":{}}}`+"\n\n"...)
+		if it.call == 0 {
+			dst = appendPing(dst)
+		}
+		return dst
+	case itemClose:
+		dst = anthropicEvent(dst, "content_block_stop")
+		dst = append(dst, `{"type":"content_block_stop","index":`...)
+		dst = appendInt(dst, int64(it.call))
+		return append(dst, "}\n\n"...)
+	}
 	dst = anthropicEvent(dst, "content_block_delta")
-	dst = append(dst, `{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"`...)
-	dst = append(dst, fragment...)
+	dst = append(dst, `{"type":"content_block_delta","index":`...)
+	dst = appendInt(dst, int64(it.call))
+	dst = append(dst, `,"delta":{"type":"input_json_delta","partial_json":"`...)
+	dst = appendEscaped(dst, frag)
 	return append(dst, `"}}`+"\n\n"...)
 }
 
-func (anthropicStream) appendContent(dst []byte, st *stream, i int, _ bool) []byte {
-	dst = anthropicEvent(dst, "content_block_delta")
-	dst = append(dst, `{"type":"content_block_delta","index":0,"delta":{"type":"`...)
-	if st.a.tool != "" {
-		dst = append(dst, `input_json_delta","partial_json":"`...)
-	} else {
-		dst = append(dst, `text_delta","text":"`...)
+func (s anthropicStream) appendContent(dst []byte, st *stream, i int, _ bool) []byte {
+	if len(st.a.calls) > 0 {
+		return appendItems(dst, st, s, true)
 	}
-	dst = appendChunkWord(dst, i)
+	dst = anthropicEvent(dst, "content_block_delta")
+	dst = append(dst, `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"`...)
+	dst = st.a.appendChunk(dst, i)
 	return append(dst, `"}}`+"\n\n"...)
 }
 
 func (anthropicStream) tailEvents(st *stream) int {
-	if st.a.tool != "" {
-		return 4 // input closing, block stop, message_delta, message_stop
+	if len(st.a.calls) > 0 {
+		return st.trail + 2 // the plan's, message_delta, message_stop
 	}
-	return 3
+	return 3 // block stop, message_delta, message_stop
 }
 
-func (anthropicStream) appendTail(dst []byte, st *stream, i int) []byte {
-	if st.a.tool != "" {
-		if i == 0 {
-			return anthropicJSONDelta(dst, toolArgsClose)
+func (s anthropicStream) appendTail(dst []byte, st *stream, i int) []byte {
+	if len(st.a.calls) > 0 {
+		if i < st.trail {
+			return appendItems(dst, st, s, false)
 		}
-		i--
+		i -= st.trail - 1 // message_delta is 1
 	}
 	switch i {
 	case 0:
@@ -100,7 +122,7 @@ func (anthropicStream) appendTail(dst []byte, st *stream, i int) []byte {
 		return append(dst, `{"type":"content_block_stop","index":0}`+"\n\n"...)
 	case 1:
 		stop := "end_turn"
-		if st.a.tool != "" {
+		if len(st.a.calls) > 0 {
 			stop = "tool_use"
 		}
 		dst = anthropicEvent(dst, "message_delta")

@@ -367,7 +367,7 @@ func TestAnthropicStreamInterruptions(t *testing.T) {
 
 // anthropicIDs matches the parts of an Anthropic stream that change on
 // every run.
-var anthropicIDs = regexp.MustCompile(`"(msg_|toolu_)[0-9a-f]{16}"`)
+var anthropicIDs = regexp.MustCompile(`"(msg_|toolu_)[0-9a-f]{16}(_[0-9]+)?"`)
 
 func TestAnthropicGoldenTranscripts(t *testing.T) {
 	ts := start(t, mockllm.Config{})
@@ -376,6 +376,7 @@ func TestAnthropicGoldenTranscripts(t *testing.T) {
 	}{
 		{"anthropic_stream_text", anthropicWith(`"stream":true,"mock":{"chunks":3}`)},
 		{"anthropic_stream_tool_use", anthropicWith(`"stream":true,` + anthropicTools + `,"tool_choice":{"type":"any"},"mock":{"chunks":2}`)},
+		{"anthropic_stream_parallel_tool_use", anthropicWith(`"stream":true,` + anthropicSchemaTools + `,"tool_choice":{"type":"any"},"mock":{"chunks":5,"tool_calls":2}`)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -388,7 +389,11 @@ func TestAnthropicGoldenTranscripts(t *testing.T) {
 				t.Fatal(err)
 			}
 			got := anthropicIDs.ReplaceAllStringFunc(string(raw), func(m string) string {
-				return m[:strings.IndexByte(m, '_')+1] + `ID"`
+				id := m[:strings.IndexByte(m, '_')+1] + "ID"
+				if i := strings.LastIndexByte(m, '_'); i > len(id)-2 {
+					id += m[i : len(m)-1] // the call number
+				}
+				return id + `"`
 			})
 			path := filepath.Join("testdata", tt.name+".sse")
 			if *update {

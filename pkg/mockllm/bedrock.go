@@ -25,10 +25,11 @@ import (
 //
 // inputTokens is the number of words in the text blocks of system and of
 // every message (tool results included) plus 3 per message; outputTokens is
-// the number of generated words. A request whose toolConfig.toolChoice is
-// {"any":{}} or {"tool":{"name":...}} is answered with one toolUse of the
-// first (or named) tool, input {"input":"<words>"}, stopReason "tool_use";
-// streamed, the input comes as one fragment per word.
+// the number of generated words. Tools (toolConfig.tools[].toolSpec, with
+// inputSchema.json) are used as tools.go says: toolChoice {"any":{}} or
+// {"tool":{"name":...}} forces toolUse blocks, auto (or none given) lets the
+// last user message name a tool; stopReason "tool_use". Streamed, each
+// block's input comes as fragments.
 //
 // Failure injections (see the package documentation): status answers a
 // Bedrock error body {"message":...} with its x-amzn-ErrorType header;
@@ -87,7 +88,14 @@ func (s *Server) bedrock(ctx *fasthttp.RequestCtx, rest []byte) {
 		bedrockError(ctx, b.status, bedrockErrorType(b.status), "mock: injected error status")
 		return
 	}
-	a := answer{id: id, created: time.Now().Unix(), model: b2s(rest[:i]), tool: bedrockToolName(root.Get("toolConfig")), prompt: bedrockPromptTokens(root)}
+	a := answer{id: id, created: time.Now().Unix(), model: b2s(rest[:i]), prompt: bedrockPromptTokens(root)}
+	if tr := bedrockTools(root); tr != nil {
+		n := b.words
+		if stream {
+			n = b.chunks
+		}
+		a.useTools(tr, b.toolCalls, n)
+	}
 	latency := b.latency.Milliseconds()
 	if stream {
 		f := &bedrockStream{enc: eventstream.NewEncoder(), latencyMs: latency}
@@ -151,21 +159,44 @@ func bedrockErrorType(status int) string {
 	return "ValidationException"
 }
 
-// bedrockToolName returns the raw JSON name of the tool a toolConfig
-// forces ({"any":{}}: the first tool; {"tool":{"name":...}}), or "".
-func bedrockToolName(tc gjson.Result) string {
+// bedrockTools reads the tools of a Converse request (tools.go), or
+// returns nil when it declares none.
+func bedrockTools(root gjson.Result) *toolRequest {
+	tc := root.Get("toolConfig")
+	tools := tc.Get("tools")
+	if !tools.IsArray() {
+		return nil
+	}
+	tr := &toolRequest{parallel: true}
+	tools.ForEach(func(_, t gjson.Result) bool {
+		spec := t.Get("toolSpec")
+		if name := spec.Get("name"); name.Type == gjson.String {
+			tr.decls = append(tr.decls, toolDecl{name: name, schema: spec.Get("inputSchema.json")})
+		}
+		return true
+	})
 	choice := tc.Get("toolChoice")
-	var name gjson.Result
 	switch {
 	case choice.Get("any").Exists():
-		name = tc.Get("tools.0.toolSpec.name")
-	case choice.Get("tool").Exists():
-		name = choice.Get("tool.name")
+		tr.mode = modeRequired
+	case choice.Get("tool.name").Type == gjson.String:
+		tr.mode, tr.named = modeNamed, choice.Get("tool.name")
 	}
-	if name.Type != gjson.String {
-		return ""
+	msgs := root.Get("messages").Array()
+	if len(msgs) == 0 || msgs[len(msgs)-1].Get("role").Str != "user" {
+		return tr
 	}
-	return name.Raw
+	content := msgs[len(msgs)-1].Get("content")
+	content.ForEach(func(_, b gjson.Result) bool {
+		if r := b.Get("toolResult"); r.Exists() {
+			tr.results = append(tr.results, resultText(r.Get("content")))
+		}
+		return true
+	})
+	if len(tr.results) == 0 {
+		tr.lastText = resultText(content)
+	}
+	return tr
 }
 
 // bedrockPromptTokens counts the words of the text blocks of system and of
@@ -196,19 +227,24 @@ func appendConverseAnswer(dst []byte, a *answer, latencyMs int64) []byte {
 	dst = appendInt(dst, latencyMs)
 	dst = append(dst, `},"output":{"message":{"content":[`...)
 	stop := "end_turn"
-	if a.tool == "" {
+	if len(a.calls) == 0 {
 		dst = append(dst, `{"text":"`...)
-		dst = appendWords(dst, a.words)
+		dst = a.appendText(dst, a.words)
 		dst = append(dst, `"}`...)
 	} else {
 		stop = "tool_use"
-		dst = append(dst, `{"toolUse":{"input":{"input":"`...)
-		dst = appendWords(dst, a.words)
-		dst = append(dst, `"},"name":`...)
-		dst = append(dst, a.tool...)
-		dst = append(dst, `,"toolUseId":"tooluse_`...)
-		dst = appendHex(dst, a.id)
-		dst = append(dst, `"}}`...)
+		for j, c := range a.calls {
+			if j > 0 {
+				dst = append(dst, ',')
+			}
+			dst = append(dst, `{"toolUse":{"input":`...)
+			dst = append(dst, c.args...)
+			dst = append(dst, `,"name":`...)
+			dst = append(dst, c.name...)
+			dst = append(dst, `,"toolUseId":"`...)
+			dst = appendCallID(dst, "tooluse_", a.id, j)
+			dst = append(dst, `"}}`...)
+		}
 	}
 	dst = append(dst, `],"role":"assistant"}},"stopReason":"`...)
 	dst = append(dst, stop...)

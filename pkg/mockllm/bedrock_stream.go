@@ -5,8 +5,8 @@ import "github.com/aws/aws-sdk-go-v2/aws/protocol/eventstream"
 // bedrockStream writes ConverseStream events as AWS event-stream frames,
 // encoded by the AWS SDK's encoder. A text answer is messageStart, a
 // contentBlockDelta per word, contentBlockStop, messageStop and metadata; a
-// tool call adds a contentBlockStart naming the tool, and its input comes
-// as an opening fragment, a fragment per word and a closing fragment.
+// tool-call answer has, per call, contentBlockStart naming the tool,
+// contentBlockDelta fragments of its input (tools.go) and contentBlockStop.
 type bedrockStream struct {
 	enc       *eventstream.Encoder
 	w         sliceWriter
@@ -45,66 +45,69 @@ func (f *bedrockStream) event(dst []byte, typ string) []byte {
 	})
 }
 
-// inputDelta appends a contentBlockDelta carrying a fragment of the tool
-// input (already escaped for a JSON string).
-func (f *bedrockStream) inputDelta(dst []byte, fragment string, word int) []byte {
-	f.payload = append(f.payload[:0], `{"contentBlockIndex":0,"delta":{"toolUse":{"input":"`...)
-	f.payload = append(f.payload, fragment...)
-	if word >= 0 {
-		f.payload = appendChunkWord(f.payload, word)
+func (f *bedrockStream) prepare(st *stream) {
+	if len(st.a.calls) > 0 {
+		planCalls(st, true)
 	}
+}
+
+func (f *bedrockStream) headEvents(st *stream) int {
+	return 1 + st.lead // messageStart, then a tool-call plan's
+}
+
+func (f *bedrockStream) appendHead(dst []byte, st *stream, i int) []byte {
+	if i == 0 {
+		f.payload = append(f.payload[:0], `{"role":"assistant"`...)
+		return f.event(dst, "messageStart")
+	}
+	return appendItems(dst, st, f, false)
+}
+
+// appendItem writes a toolUse block's start, a fragment of its input or
+// its stop.
+func (f *bedrockStream) appendItem(dst []byte, st *stream, it planItem, frag string) []byte {
+	f.payload = append(f.payload[:0], `{"contentBlockIndex":`...)
+	f.payload = appendInt(f.payload, int64(it.call))
+	switch it.kind {
+	case itemOpen:
+		f.payload = append(f.payload, `,"start":{"toolUse":{"toolUseId":"`...)
+		f.payload = appendCallID(f.payload, "tooluse_", st.a.id, it.call)
+		f.payload = append(f.payload, `","name":`...)
+		f.payload = append(f.payload, st.a.calls[it.call].name...)
+		f.payload = append(f.payload, "}}"...)
+		return f.event(dst, "contentBlockStart")
+	case itemClose:
+		return f.event(dst, "contentBlockStop")
+	}
+	f.payload = append(f.payload, `,"delta":{"toolUse":{"input":"`...)
+	f.payload = appendEscaped(f.payload, frag)
 	f.payload = append(f.payload, `"}}`...)
 	return f.event(dst, "contentBlockDelta")
 }
 
-func (f *bedrockStream) prepare(*stream) {}
-
-func (f *bedrockStream) headEvents(st *stream) int {
-	if st.a.tool != "" {
-		return 3 // messageStart, contentBlockStart, the opening of the input
-	}
-	return 1 // messageStart
-}
-
-func (f *bedrockStream) appendHead(dst []byte, st *stream, i int) []byte {
-	switch i {
-	case 0:
-		f.payload = append(f.payload[:0], `{"role":"assistant"`...)
-		return f.event(dst, "messageStart")
-	case 1:
-		f.payload = append(f.payload[:0], `{"contentBlockIndex":0,"start":{"toolUse":{"toolUseId":"tooluse_`...)
-		f.payload = appendHex(f.payload, st.a.id)
-		f.payload = append(f.payload, `","name":`...)
-		f.payload = append(f.payload, st.a.tool...)
-		f.payload = append(f.payload, "}}"...)
-		return f.event(dst, "contentBlockStart")
-	}
-	return f.inputDelta(dst, toolArgsOpen, -1)
-}
-
 func (f *bedrockStream) appendContent(dst []byte, st *stream, i int, _ bool) []byte {
-	if st.a.tool != "" {
-		return f.inputDelta(dst, "", i)
+	if len(st.a.calls) > 0 {
+		return appendItems(dst, st, f, true)
 	}
 	f.payload = append(f.payload[:0], `{"contentBlockIndex":0,"delta":{"text":"`...)
-	f.payload = appendChunkWord(f.payload, i)
+	f.payload = st.a.appendChunk(f.payload, i)
 	f.payload = append(f.payload, `"}`...)
 	return f.event(dst, "contentBlockDelta")
 }
 
 func (f *bedrockStream) tailEvents(st *stream) int {
-	if st.a.tool != "" {
-		return 4 // the closing of the input, contentBlockStop, messageStop, metadata
+	if len(st.a.calls) > 0 {
+		return st.trail + 2 // the plan's, messageStop, metadata
 	}
-	return 3
+	return 3 // contentBlockStop, messageStop, metadata
 }
 
 func (f *bedrockStream) appendTail(dst []byte, st *stream, i int) []byte {
-	if st.a.tool != "" {
-		if i == 0 {
-			return f.inputDelta(dst, toolArgsClose, -1)
+	if len(st.a.calls) > 0 {
+		if i < st.trail {
+			return appendItems(dst, st, f, false)
 		}
-		i--
+		i -= st.trail - 1 // messageStop is 1
 	}
 	switch i {
 	case 0:
@@ -112,7 +115,7 @@ func (f *bedrockStream) appendTail(dst []byte, st *stream, i int) []byte {
 		return f.event(dst, "contentBlockStop")
 	case 1:
 		f.payload = append(f.payload[:0], `{"stopReason":"`...)
-		if st.a.tool != "" {
+		if len(st.a.calls) > 0 {
 			f.payload = append(f.payload, `tool_use"`...)
 		} else {
 			f.payload = append(f.payload, `end_turn"`...)

@@ -33,6 +33,7 @@ type behaviour struct {
 	faults                        // faults.go: refusals, overflow, bad usage, error-event status, healthy
 	cachedTokens    int           // Responses API usage details
 	reasoningTokens int
+	toolCalls       int // tool calls in the answer; 0: as the request's tool choice decides (tools.go)
 }
 
 // injected reports whether the behaviour injects a failure.
@@ -62,6 +63,7 @@ const (
 	optHealthy
 	optCachedTokens
 	optReasoningTokens
+	optToolCalls
 )
 
 // options lists every per-request setting with its header and its key in
@@ -89,6 +91,7 @@ var options = [...]struct {
 	{optHealthy, "X-Mock-Healthy", "healthy"},
 	{optCachedTokens, "X-Mock-Cached-Tokens", "cached_tokens"},
 	{optReasoningTokens, "X-Mock-Reasoning-Tokens", "reasoning_tokens"},
+	{optToolCalls, "X-Mock-Tool-Calls", "tool_calls"},
 }
 
 // set stores v in the setting id, bounded to a sane range.
@@ -120,6 +123,8 @@ func (b *behaviour) set(id optionID, v int64) {
 		b.cachedTokens = int(clamp(v, 0, 1<<30))
 	case optReasoningTokens:
 		b.reasoningTokens = int(clamp(v, 0, 1<<30))
+	case optToolCalls:
+		b.toolCalls = int(clamp(v, 0, maxToolCalls))
 	default:
 		b.faults.set(id, v)
 	}

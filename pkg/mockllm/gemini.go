@@ -17,10 +17,11 @@ import (
 // Answers follow the documented shapes: a GenerateContentResponse has
 // candidates[0].content {role "model", parts}, finishReason "STOP",
 // usageMetadata {promptTokenCount, candidatesTokenCount, totalTokenCount},
-// modelVersion (the model of the path) and responseId. A request with
-// functionDeclarations and toolConfig.functionCallingConfig.mode "ANY" is
-// answered with one functionCall of the first allowedFunctionNames entry
-// (else the first declared function) with args {"input":"<words>"}.
+// modelVersion (the model of the path) and responseId. Function
+// declarations (parameters, or parametersJsonSchema) are used as tools.go
+// says: toolConfig.functionCallingConfig.mode "ANY" forces functionCall
+// parts (of allowedFunctionNames only, when given), AUTO (or no mode) lets
+// the last user message name a function, NONE answers text.
 // promptTokenCount is the number of words of every text part of contents
 // and systemInstruction, plus 3 per content (systemInstruction counts as
 // one). Errors, injected or not, are Gemini error bodies
@@ -113,12 +114,19 @@ func (s *Server) geminiGenerate(ctx *fasthttp.RequestCtx, modelRaw string, strea
 		geminiError(ctx, fasthttp.StatusBadRequest, "* GenerateContentRequest.contents: contents is not specified")
 		return
 	}
-	a := answer{model: modelRaw, tool: r.geminiToolName(), prompt: geminiPromptTokens(r.contents, r.system)}
+	a := answer{model: modelRaw, prompt: geminiPromptTokens(r.contents, r.system)}
 	sc := s.getScratch()
 	defer s.putScratch(sc)
 	b := resolveBehaviour(s.defaults, r.mock, &ctx.Request.Header)
 	if !s.geminiPrelude(ctx, &b, sc.timer) {
 		return
+	}
+	if tr := r.toolRequest(); tr != nil {
+		n := b.words
+		if stream {
+			n = b.chunks
+		}
+		a.useTools(tr, b.toolCalls, n)
 	}
 	a.id = s.newID()
 	a.created = time.Now().Unix()
@@ -140,35 +148,61 @@ func (s *Server) geminiGenerate(ctx *fasthttp.RequestCtx, modelRaw string, strea
 	ctx.SetBody(sc.buf)
 }
 
-// geminiToolName returns the raw JSON name of the function to call, or ""
-// unless the request declares functions and sets mode ANY.
-func (r *geminiRequest) geminiToolName() string {
-	cfg := r.toolConfig.Get("functionCallingConfig")
-	if !cfg.Exists() {
-		cfg = r.toolConfig.Get("function_calling_config")
-	}
-	if cfg.Get("mode").Str != "ANY" {
-		return ""
-	}
-	if n := cfg.Get("allowedFunctionNames.0"); n.Type == gjson.String {
-		return n.Raw
-	}
-	if n := cfg.Get("allowed_function_names.0"); n.Type == gjson.String {
-		return n.Raw
-	}
-	var name string
+// toolRequest reads the function declarations of a request (tools.go),
+// or returns nil when it declares none.
+func (r *geminiRequest) toolRequest() *toolRequest {
+	tr := &toolRequest{parallel: true}
 	r.tools.ForEach(func(_, tool gjson.Result) bool {
 		decls := tool.Get("functionDeclarations")
 		if !decls.Exists() {
 			decls = tool.Get("function_declarations")
 		}
-		if n := decls.Get("0.name"); n.Type == gjson.String {
-			name = n.Raw
-			return false
+		decls.ForEach(func(_, d gjson.Result) bool {
+			if name := d.Get("name"); name.Type == gjson.String {
+				schema := d.Get("parameters")
+				for _, k := range [...]string{"parametersJsonSchema", "parameters_json_schema"} {
+					if v := d.Get(k); v.Exists() {
+						schema = v
+					}
+				}
+				tr.decls = append(tr.decls, toolDecl{name: name, schema: schema})
+			}
+			return true
+		})
+		return true
+	})
+	if len(tr.decls) == 0 {
+		return nil
+	}
+	cfg := r.toolConfig.Get("functionCallingConfig")
+	if !cfg.Exists() {
+		cfg = r.toolConfig.Get("function_calling_config")
+	}
+	switch cfg.Get("mode").Str {
+	case "NONE":
+		tr.mode = modeNone
+	case "ANY":
+		tr.mode = modeRequired
+		allowed := cfg.Get("allowedFunctionNames")
+		if !allowed.Exists() {
+			allowed = cfg.Get("allowed_function_names")
+		}
+		if first := allowed.Get("0"); first.Type == gjson.String {
+			tr.mode, tr.named = modeNamed, first
+		}
+	}
+	contents := r.contents.Array()
+	last := contents[len(contents)-1]
+	last.Get("parts").ForEach(func(_, p gjson.Result) bool {
+		if fr := p.Get("functionResponse"); fr.Exists() {
+			tr.results = append(tr.results, resultText(fr.Get("response")))
 		}
 		return true
 	})
-	return name
+	if len(tr.results) == 0 && last.Get("role").Str != "model" {
+		tr.lastText = resultText(last.Get("parts"))
+	}
+	return tr
 }
 
 // geminiPromptTokens counts the words of every text part plus 3 per
@@ -208,12 +242,12 @@ func (s *Server) geminiPrelude(ctx *fasthttp.RequestCtx, b *behaviour, timer *ti
 // appendGeminiResponse appends a GenerateContentResponse.
 func appendGeminiResponse(dst []byte, a *answer) []byte {
 	dst = append(dst, `{"candidates":[{"content":{"parts":[`...)
-	if a.tool == "" {
+	if len(a.calls) == 0 {
 		dst = append(dst, `{"text":"`...)
-		dst = appendWords(dst, a.words)
+		dst = a.appendText(dst, a.words)
 		dst = append(dst, `"}`...)
 	} else {
-		dst = appendGeminiCall(dst, a.tool, a.words)
+		dst = appendGeminiCalls(dst, a.calls)
 	}
 	dst = append(dst, `],"role":"model"},"finishReason":"STOP","index":0}]`...)
 	if a.usage {
@@ -222,13 +256,19 @@ func appendGeminiResponse(dst []byte, a *answer) []byte {
 	return appendGeminiTail(dst, a)
 }
 
-// appendGeminiCall appends a functionCall part whose args hold n words.
-func appendGeminiCall(dst []byte, name string, n int) []byte {
-	dst = append(dst, `{"functionCall":{"name":`...)
-	dst = append(dst, name...)
-	dst = append(dst, `,"args":{"input":"`...)
-	dst = appendWords(dst, n)
-	return append(dst, `"}}}`...)
+// appendGeminiCalls appends a functionCall part per call.
+func appendGeminiCalls(dst []byte, calls []call) []byte {
+	for j, c := range calls {
+		if j > 0 {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, `{"functionCall":{"name":`...)
+		dst = append(dst, c.name...)
+		dst = append(dst, `,"args":`...)
+		dst = append(dst, c.args...)
+		dst = append(dst, `}}`...)
+	}
+	return dst
 }
 
 // appendGeminiUsage appends a usageMetadata member, comma first.

@@ -3,17 +3,18 @@ package mockllm
 // Gemini streams (streamGenerateContent?alt=sse): every event is
 // "data: <GenerateContentResponse>\r\n\r\n" carrying the next piece of the
 // answer and the usage so far; the last one carries finishReason "STOP".
-// There is no terminator: the stream ends with the body. A function call is
-// never split: it comes whole in one event, which Stats counts as one
-// completion token and cut_after and error_event_after count as one content
-// chunk. An injected error event is a Gemini error object.
+// There is no terminator: the stream ends with the body. Function calls are
+// never split, as the Gemini API sends them: all of them come whole in one
+// event, which Stats counts as one completion token and cut_after and
+// error_event_after count as one content chunk. An injected error event is
+// a Gemini error object.
 
 const geminiErrorEvent = `data: {"error":{"code":500,"message":"mock: injected stream error","status":"INTERNAL"}}` + "\r\n\r\n"
 
 // geminiStream writes Gemini stream events. A text answer is one event per
 // word, the last with the finish reason (or one empty event with it when
-// there are no words). A tool call is one event holding the whole call,
-// its args made of the planned chunks' words.
+// there are no words). A tool-call answer is one event holding every call,
+// its usage counting the planned chunks.
 type geminiStream struct{}
 
 // prepare precomputes the members every event ends with and turns a tool
@@ -24,7 +25,7 @@ func (geminiStream) prepare(st *stream) {
 	st.pre = append(st.pre, `,"responseId":"`...)
 	st.pre = appendHex(st.pre, st.a.id)
 	st.pre = append(st.pre, "\"}\r\n\r\n"...)
-	if st.a.tool != "" {
+	if len(st.a.calls) > 0 {
 		st.a.words = st.chunks
 		st.chunks = 1
 		st.stopAt = min(st.stopAt, 1)
@@ -51,14 +52,14 @@ func appendGeminiEvent(dst []byte, st *stream, last bool, n int, part func([]byt
 }
 
 func (geminiStream) appendContent(dst []byte, st *stream, i int, last bool) []byte {
-	if st.a.tool != "" {
+	if len(st.a.calls) > 0 {
 		return appendGeminiEvent(dst, st, last, st.a.words, func(dst []byte) []byte {
-			return appendGeminiCall(dst, st.a.tool, st.a.words)
+			return appendGeminiCalls(dst, st.a.calls)
 		})
 	}
 	return appendGeminiEvent(dst, st, last, i+1, func(dst []byte) []byte {
 		dst = append(dst, `{"text":"`...)
-		dst = appendChunkWord(dst, i)
+		dst = st.a.appendChunk(dst, i)
 		return append(dst, `"}`...)
 	})
 }

@@ -21,6 +21,8 @@ type request struct {
 	stream, streamOptions, tools, choice gjson.Result
 	dimensions, encodingFormat, mock     gjson.Result
 	maxTokens                            gjson.Result // max_tokens or max_completion_tokens
+	parallel                             gjson.Result // parallel_tool_calls
+	toolReq                              *toolRequest // chat: set by chat, read by respond
 }
 
 // parseRequest reads the body in one pass. It answers 400 and reports false
@@ -63,6 +65,8 @@ func parseRequest(ctx *fasthttp.RequestCtx) (request, bool) {
 			r.mock = v
 		case "max_tokens", "max_completion_tokens":
 			r.maxTokens = v
+		case "parallel_tool_calls":
+			r.parallel = v
 		}
 		return true
 	})
@@ -78,24 +82,43 @@ func (r *request) includeUsage() bool {
 	return r.streamOptions.Get("include_usage").Type == gjson.True
 }
 
-// toolName returns the raw JSON name of the function to call, or "" when
-// the request does not force a tool call: tool_choice must be "required" or
-// an object naming a function.
-func (r *request) toolName() string {
+// toolRequest reads the tools of a chat request (tools.go), or returns nil
+// when it declares none: tools[].function (name, parameters), tool_choice
+// ("none", "auto", "required" or {"type":"function","function":{"name"}}),
+// parallel_tool_calls, and the last message (a user's text, or the
+// trailing role "tool" messages).
+func (r *request) toolRequest() *toolRequest {
 	if !r.tools.IsArray() {
-		return ""
+		return nil
 	}
-	var name gjson.Result
+	tr := &toolRequest{parallel: r.parallel.Type != gjson.False}
+	r.tools.ForEach(func(_, t gjson.Result) bool {
+		fn := t.Get("function")
+		if name := fn.Get("name"); name.Type == gjson.String {
+			tr.decls = append(tr.decls, toolDecl{name: name, schema: fn.Get("parameters")})
+		}
+		return true
+	})
 	switch {
+	case r.choice.Type == gjson.String && r.choice.Str == "none":
+		tr.mode = modeNone
 	case r.choice.Type == gjson.String && r.choice.Str == "required":
-		name = r.tools.Get("0.function.name")
-	case r.choice.IsObject():
-		name = r.choice.Get("function.name")
+		tr.mode = modeRequired
+	case r.choice.IsObject() && r.choice.Get("function.name").Type == gjson.String:
+		tr.mode, tr.named = modeNamed, r.choice.Get("function.name")
 	}
-	if name.Type != gjson.String {
-		return ""
+	msgs := r.messages.Array()
+	for i := len(msgs) - 1; i >= 0; i-- {
+		role := msgs[i].Get("role").Str
+		if role != "tool" && role != "function" {
+			if i == len(msgs)-1 && role == "user" {
+				tr.lastText = resultText(msgs[i].Get("content"))
+			}
+			break
+		}
+		tr.results = append(tr.results, resultText(msgs[i].Get("content")))
 	}
-	return name.Raw
+	return tr
 }
 
 // chatPromptTokens counts the words of every message's content (a string
@@ -170,7 +193,8 @@ func (s *Server) chat(ctx *fasthttp.RequestCtx) {
 		badRequest(ctx, "messages must be an array", "messages")
 		return
 	}
-	a := answer{model: r.model.Raw, tool: r.toolName(), prompt: chatPromptTokens(r.messages)}
+	r.toolReq = r.toolRequest()
+	a := answer{model: r.model.Raw, prompt: chatPromptTokens(r.messages)}
 	sc := s.getScratch()
 	defer s.putScratch(sc)
 	if s.respond(ctx, &r, &a, chatStream{}, sc) {
@@ -219,6 +243,13 @@ func (s *Server) respond(ctx *fasthttp.RequestCtx, r *request, a *answer, f stre
 	a.fault = b.faults
 	a.id = s.newID()
 	a.created = time.Now().Unix()
+	if r.toolReq != nil {
+		n := b.words
+		if r.stream.Type == gjson.True {
+			n = b.chunks
+		}
+		a.useTools(r.toolReq, b.toolCalls, n)
+	}
 	if r.stream.Type == gjson.True {
 		s.startStream(ctx, s.newStream(ctx, f, &b, a, r.includeUsage()))
 		return false
@@ -251,20 +282,25 @@ func appendChatCompletion(dst []byte, a *answer) []byte {
 	dst = append(dst, `,"model":`...)
 	dst = append(dst, a.model...)
 	dst = append(dst, `,"choices":[{"index":0,"message":{"role":"assistant","content":`...)
-	if a.tool == "" {
+	if len(a.calls) == 0 {
 		dst = append(dst, '"')
-		dst = appendWords(dst, a.words)
+		dst = a.appendText(dst, a.words)
 		dst = append(dst, `","refusal":null},"logprobs":null,"finish_reason":"stop"}]`...)
 	} else {
-		dst = append(dst, `null,"refusal":null,"tool_calls":[{"id":"call_`...)
-		dst = appendHex(dst, a.id)
-		dst = append(dst, `","type":"function","function":{"name":`...)
-		dst = append(dst, a.tool...)
-		dst = append(dst, `,"arguments":"`...)
-		dst = append(dst, toolArgsOpen...)
-		dst = appendWords(dst, a.words)
-		dst = append(dst, toolArgsClose...)
-		dst = append(dst, `"}}]},"logprobs":null,"finish_reason":"tool_calls"}]`...)
+		dst = append(dst, `null,"refusal":null,"tool_calls":[`...)
+		for j, c := range a.calls {
+			if j > 0 {
+				dst = append(dst, ',')
+			}
+			dst = append(dst, `{"id":"`...)
+			dst = appendCallID(dst, "call_", a.id, j)
+			dst = append(dst, `","type":"function","function":{"name":`...)
+			dst = append(dst, c.name...)
+			dst = append(dst, `,"arguments":"`...)
+			dst = appendEscaped(dst, c.args)
+			dst = append(dst, `"}}`...)
+		}
+		dst = append(dst, `]},"logprobs":null,"finish_reason":"tool_calls"}]`...)
 	}
 	if a.usage {
 		dst = a.appendUsage(dst, a.prompt, a.words)
@@ -272,12 +308,17 @@ func appendChatCompletion(dst []byte, a *answer) []byte {
 	return append(dst, '}')
 }
 
-// Tool-call arguments are the JSON object {"input":"<words>"}, written here
-// already escaped for use inside a JSON string.
-const (
-	toolArgsOpen  = `{\"input\":\"`
-	toolArgsClose = `\"}`
-)
+// appendCallID appends the id of call j of answer id: prefix and id in hex,
+// then "_j" for calls after the first.
+func appendCallID(dst []byte, prefix string, id uint64, j int) []byte {
+	dst = append(dst, prefix...)
+	dst = appendHex(dst, id)
+	if j > 0 {
+		dst = append(dst, '_')
+		dst = appendInt(dst, int64(j))
+	}
+	return dst
+}
 
 // appendTextCompletion appends a text_completion object.
 func appendTextCompletion(dst []byte, a *answer) []byte {

@@ -51,12 +51,16 @@ func finishReason(last bool, reason string) string {
 
 // chatStream streams chat.completion.chunk events. A text answer is a role
 // chunk, then one content chunk per word, the last carrying
-// finish_reason "stop". A tool call is a chunk naming the call, then
-// argument fragments, then a chunk with finish_reason "tool_calls".
+// finish_reason "stop". A tool-call answer is, per call, a chunk naming
+// the call (with the role, for the first) and chunks with fragments of its
+// arguments (tools.go), then a chunk with finish_reason "tool_calls".
 type chatStream struct{}
 
 func (chatStream) prepare(st *stream) {
 	st.pre = appendOpenAIPrefix(st.pre[:0], st, "chatcmpl-", "chat.completion.chunk")
+	if len(st.a.calls) > 0 {
+		planCalls(st, false)
+	}
 }
 
 // appendChunk appends a chunk with the given delta object and finish reason
@@ -71,48 +75,51 @@ func (chatStream) appendChunk(dst []byte, st *stream, delta, finish string) []by
 	return appendChunkEnd(dst, st)
 }
 
-// argsStart and argsEnd frame a chunk carrying a fragment of the tool-call
-// arguments, already escaped for a JSON string.
-func (chatStream) argsStart(dst []byte, st *stream) []byte {
+// appendItem writes the opening of a call or a fragment of its arguments.
+func (chatStream) appendItem(dst []byte, st *stream, it planItem, frag string) []byte {
 	dst = append(dst, st.pre...)
-	return append(dst, `"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"`...)
-}
-
-func (chatStream) argsEnd(dst []byte, st *stream) []byte {
-	dst = append(dst, `"}}]},"logprobs":null,"finish_reason":null}]`...)
+	dst = append(dst, `"choices":[{"index":0,"delta":{`...)
+	if it.kind == itemOpen && it.call == 0 {
+		dst = append(dst, `"role":"assistant","content":null,"refusal":null,`...)
+	}
+	dst = append(dst, `"tool_calls":[{"index":`...)
+	dst = appendInt(dst, int64(it.call))
+	if it.kind == itemOpen {
+		dst = append(dst, `,"id":"`...)
+		dst = appendCallID(dst, "call_", st.a.id, it.call)
+		dst = append(dst, `","type":"function","function":{"name":`...)
+		dst = append(dst, st.a.calls[it.call].name...)
+		dst = append(dst, `,"arguments":""}}]}`...)
+	} else {
+		dst = append(dst, `,"function":{"arguments":"`...)
+		dst = appendEscaped(dst, frag)
+		dst = append(dst, `"}}]}`...)
+	}
+	dst = append(dst, `,"logprobs":null,"finish_reason":null}]`...)
 	return appendChunkEnd(dst, st)
 }
 
 func (chatStream) headEvents(st *stream) int {
-	if st.a.tool != "" {
-		return 2 // the call, then the opening of the arguments
+	if len(st.a.calls) > 0 {
+		return st.lead
 	}
 	return 1 // the role
 }
 
-func (c chatStream) appendHead(dst []byte, st *stream, i int) []byte {
-	if st.a.tool == "" {
-		return c.appendChunk(dst, st, `{"role":"assistant","content":"","refusal":null}`, "null")
+func (c chatStream) appendHead(dst []byte, st *stream, _ int) []byte {
+	if len(st.a.calls) > 0 {
+		return appendItems(dst, st, c, false)
 	}
-	if i == 1 {
-		return c.argsEnd(append(c.argsStart(dst, st), toolArgsOpen...), st)
-	}
-	dst = append(dst, st.pre...)
-	dst = append(dst, `"choices":[{"index":0,"delta":{"role":"assistant","content":null,"refusal":null,"tool_calls":[{"index":0,"id":"call_`...)
-	dst = appendHex(dst, st.a.id)
-	dst = append(dst, `","type":"function","function":{"name":`...)
-	dst = append(dst, st.a.tool...)
-	dst = append(dst, `,"arguments":""}}]},"logprobs":null,"finish_reason":null}]`...)
-	return appendChunkEnd(dst, st)
+	return c.appendChunk(dst, st, `{"role":"assistant","content":"","refusal":null}`, "null")
 }
 
 func (c chatStream) appendContent(dst []byte, st *stream, i int, last bool) []byte {
-	if st.a.tool != "" {
-		return c.argsEnd(appendChunkWord(c.argsStart(dst, st), i), st)
+	if len(st.a.calls) > 0 {
+		return appendItems(dst, st, c, true)
 	}
 	dst = append(dst, st.pre...)
 	dst = append(dst, `"choices":[{"index":0,"delta":{"content":"`...)
-	dst = appendChunkWord(dst, i)
+	dst = st.a.appendChunk(dst, i)
 	dst = append(dst, `"},"logprobs":null,"finish_reason":`...)
 	dst = append(dst, finishReason(last, `"stop"`)...)
 	dst = append(dst, "}]"...)
@@ -122,8 +129,8 @@ func (c chatStream) appendContent(dst []byte, st *stream, i int, last bool) []by
 func (chatStream) tailEvents(st *stream) int {
 	n := 1 // [DONE]
 	switch {
-	case st.a.tool != "":
-		n += 2 // the closing of the arguments, the finish chunk
+	case len(st.a.calls) > 0:
+		n += st.trail + 1 // the rest of the arguments, the finish chunk
 	case st.chunks == 0:
 		n++ // no content chunk carried the finish reason
 	}
@@ -135,14 +142,14 @@ func (chatStream) tailEvents(st *stream) int {
 
 func (c chatStream) appendTail(dst []byte, st *stream, i int) []byte {
 	switch {
-	case st.a.tool != "":
-		switch i {
-		case 0:
-			return c.argsEnd(append(c.argsStart(dst, st), toolArgsClose...), st)
-		case 1:
+	case len(st.a.calls) > 0:
+		switch {
+		case i < st.trail:
+			return appendItems(dst, st, c, false)
+		case i == st.trail:
 			return c.appendChunk(dst, st, "{}", `"tool_calls"`)
 		}
-		i -= 2
+		i -= st.trail + 1
 	case st.chunks == 0:
 		if i == 0 {
 			return c.appendChunk(dst, st, "{}", `"stop"`)

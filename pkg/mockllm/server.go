@@ -32,6 +32,7 @@
 //	X-Mock-Healthy              healthy               cancel every injected failure (a provider's static header)
 //	X-Mock-Cached-Tokens        cached_tokens         Responses API: input_tokens_details.cached_tokens
 //	X-Mock-Reasoning-Tokens     reasoning_tokens      Responses API: output_tokens_details.reasoning_tokens
+//	X-Mock-Tool-Calls           tool_calls            tool calls in the answer (at most 16); 0: as tool_choice decides
 //
 // Booleans take 1/0 or true/false; delays are whole milliseconds.
 // cut_after, garbage and error_event_after stop a stream after that many
@@ -42,10 +43,14 @@
 // failing primary and, through a provider sending X-Mock-Healthy: 1, its
 // healthy fallback (see faults.go).
 //
-// Any model name is answered. A chat request with tools and tool_choice
-// "required" (or an object naming a function) is answered with one call to
-// the first (or named) function, arguments {"input":"<words>"}, finish_reason
-// "tool_calls"; streamed, the arguments come as one fragment per word.
+// Any model name is answered. Requests that declare tools (chat, and the
+// Anthropic, Gemini and Bedrock formats) get tool calls as tools.go says:
+// tool_choice is honoured, auto calls a tool when the last user message
+// names it (or tool_calls asks), arguments follow each tool's JSON schema
+// (schema.go), several calls come in one answer when tool_calls asks and
+// the request allows it, and a tool result as the last message is answered
+// with text quoting it. finish_reason is "tool_calls"; streamed, each
+// call's arguments are split over several deltas.
 //
 // Endpoints: POST /v1/chat/completions, /v1/completions, /v1/embeddings,
 // /v1/responses (the Responses API, see responses.go);

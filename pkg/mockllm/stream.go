@@ -9,8 +9,10 @@ import (
 )
 
 // streamer writes the events of one streamed answer in a wire format. Each
-// method appends exactly one event (one SSE message) to dst. A stream is:
-// head events, content chunks (one word each), then either the tail events
+// method appends one event (one SSE message) to dst, except that a content
+// chunk of a tool-call answer may come with the events that open or close
+// a call before it. A stream is: head events, content chunks (one word, or
+// one fragment of tool-call arguments, each), then either the tail events
 // (finish, usage, terminator) or an injected interruption.
 type streamer interface {
 	// prepare precomputes per-stream state, such as st.pre.
@@ -29,12 +31,13 @@ type streamer interface {
 }
 
 // answer is what a generated response says, shared by non-stream and
-// stream writers. model and tool are raw JSON string tokens, quotes included.
+// stream writers. model is a raw JSON string token, quotes included.
 type answer struct {
 	id      uint64
 	created int64
 	model   string
-	tool    string // name of the called function; "" for a text answer
+	calls   []call // tool calls (tools.go); none for a text answer
+	mention []byte // text quoting a tool result, escaped (tools.go); nil: none
 	prompt  int    // prompt tokens
 	words   int    // completion words of a non-stream answer
 	usage   bool   // include usage
@@ -106,8 +109,12 @@ type stream struct {
 	unconfirmed bool // the last event handed out is a content chunk not yet counted
 	done        bool // the planned sequence was written in full
 
+	// items lays out a tool-call answer (tools.go): lead items go before
+	// the first content chunk, trail after the last; cursor is the next.
+	items               []planItem
+	lead, trail, cursor int
+
 	modelBuf []byte
-	toolBuf  []byte
 	pre      []byte // per-stream event prefix a format may precompute
 	buf      []byte
 	pending  []byte // unread rest of the current event
@@ -121,8 +128,6 @@ func (s *Server) newStream(ctx *fasthttp.RequestCtx, f streamer, b *behaviour, a
 	st.a = *a
 	st.modelBuf = append(st.modelBuf[:0], a.model...)
 	st.a.model = b2s(st.modelBuf)
-	st.toolBuf = append(st.toolBuf[:0], a.tool...)
-	st.a.tool = b2s(st.toolBuf)
 	st.chunks, st.stopAt, st.end = b.chunks, b.chunks, endNormal
 	switch {
 	case b.garbage:
@@ -137,6 +142,7 @@ func (s *Server) newStream(ctx *fasthttp.RequestCtx, f streamer, b *behaviour, a
 	st.phase, st.i, st.sent, st.written, st.done = phaseHead, 0, 0, 0, false
 	st.unconfirmed = false
 	st.pending = nil
+	st.items, st.lead, st.trail, st.cursor = st.items[:0], 0, 0, 0
 	f.prepare(st)
 	return st
 }

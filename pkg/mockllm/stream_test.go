@@ -353,7 +353,7 @@ func TestShutdownFinishesStreams(t *testing.T) {
 }
 
 // idOrTime matches the parts of a stream that change on every run.
-var idOrTime = regexp.MustCompile(`"(chatcmpl-|cmpl-|call_)[0-9a-f]{16}"|"created":[0-9]+`)
+var idOrTime = regexp.MustCompile(`"(chatcmpl-|cmpl-|call_)[0-9a-f]{16}(_[0-9]+)?"|"created":[0-9]+`)
 
 func TestGoldenTranscripts(t *testing.T) {
 	ts := start(t, mockllm.Config{})
@@ -363,6 +363,7 @@ func TestGoldenTranscripts(t *testing.T) {
 		{"chat_stream_usage", "/v1/chat/completions", withFields(`"stream":true,"stream_options":{"include_usage":true},"mock":{"chunks":3}`)},
 		{"chat_stream_tool_call", "/v1/chat/completions", withFields(`"stream":true,` + tools + `,"tool_choice":"required","mock":{"chunks":2}`)},
 		{"completions_stream", "/v1/completions", `{"model":"gpt-test","prompt":"hi","stream":true,"mock":{"chunks":2}}`},
+		{"chat_stream_parallel_tool_calls", "/v1/chat/completions", withFields(`"stream":true,` + schemaTools + `,"tool_choice":"required","mock":{"chunks":5,"tool_calls":2}`)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -375,7 +376,11 @@ func TestGoldenTranscripts(t *testing.T) {
 				if strings.HasPrefix(m, `"created"`) {
 					return `"created":0`
 				}
-				return m[:strings.IndexAny(m, "-_")+1] + `ID"`
+				id := m[:strings.IndexAny(m, "-_")+1] + "ID"
+				if i := strings.LastIndexByte(m, '_'); i > len(id)-2 {
+					id += m[i : len(m)-1] // the call number
+				}
+				return id + `"`
 			})
 			path := filepath.Join("testdata", tt.name+".sse")
 			if *update {

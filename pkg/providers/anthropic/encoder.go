@@ -19,6 +19,13 @@ import (
 // wait for "[DONE]" (or Finish), so the usage chunk that follows the
 // finish_reason is included. Reasoning deltas are dropped.
 //
+// message_start carries usage.input_tokens, as the Anthropic API does and
+// clients read it there (LangChain's ChatAnthropic, issue #16): the
+// upstream's prompt tokens when its first event already reports usage,
+// else the count of the PromptCounter given with EstimatePrompt (0 without
+// one). The final message_delta always carries the upstream's figures;
+// billing never uses the estimate.
+//
 // An Encoder is used by one goroutine at a time. Get one with NewEncoder
 // and give it back with Release.
 type Encoder struct {
@@ -34,6 +41,14 @@ type Encoder struct {
 	stop      string // Anthropic stop reason; "" until a finish_reason
 	u         providers.Usage
 	scratch   []byte
+	counter   PromptCounter // message_start's estimate, with prompt; may be nil
+	prompt    []byte
+}
+
+// PromptCounter counts the prompt tokens of an OpenAI-format chat request
+// body; *tokenize.Estimator is one.
+type PromptCounter interface {
+	ChatPrompt(body []byte) int
 }
 
 var encoderPool = sync.Pool{New: func() any { return new(Encoder) }}
@@ -46,8 +61,17 @@ func NewEncoder(model, requestID string) *Encoder {
 	return e
 }
 
+// EstimatePrompt sets what message_start reports as input tokens when the
+// upstream has not reported usage by its first event: c's count of body,
+// the OpenAI-format request sent upstream. c counts only then, once. body
+// must stay unchanged until the encoder is released.
+func (e *Encoder) EstimatePrompt(c PromptCounter, body []byte) {
+	e.counter, e.prompt = c, body
+}
+
 // Release returns the encoder to its pool; it must not be used after.
 func (e *Encoder) Release() {
+	e.counter, e.prompt = nil, nil
 	if cap(e.scratch) > 64<<10 {
 		e.scratch = nil
 	}
@@ -92,9 +116,6 @@ func (e *Encoder) Event(dst, ev []byte) ([]byte, error) {
 	if len(errObj) > 0 && errObj[0] == '{' {
 		return e.failRaw(dst, ErrAPI, inner(member(errObj, "message"))), nil
 	}
-	if !e.started {
-		dst = e.start(dst)
-	}
 	if len(usage) > 0 && usage[0] == '{' {
 		e.u = providers.Usage{
 			Prompt:     rawUint(member(usage, "prompt_tokens")),
@@ -103,6 +124,9 @@ func (e *Encoder) Event(dst, ev []byte) ([]byte, error) {
 			Reasoning:  rawUint(member(member(usage, "completion_tokens_details"), "reasoning_tokens")),
 			Reported:   true,
 		}
+	}
+	if !e.started {
+		dst = e.start(dst)
 	}
 	var choice string
 	forEachRaw(choices, func(_ int, c string) bool {
@@ -237,8 +261,9 @@ func appendEventHead(dst []byte, name string) []byte {
 	return append(dst, "\ndata: "...)
 }
 
-// start writes message_start and a ping. Input usage is not known yet
-// (OpenAI reports it at the end): message_delta carries it.
+// start writes message_start and a ping. OpenAI reports usage at the end,
+// so input_tokens is mostly the estimate (see Encoder); message_delta
+// carries the upstream's figures.
 func (e *Encoder) start(dst []byte) []byte {
 	e.started = true
 	dst = appendEventHead(dst, "message_start")
@@ -246,9 +271,23 @@ func (e *Encoder) start(dst []byte) []byte {
 	dst = rawjson.AppendStringBody(dst, e.requestID)
 	dst = append(dst, `","type":"message","role":"assistant","model":`...)
 	dst = rawjson.AppendString(dst, e.model)
-	dst = append(dst, `,"content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":0,"output_tokens":0}}}`+"\n\n"...)
+	dst = append(dst, `,"content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":`...)
+	dst = appendUint(dst, e.startInput())
+	dst = append(dst, `,"output_tokens":0}}}`+"\n\n"...)
 	dst = appendEventHead(dst, "ping")
 	return append(dst, `{"type":"ping"}`+"\n\n"...)
+}
+
+// startInput is message_start's input_tokens: the upstream's (less cached
+// tokens, as message_delta counts them) when reported, else the estimate.
+func (e *Encoder) startInput() uint64 {
+	switch {
+	case e.u.Reported:
+		return e.u.Prompt - min(e.u.Cached, e.u.Prompt)
+	case e.counter != nil:
+		return uint64(max(e.counter.ChatPrompt(e.prompt), 0))
+	}
+	return 0
 }
 
 // blockHead appends the start of an event about the open block, up to and

@@ -370,3 +370,79 @@ func TestRoundTrip(t *testing.T) {
 		})
 	}
 }
+
+// fakeCounter counts prompts as a fixed number and records its calls.
+type fakeCounter struct{ n, calls int }
+
+func (c *fakeCounter) ChatPrompt([]byte) int { c.calls++; return c.n }
+
+// TestEncoderStartUsage: message_start reports input tokens early (the
+// estimate, unless the first upstream event reports usage), while
+// message_delta and Usage keep the upstream's figures (issue #16).
+func TestEncoderStartUsage(t *testing.T) {
+	const (
+		first      = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"},\"finish_reason\":null}]}\n\n"
+		firstUsage = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"},\"finish_reason\":null}],\"usage\":{\"prompt_tokens\":30,\"completion_tokens\":1,\"prompt_tokens_details\":{\"cached_tokens\":10}}}\n\n"
+		last       = "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\ndata: {\"choices\":[],\"usage\":{\"prompt_tokens\":12,\"completion_tokens\":3}}\n\ndata: [DONE]\n\n"
+	)
+	tests := []struct {
+		name         string
+		counter      *fakeCounter
+		events       string
+		start, final int // message_start and message_delta input_tokens
+		counted      int // calls of the counter
+		billedPrompt uint64
+	}{
+		{"estimate until the usage at the end", &fakeCounter{n: 42}, first + last, 42, 12, 1, 12},
+		{"usage in the first event", &fakeCounter{n: 42}, firstUsage + last, 20, 12, 0, 12},
+		{"no counter", nil, first + last, 0, 12, 0, 12},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := NewEncoder("claude-sonnet-4-5", "req_1")
+			defer e.Release()
+			if tt.counter != nil {
+				e.EstimatePrompt(tt.counter, []byte(`{"messages":[]}`))
+			}
+			out, err := e.Events(nil, []byte(tt.events))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var start, final int = -1, -1
+			for _, line := range strings.Split(string(out), "\n") {
+				data, ok := strings.CutPrefix(line, "data: ")
+				if !ok {
+					continue
+				}
+				var ev struct {
+					Type    string `json:"type"`
+					Message struct {
+						Usage struct {
+							InputTokens int `json:"input_tokens"`
+						} `json:"usage"`
+					} `json:"message"`
+					Usage struct {
+						InputTokens int `json:"input_tokens"`
+					} `json:"usage"`
+				}
+				if err := json.Unmarshal([]byte(data), &ev); err != nil {
+					t.Fatalf("%s: %v", data, err)
+				}
+				switch ev.Type {
+				case "message_start":
+					start = ev.Message.Usage.InputTokens
+				case "message_delta":
+					final = ev.Usage.InputTokens
+				}
+			}
+			calls := 0
+			if tt.counter != nil {
+				calls = tt.counter.calls
+			}
+			if start != tt.start || final != tt.final || calls != tt.counted || e.Usage().Prompt != tt.billedPrompt {
+				t.Errorf("message_start %d, message_delta %d, counted %d times, usage %+v; want %d, %d, %d, %d",
+					start, final, calls, e.Usage(), tt.start, tt.final, tt.counted, tt.billedPrompt)
+			}
+		})
+	}
+}

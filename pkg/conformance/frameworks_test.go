@@ -1,0 +1,183 @@
+package conformance_test
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/tollgate/tollgate/pkg/auth"
+	"github.com/tollgate/tollgate/pkg/config"
+	"github.com/tollgate/tollgate/pkg/gateway"
+	"github.com/tollgate/tollgate/pkg/mockllm"
+	"github.com/tollgate/tollgate/pkg/natstest"
+	"github.com/tollgate/tollgate/pkg/tokenize"
+	"github.com/tollgate/tollgate/pkg/usage"
+	usagev1 "github.com/tollgate/tollgate/proto/tollgate/usage/v1"
+	"google.golang.org/protobuf/proto"
+)
+
+const (
+	// devConfig is the config `make run` uses.
+	devConfig = "../../deploy/dev/tollgate.yaml"
+	// nodeDir holds the framework tests: package.json and its lock.
+	nodeDir = "node"
+)
+
+// TestFrameworks runs the Node tests in node/ (the Vercel AI SDK and
+// LangChain.js, versions pinned in node/package-lock.json) against a
+// gateway on the dev config with its built-in mock, as `make run` serves
+// it (issue #16). With CI=true a missing npm or a failed install fails the
+// test; otherwise they skip it. The dependencies are installed with npm ci
+// when node_modules is missing or older than the lock file (always in CI).
+func TestFrameworks(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: the framework tests run node")
+	}
+	ci := os.Getenv("CI") == "true"
+	npm, err := exec.LookPath("npm")
+	if err != nil {
+		if ci {
+			t.Fatal("npm not found: CI needs node 20 and npm for the framework tests (Vercel AI SDK, LangChain.js)")
+		}
+		t.Skip("npm not found: install node 20 and npm to run the framework tests (Vercel AI SDK, LangChain.js)")
+	}
+	if ci || stale(nodeDir) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, npm, "ci", "--no-audit", "--no-fund")
+		cmd.Dir = nodeDir
+		if out, err := cmd.CombinedOutput(); err != nil {
+			if ci {
+				t.Fatalf("npm ci: %v\n%s", err, out)
+			}
+			t.Skipf("npm ci failed (is the npm registry reachable?): %v\n%s", err, out)
+		}
+	}
+	url, tok, js := startDev(t)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, npm, "test")
+	cmd.Dir = nodeDir
+	cmd.Env = append(os.Environ(), "TOLLGATE_URL="+url, "TOLLGATE_TOKEN="+tok)
+	out, err := cmd.CombinedOutput()
+	t.Logf("npm test:\n%s", out)
+	if err != nil {
+		t.Fatalf("npm test: %v", err)
+	}
+	checkBilled(t, js)
+}
+
+// stale reports whether dir/node_modules is missing or older than the lock.
+func stale(dir string) bool {
+	installed, err := os.Stat(filepath.Join(dir, "node_modules", ".package-lock.json"))
+	if err != nil {
+		return true
+	}
+	lock, err := os.Stat(filepath.Join(dir, "package-lock.json"))
+	return err != nil || lock.ModTime().After(installed.ModTime())
+}
+
+// startDev starts a gateway on the dev config, its mock provider served by
+// mockllm as the gateway program does, usage events going to an embedded
+// JetStream; it returns the gateway's URL, a dev token and the stream.
+func startDev(t *testing.T) (string, string, jetstream.JetStream) {
+	t.Helper()
+	cfg, err := config.Load(devConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mock := mockllm.New(mockllm.Config{})
+	mln := listen(t)
+	go func() { _ = mock.Serve(mln) }()
+	t.Cleanup(func() { _ = mock.Shutdown() })
+	for i := range cfg.Providers {
+		if cfg.Providers[i].Kind == config.KindMock {
+			cfg.Providers[i].BaseURL = "http://" + mln.Addr().String() + "/v1"
+		}
+	}
+
+	nc := natstest.Connect(t, natstest.Start(t))
+	ucfg := usage.Config{SpoolDir: t.TempDir()}
+	js, err := jetstream.New(nc, ucfg.JetStreamOptions()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	if err := usage.EnsureStream(ctx, js, usage.StreamConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.DiscardHandler)
+	pub, err := usage.NewPublisher(js, ucfg, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wg.Add(1)
+	go func() { defer wg.Done(); _ = pub.Run(ctx) }()
+
+	v, err := auth.NewVerifier(cfg.Auth, time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw, err := gateway.New(gateway.Options{Config: cfg, Verifier: v, Logger: log, Accounting: gateway.Accounting{
+		Publisher: pub, Prices: prices(t, cfg), Estimator: tokenize.New()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gln := listen(t)
+	go func() { _ = gw.Serve(gln) }()
+	t.Cleanup(func() {
+		sctx, c := context.WithTimeout(context.Background(), 5*time.Second)
+		defer c()
+		_ = gw.Shutdown(sctx)
+	})
+	is := cfg.Auth.Issuers[0]
+	tok, err := auth.Mint(auth.MintOptions{Issuer: is.Issuer, Audience: is.Audience, Subject: "frameworks", Dept: "dev",
+		KID: is.Keys[0].KID, Key: []byte(is.Keys[0].Secret), Alg: is.Algorithms[0]}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return "http://" + gln.Addr().String(), tok, js
+}
+
+// checkBilled checks the usage events of the framework tests: every one a
+// success, with the provider's token counts (not estimates).
+func checkBilled(t *testing.T, js jetstream.JetStream) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := js.OrderedConsumer(ctx, usage.StreamName, jetstream.OrderedConsumerConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []*usagev1.UsageEvent
+	for {
+		msg, err := c.Next(jetstream.FetchMaxWait(time.Second))
+		if err != nil {
+			break // no more: the publisher sends within milliseconds
+		}
+		ev := &usagev1.UsageEvent{}
+		if err := proto.Unmarshal(msg.Data(), ev); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, ev)
+	}
+	for _, ev := range got {
+		if ev.StatusCode != 200 || ev.Estimated || ev.PromptTokens == 0 || !strings.HasPrefix(ev.Endpoint, "/v1/") {
+			t.Errorf("usage event %s %s: status %d estimated %v prompt %d", ev.Endpoint, ev.RequestId, ev.StatusCode, ev.Estimated, ev.PromptTokens)
+		}
+	}
+	if len(got) == 0 {
+		t.Error("no usage events")
+	}
+}
