@@ -3,7 +3,6 @@ package gateway
 import (
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -13,6 +12,7 @@ import (
 	"github.com/tollgate/tollgate/pkg/providers"
 	"github.com/tollgate/tollgate/pkg/providers/anthropic"
 	"github.com/tollgate/tollgate/pkg/router"
+	"github.com/tollgate/tollgate/pkg/tracing"
 	"github.com/valyala/fasthttp"
 )
 
@@ -62,7 +62,7 @@ func (g *Gateway) serveMessages(c *fiber.Ctx) error {
 		return g.fail(c, rec, aerr)
 	}
 	rec.adm, rec.body = adm, m.admBody
-	return g.messagesAttempts(c, st, plan, rec, &m)
+	return g.attempts(c, st, plan, rec, &messagesCaller{g: g, m: &m})
 }
 
 // messagesRequest is a Messages API request in the two forms its targets
@@ -103,87 +103,55 @@ func newMessagesRequest(body []byte, model gjson.Result) messagesRequest {
 	return m
 }
 
-// messagesAttempts calls the plan's targets in turn until one answers, as
-// chat's attempts does, building each call natively or translated.
-func (g *Gateway) messagesAttempts(c *fiber.Ctx, st *state, plan *router.Plan, rec *record, m *messagesRequest) error {
-	var last *apiError
-	for a := plan.Next(); a != nil; a = plan.Next() {
-		rt := st.target(g, a, epChat)
-		rec.route, rec.routeName = rt, a.Route
-		if a.Fallback && g.metrics != nil && rec.attempts > 0 {
-			g.metrics.Fallback(rec.model, rec.lastTarget, rt.deployment)
-		}
-		rec.attempts++
-		rec.lastTarget = rt.deployment
-		a.Start()
-		if !rt.up.hasKey {
-			last = g.missingKey(rt.up)
-			o := router.Outcome{Class: router.Auth}
-			a.Done(o, 0)
-			if !plan.ShouldRetry(o) {
-				break
-			}
-			continue
-		}
-		req := fasthttp.AcquireRequest()
-		call, native, aerr := g.buildMessages(c, req, rec, rt, m, a)
-		if aerr != nil {
-			fasthttp.ReleaseRequest(req)
-			a.Done(router.Outcome{Class: router.ClientError}, 0)
-			plan.Release()
-			return g.fail(c, rec, aerr)
-		}
-		actx, aspan := g.tracer.StartAttempt(rec.traceCtx, rt.up.kind, rt.upstreamModel, rec.attempts)
-		g.tracer.Inject(actx, &req.Header)
-		c.Set("x-tollgate-model", rt.upstreamModel)
-		c.Set("x-tollgate-provider", rt.up.name)
-		c.Set("x-tollgate-attempts", strconv.Itoa(rec.attempts))
-		var res attemptResult
-		if rec.stream {
-			var s providers.Stream
-			var enc *anthropic.Encoder
-			if native != nil {
-				s = native.NativeStream()
-			} else {
-				s = rt.up.prov.Stream(&call)
-				enc = anthropic.NewEncoder(m.model.Str, rec.requestID)
-				enc.EstimatePrompt(g.acct.Estimator, m.oa) // message_start's input_tokens (issue #16)
-			}
-			if res = g.startStream(c, req, rt, rec, &call, s, enc, a, plan); res.aerr == nil {
-				endAttemptSpan(aspan, rec, rt)
-				return nil // the relay reports the attempt and releases the plan
-			}
+// messagesCaller calls targets for /v1/messages: natively on anthropic
+// providers, translated for every other kind. It does not hedge (README:
+// Hedged requests).
+type messagesCaller struct {
+	g      *Gateway
+	m      *messagesRequest
+	cur    providers.Call      // the latest attempt's; its decoders read it
+	native *anthropic.Provider // the latest attempt's provider when it speaks Messages natively
+}
+
+func (mc *messagesCaller) refuses(*route) *apiError { return nil }
+
+func (mc *messagesCaller) build(c *fiber.Ctx, req *fasthttp.Request, rec *record, rt *route) *apiError {
+	var aerr *apiError
+	mc.cur, mc.native, aerr = mc.g.buildMessages(c, req, rec, rt, mc.m)
+	return aerr
+}
+
+func (mc *messagesCaller) call(c *fiber.Ctx, _ *state, plan *router.Plan, a *router.Attempt, req *fasthttp.Request, rt *route, rec *record, _ tracing.Span) attemptResult {
+	g, m := mc.g, mc.m
+	if rec.stream {
+		var s providers.Stream
+		var enc *anthropic.Encoder
+		if mc.native != nil {
+			s = mc.native.NativeStream()
 		} else {
-			var took time.Duration
-			if res, took = g.tryUnaryMessages(c, req, rt, rec, &call, native != nil, m.model.Str); res.aerr == nil {
-				endAttemptSpan(aspan, rec, rt)
-				a.Done(router.Outcome{Class: router.Success}, took)
-				if rec.attempts > 1 {
-					rec.fallbacks = plan.Fallbacks()
-				}
-				plan.Release()
-				g.storeUnary(rec, c.Response().Body()) // Put copies before it returns
-				g.finish(rec)
-				return nil
-			}
+			s = rt.up.prov.Stream(&mc.cur)
+			enc = anthropic.NewEncoder(m.model.Str, rec.requestID)
+			enc.EstimatePrompt(g.acct.Estimator, m.oa) // message_start's input_tokens (issue #16)
 		}
-		aspan.SetStatus(res.aerr.Status, res.aerr.Code)
-		aspan.End()
-		res.outcome.RetryAfter = router.ParseRetryAfter(res.retryAfter, time.Now())
-		a.Done(res.outcome, 0)
-		last = res.aerr
-		if !plan.ShouldRetry(res.outcome) || plan.Backoff(c.Context()) != nil {
-			break
-		}
+		return g.startStream(c, req, rt, rec, &mc.cur, s, enc, a, plan)
 	}
-	return g.planFailed(c, rec, plan, last)
+	res, took := g.tryUnaryMessages(c, req, rt, rec, &mc.cur, mc.native != nil, m.model.Str)
+	if res.aerr == nil {
+		a.Done(router.Outcome{Class: router.Success}, took)
+		if rec.attempts > 1 {
+			rec.fallbacks = plan.Fallbacks()
+		}
+		g.storeUnary(rec, c.Response().Body()) // Put copies before it returns
+		g.finish(rec)
+	}
+	return res
 }
 
 // buildMessages writes the upstream request of one attempt: native for an
 // anthropic provider (budget clamping does not rewrite native requests:
 // their max_tokens is required by the API and bounds the reservation),
 // else the OpenAI translation.
-func (g *Gateway) buildMessages(c *fiber.Ctx, req *fasthttp.Request, rec *record, rt *route, m *messagesRequest, a *router.Attempt) (providers.Call, *anthropic.Provider, *apiError) {
+func (g *Gateway) buildMessages(c *fiber.Ctx, req *fasthttp.Request, rec *record, rt *route, m *messagesRequest) (providers.Call, *anthropic.Provider, *apiError) {
 	native, _ := rt.up.prov.(*anthropic.Provider)
 	var call providers.Call
 	var err error
@@ -206,9 +174,6 @@ func (g *Gateway) buildMessages(c *fiber.Ctx, req *fasthttp.Request, rec *record
 	}
 	if err != nil {
 		return call, nil, buildError(rt.up.name, err)
-	}
-	if a.Key != "" {
-		rt.up.setKey(req, a.Key)
 	}
 	return call, native, nil
 }

@@ -2,10 +2,13 @@ package gateway
 
 import (
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/tollgate/tollgate/pkg/router"
+	"github.com/tollgate/tollgate/pkg/tracing"
+	"github.com/valyala/fasthttp"
 )
 
 // Every endpoint runs the same stages, in this order: begin (request id,
@@ -89,4 +92,96 @@ func (g *Gateway) resolve(c *fiber.Ctx, st *state, rec *record, model string) (*
 		np.Release()
 	}
 	return plan, nil
+}
+
+// caller is an endpoint adapter's part of the attempts stage: how one
+// target is called. The chat family (chatCaller) and /v1/messages
+// (messagesCaller) implement it; attempts owns the rest (routing, retries
+// and fallbacks, the router's bookkeeping, keys, headers, spans, the plan).
+// Pass-through endpoints make one call and never retry (a streamed upload
+// cannot be sent twice), so they do not use it.
+type caller interface {
+	// refuses returns why target rt cannot serve the request at all (the
+	// Responses API on a provider that does not speak it), or nil: the loop
+	// then moves on to the next target.
+	refuses(rt *route) *apiError
+	// build writes the upstream request of one attempt at rt; an error is
+	// the client's (the loop stops and answers it).
+	build(c *fiber.Ctx, req *fasthttp.Request, rec *record, rt *route) *apiError
+	// call makes the built call. On success a non-stream answer went out
+	// and the request is finished with its attempt reported, or a relay
+	// owns the stream, its attempt and the plan.
+	call(c *fiber.Ctx, st *state, plan *router.Plan, a *router.Attempt, req *fasthttp.Request, rt *route, rec *record, span tracing.Span) attemptResult
+}
+
+// attempts calls the plan's targets in turn until one answers, retrying and
+// falling back as the model's routing config allows. Only failures before
+// the first byte reaches the client are retried. The plan is released here
+// (a committed stream's by its relay).
+func (g *Gateway) attempts(c *fiber.Ctx, st *state, plan *router.Plan, rec *record, cl caller) error {
+	var last *apiError
+	var prev router.Outcome // the latest call's
+	for a := plan.Next(); a != nil; a = plan.Next() {
+		rt := st.target(g, a, rec.endpoint)
+		if aerr := cl.refuses(rt); aerr != nil {
+			a.Done(router.Outcome{Class: router.Canceled}, 0)
+			if last == nil {
+				last = aerr
+			}
+			if prev.Class != router.Success && plan.ShouldRetry(prev) && plan.Backoff(c.Context()) == nil {
+				continue
+			}
+			break
+		}
+		rec.route = rt
+		rec.routeName = a.Route
+		if a.Fallback && g.metrics != nil && rec.attempts > 0 {
+			g.metrics.Fallback(rec.model, rec.lastTarget, rt.deployment)
+		}
+		rec.attempts++
+		rec.lastTarget = rt.deployment
+		a.Start()
+		if !rt.up.hasKey {
+			last = g.missingKey(rt.up)
+			o := router.Outcome{Class: router.Auth}
+			a.Done(o, 0)
+			prev = o
+			if !plan.ShouldRetry(o) {
+				break
+			}
+			continue
+		}
+		req := fasthttp.AcquireRequest()
+		if aerr := cl.build(c, req, rec, rt); aerr != nil {
+			fasthttp.ReleaseRequest(req)
+			a.Done(router.Outcome{Class: router.ClientError}, 0)
+			plan.Release()
+			return g.fail(c, rec, aerr)
+		}
+		if a.Key != "" {
+			rt.up.setKey(req, a.Key)
+		}
+		actx, aspan := g.tracer.StartAttempt(rec.traceCtx, rt.up.kind, rt.upstreamModel, rec.attempts)
+		g.tracer.Inject(actx, &req.Header)
+		c.Set("x-tollgate-model", rt.upstreamModel)
+		c.Set("x-tollgate-provider", rt.up.name)
+		c.Set("x-tollgate-attempts", strconv.Itoa(rec.attempts))
+		res := cl.call(c, st, plan, a, req, rt, rec, aspan)
+		if res.aerr == nil {
+			endAttemptSpan(aspan, rec, rec.route) // a hedge may have served it
+			if !rec.stream {
+				plan.Release()
+			}
+			return nil
+		}
+		aspan.SetStatus(res.aerr.Status, res.aerr.Code)
+		aspan.End()
+		res.outcome.RetryAfter = router.ParseRetryAfter(res.retryAfter, time.Now())
+		a.Done(res.outcome, 0)
+		last, prev = res.aerr, res.outcome
+		if !plan.ShouldRetry(res.outcome) || plan.Backoff(c.Context()) != nil {
+			break
+		}
+	}
+	return g.planFailed(c, rec, plan, last)
 }

@@ -112,87 +112,48 @@ func (g *Gateway) serve(c *fiber.Ctx, ep endpoint) error {
 	}
 	rec.adm = adm
 	rec.body = body
-	return g.attempts(c, st, plan, rec, &info, body)
+	return g.attempts(c, st, plan, rec, &chatCaller{g: g, info: &info, body: body})
 }
 
-// attempts calls the plan's targets in turn until one answers, retrying and
-// falling back as the model's routing config allows. Only failures before
-// the first byte reaches the client are retried.
-func (g *Gateway) attempts(c *fiber.Ctx, st *state, plan *router.Plan, rec *record, info *reqInfo, body []byte) error {
-	var last *apiError
-	var prev router.Outcome // the latest call's
-	for a := plan.Next(); a != nil; a = plan.Next() {
-		rt := st.target(g, a, rec.endpoint)
-		if rec.endpoint == epResponses && !speaksResponses(rt.up) {
-			if skipResponsesTarget(c.Context(), rec, rt, a, plan, prev, &last) {
-				continue
-			}
-			break
-		}
-		rec.route = rt
-		rec.routeName = a.Route
-		if a.Fallback && g.metrics != nil && rec.attempts > 0 {
-			g.metrics.Fallback(rec.model, rec.lastTarget, rt.deployment)
-		}
-		rec.attempts++
-		rec.lastTarget = rt.deployment
-		a.Start()
-		if !rt.up.hasKey {
-			last = g.missingKey(rt.up)
-			o := router.Outcome{Class: router.Auth}
-			a.Done(o, 0)
-			prev = o
-			if !plan.ShouldRetry(o) {
-				break
-			}
-			continue
-		}
-		call := g.newCall(c, rec, info, rt, body)
-		req := fasthttp.AcquireRequest()
-		if err := rt.up.prov.Build(req, &call); err != nil {
-			fasthttp.ReleaseRequest(req)
-			a.Done(router.Outcome{Class: router.ClientError}, 0)
-			plan.Release()
-			return g.fail(c, rec, buildError(rt.up.name, err))
-		}
-		if a.Key != "" {
-			rt.up.setKey(req, a.Key)
-		}
-		actx, aspan := g.tracer.StartAttempt(rec.traceCtx, rt.up.kind, rt.upstreamModel, rec.attempts)
-		g.tracer.Inject(actx, &req.Header)
-		c.Set("x-tollgate-model", rt.upstreamModel)
-		c.Set("x-tollgate-provider", rt.up.name)
-		c.Set("x-tollgate-attempts", strconv.Itoa(rec.attempts))
-		after := plan.HedgeAfter()
-		if after > 0 || plan.Route().Config().Hedge.After != "" {
-			c.Set(headerHedged, strconv.FormatBool(rec.hedged))
-		}
-		var res attemptResult
-		switch {
-		case after > 0:
-			res = g.tryHedged(c, st, plan, a, req, rt, rec, &call, info, after, aspan)
-		case info.stream:
-			res = g.tryStream(c, req, rt, rec, &call, a, plan)
-		default:
-			res = g.tryUnary(c, req, rt, rec, &call, a, plan)
-		}
-		if res.aerr == nil {
-			endAttemptSpan(aspan, rec, rec.route) // a hedge may have served it
-			if !info.stream {
-				plan.Release()
-			}
-			return nil
-		}
-		aspan.SetStatus(res.aerr.Status, res.aerr.Code)
-		aspan.End()
-		res.outcome.RetryAfter = router.ParseRetryAfter(res.retryAfter, time.Now())
-		a.Done(res.outcome, 0)
-		last, prev = res.aerr, res.outcome
-		if !plan.ShouldRetry(res.outcome) || plan.Backoff(c.Context()) != nil {
-			break
-		}
+// chatCaller calls targets for the chat family (chat, completions,
+// embeddings, the Responses API): the client's body with byte-level edits,
+// non-stream, streamed or hedged.
+type chatCaller struct {
+	g    *Gateway
+	info *reqInfo
+	body []byte
+	cur  providers.Call // the latest attempt's; its decoders read it
+}
+
+func (cc *chatCaller) refuses(rt *route) *apiError {
+	if cc.info.ep == epResponses && !speaksResponses(rt.up) {
+		return unsupportedResponses(cc.info.model, rt.up)
 	}
-	return g.planFailed(c, rec, plan, last)
+	return nil
+}
+
+func (cc *chatCaller) build(c *fiber.Ctx, req *fasthttp.Request, rec *record, rt *route) *apiError {
+	cc.cur = cc.g.newCall(c, rec, cc.info, rt, cc.body)
+	if err := rt.up.prov.Build(req, &cc.cur); err != nil {
+		return buildError(rt.up.name, err)
+	}
+	return nil
+}
+
+func (cc *chatCaller) call(c *fiber.Ctx, st *state, plan *router.Plan, a *router.Attempt, req *fasthttp.Request, rt *route, rec *record, span tracing.Span) attemptResult {
+	g := cc.g
+	after := plan.HedgeAfter()
+	if after > 0 || plan.Route().Config().Hedge.After != "" {
+		c.Set(headerHedged, strconv.FormatBool(rec.hedged))
+	}
+	switch {
+	case after > 0:
+		return g.tryHedged(c, st, plan, a, req, rt, rec, &cc.cur, cc.info, after, span)
+	case cc.info.stream:
+		return g.tryStream(c, req, rt, rec, &cc.cur, a, plan)
+	default:
+		return g.tryUnary(c, req, rt, rec, &cc.cur, a, plan)
+	}
 }
 
 // endAttemptSpan ends the span of the attempt that served the request (rt).
