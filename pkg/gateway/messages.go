@@ -196,11 +196,9 @@ func (g *Gateway) buildMessages(c *fiber.Ctx, req *fasthttp.Request, rec *record
 		}
 		rec.body = m.oa
 		info := &m.oaInfo
-		call = providers.Call{Endpoint: epChat, Body: m.oa, Model: rt.upstreamModel,
-			ModelRaw: info.modelRaw, ModelIdx: info.modelIdx, ModelJSON: rt.modelJSON,
-			Stream: info.stream, IncludeUsage: info.includeUsage, StreamOptionsRaw: info.streamOpts,
-			StreamOptionsIdx: info.streamOptIdx, MaxTokens: info.maxTokens, ClampMaxTokens: rec.adm.clamp,
-			RequestID: c.Response().Header.Peek(headerRequestID), Header: &c.Request().Header}
+		call = providers.Call{Endpoint: epChat, Body: m.oa, Model: rt.upstreamModel, ModelJSON: rt.modelJSON,
+			ClampMaxTokens: rec.adm.clamp, RequestID: c.Response().Header.Peek(headerRequestID), Header: &c.Request().Header}
+		info.fill(&call)
 		err = rt.up.prov.Build(req, &call)
 	}
 	if err != nil {

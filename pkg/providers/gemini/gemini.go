@@ -188,7 +188,7 @@ func isVersion(s string) bool {
 // Build writes the Gemini request for c: the method's URL, the API key
 // header and the translated body.
 func (p *Provider) Build(req *fasthttp.Request, c *providers.Call) error {
-	if !providers.ValidJSON(c.Body) {
+	if !c.Scanned && !providers.ValidJSON(c.Body) {
 		return &providers.ParamError{Param: "body", Message: "the request body is not valid JSON"}
 	}
 	root := gjson.Parse(bytesString(c.Body))
