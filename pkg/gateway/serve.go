@@ -128,7 +128,7 @@ func (g *Gateway) serve(c *fiber.Ctx, ep endpoint) error {
 		plan.Release()
 		return g.fail(c, &rec, aerr)
 	}
-	if g.lookupCache(c, rr.Config(), p, &rec, body) {
+	if g.lookupCache(c, rr.Config(), p, &rec, &info, body) {
 		plan.Release()
 		return nil
 	}
