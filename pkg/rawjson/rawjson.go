@@ -1,7 +1,9 @@
-// Package rawjson reads and writes JSON text without decoding it: the
-// scanners and the string escaper the translating providers and the mock
-// upstream share on their per-chunk paths. Inputs are assumed valid (checked
-// beforehand with providers.ValidJSON); the scanners never panic on bad input.
+// Package rawjson reads and writes JSON text without decoding it: Scan,
+// the gateway's one validating pass over a request body (issue #18), and
+// the scanners and the string escaper the translating providers and the
+// mock upstream share on their per-chunk paths. The scanners other than
+// Scan and Valid assume valid input (checked beforehand by Scan or
+// providers.ValidJSON); they never panic on bad input.
 package rawjson
 
 import (
