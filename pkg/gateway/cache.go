@@ -33,7 +33,7 @@ type cacheState struct {
 // lookupCache serves a request from the cache when its model caches
 // answers. Cache-Control: no-cache skips the read (the answer is still
 // stored), no-store skips both. It reports whether the answer went out.
-func (g *Gateway) lookupCache(c *fiber.Ctx, m *config.Model, p *auth.Principal, rec *record, body []byte) (served bool) {
+func (g *Gateway) lookupCache(c *fiber.Ctx, m *config.Model, p *auth.Principal, rec *record, includeUsage bool, body []byte) (served bool) {
 	if g.cache == nil || m == nil || m.Cache.TTL <= 0 {
 		return false
 	}
@@ -42,10 +42,15 @@ func (g *Gateway) lookupCache(c *fiber.Ctx, m *config.Model, p *auth.Principal, 
 		c.Set("x-tollgate-cache", "bypass")
 		return false
 	}
-	k, err := respcache.NewKey(strings.TrimPrefix(rec.endpointPath(), "/v1"), body, respcache.Scope{Dept: p.Dept, Team: p.Team, Shared: m.Cache.ShareAcrossScopes})
-	if err != nil {
-		return false
+	answer := respcache.NonStream
+	if rec.stream {
+		answer = respcache.Stream
+		if includeUsage {
+			answer = respcache.StreamWithUsage
+		}
 	}
+	// The endpoint's parse checked the body: no second validation.
+	k := respcache.KeyOf(strings.TrimPrefix(rec.endpointPath(), "/v1"), body, answer, respcache.Scope{Dept: p.Dept, Team: p.Team, Shared: m.Cache.ShareAcrossScopes})
 	rec.cache = &cacheState{key: k, ttl: m.Cache.TTL, full: m.Cache.Bill == "full", put: true}
 	if bytes.Contains(cc, []byte("no-cache")) {
 		c.Set("x-tollgate-cache", "bypass")

@@ -50,7 +50,7 @@ func (g *Gateway) serveMessages(c *fiber.Ctx) error {
 		return g.fail(c, rec, aerr)
 	}
 	rr := plan.Route()
-	if g.lookupCache(c, rr.Config(), p, rec, body) {
+	if g.lookupCache(c, rr.Config(), p, rec, false, body) {
 		plan.Release()
 		return nil
 	}
@@ -165,11 +165,9 @@ func (g *Gateway) buildMessages(c *fiber.Ctx, req *fasthttp.Request, rec *record
 		}
 		rec.body = m.oa
 		info := &m.oaInfo
-		call = providers.Call{Endpoint: epChat, Body: m.oa, Model: rt.upstreamModel,
-			ModelRaw: info.modelRaw, ModelIdx: info.modelIdx, ModelJSON: rt.modelJSON,
-			Stream: info.stream, IncludeUsage: info.includeUsage, StreamOptionsRaw: info.streamOpts,
-			StreamOptionsIdx: info.streamOptIdx, MaxTokens: info.maxTokens, ClampMaxTokens: rec.adm.clamp,
-			RequestID: c.Response().Header.Peek(headerRequestID), Header: &c.Request().Header}
+		call = providers.Call{Endpoint: epChat, Body: m.oa, Model: rt.upstreamModel, ModelJSON: rt.modelJSON,
+			ClampMaxTokens: rec.adm.clamp, RequestID: c.Response().Header.Peek(headerRequestID), Header: &c.Request().Header}
+		info.fill(&call)
 		err = rt.up.prov.Build(req, &call)
 	}
 	if err != nil {

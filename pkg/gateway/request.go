@@ -2,12 +2,13 @@ package gateway
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"unicode/utf8"
 	"unsafe"
 
-	"github.com/tidwall/gjson"
 	"github.com/tollgate/tollgate/pkg/providers"
+	"github.com/tollgate/tollgate/pkg/rawjson"
 )
 
 // endpoint is one of the OpenAI endpoints the gateway serves.
@@ -27,8 +28,9 @@ var endpointName = [...]string{
 	epResponses:   "/v1/responses",
 }
 
-// reqInfo is what the gateway reads from a request body. Its strings alias
-// the body and are valid only while the body is.
+// reqInfo is what the gateway reads from a request body, in one pass
+// (rawjson.Scan). Its strings alias the body and are valid only while the
+// body is. Later stages use it instead of reading the body again.
 type reqInfo struct {
 	model        string // the requested model name
 	modelRaw     string // the JSON value of "model" as written, quotes included
@@ -37,85 +39,71 @@ type reqInfo struct {
 	includeUsage bool // stream_options.include_usage
 	streamOpts   string
 	streamOptIdx int
-	hasMessages  bool
-	hasPrompt    bool
-	hasInput     bool
-	maxTokens    int64
-	ep           endpoint
+	// includeUsageAt is stream_options.include_usage as written, with its
+	// offset in the body (Raw "" when absent).
+	includeUsageAt providers.Member
+	hasMessages    bool
+	hasPrompt      bool
+	hasInput       bool
+	maxTokens      int64
+	// maxAt locates max_tokens, max_completion_tokens and
+	// max_output_tokens (in that order), for the byte-level clamp.
+	maxAt [3]providers.Member
+	ep    endpoint
 }
 
-// watchedKeys are the top-level keys the gateway reads or edits.
+// watchedKeys are the top-level keys the gateway reads or edits, in the
+// order of the fields rawjson.Scan fills.
 var watchedKeys = [...]string{"model", "stream", "stream_options", "messages", "prompt", "input", "max_tokens", "max_completion_tokens", "max_output_tokens"}
 
-// parseRequest reads the fields the gateway needs in one pass over the
-// top-level keys, after checking the whole body is valid JSON. Nothing is
-// decoded into Go values: the body is forwarded with byte-level edits.
+const (
+	keyModel = iota
+	keyStream
+	keyStreamOptions
+	keyMessages
+	keyPrompt
+	keyInput
+	keyMaxTokens // keyMaxTokens+1, +2: max_completion_tokens, max_output_tokens
+)
+
+// parseRequest checks the body and reads the fields the gateway needs in
+// one pass (rawjson.Scan): valid JSON as encoding/json accepts it, nesting
+// at most providers.MaxJSONDepth, UTF-8, an object. Nothing is decoded into
+// Go values: the body is forwarded with byte-level edits.
+//
+// A watched key may be written with escapes ("mod\u0065l"): it is the same
+// key, as every JSON parser upstream reads it, so it is read, edited and
+// counted as a repeat like the plain spelling.
 func parseRequest(body []byte, ep endpoint) (reqInfo, *apiError) {
 	info := reqInfo{ep: ep}
 	if len(bytes.TrimSpace(body)) == 0 {
 		return info, errBadRequest(codeInvalidJSON, "", "request body is empty; send a JSON object")
 	}
-	if !providers.Shallow(body, providers.MaxJSONDepth) {
-		return info, errBadRequest(codeInvalidJSON, "", fmt.Sprintf("request body nests deeper than %d levels", providers.MaxJSONDepth))
+	var f [len(watchedKeys)]rawjson.Field
+	if err := rawjson.Scan(body, providers.MaxJSONDepth, watchedKeys[:], f[:]); err != nil {
+		return info, scanError(err)
 	}
-	if !gjson.ValidBytes(body) {
-		return info, errBadRequest(codeInvalidJSON, "", "request body is not valid JSON")
-	}
-	if aerr := checkUTF8(body); aerr != nil {
+	if aerr := checkMembers(&f); aerr != nil {
 		return info, aerr
 	}
-	root := gjson.Parse(unsafeString(body))
-	if !root.IsObject() {
-		return info, errBadRequest(codeInvalidJSON, "", "request body must be a JSON object")
-	}
-	var bad *apiError
-	var seen [len(watchedKeys)]bool
-	root.ForEach(func(k, v gjson.Result) bool {
-		// A repeated key the gateway acts on could be read one way here and
-		// another way upstream: refuse it.
-		for i, w := range watchedKeys {
-			if k.Str == w {
-				if seen[i] {
-					bad = errBadRequest("duplicate_key", w, fmt.Sprintf("the key %q appears more than once", w))
-					return false
-				}
-				seen[i] = true
-			}
+	m := &f[keyModel]
+	info.model, info.modelRaw, info.modelIdx = rawjson.Unquote(m.Raw), m.Raw, m.Idx
+	info.stream = f[keyStream].Raw == "true"
+	if so := &f[keyStreamOptions]; so.Raw != "" && so.Raw[0] == '{' {
+		info.streamOpts, info.streamOptIdx = so.Raw, so.Idx
+		iu, aerr := includeUsage(so)
+		if aerr != nil {
+			return info, aerr
 		}
-		switch k.Str {
-		case "model":
-			if v.Type != gjson.String {
-				bad = errBadRequest("invalid_type", "model", "model must be a string")
-				return false
-			}
-			info.model, info.modelRaw, info.modelIdx = v.Str, v.Raw, v.Index
-		case "stream":
-			info.stream = v.Type == gjson.True
-		case "stream_options":
-			info.includeUsage = v.Get("include_usage").Type == gjson.True
-			if v.IsObject() {
-				info.streamOpts, info.streamOptIdx = v.Raw, v.Index
-			}
-		case "messages":
-			info.hasMessages = v.IsArray() && len(v.Raw) > 2 && v.Get("#").Int() > 0
-		case "prompt":
-			info.hasPrompt = v.Type != gjson.Null
-		case "input":
-			info.hasInput = v.Type != gjson.Null
-		case "max_tokens", "max_completion_tokens":
-			if v.Type == gjson.Number && ep != epResponses {
-				info.maxTokens = v.Int()
-			}
-		case "max_output_tokens": // the Responses API's
-			if v.Type == gjson.Number && ep == epResponses {
-				info.maxTokens = v.Int()
-			}
-		}
-		return true
-	})
-	if bad != nil {
-		return info, bad
+		info.includeUsageAt, info.includeUsage = iu, iu.Raw == "true"
 	}
+	info.hasMessages = nonEmptyArray(f[keyMessages].Raw)
+	info.hasPrompt = f[keyPrompt].Raw != "" && f[keyPrompt].Raw != "null"
+	info.hasInput = f[keyInput].Raw != "" && f[keyInput].Raw != "null"
+	for i := range info.maxAt {
+		info.maxAt[i] = providers.Member{Raw: f[keyMaxTokens+i].Raw, Idx: f[keyMaxTokens+i].Idx}
+	}
+	info.maxTokens = maxTokens(&f, ep)
 	if info.model == "" {
 		return info, errBadRequest(codeMissingField, "model", "you must provide a model parameter")
 	}
@@ -137,6 +125,105 @@ func parseRequest(body []byte, ep endpoint) (reqInfo, *apiError) {
 	return info, nil
 }
 
+// scanError is the answer to a body rawjson.Scan refused.
+func scanError(err error) *apiError {
+	var e *rawjson.Error
+	errors.As(err, &e)
+	switch {
+	case errors.Is(err, rawjson.ErrDepth):
+		return errBadRequest(codeInvalidJSON, "", fmt.Sprintf("request body nests deeper than %d levels", providers.MaxJSONDepth))
+	case errors.Is(err, rawjson.ErrUTF8) && e != nil:
+		return utf8Error(e.Offset)
+	case errors.Is(err, rawjson.ErrNotObject):
+		return errBadRequest(codeInvalidJSON, "", "request body must be a JSON object")
+	}
+	return errBadRequest(codeInvalidJSON, "", "request body is not valid JSON")
+}
+
+// checkMembers refuses, in body order, the first member the gateway cannot
+// act on: a repeated watched key (it could be read one way here and
+// another way upstream) or a model that is not a string.
+func checkMembers(f *[len(watchedKeys)]rawjson.Field) *apiError {
+	first, key := -1, -1 // offset and key of the first problem
+	if m := f[keyModel].Raw; m != "" && m[0] != '"' {
+		first = f[keyModel].Idx
+	}
+	for i := range f {
+		if r := f[i].Repeat; r > 0 && (first < 0 || r < first) {
+			first, key = r, i
+		}
+	}
+	switch {
+	case first < 0:
+		return nil
+	case key >= 0:
+		return errBadRequest("duplicate_key", watchedKeys[key], fmt.Sprintf("the key %q appears more than once", watchedKeys[key]))
+	}
+	return errBadRequest("invalid_type", "model", "model must be a string")
+}
+
+// includeUsage finds include_usage in the stream_options object so (a few
+// bytes, not the body). A repeated include_usage is refused like a
+// repeated top-level key: the gateway edits it.
+func includeUsage(so *rawjson.Field) (providers.Member, *apiError) {
+	var iu providers.Member
+	n := 0
+	rawjson.EachMember(so.Raw, func(key, val string, at int) bool {
+		if rawjson.KeyIs(key, "include_usage") {
+			if n++; n == 1 {
+				iu = providers.Member{Raw: val, Idx: so.Idx + at}
+			}
+		}
+		return true
+	})
+	if n > 1 {
+		return iu, errBadRequest("duplicate_key", "stream_options.include_usage", `the key "stream_options.include_usage" appears more than once`)
+	}
+	return iu, nil
+}
+
+// nonEmptyArray reports whether raw is an array with an element.
+func nonEmptyArray(raw string) bool {
+	if len(raw) < 2 || raw[0] != '[' {
+		return false
+	}
+	for _, c := range []byte(raw[1:]) {
+		if c != ' ' && c != '\t' && c != '\n' && c != '\r' {
+			return c != ']'
+		}
+	}
+	return false
+}
+
+// maxTokens is the request's output limit: on the Responses API
+// max_output_tokens, elsewhere max_tokens or max_completion_tokens,
+// whichever comes later in the body; 0 when none is a number.
+func maxTokens(f *[len(watchedKeys)]rawjson.Field, ep endpoint) int64 {
+	var v int64
+	at := -1
+	for i := keyMaxTokens; i < keyMaxTokens+3; i++ {
+		raw := f[i].Raw
+		if (i == keyMaxTokens+2) != (ep == epResponses) || raw == "" || raw[0] != '-' && (raw[0] < '0' || raw[0] > '9') {
+			continue
+		}
+		if f[i].Idx > at {
+			v, at = rawjson.Int(raw), f[i].Idx
+		}
+	}
+	return v
+}
+
+// fill sets the call fields that come from the body.
+func (info *reqInfo) fill(c *providers.Call) {
+	c.ModelRaw, c.ModelIdx = info.modelRaw, info.modelIdx
+	c.Stream, c.IncludeUsage = info.stream, info.includeUsage
+	c.StreamOptionsRaw, c.StreamOptionsIdx = info.streamOpts, info.streamOptIdx
+	c.IncludeUsageAt = info.includeUsageAt
+	c.MaxTokens = info.maxTokens
+	c.MaxTokensAt, c.MaxCompletionTokensAt, c.MaxOutputTokensAt = info.maxAt[0], info.maxAt[1], info.maxAt[2]
+	c.Scanned = true
+}
+
 // checkUTF8 refuses a body that is not UTF-8. JSON text must be UTF-8 (RFC
 // 8259) and providers reject or mangle other bytes, so the gateway refuses
 // them with a clear 400 instead of forwarding them or replacing them
@@ -153,6 +240,11 @@ func checkUTF8(body []byte) *apiError {
 		}
 		off += n
 	}
+	return utf8Error(off)
+}
+
+// utf8Error refuses a body that is not UTF-8 from byte offset off on.
+func utf8Error(off int) *apiError {
 	return errBadRequest(codeInvalidJSON, "", fmt.Sprintf("request body is not valid UTF-8 (byte offset %d); JSON text must be UTF-8", off))
 }
 

@@ -100,7 +100,7 @@ func (g *Gateway) serve(c *fiber.Ctx, ep endpoint) error {
 		plan.Release()
 		return g.fail(c, rec, aerr)
 	}
-	if g.lookupCache(c, rr.Config(), p, rec, body) {
+	if g.lookupCache(c, rr.Config(), p, rec, info.includeUsage, body) {
 		plan.Release()
 		return nil
 	}
@@ -181,12 +181,10 @@ func (g *Gateway) planFailed(c *fiber.Ctx, rec *record, plan *router.Plan, last 
 func (g *Gateway) newCall(c *fiber.Ctx, rec *record, info *reqInfo, rt *route, body []byte) providers.Call {
 	call := providers.Call{
 		Endpoint: rec.endpoint, Body: body, Model: rt.upstreamModel,
-		ModelRaw: info.modelRaw, ModelIdx: info.modelIdx,
-		Stream: info.stream, IncludeUsage: info.includeUsage,
-		StreamOptionsRaw: info.streamOpts, StreamOptionsIdx: info.streamOptIdx,
-		MaxTokens: info.maxTokens, ClampMaxTokens: rec.adm.clamp, RequestID: c.Response().Header.Peek(headerRequestID),
+		ClampMaxTokens: rec.adm.clamp, RequestID: c.Response().Header.Peek(headerRequestID),
 		Header: &c.Request().Header,
 	}
+	info.fill(&call)
 	if rt.upstreamModel != info.model {
 		call.ModelJSON = rt.modelJSON
 	}

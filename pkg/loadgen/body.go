@@ -19,6 +19,12 @@ type BodySpec struct {
 	// HistoryKB adds a conversation history of about this many KiB before
 	// the final user message (chat only).
 	HistoryKB int `json:"history_kb,omitempty"`
+	// MixedText writes the history as agent and RAG traffic does: prose
+	// with quotes, newlines and tabs, pasted code (whose <, > and & the
+	// encoder writes as \u003c, \u003e and \u0026) and non-ASCII text
+	// (accents, CJK, emoji), instead of plain ASCII words. HistoryKB then
+	// counts the history as encoded, so it is about the body's size.
+	MixedText bool `json:"mixed_text,omitempty"`
 	// Stream asks for an SSE answer.
 	Stream bool `json:"stream,omitempty"`
 	// IncludeUsage asks for a final usage chunk (stream_options.include_usage).
@@ -95,7 +101,7 @@ func BuildBody(s BodySpec) ([]byte, error) {
 	if s.Embeddings {
 		b, err = json.Marshal(embeddingsBody{Model: s.Model, Input: text(0, words), Dimensions: s.Dims, Mock: mock})
 	} else {
-		msgs := append(history(s.HistoryKB<<10), chatMessage{Role: "user", Content: text(0, words)})
+		msgs := append(history(s.HistoryKB<<10, s.MixedText), chatMessage{Role: "user", Content: text(0, words)})
 		cb := chatBody{Model: s.Model, Messages: msgs, Stream: s.Stream, Mock: mock}
 		if s.IncludeUsage {
 			cb.StreamOptions = &streamOptions{IncludeUsage: true}
@@ -109,8 +115,10 @@ func BuildBody(s BodySpec) ([]byte, error) {
 }
 
 // history returns alternating user and assistant messages whose contents
-// add up to about size bytes.
-func history(size int) []chatMessage {
+// add up to about size bytes, in plain words or mixed text. Mixed text
+// counts the messages as encoded (escapes and JSON syntax included), so a
+// mixed history of 64 KiB makes a body of about 64 KiB.
+func history(size int, mixed bool) []chatMessage {
 	const perMessage = 40 // words; about 256 bytes of content
 	var msgs []chatMessage
 	for n, i := 0, 0; n < size; i++ {
@@ -119,10 +127,38 @@ func history(size int) []chatMessage {
 			role = "assistant"
 		}
 		c := text(i*perMessage, perMessage)
-		msgs = append(msgs, chatMessage{Role: role, Content: c})
+		m := chatMessage{Role: role, Content: c}
 		n += len(c)
+		if mixed {
+			m.Content = mixedText(i)
+			enc, _ := json.Marshal(m) // a struct of strings always encodes
+			n += len(enc) + 1 - len(c)
+		}
+		msgs = append(msgs, m)
 	}
 	return msgs
+}
+
+// mixedPieces are the parts mixedText cycles through: about 1 KiB in all.
+var mixedPieces = [...]string{
+	"Here is the section you asked about:\n\n> \"Budgets are checked before the call, and billed after it.\"\n",
+	"```go\nif n := len(body); n > 0 && body[0] != '{' {\n\treturn fmt.Errorf(\"bad body: %q\", body[:min(n, 16)])\n}\n```\n",
+	"Le café coûte 3,50 € ; la réunion est à 14 h — merci d'être à l'heure.\n",
+	"要点：网关在发送请求之前检查预算，并在之后计费。\n",
+	"Release notes 🚀: latency ↓ 12 %, throughput ↑ 8 % (p99 < 2 ms & no errors).\n",
+	"<div class=\"answer\">See C:\\tools\\bench & the table below.</div>\n\tcol1\tcol2\n",
+	"Straße, naïve, façade, smörgåsbord, Ελληνικά, русский текст, 日本語のテキスト.\n",
+}
+
+// mixedText returns the content of history message i in mixed text: a few
+// pieces, different per message, about 500 bytes.
+func mixedText(i int) string {
+	var sb strings.Builder
+	for j := range 4 {
+		sb.WriteString(mixedPieces[(i+j*3)%len(mixedPieces)])
+	}
+	sb.WriteString(text(i*7, 12))
+	return sb.String()
 }
 
 // text returns n words of a fixed vocabulary, starting at word offset.

@@ -52,6 +52,20 @@ func TestBuildBody(t *testing.T) {
 				t.Fatalf("history of %d bytes (body %d), want about 64 KiB", size, len(raw))
 			}
 		}},
+		{"mixed history", BodySpec{Model: "m", HistoryKB: 64, MixedText: true}, func(t *testing.T, b body, raw []byte) {
+			size := 0
+			for _, m := range b.Messages[:len(b.Messages)-1] {
+				size += len(m.Content)
+			}
+			if len(raw) < 64<<10 || len(raw) > 65<<10 {
+				t.Fatalf("body of %d bytes (history %d), want about 64 KiB", len(raw), size)
+			}
+			for _, want := range []string{`\n`, `\t`, `\"`, `\\`, `\u003c`, `\u0026`, "é", "网关", "🚀"} {
+				if !strings.Contains(string(raw), want) {
+					t.Errorf("body lacks %s", want)
+				}
+			}
+		}},
 		{"embeddings", BodySpec{Model: "mock-embed", Embeddings: true, Dims: 256, PromptWords: 5}, func(t *testing.T, b body, raw []byte) {
 			if b.Input == "" || len(strings.Fields(b.Input)) != 5 || b.Dimensions != 256 || b.Messages != nil {
 				t.Fatalf("%s", raw)

@@ -16,6 +16,7 @@ import (
 	"io"
 
 	"github.com/tidwall/gjson"
+	"github.com/tollgate/tollgate/pkg/rawjson"
 	"github.com/valyala/fasthttp"
 )
 
@@ -68,15 +69,37 @@ type Call struct {
 	// usage without a JSON round trip.
 	StreamOptionsRaw string
 	StreamOptionsIdx int
+	// IncludeUsageAt locates stream_options.include_usage in the body.
+	IncludeUsageAt Member
 	// MaxTokens is max_tokens or max_completion_tokens (0 when absent);
 	// ClampMaxTokens, when positive, replaces it (budget clamping).
 	MaxTokens      int64
 	ClampMaxTokens int64
+	// MaxTokensAt, MaxCompletionTokensAt and MaxOutputTokensAt locate the
+	// body's max_tokens, max_completion_tokens and max_output_tokens, so a
+	// provider writes ClampMaxTokens in place.
+	MaxTokensAt, MaxCompletionTokensAt, MaxOutputTokensAt Member
+	// Scanned is set when the gateway checked Body (valid JSON, nesting at
+	// most MaxJSONDepth, UTF-8, an object; rawjson.Scan) and filled the
+	// fields above from it: ModelRaw, StreamOptionsRaw and the ...At
+	// members are then authoritative, an empty Raw meaning absent, and a
+	// provider neither validates nor searches Body again (issue #18: large
+	// prompts are read once). Without it a provider checks and searches
+	// Body itself.
+	Scanned bool
 	// RequestID is sent upstream for correlation.
 	RequestID []byte
 	// Header gives read access to the client's request headers, for
 	// headers a provider passes through (e.g. anthropic-beta).
 	Header *fasthttp.RequestHeader
+}
+
+// Member is a top-level member of a request body: its value as written
+// and the value's byte offset in the body. Raw is "" when the body has no
+// such member.
+type Member struct {
+	Raw string
+	Idx int
 }
 
 // Usage is token usage as reported by a provider.
@@ -180,31 +203,4 @@ func ValidJSON(b []byte) bool {
 // Shallow reports whether b nests arrays and objects at most max deep. It
 // tracks strings so brackets inside them do not count; it validates nothing
 // else.
-func Shallow(b []byte, max int) bool {
-	depth := 0
-	inString := false
-	for i := 0; i < len(b); i++ {
-		c := b[i]
-		if inString {
-			switch c {
-			case '\\':
-				i++
-			case '"':
-				inString = false
-			}
-			continue
-		}
-		switch c {
-		case '"':
-			inString = true
-		case '[', '{':
-			depth++
-			if depth > max {
-				return false
-			}
-		case ']', '}':
-			depth--
-		}
-	}
-	return true
-}
+func Shallow(b []byte, max int) bool { return rawjson.Shallow(b, max) }

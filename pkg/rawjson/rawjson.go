@@ -1,7 +1,9 @@
-// Package rawjson reads and writes JSON text without decoding it: the
-// scanners and the string escaper the translating providers and the mock
-// upstream share on their per-chunk paths. Inputs are assumed valid (checked
-// beforehand with providers.ValidJSON); the scanners never panic on bad input.
+// Package rawjson reads and writes JSON text without decoding it: Scan,
+// the gateway's one validating pass over a request body (issue #18), and
+// the scanners and the string escaper the translating providers and the
+// mock upstream share on their per-chunk paths. The scanners other than
+// Scan and Valid assume valid input (checked beforehand by Scan or
+// providers.ValidJSON); they never panic on bad input.
 package rawjson
 
 import (
@@ -116,6 +118,73 @@ func SkipValue(s string, i int) int {
 		i++
 	}
 	return i
+}
+
+// EachMember calls f with each member of the JSON object obj, in order,
+// until f returns false: the key as written (quotes stripped, escapes
+// kept), the raw value and the value's offset in obj. It does nothing when
+// obj is not an object and stops early on invalid JSON.
+func EachMember(obj string, f func(key, val string, at int) bool) {
+	i := SkipSpace(obj, 0)
+	if i >= len(obj) || obj[i] != '{' {
+		return
+	}
+	for i++; ; i++ { // i is at '{' or ',' here
+		i = SkipSpace(obj, i)
+		if i >= len(obj) || obj[i] != '"' {
+			return
+		}
+		end := SkipString(obj, i)
+		k := obj[i+1 : max(end-1, i+1)]
+		i = SkipSpace(obj, end)
+		if i >= len(obj) || obj[i] != ':' {
+			return
+		}
+		i = SkipSpace(obj, i+1)
+		end = SkipValue(obj, i)
+		if end == i || !f(k, obj[i:end], i) {
+			return
+		}
+		i = SkipSpace(obj, end)
+		if i >= len(obj) || obj[i] != ',' {
+			return
+		}
+	}
+}
+
+// EachElem calls f with the index and raw text of each element of the
+// JSON array arr, until f returns false. It does nothing when arr is not
+// an array and stops early on invalid JSON.
+func EachElem(arr string, f func(n int, val string) bool) {
+	i := SkipSpace(arr, 0)
+	if i >= len(arr) || arr[i] != '[' {
+		return
+	}
+	i = SkipSpace(arr, i+1)
+	for n := 0; i < len(arr) && arr[i] != ']'; n++ {
+		end := SkipValue(arr, i)
+		if end == i || !f(n, arr[i:end]) {
+			return
+		}
+		i = SkipSpace(arr, end)
+		if i >= len(arr) || arr[i] != ',' {
+			return
+		}
+		i = SkipSpace(arr, i+1)
+	}
+}
+
+// KeyIs reports whether key, as written between the quotes (escapes
+// kept), is name once decoded: "mod\u0065l" is "model".
+func KeyIs(key, name string) bool {
+	if key == name {
+		return true
+	}
+	if strings.IndexByte(key, '\\') < 0 || len(key) < len(name) {
+		return false
+	}
+	var buf [64]byte
+	return string(appendUnquoted(buf[:0], key)) == name
 }
 
 const hexDigits = "0123456789abcdef"

@@ -2,6 +2,7 @@ package rawjson
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -46,4 +47,36 @@ func FuzzAppendString(f *testing.F) {
 			t.Fatalf("SkipString(%s) = %d, want %d", out, end, len(out))
 		}
 	})
+}
+
+func TestEachMemberAndElem(t *testing.T) {
+	tests := []struct {
+		name, in, want string
+	}{
+		{"object", ` { "a" : 1 , "b\"c":{"x":[1]} }`, `a=1@9;b\"c={"x":[1]}@20;`},
+		{"empty object", `{ }`, ``},
+		{"not an object", `[1]`, `0=1;`},
+		{"truncated", `{"a":1,"b"`, `a=1@5;`},
+		{"array", ` [ 1 , "x" ,{"a":[]} ]`, `0=1;1="x";2={"a":[]};`},
+		{"empty array", `[ ]`, ``},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var sb strings.Builder
+			EachMember(tc.in, func(k, v string, at int) bool {
+				if tc.in[at:at+len(v)] != v {
+					t.Errorf("%q is not at %d", v, at)
+				}
+				fmt.Fprintf(&sb, "%s=%s@%d;", k, v, at)
+				return true
+			})
+			EachElem(tc.in, func(n int, v string) bool {
+				fmt.Fprintf(&sb, "%d=%s;", n, v)
+				return true
+			})
+			if got := sb.String(); got != tc.want {
+				t.Errorf("got %s, want %s", got, tc.want)
+			}
+		})
+	}
 }

@@ -53,6 +53,36 @@ func NewKey(endpoint string, body []byte, scope Scope) (Key, error) {
 	if !root.IsObject() {
 		return Key{}, ErrNotObject
 	}
+	a := NonStream
+	switch {
+	case !root.Get("stream").Bool():
+	case root.Get("stream_options.include_usage").Bool():
+		a = StreamWithUsage
+	default:
+		a = Stream
+	}
+	return keyOf(endpoint, root, a, scope), nil
+}
+
+// Answer is the form of answer a request asks for, which its key covers.
+type Answer uint8
+
+// Forms of answer.
+const (
+	NonStream Answer = iota
+	Stream
+	StreamWithUsage // stream_options.include_usage
+)
+
+// KeyOf is NewKey for a body the caller has already checked is a valid
+// JSON object and whose answer form it has read (the gateway's one pass
+// over a request, issue #18): neither is checked or read again, so the
+// body is walked once, for its canonical form.
+func KeyOf(endpoint string, body []byte, answer Answer, scope Scope) Key {
+	return keyOf(endpoint, gjson.ParseBytes(body), answer, scope)
+}
+
+func keyOf(endpoint string, root gjson.Result, answer Answer, scope Scope) Key {
 	w := writer{h: sha256.New()}
 	w.str(keyVersion)
 	w.str(endpoint)
@@ -63,19 +93,12 @@ func NewKey(endpoint string, body []byte, scope Scope) (Key, error) {
 		w.str(scope.Dept)
 		w.str(scope.Team)
 	}
-	switch {
-	case !root.Get("stream").Bool():
-		w.tag('n')
-	case root.Get("stream_options.include_usage").Bool():
-		w.tag('u')
-	default:
-		w.tag('s')
-	}
+	w.tag([...]byte{NonStream: 'n', Stream: 's', StreamWithUsage: 'u'}[answer])
 	w.object(root, true)
 	var k Key
 	w.flush()
 	w.h.Sum(k[:0])
-	return k, nil
+	return k
 }
 
 // writer feeds the canonical form of a JSON value to a hash: a type tag,

@@ -116,3 +116,26 @@ func TestKeyString(t *testing.T) {
 		}
 	}
 }
+
+// TestKeyOf: with the answer form the caller read, KeyOf is NewKey.
+func TestKeyOf(t *testing.T) {
+	for _, tc := range []struct {
+		name, body string
+		answer     Answer
+	}{
+		{"non-stream", `{"model":"m","messages":[{"role":"user","content":"hi"}]}`, NonStream},
+		{"stream", `{"model":"m","stream":true,"messages":[]}`, Stream},
+		{"stream with usage", `{"model":"m","stream":true,"stream_options":{"include_usage":true}}`, StreamWithUsage},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			scope := Scope{Dept: "d", Team: "t"}
+			want, err := NewKey("/chat/completions", []byte(tc.body), scope)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := KeyOf("/chat/completions", []byte(tc.body), tc.answer, scope); got != want {
+				t.Errorf("KeyOf = %s, NewKey = %s", got, want)
+			}
+		})
+	}
+}

@@ -108,6 +108,7 @@ func parse(args []string, envToken string, stderr io.Writer) (loadgen.Config, st
 	fs.StringVar(&spec.Model, "model", "", "model `name` (default mock-gpt, or mock-embed with -embeddings)")
 	fs.IntVar(&spec.PromptWords, "prompt-words", 16, "words in the user message (or embeddings input)")
 	fs.IntVar(&spec.HistoryKB, "history-kb", 0, "conversation history of about this many `KiB`")
+	fs.BoolVar(&spec.MixedText, "history-mixed", false, "write the history as mixed text (quotes, newlines, code, non-ASCII); -history-kb then counts it as encoded, about the body size")
 	fs.BoolVar(&spec.Stream, "stream", false, "stream the answer (SSE)")
 	fs.BoolVar(&spec.IncludeUsage, "include-usage", false, "ask for a usage chunk (stream_options.include_usage); it must come exactly once")
 	fs.IntVar(&cfg.Chunks, "chunks", 8, "content chunks each stream must carry (sent as mock.chunks)")
@@ -188,7 +189,7 @@ func parse(args []string, envToken string, stderr io.Writer) (loadgen.Config, st
 // ignored, so they are refused; stream and chunk count come from the file
 // unless given.
 func fromFile(cfg loadgen.Config, jsonOut, path string, set map[string]bool) (loadgen.Config, string, error) {
-	for _, name := range []string{"model", "prompt-words", "history-kb", "chunk-delay", "latency-ms"} {
+	for _, name := range []string{"model", "prompt-words", "history-kb", "history-mixed", "chunk-delay", "latency-ms"} {
 		if set[name] {
 			return cfg, "", fmt.Errorf("%w: -%s cannot be used with -body", errUsage, name)
 		}

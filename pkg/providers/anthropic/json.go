@@ -106,57 +106,13 @@ func member(obj, key string) string {
 // object obj, in order, until f returns false: one pass where several
 // member calls would each scan the object.
 func eachMember(obj string, f func(key, value string) bool) {
-	i := rawjson.SkipSpace(obj, 0)
-	if i >= len(obj) || obj[i] != '{' {
-		return
-	}
-	for i++; ; i++ { // i is at '{' or ',' here
-		i = rawjson.SkipSpace(obj, i)
-		if i >= len(obj) || obj[i] != '"' {
-			return
-		}
-		end := rawjson.SkipString(obj, i)
-		k := obj[i+1 : max(end-1, i+1)]
-		i = rawjson.SkipSpace(obj, end)
-		if i >= len(obj) || obj[i] != ':' {
-			return
-		}
-		i = rawjson.SkipSpace(obj, i+1)
-		end = rawjson.SkipValue(obj, i)
-		if !f(k, obj[i:end]) {
-			return
-		}
-		i = rawjson.SkipSpace(obj, end)
-		if i >= len(obj) || obj[i] != ',' {
-			return
-		}
-	}
+	rawjson.EachMember(obj, func(k, v string, _ int) bool { return f(k, v) })
 }
 
 // forEachRaw calls f with the raw text of each element of the JSON array
 // arr, stopping early when f returns false. It does nothing when arr is not
 // an array.
-func forEachRaw(arr string, f func(i int, raw string) bool) {
-	i := rawjson.SkipSpace(arr, 0)
-	if i >= len(arr) || arr[i] != '[' {
-		return
-	}
-	i = rawjson.SkipSpace(arr, i+1)
-	if i < len(arr) && arr[i] == ']' {
-		return
-	}
-	for n := 0; i < len(arr); n++ {
-		end := rawjson.SkipValue(arr, i)
-		if end == i || !f(n, arr[i:end]) {
-			return
-		}
-		i = rawjson.SkipSpace(arr, end)
-		if i >= len(arr) || arr[i] != ',' {
-			return
-		}
-		i = rawjson.SkipSpace(arr, i+1)
-	}
-}
+func forEachRaw(arr string, f func(i int, raw string) bool) { rawjson.EachElem(arr, f) }
 
 // appendRawJSON appends a validated raw JSON value, each invalid UTF-8
 // byte replaced by U+FFFD (valid JSON is UTF-8).

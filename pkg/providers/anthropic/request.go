@@ -152,7 +152,7 @@ func (r *chatRequest) check() error {
 
 // appendRequest appends the Messages request body for c.
 func (p *Provider) appendRequest(dst []byte, c *providers.Call) ([]byte, error) {
-	if !providers.ValidJSON(c.Body) {
+	if !c.Scanned && !providers.ValidJSON(c.Body) {
 		return dst, paramErr("body", "is not valid JSON")
 	}
 	r, err := parseChat(bytesString(c.Body))

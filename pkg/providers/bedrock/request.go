@@ -157,7 +157,7 @@ func (w *convWriter) text(role, raw string) {
 // appendConverse translates the OpenAI chat body of c into a Converse
 // request body appended to dst.
 func appendConverse(dst []byte, c *providers.Call) ([]byte, error) {
-	if !providers.ValidJSON(c.Body) {
+	if !c.Scanned && !providers.ValidJSON(c.Body) {
 		return dst, paramError("body", "the request body is not valid JSON")
 	}
 	root := gjson.Parse(bytesString(c.Body))

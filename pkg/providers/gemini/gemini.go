@@ -209,7 +209,7 @@ func (p *Provider) Build(req *fasthttp.Request, c *providers.Call) error {
 		return err
 	}
 	path = append(path, method...)
-	if !providers.ValidJSON(c.Body) {
+	if !c.Scanned && !providers.ValidJSON(c.Body) {
 		return &providers.ParamError{Param: "body", Message: "the request body is not valid JSON"}
 	}
 	root := gjson.Parse(bytesString(c.Body))

@@ -12,50 +12,13 @@ import "github.com/tollgate/tollgate/pkg/rawjson"
 // and raw value of each member of the JSON object obj, until f returns
 // false. It does nothing when obj is not an object.
 func forEachMember(obj string, f func(key, val string) bool) {
-	i := rawjson.SkipSpace(obj, 0)
-	if i >= len(obj) || obj[i] != '{' {
-		return
-	}
-	i = rawjson.SkipSpace(obj, i+1)
-	for i < len(obj) && obj[i] == '"' {
-		end := rawjson.SkipString(obj, i)
-		key := obj[i+1 : max(end-1, i+1)]
-		i = rawjson.SkipSpace(obj, end)
-		if i >= len(obj) || obj[i] != ':' {
-			return
-		}
-		i = rawjson.SkipSpace(obj, i+1)
-		end = rawjson.SkipValue(obj, i)
-		if end == i || !f(key, obj[i:end]) {
-			return
-		}
-		i = rawjson.SkipSpace(obj, end)
-		if i >= len(obj) || obj[i] != ',' {
-			return
-		}
-		i = rawjson.SkipSpace(obj, i+1)
-	}
+	rawjson.EachMember(obj, func(k, v string, _ int) bool { return f(k, v) })
 }
 
 // forEachElem calls f with the raw text of each element of the JSON array
 // arr, until f returns false. It does nothing when arr is not an array.
 func forEachElem(arr string, f func(val string) bool) {
-	i := rawjson.SkipSpace(arr, 0)
-	if i >= len(arr) || arr[i] != '[' {
-		return
-	}
-	i = rawjson.SkipSpace(arr, i+1)
-	for i < len(arr) && arr[i] != ']' {
-		end := rawjson.SkipValue(arr, i)
-		if end == i || !f(arr[i:end]) {
-			return
-		}
-		i = rawjson.SkipSpace(arr, end)
-		if i >= len(arr) || arr[i] != ',' {
-			return
-		}
-		i = rawjson.SkipSpace(arr, i+1)
-	}
+	rawjson.EachElem(arr, func(_ int, v string) bool { return f(v) })
 }
 
 // firstElem returns the raw first element of a JSON array, or "".

@@ -237,7 +237,10 @@ func usageEdit(c *providers.Call) edit {
 		at := bytes.IndexByte(c.Body, '{') + 1
 		return edit{at: at, text: usageTrue}
 	}
-	if v := gjson.Get(c.StreamOptionsRaw, "include_usage"); v.Exists() {
+	if v := c.IncludeUsageAt; c.Scanned && v.Raw != "" {
+		return edit{at: v.Idx, n: len(v.Raw), text: trueLit}
+	}
+	if v := gjson.Get(c.StreamOptionsRaw, "include_usage"); !c.Scanned && v.Exists() {
 		return edit{at: c.StreamOptionsIdx + v.Index, n: len(v.Raw), text: trueLit}
 	}
 	at := c.StreamOptionsIdx + strings.IndexByte(c.StreamOptionsRaw, '{') + 1
@@ -252,14 +255,20 @@ func usageEdit(c *providers.Call) edit {
 // adds the provider's preferred field (max_output_tokens on the Responses
 // API).
 func (p *Provider) maxTokensEdit(c *providers.Call, n []byte) edit {
-	body := bytesString(c.Body)
 	fields, field := []string{"max_completion_tokens", "max_tokens"}, p.maxField
+	found := [...]providers.Member{c.MaxCompletionTokensAt, c.MaxTokensAt}
 	if c.Endpoint == providers.Responses {
 		fields, field = []string{"max_output_tokens"}, "max_output_tokens"
+		found[0] = c.MaxOutputTokensAt
 	}
-	for _, f := range fields {
-		if v := gjson.Get(body, f); v.Exists() {
-			return edit{at: v.Index, n: len(v.Raw), text: n}
+	for i, f := range fields {
+		v := found[i]
+		if !c.Scanned {
+			r := gjson.Get(bytesString(c.Body), f)
+			v = providers.Member{Raw: r.Raw, Idx: r.Index}
+		}
+		if v.Raw != "" {
+			return edit{at: v.Idx, n: len(v.Raw), text: n}
 		}
 	}
 	at := bytes.IndexByte(c.Body, '{') + 1

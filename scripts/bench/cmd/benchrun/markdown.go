@@ -201,6 +201,7 @@ func render(r *Results, soak *Soak, chartDir string) []byte {
 	closedTable(&m, r, groupNonStream, "Non-stream, instant upstream, 200-word prompt", false)
 	closedTable(&m, r, groupStream, "Streams of 50 chunks, instant upstream (paced: 5 ms between chunks)", true)
 	closedTable(&m, r, groupPayload, "Large payloads: 64 KB conversation history and 1,536-dimension embeddings, 32 clients", false)
+	largeTable(&m, r)
 	fallbackTable(&m, r)
 	openTable(&m, r)
 	cpuTable(&m, r)
@@ -363,6 +364,8 @@ func shortTitle(sc Scenario) string {
 		return fmt.Sprintf("%.0f streams", sc.X)
 	case groupFallback:
 		return fmt.Sprintf("%.0f clients", sc.X)
+	case groupLarge:
+		return fmt.Sprintf("%.0f KB body", sc.X)
 	}
 	return sc.Title
 }
@@ -463,6 +466,36 @@ func cpuTable(m *md, r *Results) {
 		}
 		m.p("\nFor bareproxy and tollgate the figure is the proxy's own CPU; mockllm's is not included. For direct it is mockllm's.\n\n")
 	}
+}
+
+// largeTable writes the large-body table: throughput and CPU per request
+// next to bareproxy's, where per-byte costs show.
+func largeTable(m *md, r *Results) {
+	var scs []Scenario
+	for _, sc := range r.Scenarios {
+		if sc.Group == groupLarge {
+			scs = append(scs, sc)
+		}
+	}
+	if len(scs) == 0 {
+		return
+	}
+	m.p("### Large prompts: 64 KB and 512 KB chat bodies of mixed text, non-stream, 8 clients\n\n")
+	m.header("Scenario", "Target", "req/s", "× bareproxy", "p50", "p99", "CPU ms / request", "× bareproxy", "CPU", "load CPU", "Errors")
+	for _, sc := range scs {
+		bp := sc.target(targetBareproxy)
+		for _, tr := range sc.Targets {
+			x := tr.Median
+			self := tr.Target == targetBareproxy
+			cpuRel := "-"
+			if !self && bp != nil && len(bp.Runs) > 0 {
+				cpuRel = times(ratio(x.CPUPer1k, bp.Median.CPUPer1k))
+			}
+			m.row(shortTitle(sc), tr.Target, n0(x.RPS), relRPS(&x, bp, self), ms3(x.P50), ms3(x.P99),
+				ms3(x.CPUPer1k), cpuRel, ms2(x.Cores), ms2(x.LoadCores), errText(&x))
+		}
+	}
+	m.p("\nCPU per request is the serving process's (mockllm's for direct). The bodies are loadgen's -history-mixed text: quotes, newlines, code and non-ASCII text.\n\n")
 }
 
 // memoryTable writes the held-streams table.

@@ -10,6 +10,7 @@ const (
 	groupNonStream = "nonstream"
 	groupStream    = "stream"
 	groupPayload   = "payload"
+	groupLarge     = "large"
 	groupOpen      = "open"
 	groupCPU       = "cpu"
 	groupHold      = "hold"
@@ -72,6 +73,15 @@ func plans(t timing) []plan {
 			args:  []string{"-c", "32", "-embeddings", "-dims", "1536"},
 		},
 	)
+	for _, kb := range []int{64, 512} {
+		// Agent and RAG sized prompts (issue #18): the body is about kb KiB
+		// of mixed text, so per-byte costs dominate.
+		ps = append(ps, plan{
+			name: fmt.Sprintf("large-%dk-c8", kb), group: groupLarge, x: float64(kb),
+			title: fmt.Sprintf("Non-stream, %d KB chat body of mixed text, 8 clients", kb),
+			args:  []string{"-c", "8", "-history-kb", itoa(kb), "-history-mixed", "-prompt-words", "16"},
+		})
+	}
 	ps = append(ps, plan{
 		name: "fallback-500-c16", group: groupFallback, x: 16,
 		title:   "Fallback after upstream 500, 16 clients (next to the same load without failures)",

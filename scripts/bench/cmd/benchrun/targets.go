@@ -118,6 +118,28 @@ func evaluate(r *Results) []check {
 	} else {
 		na("CPU per 1,000 requests <= 1.25 x bareproxy")
 	}
+	for _, t := range []struct {
+		kb       int
+		cpu, rps float64 // most CPU per request, least throughput (0: no goal), x bareproxy
+	}{{64, 1.5, 0.8}, {512, 2, 0}} {
+		name := fmt.Sprintf("large-%dk-c8", t.kb)
+		cpuGoal := fmt.Sprintf("CPU per request with a %d KB body <= %.1f x bareproxy", t.kb, t.cpu)
+		rpsGoal := fmt.Sprintf("Throughput with a %d KB body, 8 clients >= %.1f x bareproxy", t.kb, t.rps)
+		tg, bp := pair(name)
+		if tg == nil || bp == nil || bp.CPUPer1k == 0 || bp.RPS == 0 {
+			na(cpuGoal)
+			if t.rps > 0 {
+				na(rpsGoal)
+			}
+			continue
+		}
+		c := tg.CPUPer1k / bp.CPUPer1k
+		cs = append(cs, check{cpuGoal, fmt.Sprintf("%.2f x (%.3f vs %.3f CPU ms)", c, tg.CPUPer1k, bp.CPUPer1k), verdict(c <= t.cpu && tg.Errors == 0)})
+		if t.rps > 0 {
+			q := tg.RPS / bp.RPS
+			cs = append(cs, check{rpsGoal, fmt.Sprintf("%.2f x (%.0f vs %.0f req/s)", q, tg.RPS, bp.RPS), verdict(q >= t.rps && tg.Errors == 0)})
+		}
+	}
 	if st := r.startup(targetTollgate); st != nil {
 		cs = append(cs, check{"Idle RSS <= 20 MB", fmt.Sprintf("%.1f MB", st.MedianRSS), verdict(st.MedianRSS <= 20)})
 	} else {

@@ -1,0 +1,194 @@
+package rawjson
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"unicode/utf8"
+)
+
+var scanKeys = []string{"model", "stream", "messages", "max_tokens"}
+
+func TestScan(t *testing.T) {
+	deep := func(n int) string { return strings.Repeat("[", n) + strings.Repeat("]", n) }
+	tests := []struct {
+		name, in string
+		err      error
+		offset   int
+		want     map[string]Field // checked keys; absent ones must be zero
+	}{
+		{name: "members", in: `{"model":"m","stream":true,"messages":[{"role":"user"}],"max_tokens":16}`,
+			want: map[string]Field{"model": {Raw: `"m"`, Idx: 9}, "stream": {Raw: "true", Idx: 22},
+				"messages": {Raw: `[{"role":"user"}]`, Idx: 38}, "max_tokens": {Raw: "16", Idx: 69}}},
+		{name: "spaces around members", in: " {\n\t\"model\" : \"m\" ,\r\n \"other\": {\"model\": 1} } ",
+			want: map[string]Field{"model": {Raw: `"m"`, Idx: 14}}},
+		{name: "nested keys are not top-level", in: `{"a":{"model":"x"},"b":[{"stream":true}]}`, want: map[string]Field{}},
+		{name: "duplicate key", in: `{"model":"a","x":1,"model":"b"}`,
+			want: map[string]Field{"model": {Raw: `"a"`, Idx: 9, Repeat: 27}}},
+		{name: "escaped key is the same key", in: `{"mod\u0065l":"a"}`, want: map[string]Field{"model": {Raw: `"a"`, Idx: 14}}},
+		{name: "escaped duplicate", in: `{"model":"a","\u006dodel":"b"}`,
+			want: map[string]Field{"model": {Raw: `"a"`, Idx: 9, Repeat: 26}}},
+		{name: "escaped other key", in: `{"mode\"l":"a","max\/tokens":1}`, want: map[string]Field{}},
+		{name: "long escaped key", in: `{"` + strings.Repeat(`\u0041`, 40) + `":1}`, want: map[string]Field{}},
+		{name: "escapes and unicode in values", in: `{"model":"a\"\\\/\b\f\n\r\t\u00e9\ud83d\ude80 é 网 🚀"}`,
+			want: map[string]Field{"model": {Raw: `"a\"\\\/\b\f\n\r\t\u00e9\ud83d\ude80 é 网 🚀"`, Idx: 9}}},
+		{name: "lone surrogate escape is valid", in: `{"model":"\ud800"}`, want: map[string]Field{"model": {Raw: `"\ud800"`, Idx: 9}}},
+		{name: "numbers", in: `{"max_tokens":-0.5e+10,"a":[0,1.0,2E-3,-7]}`, want: map[string]Field{"max_tokens": {Raw: "-0.5e+10", Idx: 14}}},
+		{name: "depth at the limit", in: `{"a":` + deep(127) + `}`, want: map[string]Field{}},
+		{name: "depth past the limit", in: `{"a":` + deep(128) + `}`, err: ErrDepth, offset: 132},
+		{name: "depth past the limit after a syntax error", in: `{"a":x,"b":` + deep(200) + `}`, err: ErrDepth},
+		{name: "deep inside a string does not count", in: `{"a":"` + deep(300) + `"}`, want: map[string]Field{}},
+		{name: "invalid UTF-8 offset", in: "{\"model\":\"é\xff\"}", err: ErrUTF8, offset: 12},
+		{name: "truncated UTF-8 sequence", in: "{\"a\":\"\xe6\x9c\"}", err: ErrUTF8, offset: 6},
+		{name: "surrogate encoded in UTF-8", in: "{\"a\":\"\xed\xa0\x80\"}", err: ErrUTF8, offset: 6},
+		{name: "overlong encoding", in: "{\"a\":\"\xc0\xaf\"}", err: ErrUTF8, offset: 6},
+		{name: "syntax wins over UTF-8", in: "{\"a\":\"\xff\",}", err: ErrSyntax, offset: 9},
+		{name: "UTF-8 outside a string", in: "{\"a\":1\xff}", err: ErrSyntax, offset: 6},
+		{name: "not an object", in: `[{"model":"m"}]`, err: ErrNotObject},
+		{name: "string", in: `"model"`, err: ErrNotObject},
+		{name: "empty", in: ``, err: ErrSyntax},
+		{name: "spaces only", in: " \n", err: ErrSyntax, offset: 2},
+		{name: "trailing text", in: `{} {}`, err: ErrSyntax, offset: 3},
+		{name: "trailing comma", in: `{"a":1,}`, err: ErrSyntax, offset: 7},
+		{name: "unquoted key", in: `{a:1}`, err: ErrSyntax, offset: 1},
+		{name: "control character in string", in: "{\"a\":\"x\ny\"}", err: ErrSyntax, offset: 7},
+		{name: "bad escape", in: `{"a":"\x"}`, err: ErrSyntax, offset: 7},
+		{name: "short unicode escape", in: `{"a":"\u12"}`, err: ErrSyntax, offset: 10},
+		{name: "leading zero", in: `{"a":01}`, err: ErrSyntax, offset: 6},
+		{name: "bare minus", in: `{"a":-}`, err: ErrSyntax, offset: 6},
+		{name: "truncated literal", in: `{"a":tru}`, err: ErrSyntax, offset: 5},
+		{name: "unterminated string", in: `{"a":"abcdefghijklmnop`, err: ErrSyntax, offset: 22},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var fields [4]Field
+			err := Scan([]byte(tc.in), 128, scanKeys, fields[:])
+			if tc.err != nil {
+				var e *Error
+				if !errors.As(err, &e) || !errors.Is(err, tc.err) || e.Offset != tc.offset {
+					t.Fatalf("Scan(%q) = %v, want %v at %d", tc.in, err, tc.err, tc.offset)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Scan(%q) = %v", tc.in, err)
+			}
+			for i, k := range scanKeys {
+				if got, want := fields[i], tc.want[k]; got != want {
+					t.Errorf("%s = %+v, want %+v", k, got, want)
+				}
+			}
+		})
+	}
+}
+
+func TestUnquote(t *testing.T) {
+	for _, in := range []string{`"plain"`, `""`, `"a\"b\\c\/d\b\f\n\r\t"`, `"\u00e9\u7f51\ud83d\ude80"`, `"\ud800x"`, `"\udc00\ud800"`, `"é 🚀"`} {
+		var want string
+		if err := json.Unmarshal([]byte(in), &want); err != nil {
+			t.Fatal(err)
+		}
+		if got := Unquote(in); got != want {
+			t.Errorf("Unquote(%s) = %q, want %q", in, got, want)
+		}
+	}
+	if got := Unquote("12"); got != "" {
+		t.Errorf("Unquote(12) = %q", got)
+	}
+}
+
+func TestInt(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want int64
+	}{
+		{"0", 0}, {"256", 256}, {"-5", -5}, {"1.9", 1}, {"-1.9", -1}, {"1e3", 1000}, {"2.5E2", 250},
+		{"123456789012345678", 123456789012345678}, {"-9223372036854775807", -9223372036854775807}, {"true", 0},
+	} {
+		if got := Int(tc.in); got != tc.want {
+			t.Errorf("Int(%s) = %d, want %d", tc.in, got, tc.want)
+		}
+	}
+}
+
+// FuzzScan checks Scan's and Valid's verdicts against encoding/json: Valid
+// accepts what json.Valid accepts within the depth limit, and Scan
+// accepts that when it is also UTF-8 and an object, with the UTF-8 offset
+// checkUTF8 used to report, and the fields encoding/json decodes.
+func FuzzScan(f *testing.F) {
+	for _, s := range []string{`{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}],"max_tokens":16}`,
+		`{"mod\u0065l":"a","model":"b"}`, "{\"a\":\"\xff\"}", `[[[[]]]]`, `{"a":1e5,"b":-0.0,"c":[true,false,null]}`,
+		`{"a":"\ud83d\ude80 é"}`, ` 1 `, `{"a":01}`, `{"a":"x`, ``} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		const max = 16
+		shallow := Shallow(b, max)
+		valid := json.Valid(b) && shallow
+		if got := Valid(b, max); got != valid {
+			t.Fatalf("Valid(%q) = %v, json.Valid and depth say %v", b, got, valid)
+		}
+		var fields [4]Field
+		err := Scan(b, max, scanKeys, fields[:])
+		var e *Error
+		if err != nil && !errors.As(err, &e) {
+			t.Fatalf("Scan(%q) = %v, not an *Error", b, err)
+		}
+		switch {
+		case !shallow:
+			if !errors.Is(err, ErrDepth) {
+				t.Fatalf("Scan(%q) = %v, want ErrDepth", b, err)
+			}
+			return
+		case !valid:
+			if !errors.Is(err, ErrSyntax) {
+				t.Fatalf("Scan(%q) = %v, want ErrSyntax", b, err)
+			}
+			return
+		case !utf8.Valid(b):
+			if !errors.Is(err, ErrUTF8) || e.Offset != firstInvalid(b) {
+				t.Fatalf("Scan(%q) = %v, want ErrUTF8 at %d", b, err, firstInvalid(b))
+			}
+			return
+		}
+		var obj map[string]json.RawMessage
+		if json.Unmarshal(b, &obj) != nil {
+			if !errors.Is(err, ErrNotObject) {
+				t.Fatalf("Scan(%q) = %v, want ErrNotObject", b, err)
+			}
+			return
+		}
+		if err != nil {
+			t.Fatalf("Scan(%q) = %v", b, err)
+		}
+		for i, k := range scanKeys {
+			fd := fields[i]
+			if fd.Raw != "" && string(b[fd.Idx:fd.Idx+len(fd.Raw)]) != fd.Raw {
+				t.Fatalf("%s: Raw %q is not at %d", k, fd.Raw, fd.Idx)
+			}
+			// encoding/json keeps the last of repeated keys.
+			raw, ok := obj[k]
+			switch {
+			case !ok && fd.Raw != "":
+				t.Fatalf("%s found in %q, encoding/json does not see it", k, b)
+			case ok && fd.Repeat == 0 && fd.Raw != string(raw):
+				t.Fatalf("%s = %q in %q, encoding/json reads %q", k, fd.Raw, b, raw)
+			}
+		}
+	})
+}
+
+// firstInvalid is the offset of the first byte of b that does not start a
+// valid UTF-8 sequence.
+func firstInvalid(b []byte) int {
+	off := 0
+	for off < len(b) {
+		r, n := utf8.DecodeRune(b[off:])
+		if r == utf8.RuneError && n <= 1 {
+			break
+		}
+		off += n
+	}
+	return off
+}
