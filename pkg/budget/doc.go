@@ -34,7 +34,11 @@
 // The Tracker, run inside the gateway, keeps every total in memory from a
 // watch of the bucket, plus the gateway's reservations for requests whose
 // events are not in the totals yet. See Tracker for the invariant this
-// gives.
+// gives. It owns a reservation's whole life (await.go): Reserve at
+// admission, Settle at the end, Await while the usage event is on its way,
+// OnAck (the publisher's hook) with the event's stream sequence, and
+// release as the totals cover it, or after AckWait without an ack (the
+// event went to the spool); the releases run in the watch loop.
 //
 // # Alerts
 //

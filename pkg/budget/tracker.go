@@ -80,6 +80,10 @@ type TrackerOptions struct {
 	// landed in another day than the reservation (a request running across
 	// midnight UTC). Default 10s.
 	Grace time.Duration
+	// AckWait bounds how long a reservation awaits its usage event's ack
+	// (Await, OnAck) before the watch loop releases it: an event without an
+	// ack went to the publisher's spool. Default DefaultAckWait (2m).
+	AckWait time.Duration
 }
 
 // Tracker keeps every spend total of the KV bucket in memory, plus this
@@ -112,6 +116,11 @@ type Tracker struct {
 
 	pendMu  sync.Mutex
 	pending []*Reservation // published, not fully released; guarded by pendMu
+
+	await       [awaitShards]awaitShard // reservations awaiting their event's ack (await.go)
+	ackWait     int64                   // ns
+	unacked     atomic.Uint64           // released for want of an ack
+	lastUnacked int64                   // unix ns of the last sweepUnacked; watch loop only
 
 	readyOnce sync.Once
 	ready     chan struct{}
@@ -165,14 +174,21 @@ func NewTracker(o TrackerOptions) *Tracker {
 	if o.Grace <= 0 {
 		o.Grace = 10 * time.Second
 	}
+	if o.AckWait <= 0 {
+		o.AckWait = DefaultAckWait
+	}
 	t := &Tracker{
-		now:   o.Now,
-		grace: int64(o.Grace),
-		seed:  maphash.MakeSeed(),
-		ready: make(chan struct{}),
+		now:     o.Now,
+		grace:   int64(o.Grace),
+		ackWait: int64(o.AckWait),
+		seed:    maphash.MakeSeed(),
+		ready:   make(chan struct{}),
 	}
 	for i := range t.shards {
 		t.shards[i].m = make(map[TotalID]*slot)
+	}
+	for i := range t.await {
+		t.await[i].m = make(map[string]awaiting)
 	}
 	t.SetLimits(o.Limits)
 	return t
@@ -642,7 +658,12 @@ func (t *Tracker) watch(ctx context.Context, kv jetstream.KeyValue, tick <-chan 
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-tick:
-			t.sweep(t.now().UnixNano())
+			now := t.now().UnixNano()
+			t.sweep(now)
+			if now-t.lastUnacked >= int64(time.Second) {
+				t.lastUnacked = now
+				t.sweepUnacked(now)
+			}
 		case e, ok := <-updates:
 			if !ok {
 				return errors.New("spend watch closed")

@@ -5,9 +5,7 @@ import (
 	"fmt"
 	"math/bits"
 	"strconv"
-	"sync"
 	"time"
-	"unsafe"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/tidwall/gjson"
@@ -31,10 +29,9 @@ type publisher interface {
 // Tracker no budget is enforced, without a Limiter no rate limit applies.
 type Accounting struct {
 	Publisher publisher
-	// Reservations receives the publish acks (wire its Acked method to the
-	// publisher's OnAck) and releases budget reservations.
-	Reservations *Reservations
-	Tracker      *budget.Tracker
+	// Tracker enforces budgets and owns their reservations: wire its OnAck
+	// to the publisher's (usage.Config.OnAck).
+	Tracker *budget.Tracker
 	// Prices is the price table at start (default: the embedded one);
 	// Reload replaces it. Rate limits and the unpriced-model policy come
 	// from the config.
@@ -327,10 +324,10 @@ func (g *Gateway) bill(rec *record) {
 	ev := g.event(rec, u, estimated, cost)
 	if adm.res != nil {
 		adm.res.Settle(cost)
-		g.acct.Reservations.add(ev, adm.res)
+		g.acct.Tracker.Await(ev.EventId, adm.res)
 	}
 	if err := g.acct.Publisher.Enqueue(ev); err != nil {
-		if adm.res != nil && g.acct.Reservations.remove(ev) {
+		if adm.res != nil && g.acct.Tracker.Forget(ev.EventId) {
 			adm.res.Release()
 		}
 		g.log.Error("usage event not recorded", "request_id", rec.requestID, "err", err)
@@ -453,99 +450,4 @@ func (bc *budgetChecks) event() []*usagev1.BudgetCheck {
 		out[i] = m
 	}
 	return out
-}
-
-// Reservations holds the budget reservation of each published event until
-// the publisher reports the event's stream sequence. It is sharded so
-// request goroutines and the publisher's ack goroutine rarely meet on a lock.
-type Reservations struct {
-	shards [32]resShard
-	now    func() time.Time
-}
-
-type resShard struct {
-	mu sync.Mutex
-	m  map[*usagev1.UsageEvent]resEntry // guarded by mu
-	_  [40]byte
-}
-
-type resEntry struct {
-	r  *budget.Reservation
-	at time.Time
-}
-
-// NewReservations returns an empty table.
-func NewReservations() *Reservations {
-	rs := &Reservations{now: time.Now}
-	for i := range rs.shards {
-		rs.shards[i].m = make(map[*usagev1.UsageEvent]resEntry)
-	}
-	return rs
-}
-
-func (rs *Reservations) shard(ev *usagev1.UsageEvent) *resShard {
-	return &rs.shards[(uintptr(unsafe.Pointer(ev))>>6)%uintptr(len(rs.shards))]
-}
-
-func (rs *Reservations) add(ev *usagev1.UsageEvent, r *budget.Reservation) {
-	s := rs.shard(ev)
-	s.mu.Lock()
-	s.m[ev] = resEntry{r, rs.now()}
-	s.mu.Unlock()
-}
-
-func (rs *Reservations) remove(ev *usagev1.UsageEvent) bool {
-	s := rs.shard(ev)
-	s.mu.Lock()
-	_, ok := s.m[ev]
-	delete(s.m, ev)
-	s.mu.Unlock()
-	return ok
-}
-
-// Acked is the publisher's OnAck: the event is in the stream at seq, so its
-// reservation can go once the spend totals include seq.
-func (rs *Reservations) Acked(ev *usagev1.UsageEvent, seq uint64) {
-	s := rs.shard(ev)
-	s.mu.Lock()
-	e, ok := s.m[ev]
-	delete(s.m, ev)
-	s.mu.Unlock()
-	if ok {
-		e.r.Published(seq)
-	}
-}
-
-// Sweep releases reservations whose event was not acked within maxAge:
-// the event went to the disk spool (NATS unreachable) and will be counted
-// in the totals when the spool drains. Until then this gateway no longer
-// holds that spend against the limits (see the README's budget bound).
-func (rs *Reservations) Sweep(maxAge time.Duration) int {
-	cut := rs.now().Add(-maxAge)
-	n := 0
-	for i := range rs.shards {
-		s := &rs.shards[i]
-		s.mu.Lock()
-		for ev, e := range s.m {
-			if e.at.Before(cut) {
-				delete(s.m, ev)
-				e.r.Release()
-				n++
-			}
-		}
-		s.mu.Unlock()
-	}
-	return n
-}
-
-// Len returns the number of reservations waiting for an ack.
-func (rs *Reservations) Len() int {
-	n := 0
-	for i := range rs.shards {
-		s := &rs.shards[i]
-		s.mu.Lock()
-		n += len(s.m)
-		s.mu.Unlock()
-	}
-	return n
 }

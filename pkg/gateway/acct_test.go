@@ -72,8 +72,7 @@ func newAcctRig(t *testing.T, mutate func(*config.Config)) *acctRig {
 		t.Fatal(err)
 	}
 	tracker := budget.NewTracker(budget.TrackerOptions{Limits: limits})
-	res := NewReservations()
-	ucfg.OnAck = res.Acked
+	ucfg.OnAck = tracker.OnAck
 	pub, err := usage.NewPublisher(js, ucfg, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
@@ -101,7 +100,7 @@ func newAcctRig(t *testing.T, mutate func(*config.Config)) *acctRig {
 	<-revoked.Ready()
 	// Swap the rig's gateway for one with accounting, on the same config.
 	gw, err := New(Options{Config: r.cfg, Verifier: r.gw.state.Load().verifier, Logger: r.gw.log, Accounting: Accounting{
-		Publisher: pub, Reservations: res, Tracker: tracker, Prices: pricing.Default(),
+		Publisher: pub, Tracker: tracker, Prices: pricing.Default(),
 		Limiter: ratelimit.New(ratelimit.Options{}), Estimator: tokenize.New(),
 	}, Revocations: revoked, Alert: func(subject string, data []byte) { _ = nc.Publish(subject, data) }})
 	if err != nil {

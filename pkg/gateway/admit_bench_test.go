@@ -13,11 +13,11 @@ import (
 	usagev1 "github.com/tollgate/tollgate/proto/tollgate/usage/v1"
 )
 
-// takePublisher drops every event as if it was published and acked at
-// once, keeping the reservations table empty.
-type takePublisher struct{ rs *Reservations }
+// takePublisher drops every event as if it was published, keeping the
+// tracker's table of reservations awaiting an ack empty.
+type takePublisher struct{ t *budget.Tracker }
 
-func (p takePublisher) Enqueue(ev *usagev1.UsageEvent) error { p.rs.remove(ev); return nil }
+func (p takePublisher) Enqueue(ev *usagev1.UsageEvent) error { p.t.Forget(ev.EventId); return nil }
 func (p takePublisher) Saturated() bool                      { return false }
 
 // BenchmarkBudgetedRequest is BenchmarkNonStreamRequest with accounting:
@@ -34,9 +34,9 @@ func BenchmarkBudgetedRequest(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	res := NewReservations()
+	tracker := budget.NewTracker(budget.TrackerOptions{Limits: limits})
 	gw, err := New(Options{Config: r.cfg, Verifier: r.gw.state.Load().verifier, Logger: r.gw.log, Accounting: Accounting{
-		Publisher: takePublisher{res}, Reservations: res, Tracker: budget.NewTracker(budget.TrackerOptions{Limits: limits}),
+		Publisher: takePublisher{tracker}, Tracker: tracker,
 		Prices: pricing.Default(),
 	}})
 	if err != nil {

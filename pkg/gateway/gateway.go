@@ -118,9 +118,6 @@ func New(o Options) (*Gateway, error) {
 	if g.acct.Estimator == nil {
 		g.acct.Estimator = tokenize.New() // loads its vocabulary on first use
 	}
-	if g.acct.Reservations == nil {
-		g.acct.Reservations = NewReservations()
-	}
 	if g.acct.Limiter != nil {
 		for i := range g.limiters {
 			g.limiters[i] = ratelimit.New(ratelimit.Options{})

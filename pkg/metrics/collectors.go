@@ -73,6 +73,12 @@ func (c *publisherCollector) Collect(ch chan<- prometheus.Metric) {
 type BudgetStats struct {
 	Utilization []BudgetUtilization
 	Reserved    []BudgetReserved
+	// AwaitingAck is the number of reservations whose usage event has not
+	// been acknowledged by the stream yet; UnackedReleased counts those
+	// released after budget.TrackerOptions.AckWait without an ack (their
+	// event went to the spool).
+	AwaitingAck     int
+	UnackedReleased uint64
 }
 
 // BudgetUtilization is the spend of one limit's total as a fraction of the
@@ -94,13 +100,16 @@ type BudgetReserved struct {
 
 // budgetCollector reads a BudgetStats at scrape time.
 type budgetCollector struct {
-	stats       func() BudgetStats
-	util, reser *prometheus.Desc
+	stats                func() BudgetStats
+	util, reser          *prometheus.Desc
+	awaiting, unackedRel *prometheus.Desc
 }
 
 // RegisterBudgets registers on reg tollgate_budget_utilization_ratio{scope,
-// value,period} and tollgate_budget_reserved_nano_usd{scope,value}, read from
-// stats on every scrape. stats must be safe for concurrent use.
+// value,period}, tollgate_budget_reserved_nano_usd{scope,value},
+// tollgate_budget_reservations_awaiting_ack and
+// tollgate_budget_reservations_unacked_released_total, read from stats on
+// every scrape. stats must be safe for concurrent use.
 func RegisterBudgets(reg prometheus.Registerer, stats func() BudgetStats) error {
 	c := &budgetCollector{
 		stats: stats,
@@ -110,6 +119,10 @@ func RegisterBudgets(reg prometheus.Registerer, stats func() BudgetStats) error 
 		reser: prometheus.NewDesc("tollgate_budget_reserved_nano_usd",
 			"Spend this gateway has reserved and not yet seen applied to the totals, in nano-USD.",
 			[]string{"scope", "value"}, nil),
+		awaiting: prometheus.NewDesc("tollgate_budget_reservations_awaiting_ack",
+			"Budget reservations whose usage event the stream has not acknowledged yet.", nil, nil),
+		unackedRel: prometheus.NewDesc("tollgate_budget_reservations_unacked_released_total",
+			"Budget reservations released because their usage event got no stream ack in time (it went to the spool).", nil, nil),
 	}
 	if err := reg.Register(c); err != nil {
 		return fmt.Errorf("register budget metrics: %w", err)
@@ -121,6 +134,8 @@ func RegisterBudgets(reg prometheus.Registerer, stats func() BudgetStats) error 
 func (c *budgetCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.util
 	ch <- c.reser
+	ch <- c.awaiting
+	ch <- c.unackedRel
 }
 
 // Collect implements prometheus.Collector.
@@ -132,6 +147,8 @@ func (c *budgetCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, r := range s.Reserved {
 		ch <- constMetric(c.reser, float64(r.Nano), r.Scope, r.Value)
 	}
+	ch <- prometheus.MustNewConstMetric(c.awaiting, prometheus.GaugeValue, float64(s.AwaitingAck))
+	ch <- prometheus.MustNewConstMetric(c.unackedRel, prometheus.CounterValue, float64(s.UnackedReleased))
 }
 
 // constMetric returns a gauge, or for label values Prometheus refuses

@@ -482,7 +482,8 @@ func TestBudgetCollector(t *testing.T) {
 			{Scope: "dept", Value: "eng", Period: "month", Ratio: 0.25},
 			{Scope: "global", Value: "", Period: "day", Ratio: 1.5},
 		},
-		Reserved: []BudgetReserved{{Scope: "dept", Value: "*", Nano: 1234}},
+		Reserved:    []BudgetReserved{{Scope: "dept", Value: "*", Nano: 1234}},
+		AwaitingAck: 7, UnackedReleased: 3,
 	}
 	if err := RegisterBudgets(reg, func() BudgetStats { return stats }); err != nil {
 		t.Fatal(err)
@@ -496,6 +497,8 @@ func TestBudgetCollector(t *testing.T) {
 		{"dept month", "tollgate_budget_utilization_ratio", map[string]string{"scope": "dept", "value": "eng", "period": "month"}, 0.25},
 		{"global over", "tollgate_budget_utilization_ratio", map[string]string{"scope": "global", "value": "", "period": "day"}, 1.5},
 		{"reserved", "tollgate_budget_reserved_nano_usd", map[string]string{"scope": "dept", "value": "*"}, 1234},
+		{"awaiting ack", "tollgate_budget_reservations_awaiting_ack", nil, 7},
+		{"released unacked", "tollgate_budget_reservations_unacked_released_total", nil, 3},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

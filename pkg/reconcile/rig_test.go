@@ -132,8 +132,7 @@ func newRig(t *testing.T) *rig {
 		t.Fatal(err)
 	}
 	tracker := budget.NewTracker(budget.TrackerOptions{})
-	res := gateway.NewReservations()
-	ucfg.OnAck = res.Acked
+	ucfg.OnAck = tracker.OnAck
 	pub, err := usage.NewPublisher(js, ucfg, discard)
 	if err != nil {
 		t.Fatal(err)
@@ -147,7 +146,7 @@ func newRig(t *testing.T) *rig {
 	}
 	<-tracker.Ready()
 	gw, err := gateway.New(gateway.Options{Config: cfg, Verifier: v, Logger: discard, Accounting: gateway.Accounting{
-		Publisher: pub, Reservations: res, Tracker: tracker, Prices: pricing.Default(),
+		Publisher: pub, Tracker: tracker, Prices: pricing.Default(),
 		Limiter: ratelimit.New(ratelimit.Options{}), Estimator: tokenize.New(),
 	}})
 	if err != nil {

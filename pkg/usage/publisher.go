@@ -63,10 +63,12 @@ type Config struct {
 	// full: true makes Enqueue return ErrFull; false drops the event and
 	// counts it in Stats.Dropped.
 	FailClosed bool
-	// OnAck, when set, is called from the Run goroutine with the stream
-	// sequence of each acknowledged event, in publish order. It must not
-	// block. A republished duplicate reports its original sequence.
-	OnAck func(ev *usagev1.UsageEvent, seq uint64)
+	// OnAck, when set, is called from the Run goroutine with the event id
+	// and stream sequence of each acknowledged event, in publish order
+	// (budget.Tracker.OnAck releases the event's reservation with it). It
+	// must not block. A republished duplicate reports its original
+	// sequence.
+	OnAck func(eventID string, seq uint64)
 	// Clock returns the current time. Default time.Now.
 	Clock func() time.Time
 }

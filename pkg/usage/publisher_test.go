@@ -85,13 +85,13 @@ type acks struct {
 	list []uint64
 }
 
-func (a *acks) onAck(ev *usagev1.UsageEvent, seq uint64) {
+func (a *acks) onAck(eventID string, seq uint64) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.seqs == nil {
 		a.seqs = make(map[string]uint64)
 	}
-	a.seqs[ev.GetEventId()] = seq
+	a.seqs[eventID] = seq
 	a.list = append(a.list, seq)
 }
 

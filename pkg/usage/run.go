@@ -407,7 +407,7 @@ func (r *runState) settle(f flight, ack *jetstream.PubAck, err error) {
 	p.published.Add(1)
 	r.backoff = 0
 	if r.cfg.OnAck != nil {
-		r.cfg.OnAck(f.ev, ack.Sequence)
+		r.cfg.OnAck(f.ev.GetEventId(), ack.Sequence)
 	}
 }
 
@@ -425,7 +425,7 @@ func (r *runState) settleDrain(f flight, ack *jetstream.PubAck, err error) {
 	r.p.drained.Add(1)
 	r.backoff = 0
 	if r.cfg.OnAck != nil {
-		r.cfg.OnAck(f.ev, ack.Sequence)
+		r.cfg.OnAck(f.ev.GetEventId(), ack.Sequence)
 	}
 	d.left--
 	d.commitTo = f.end

@@ -278,14 +278,12 @@ func startAccounting(ctx context.Context, g *errgroup.Group, cfg *config.Config,
 	case <-sctx.Done():
 		return acct, nil, errors.New("budget totals did not load within 30s")
 	}
-	res := gateway.NewReservations()
-	ucfg.OnAck = res.Acked
+	ucfg.OnAck = tracker.OnAck
 	pub, err := usage.NewPublisher(js, ucfg, log)
 	if err != nil {
 		return acct, nil, err
 	}
 	g.Go(func() error { return pub.Run(ctx) })
-	g.Go(func() error { return sweepReservations(ctx, res, log) })
 	if embed {
 		consumer, err := budget.NewConsumer(js, budget.ConsumerOptions{Limits: limits, Logger: log})
 		if err != nil {
@@ -294,7 +292,7 @@ func startAccounting(ctx context.Context, g *errgroup.Group, cfg *config.Config,
 		g.Go(func() error { return consumer.Run(ctx) })
 	}
 	acct = gateway.Accounting{
-		Publisher: pub, Reservations: res, Tracker: tracker, Prices: prices,
+		Publisher: pub, Tracker: tracker, Prices: prices,
 		Limiter:   ratelimit.New(ratelimit.Options{}),
 		Estimator: tokenize.New(),
 	}
@@ -319,23 +317,6 @@ func priceTable(cfg *config.Config) (*pricing.Table, error) {
 		over[model] = pr
 	}
 	return t.With(over, ""), nil
-}
-
-// sweepReservations releases budget reservations whose usage event went to
-// the spool instead of the stream (no ack within two minutes).
-func sweepReservations(ctx context.Context, res *gateway.Reservations, log *slog.Logger) error {
-	t := time.NewTicker(10 * time.Second)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-			if n := res.Sweep(2 * time.Minute); n > 0 {
-				log.Warn("released budget reservations of unacknowledged usage events", "count", n)
-			}
-		}
-	}
 }
 
 // startMock serves providers of kind "mock" with one in-process mock
@@ -428,6 +409,7 @@ func registerCollectors(reg *prometheus.Registry, pub *usage.Publisher, tr *budg
 			s := budget.Scope(sc)
 			bs.Reserved = append(bs.Reserved, metrics.BudgetReserved{Scope: s.String(), Value: "*", Nano: tr.Reserved(s)})
 		}
+		bs.AwaitingAck, bs.UnackedReleased = tr.Awaiting(), tr.Unacked()
 		return bs
 	})
 }

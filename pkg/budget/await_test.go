@@ -1,0 +1,49 @@
+package budget
+
+import (
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// TestAwaitAck follows reservations through the ack protocol the tracker
+// owns: acknowledged ones wait for the totals, unacknowledged ones go after
+// AckWait (their event is in the spool), forgotten ones are the owner's.
+func TestAwaitAck(t *testing.T) {
+	e := startEnv(t)
+	var clock atomic.Int64
+	start := utc(2026, 12, 1, 12, 0, 0)
+	clock.Store(start.UnixNano())
+	now := func() time.Time { return time.Unix(0, clock.Load()).UTC() }
+	tr := runTracker(t, e, TrackerOptions{Now: now, AckWait: time.Minute})
+	dept := TotalID{Scope: ScopeDept, Value: "eng", Period: PeriodTotal}
+	reserved := func() int64 { _, r, _ := tr.Spend(dept); return r }
+
+	acked := tr.Reserve(Scopes{Dept: "eng"}, 100)
+	tr.Await("ev-acked", acked)
+	unacked := tr.Reserve(Scopes{Dept: "eng"}, 10)
+	tr.Await("ev-spooled", unacked)
+	forgotten := tr.Reserve(Scopes{Dept: "eng"}, 1)
+	tr.Await("ev-not-enqueued", forgotten)
+	if got := tr.Awaiting(); got != 3 {
+		t.Fatalf("Awaiting() = %d, want 3", got)
+	}
+	if !tr.Forget("ev-not-enqueued") || tr.Forget("ev-not-enqueued") {
+		t.Error("Forget must report the reservation once")
+	}
+	forgotten.Release()
+	tr.OnAck("ev-acked", 1_000_000) // a sequence no total covers yet
+	tr.OnAck("ev-unknown", 5)       // no reservation: ignored
+	if got := tr.Awaiting(); got != 1 {
+		t.Fatalf("Awaiting() after ack and forget = %d, want 1", got)
+	}
+	if got := reserved(); got != 110 {
+		t.Fatalf("reserved %d, want 110: an acked reservation stays until the totals cover it", got)
+	}
+	// Past AckWait the watch loop releases the spooled event's reservation.
+	clock.Add(int64(time.Minute + time.Second))
+	waitFor(t, 5*time.Second, func() bool { return tr.Awaiting() == 0 })
+	if got, n := reserved(), tr.Unacked(); got != 100 || n != 1 {
+		t.Errorf("after AckWait: reserved %d (want 100), unacked released %d (want 1)", got, n)
+	}
+}
