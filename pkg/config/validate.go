@@ -24,8 +24,8 @@ func supportedAlgorithms() []string {
 
 // Validate checks the whole configuration and returns every problem found,
 // joined with errors.Join, or nil. Each problem starts with the key path it
-// is about, e.g. `providers[1].kind: unknown kind "opnai" (want openai or
-// mock)`. Zero values that have a default are accepted, so Validate may run
+// is about, e.g. `providers[1].kind: unknown kind "opnai" (want openai,
+// azure, anthropic, gemini, bedrock or mock)`. Zero values that have a default are accepted, so Validate may run
 // before or after ApplyDefaults. It does not read any file the config names.
 func (c *Config) Validate() error {
 	v := &validator{}
