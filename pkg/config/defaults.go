@@ -1,6 +1,10 @@
 package config
 
-import "time"
+import (
+	"time"
+
+	"github.com/tollgate/tollgate/pkg/providers/kind"
+)
 
 // Defaults documented on the fields of Config and applied by ApplyDefaults.
 const (
@@ -34,19 +38,20 @@ const (
 	DefaultUnpricedModel       = UnpricedZero
 )
 
-// OpenAIPresets are the names Provider.Preset accepts (kind openai).
-var OpenAIPresets = []string{"openai", "vllm", "ollama", "lmstudio", "llamacpp", "groq", "together",
-	"fireworks", "deepseek", "mistral", "openrouter", "xai", "perplexity", "cerebras"}
-
-// Values of the enumerated string fields.
+// Values of Provider.Kind. Package kind owns them (and what each kind
+// needs from its config); they are repeated here for code that builds a
+// Config.
 const (
-	KindOpenAI    = "openai"    // Provider.Kind
-	KindAzure     = "azure"     // Provider.Kind
-	KindAnthropic = "anthropic" // Provider.Kind
-	KindGemini    = "gemini"    // Provider.Kind
-	KindBedrock   = "bedrock"   // Provider.Kind
-	KindMock      = "mock"      // Provider.Kind
+	KindOpenAI    = kind.OpenAI
+	KindAzure     = kind.Azure
+	KindAnthropic = kind.Anthropic
+	KindGemini    = kind.Gemini
+	KindBedrock   = kind.Bedrock
+	KindMock      = kind.Mock
+)
 
+// Values of the other enumerated string fields.
+const (
 	ModelTypeChat       = "chat"       // Model.Type
 	ModelTypeEmbeddings = "embeddings" // Model.Type
 

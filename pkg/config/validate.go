@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/tollgate/tollgate/pkg/providers/kind"
 )
 
 // MinHMACSecret is the shortest HMAC secret accepted, in bytes (256 bits,
@@ -22,8 +24,8 @@ func supportedAlgorithms() []string {
 
 // Validate checks the whole configuration and returns every problem found,
 // joined with errors.Join, or nil. Each problem starts with the key path it
-// is about, e.g. `providers[1].kind: unknown kind "opnai" (want openai or
-// mock)`. Zero values that have a default are accepted, so Validate may run
+// is about, e.g. `providers[1].kind: unknown kind "opnai" (want openai,
+// azure, anthropic, gemini, bedrock or mock)`. Zero values that have a default are accepted, so Validate may run
 // before or after ApplyDefaults. It does not read any file the config names.
 func (c *Config) Validate() error {
 	v := &validator{}
@@ -243,38 +245,17 @@ func (v *validator) providers(ps []Provider) {
 		if v.required(p+".name", pr.Name) {
 			v.unique(names, p+".name", "provider", pr.Name)
 		}
-		const kinds = "openai, azure, anthropic, gemini, bedrock or mock"
-		switch pr.Kind {
-		case KindOpenAI:
-			if pr.Preset == "" || pr.BaseURL != "" {
-				v.baseURL(p+".base_url", pr.BaseURL)
-			}
-			if pr.Preset != "" {
-				v.oneOf(p+".preset", "preset", pr.Preset, OpenAIPresets...)
-			}
-			if pr.StreamUsage != "" {
-				v.oneOf(p+".stream_usage", "stream_usage", pr.StreamUsage, "ask", "always", "never")
-			}
-		case KindAzure:
-			v.baseURL(p+".base_url", pr.BaseURL)
-			v.required(p+".api_version", pr.APIVersion)
-		case KindAnthropic, KindGemini:
-			if pr.BaseURL != "" {
-				v.baseURL(p+".base_url", pr.BaseURL)
-			}
-		case KindBedrock:
-			v.required(p+".region", pr.Region)
-			if pr.BaseURL != "" {
-				v.baseURL(p+".base_url", pr.BaseURL)
-			}
-		case KindMock:
-		case "":
-			v.addf(p+".kind", "required (%s)", kinds)
+		spec, ok := kind.Lookup(pr.Kind)
+		switch {
+		case ok:
+			v.kindSettings(p, pr, spec)
+		case pr.Kind == "":
+			v.addf(p+".kind", "required (%s)", kind.List(nil))
 		default:
-			v.addf(p+".kind", "unknown kind %q (want %s)", pr.Kind, kinds)
+			v.addf(p+".kind", "unknown kind %q (want %s)", pr.Kind, kind.List(nil))
 		}
-		if pr.Preset != "" && pr.Kind != KindOpenAI {
-			v.addf(p+".preset", "only kind openai takes a preset")
+		if pr.Preset != "" && spec.Presets == nil {
+			v.addf(p+".preset", "only kind %s takes a preset", kind.List(takesPresets))
 		}
 		v.duration(p+".timeouts.connect", pr.Timeouts.Connect)
 		v.duration(p+".timeouts.first_byte", pr.Timeouts.FirstByte)
@@ -285,6 +266,42 @@ func (v *validator) providers(ps []Provider) {
 		nonNegative(v, p+".max_response_body", pr.MaxResponseBody)
 	}
 }
+
+// kindSettings checks the settings provider pr's kind reads, as its Spec
+// states them.
+func (v *validator) kindSettings(p string, pr *Provider, spec kind.Spec) {
+	if spec.Region {
+		v.required(p+".region", pr.Region)
+	}
+	switch spec.BaseURL {
+	case kind.BaseURLRequired:
+		v.baseURL(p+".base_url", pr.BaseURL)
+	case kind.BaseURLUnlessPreset:
+		if pr.Preset == "" || pr.BaseURL != "" {
+			v.baseURL(p+".base_url", pr.BaseURL)
+		}
+	case kind.BaseURLOptional:
+		if pr.BaseURL != "" {
+			v.baseURL(p+".base_url", pr.BaseURL)
+		}
+	}
+	if spec.APIVersion {
+		v.required(p+".api_version", pr.APIVersion)
+	}
+	if pr.Preset != "" && spec.Presets != nil {
+		v.oneOf(p+".preset", "preset", pr.Preset, spec.Presets...)
+	}
+	if pr.StreamUsage != "" && spec.StreamUsage {
+		v.oneOf(p+".stream_usage", "stream_usage", pr.StreamUsage, "ask", "always", "never")
+	}
+}
+
+// takesPresets reports whether a kind accepts a preset.
+func takesPresets(s kind.Spec) bool { return s.Presets != nil }
+
+// servesFiles reports whether a kind serves the OpenAI files and batches
+// API.
+func servesFiles(s kind.Spec) bool { return s.PassThrough }
 
 func (v *validator) baseURL(path, raw string) {
 	if !v.required(path, raw) {
@@ -406,10 +423,8 @@ func (v *validator) filesProvider(name string, ps []Provider) {
 		if p.Name != name {
 			continue
 		}
-		switch p.Kind {
-		case KindOpenAI, KindAzure, KindMock:
-		default:
-			v.addf("files_provider", "provider %q is of kind %s, which has no files or batches API (want openai, azure or mock)", name, p.Kind)
+		if spec, ok := kind.Lookup(p.Kind); !ok || !servesFiles(spec) {
+			v.addf("files_provider", "provider %q is of kind %s, which has no files or batches API (want %s)", name, p.Kind, kind.List(servesFiles))
 		}
 		return
 	}

@@ -53,6 +53,15 @@ func TestValidateOK(t *testing.T) {
 		{"listen any host", func(c *Config) { c.Listen = ":8080" }},
 		{"http base url", func(c *Config) { c.Providers[0].BaseURL = "http://127.0.0.1:11434/v1" }},
 		{"mock ignores base url", func(c *Config) { c.Providers[1].BaseURL = "not a url" }},
+		{"preset without base url", func(c *Config) { c.Providers[0].BaseURL, c.Providers[0].Preset = "", "groq" }},
+		{"public endpoints by default", func(c *Config) {
+			c.Providers = append(c.Providers, Provider{Name: "claude", Kind: "anthropic"}, Provider{Name: "gem", Kind: "gemini"},
+				Provider{Name: "aws", Kind: "bedrock", Region: "us-east-1"})
+		}},
+		{"files on azure", func(c *Config) {
+			c.Providers = append(c.Providers, Provider{Name: "az", Kind: "azure", BaseURL: "https://r.openai.azure.com", APIVersion: "2024-10-21"})
+			c.FilesProvider = "az"
+		}},
 		{"per request price only", func(c *Config) { c.Prices["x"] = Price{PerRequest: "0.01"} }},
 		{"unit prices only", func(c *Config) {
 			c.Prices["x"] = Price{PerImage: "0.04"}
@@ -125,6 +134,13 @@ func TestValidateErrors(t *testing.T) {
 		{"preset on another kind", func(c *Config) { c.Providers[1].Kind = "gemini"; c.Providers[1].Preset = "groq" }, "providers[1].preset: only kind openai takes a preset"},
 		{"azure without api_version", func(c *Config) { c.Providers[1].Kind = "azure"; c.Providers[1].BaseURL = "https://x.openai.azure.com" }, "providers[1].api_version: required"},
 		{"bedrock without region", func(c *Config) { c.Providers[1].Kind = "bedrock" }, "providers[1].region: required"},
+		{"azure without base_url", func(c *Config) { c.Providers[1].Kind = "azure"; c.Providers[1].APIVersion = "2024-10-21" }, "providers[1].base_url: required"},
+		{"openai without base_url or preset", func(c *Config) { c.Providers[1].Kind = "openai" }, "providers[1].base_url: required"},
+		{"openai preset with a bad base_url", func(c *Config) {
+			c.Providers[1].Kind, c.Providers[1].Preset, c.Providers[1].BaseURL = "openai", "vllm", "ftp://x"
+		}, `providers[1].base_url: "ftp://x" is not an http or https URL`},
+		{"gemini with a bad base_url", func(c *Config) { c.Providers[1].Kind = "gemini"; c.Providers[1].BaseURL = "x" }, `providers[1].base_url: "x" is not an http or https URL`},
+		{"preset on mock", func(c *Config) { c.Providers[1].Preset = "groq" }, "providers[1].preset: only kind openai takes a preset"},
 		{"degrade step fraction", func(c *Config) {
 			c.Budgets = []BudgetLimit{{Scope: "dept", Value: "*", AmountUSD: "10", Period: "month", Degrade: []DegradeStep{{At: 1.5, Refuse: true}}}}
 		}, "budgets[0].degrade[0].at: 1.5 is not a fraction between 0 and 1"},
@@ -193,7 +209,7 @@ func TestValidateErrors(t *testing.T) {
 		{"files provider wrong kind", func(c *Config) {
 			c.Providers = append(c.Providers, Provider{Name: "claude", Kind: "anthropic"})
 			c.FilesProvider = "claude"
-		}, `files_provider: provider "claude" is of kind anthropic, which has no files or batches API`},
+		}, `files_provider: provider "claude" is of kind anthropic, which has no files or batches API (want openai, azure or mock)`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

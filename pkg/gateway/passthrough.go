@@ -17,6 +17,7 @@ import (
 	"github.com/tollgate/tollgate/pkg/metrics"
 	"github.com/tollgate/tollgate/pkg/pricing"
 	"github.com/tollgate/tollgate/pkg/providers"
+	"github.com/tollgate/tollgate/pkg/providers/registry"
 	"github.com/tollgate/tollgate/pkg/router"
 	"github.com/valyala/fasthttp"
 )
@@ -151,21 +152,16 @@ type passTarget struct {
 	headers      [][2]string
 }
 
-// newPassTarget describes provider p at base URL u for pass-through, or
-// returns nil when its kind has no OpenAI endpoints.
-func newPassTarget(p config.Provider, u *url.URL) *passTarget {
-	switch p.Kind {
-	case config.KindOpenAI, config.KindMock, config.KindAzure:
-	default:
+// newPassTarget describes provider p of kind caps at base URL u for
+// pass-through, or returns nil when its kind has no OpenAI endpoints.
+func newPassTarget(p config.Provider, caps *registry.Kind, u *url.URL) *passTarget {
+	if !caps.PassThrough {
 		return nil
 	}
 	t := &passTarget{scheme: u.Scheme, host: u.Host, base: strings.TrimRight(u.Path, "/"),
-		azure: p.Kind == config.KindAzure, apiVersion: p.APIVersion}
-	switch {
-	case t.azure:
-		t.authKey, t.authValue = "api-key", p.APIKey
-	case p.APIKey != "":
-		t.authKey, t.authValue = "Authorization", "Bearer "+p.APIKey
+		azure: caps.Deployments, apiVersion: p.APIVersion}
+	if p.APIKey != "" {
+		t.authKey, t.authValue, _ = caps.Key(p.APIKey)
 	}
 	for k, v := range p.Headers {
 		t.headers = append(t.headers, [2]string{k, v})

@@ -13,17 +13,15 @@ import (
 
 	"github.com/tollgate/tollgate/pkg/config"
 	"github.com/tollgate/tollgate/pkg/providers"
-	"github.com/tollgate/tollgate/pkg/providers/anthropic"
-	"github.com/tollgate/tollgate/pkg/providers/bedrock"
-	"github.com/tollgate/tollgate/pkg/providers/gemini"
-	"github.com/tollgate/tollgate/pkg/providers/openai"
+	"github.com/tollgate/tollgate/pkg/providers/registry"
 	"github.com/valyala/fasthttp"
 )
 
 // upstream is one provider: its wire protocol and its pooled connections.
 type upstream struct {
 	name      string
-	kind      string
+	kind      string         // the config's kind, as traces and errors name it
+	caps      *registry.Kind // what the kind speaks and how it authenticates
 	prov      providers.Provider
 	hc        *fasthttp.HostClient
 	hasKey    bool
@@ -34,28 +32,16 @@ type upstream struct {
 	pass      *passTarget  // OpenAI endpoints passed through; nil when the kind has none
 }
 
-// defaultBaseURL is where a kind's public API lives when base_url is unset.
-var defaultBaseURL = map[string]string{
-	config.KindAnthropic: "https://api.anthropic.com",
-	config.KindGemini:    "https://generativelanguage.googleapis.com",
-}
-
 func newUpstream(p config.Provider) (*upstream, error) {
-	prov, err := newProvider(p)
+	caps, ok := registry.Lookup(p.Kind)
+	if !ok {
+		return nil, fmt.Errorf("provider %s: unknown kind %q", p.Name, p.Kind)
+	}
+	prov, err := caps.New(p)
 	if err != nil {
 		return nil, err
 	}
-	base := p.BaseURL
-	if base == "" {
-		base = defaultBaseURL[p.Kind]
-	}
-	if base == "" && p.Kind == config.KindOpenAI {
-		base = openai.Presets[p.Preset].BaseURL
-	}
-	if base == "" && p.Kind == config.KindBedrock {
-		base = "https://bedrock-runtime." + p.Region + ".amazonaws.com"
-	}
-	u, err := url.Parse(base)
+	u, err := url.Parse(caps.BaseURL(p))
 	if err != nil {
 		return nil, fmt.Errorf("provider %s: parse base_url: %w", p.Name, err)
 	}
@@ -73,11 +59,12 @@ func newUpstream(p config.Provider) (*upstream, error) {
 	up := &upstream{
 		name:      p.Name,
 		kind:      p.Kind,
+		caps:      caps,
 		prov:      prov,
-		hasKey:    p.APIKey != "" || p.Kind == config.KindMock || p.Kind == config.KindBedrock && p.AccessKeyID != "" && p.SecretAccessKey != "",
+		hasKey:    caps.HasKey(p),
 		apiKeyEnv: p.APIKeyEnv,
 		timeouts:  p.Timeouts,
-		pass:      newPassTarget(p, u),
+		pass:      newPassTarget(p, caps, u),
 	}
 	for _, s := range []string{p.APIKey, p.SecretAccessKey, p.SessionToken} {
 		if len(s) >= 8 { // shorter strings would scrub ordinary words
@@ -116,20 +103,9 @@ func newUpstream(p config.Provider) (*upstream, error) {
 }
 
 // setKey replaces the credentials Build wrote with key, one of a target's
-// api_keys in rotation.
+// api_keys in rotation (a no-op for kinds whose credentials are not keys).
 func (u *upstream) setKey(req *fasthttp.Request, key string) {
-	switch u.kind {
-	case config.KindAzure:
-		req.Header.Set("api-key", key)
-	case config.KindAnthropic:
-		req.Header.Set("x-api-key", key)
-	case config.KindGemini:
-		req.Header.Set("x-goog-api-key", key)
-	case config.KindBedrock:
-		// SigV4 credentials are per provider; api_keys do not apply.
-	default:
-		req.Header.Set("Authorization", "Bearer "+key)
-	}
+	u.caps.SetKey(req, key)
 }
 
 // staleConn reports whether err is how a reused keep-alive connection that
@@ -137,27 +113,6 @@ func (u *upstream) setKey(req *fasthttp.Request, key string) {
 func staleConn(err error) bool {
 	return errors.Is(err, io.EOF) || errors.Is(err, fasthttp.ErrConnectionClosed) ||
 		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
-}
-
-// newProvider builds the wire protocol of a provider kind.
-func newProvider(p config.Provider) (providers.Provider, error) {
-	switch p.Kind {
-	case config.KindOpenAI, config.KindMock, config.KindAzure:
-		return openai.New(openai.Options{
-			Name: p.Name, BaseURL: p.BaseURL, APIKey: p.APIKey, Preset: p.Preset,
-			Azure: p.Kind == config.KindAzure, APIVersion: p.APIVersion,
-			StreamUsage: openai.StreamUsage(p.StreamUsage), Headers: p.Headers,
-		})
-	case config.KindBedrock:
-		return bedrock.New(bedrock.Options{Name: p.Name, BaseURL: p.BaseURL, APIKey: p.APIKey, Region: p.Region,
-			AccessKeyID: p.AccessKeyID, SecretAccessKey: p.SecretAccessKey, SessionToken: p.SessionToken, Headers: p.Headers})
-	case config.KindAnthropic:
-		return anthropic.New(anthropic.Options{Name: p.Name, BaseURL: p.BaseURL, APIKey: p.APIKey, Version: p.APIVersion, Headers: p.Headers})
-	case config.KindGemini:
-		return gemini.New(gemini.Options{Name: p.Name, BaseURL: p.BaseURL, APIKey: p.APIKey, APIVersion: p.APIVersion, Headers: p.Headers})
-	default:
-		return nil, fmt.Errorf("provider %s: unknown kind %q", p.Name, p.Kind)
-	}
 }
 
 // trackedConn lets the relay set per-read deadlines on the upstream

@@ -2,7 +2,9 @@
 // in the OpenAI format: a Provider turns an OpenAI-format call into its own
 // request, and its answers (whole bodies or stream events) back into the
 // OpenAI format. Each kind lives in its own subpackage; this package holds
-// the one small interface they implement and the types they share.
+// the one small interface they implement and the types they share. Package
+// kind names the kinds and what their config needs; package registry says,
+// per kind, how it is built, authenticated and what it serves.
 //
 // The hot path matters: a Provider is built once per configured provider,
 // is safe for concurrent use, and Build and the stream Event method are

@@ -18,6 +18,9 @@ const (
 	DefaultMaxTokens = 4096
 )
 
+// KeyHeader is the request header that carries the API key.
+const KeyHeader = "x-api-key"
+
 // Options configure one Anthropic provider.
 type Options struct {
 	Name string
@@ -112,7 +115,7 @@ func (p *Provider) setRequestLine(req *fasthttp.Request, path []byte, client *fa
 	uri.SetPathBytes(path)
 	req.Header.SetContentType("application/json")
 	if len(p.apiKey) > 0 {
-		req.Header.SetBytesV("x-api-key", p.apiKey)
+		req.Header.SetBytesV(KeyHeader, p.apiKey)
 	}
 	version := p.version
 	if native && client != nil {

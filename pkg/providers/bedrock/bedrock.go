@@ -115,13 +115,19 @@ type Provider struct {
 
 var _ providers.Provider = (*Provider)(nil)
 
+// DefaultBaseURL is the public runtime endpoint of an AWS region, used when
+// Options.BaseURL is empty.
+func DefaultBaseURL(region string) string {
+	return "https://bedrock-runtime." + region + ".amazonaws.com"
+}
+
 // New builds a provider from its options.
 func New(o Options) (*Provider, error) {
 	if o.BaseURL == "" {
 		if o.Region == "" {
 			return nil, fmt.Errorf("provider %s: bedrock needs a region or a base_url", o.Name)
 		}
-		o.BaseURL = "https://bedrock-runtime." + o.Region + ".amazonaws.com"
+		o.BaseURL = DefaultBaseURL(o.Region)
 	}
 	u, err := url.Parse(o.BaseURL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {

@@ -110,6 +110,9 @@ import (
 // DefaultBaseURL is the Gemini API root used when Options.BaseURL is empty.
 const DefaultBaseURL = "https://generativelanguage.googleapis.com"
 
+// KeyHeader is the request header that carries the API key.
+const KeyHeader = "x-goog-api-key"
+
 // DefaultAPIVersion is the API version path segment used when
 // Options.APIVersion is empty.
 const DefaultAPIVersion = "v1beta"
@@ -240,7 +243,7 @@ func (p *Provider) Build(req *fasthttp.Request, c *providers.Call) error {
 	}
 	req.Header.SetContentType("application/json")
 	if len(p.apiKey) > 0 {
-		req.Header.SetBytesV("x-goog-api-key", p.apiKey)
+		req.Header.SetBytesV(KeyHeader, p.apiKey)
 	}
 	for _, h := range p.headers {
 		req.Header.Set(h[0], h[1])

@@ -36,6 +36,10 @@ const (
 	UsageNever StreamUsage = "never"
 )
 
+// AzureKeyHeader is the request header that carries an Azure OpenAI API
+// key; other servers take the key as a bearer token.
+const AzureKeyHeader = "api-key"
+
 // Options configure one OpenAI-compatible provider.
 type Options struct {
 	Name string
@@ -134,7 +138,7 @@ func New(o Options) (*Provider, error) {
 		if o.APIVersion == "" {
 			return nil, fmt.Errorf("provider %s: azure needs api_version", o.Name)
 		}
-		p.authKey, p.authValue = "api-key", []byte(o.APIKey)
+		p.authKey, p.authValue = AzureKeyHeader, []byte(o.APIKey)
 		p.azureBase = base + "/openai/deployments/"
 		p.azureV1 = base + "/openai/v1/responses"
 		p.responses = true

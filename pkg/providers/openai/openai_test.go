@@ -7,8 +7,8 @@ import (
 	"testing"
 
 	"github.com/tidwall/gjson"
-	"github.com/tollgate/tollgate/pkg/config"
 	"github.com/tollgate/tollgate/pkg/providers"
+	"github.com/tollgate/tollgate/pkg/providers/kind"
 	"github.com/valyala/fasthttp"
 )
 
@@ -124,7 +124,7 @@ func TestPresetsMatchConfig(t *testing.T) {
 		names = append(names, n)
 	}
 	slices.Sort(names)
-	want := slices.Clone(config.OpenAIPresets)
+	want := slices.Clone(kind.OpenAIPresets)
 	slices.Sort(want)
 	if !slices.Equal(names, want) {
 		t.Errorf("presets %v, config accepts %v", names, want)
