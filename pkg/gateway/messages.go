@@ -103,6 +103,15 @@ func newMessagesRequest(body []byte, model gjson.Result) messagesRequest {
 	return m
 }
 
+// messagesNative is the capability of a provider that speaks the Messages
+// API itself (anthropic.Provider): /v1/messages and count_tokens go to it
+// unchanged but for the model.
+type messagesNative interface {
+	BuildNative(req *fasthttp.Request, body []byte, model, modelRaw string, modelIdx int, header *fasthttp.RequestHeader) error
+	BuildCountTokens(req *fasthttp.Request, body []byte, model, modelRaw string, modelIdx int, header *fasthttp.RequestHeader) error
+	NativeStream() providers.Stream
+}
+
 // messagesCaller calls targets for /v1/messages: natively on anthropic
 // providers, translated for every other kind. It does not hedge (README:
 // Hedged requests).
@@ -110,7 +119,7 @@ type messagesCaller struct {
 	g      *Gateway
 	m      *messagesRequest
 	cur    providers.Call      // the latest attempt's; its decoders read it
-	native *anthropic.Provider // the latest attempt's provider when it speaks Messages natively
+	native messagesNative // the latest attempt's provider when it speaks Messages natively
 }
 
 func (mc *messagesCaller) refuses(*route) *apiError { return nil }
@@ -151,8 +160,8 @@ func (mc *messagesCaller) call(c *fiber.Ctx, _ *state, plan *router.Plan, a *rou
 // anthropic provider (budget clamping does not rewrite native requests:
 // their max_tokens is required by the API and bounds the reservation),
 // else the OpenAI translation.
-func (g *Gateway) buildMessages(c *fiber.Ctx, req *fasthttp.Request, rec *record, rt *route, m *messagesRequest) (providers.Call, *anthropic.Provider, *apiError) {
-	native, _ := rt.up.prov.(*anthropic.Provider)
+func (g *Gateway) buildMessages(c *fiber.Ctx, req *fasthttp.Request, rec *record, rt *route, m *messagesRequest) (providers.Call, messagesNative, *apiError) {
+	native, _ := rt.up.prov.(messagesNative)
 	var call providers.Call
 	var err error
 	if native != nil {
@@ -243,7 +252,7 @@ func (g *Gateway) serveCountTokens(c *fiber.Ctx) error {
 	if !p.AllowsModel(rt.name) {
 		return writeAnthropicError(c, &apiError{Status: fiber.StatusForbidden, Type: typePermission, Message: "your token does not allow this model"})
 	}
-	if native, ok := rt.up.prov.(*anthropic.Provider); ok {
+	if native, ok := rt.up.prov.(messagesNative); ok {
 		req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
 		defer fasthttp.ReleaseRequest(req)
 		defer fasthttp.ReleaseResponse(resp)
