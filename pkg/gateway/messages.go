@@ -54,7 +54,9 @@ func (g *Gateway) serveMessages(c *fiber.Ctx) error {
 		plan.Release()
 		return nil
 	}
-	m := newMessagesRequest(body, model)
+	cs := &rec.call
+	cs.g, cs.m = g, newMessagesRequest(body, model)
+	m := &cs.m
 	adm, aerr := g.admit(c, st, p, st.priceRoute(rr, model.Str), &m.admInfo, m.admBody)
 	if aerr != nil {
 		plan.Release()
@@ -62,7 +64,7 @@ func (g *Gateway) serveMessages(c *fiber.Ctx) error {
 		return g.fail(c, rec, aerr)
 	}
 	rec.adm, rec.body = adm, m.admBody
-	return g.attempts(c, st, plan, rec, &messagesCaller{g: g, m: &m})
+	return g.attempts(c, st, plan, rec, (*messagesCaller)(cs))
 }
 
 // messagesRequest is a Messages API request in the two forms its targets
@@ -115,23 +117,18 @@ type messagesNative interface {
 // messagesCaller calls targets for /v1/messages: natively on anthropic
 // providers, translated for every other kind. It does not hedge (README:
 // Hedged requests).
-type messagesCaller struct {
-	g      *Gateway
-	m      *messagesRequest
-	cur    providers.Call      // the latest attempt's; its decoders read it
-	native messagesNative // the latest attempt's provider when it speaks Messages natively
-}
+type messagesCaller callState
 
 func (mc *messagesCaller) refuses(*route) *apiError { return nil }
 
 func (mc *messagesCaller) build(c *fiber.Ctx, req *fasthttp.Request, rec *record, rt *route) *apiError {
 	var aerr *apiError
-	mc.cur, mc.native, aerr = mc.g.buildMessages(c, req, rec, rt, mc.m)
+	mc.cur, mc.native, aerr = mc.g.buildMessages(c, req, rec, rt, &mc.m)
 	return aerr
 }
 
 func (mc *messagesCaller) call(c *fiber.Ctx, _ *state, plan *router.Plan, a *router.Attempt, req *fasthttp.Request, rt *route, rec *record, _ tracing.Span) attemptResult {
-	g, m := mc.g, mc.m
+	g, m := mc.g, &mc.m
 	if rec.stream {
 		var s providers.Stream
 		var enc *anthropic.Encoder

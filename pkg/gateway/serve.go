@@ -48,10 +48,11 @@ type record struct {
 	cachedModel    string // model and provider of a cache hit's original answer
 	cachedProvider string
 	attempts       int
-	hedged         bool     // a second call raced a slow first one
-	lastTarget     string   // provider/model of the latest attempt
-	fallbacks      []string // targets tried before the one that served
-	anthropic      bool     // the client speaks the Anthropic format (/v1/messages)
+	hedged         bool      // a second call raced a slow first one
+	lastTarget     string    // provider/model of the latest attempt
+	fallbacks      []string  // targets tried before the one that served
+	anthropic      bool      // the client speaks the Anthropic format (/v1/messages)
+	call           callState // the endpoint adapter's state (chatCaller, messagesCaller)
 	prices         *pricing.Table
 	adm            admission
 	started        bool   // the client got a 200 (an answer began)
@@ -85,8 +86,10 @@ func (g *Gateway) serve(c *fiber.Ctx, ep endpoint) error {
 	}
 	rec.principal = p
 	body := c.Body()
-	info, aerr := parseRequest(body, ep)
-	if aerr != nil {
+	cs := &rec.call
+	cs.g, cs.body = g, body
+	info := &cs.info
+	if *info, aerr = parseRequest(body, ep); aerr != nil {
 		return g.fail(c, rec, aerr)
 	}
 	rec.stream = info.stream
@@ -104,7 +107,7 @@ func (g *Gateway) serve(c *fiber.Ctx, ep endpoint) error {
 		plan.Release()
 		return nil
 	}
-	adm, aerr := g.admit(c, st, p, st.priceRoute(rr, info.model), &info, body)
+	adm, aerr := g.admit(c, st, p, st.priceRoute(rr, info.model), info, body)
 	if aerr != nil {
 		plan.Release()
 		rec.adm.checks = adm.checks // a budget refusal records the limits checked
@@ -112,18 +115,25 @@ func (g *Gateway) serve(c *fiber.Ctx, ep endpoint) error {
 	}
 	rec.adm = adm
 	rec.body = body
-	return g.attempts(c, st, plan, rec, &chatCaller{g: g, info: &info, body: body})
+	return g.attempts(c, st, plan, rec, (*chatCaller)(cs))
+}
+
+// callState is an endpoint adapter's request state, kept in the record
+// so that it costs no allocation of its own; chatCaller and
+// messagesCaller are its two views.
+type callState struct {
+	g      *Gateway
+	info   reqInfo // chat family: what parseRequest read
+	body   []byte  // chat family: the client's body
+	m      messagesRequest
+	cur    providers.Call // the latest attempt's; its decoders read it
+	native messagesNative // /v1/messages: the latest attempt's native provider, or nil
 }
 
 // chatCaller calls targets for the chat family (chat, completions,
 // embeddings, the Responses API): the client's body with byte-level edits,
 // non-stream, streamed or hedged.
-type chatCaller struct {
-	g    *Gateway
-	info *reqInfo
-	body []byte
-	cur  providers.Call // the latest attempt's; its decoders read it
-}
+type chatCaller callState
 
 func (cc *chatCaller) refuses(rt *route) *apiError {
 	if cc.info.ep == epResponses && !speaksResponses(rt.up) {
@@ -133,7 +143,7 @@ func (cc *chatCaller) refuses(rt *route) *apiError {
 }
 
 func (cc *chatCaller) build(c *fiber.Ctx, req *fasthttp.Request, rec *record, rt *route) *apiError {
-	cc.cur = cc.g.newCall(c, rec, cc.info, rt, cc.body)
+	cc.cur = cc.g.newCall(c, rec, &cc.info, rt, cc.body)
 	if err := rt.up.prov.Build(req, &cc.cur); err != nil {
 		return buildError(rt.up.name, err)
 	}
@@ -148,7 +158,7 @@ func (cc *chatCaller) call(c *fiber.Ctx, st *state, plan *router.Plan, a *router
 	}
 	switch {
 	case after > 0:
-		return g.tryHedged(c, st, plan, a, req, rt, rec, &cc.cur, cc.info, after, span)
+		return g.tryHedged(c, st, plan, a, req, rt, rec, &cc.cur, &cc.info, after, span)
 	case cc.info.stream:
 		return g.tryStream(c, req, rt, rec, &cc.cur, a, plan)
 	default:
