@@ -378,7 +378,7 @@ func appendAnswerText(dst, answer []byte) []byte {
 // event builds the usage event of a finished request.
 func (g *Gateway) event(rec *record, u tokenUsage, estimated bool, cost int64) *usagev1.UsageEvent {
 	p := rec.principal
-	total := time.Since(rec.start)
+	total := rec.total
 	ev := &usagev1.UsageEvent{
 		EventId:          usage.NewEventID(rec.start),
 		RequestId:        rec.requestID,

@@ -29,6 +29,7 @@ const headerRequestID = "X-Request-Id"
 type record struct {
 	requestID      string
 	start          time.Time
+	total          time.Duration // from start to finish, read once in finish
 	principal      *auth.Principal
 	route          *route
 	endpoint       endpoint
@@ -369,6 +370,7 @@ func (g *Gateway) fail(c *fiber.Ctx, rec *record, e *apiError) error {
 // finish is the single place a request ends: it is billed, published as a
 // usage event and logged (when enabled).
 func (g *Gateway) finish(rec *record) {
+	rec.total = time.Since(rec.start)
 	g.bill(rec)
 	g.observe(rec)
 	if g.tracer.Enabled() {
@@ -385,7 +387,7 @@ func (g *Gateway) finish(rec *record) {
 		"endpoint", rec.endpointPath(),
 		"status", rec.status,
 		"stream", rec.stream,
-		"duration", time.Since(rec.start),
+		"duration", rec.total,
 	}
 	if rec.principal != nil {
 		attrs = append(attrs, "sub", rec.principal.Subject, "dept", rec.principal.Dept, "team", rec.principal.Team)
@@ -542,7 +544,7 @@ func (g *Gateway) observe(rec *record) {
 	} else if rec.route != nil {
 		m = rec.route.metrics[rec.endpoint]
 	}
-	m.Observe(rec.status, time.Since(rec.start), rec.upstream, rec.ttft, rec.stream)
+	m.Observe(rec.status, rec.total, rec.upstream, rec.ttft, rec.stream)
 	if rec.route != nil && rec.started && !rec.adm.priced {
 		m.Unpriced()
 	}
