@@ -41,10 +41,45 @@ type kit struct {
 // (a misconfigured gateway).
 func startKit(t *testing.T, mutate func(*config.Config)) *kit {
 	t.Helper()
+	data, err := os.ReadFile(verifyConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg *config.Config
+	url, js := startGateway(t, func(mockURL string) *config.Config {
+		cfg, err = config.Parse(data, func(k string) string {
+			if k == "MOCKLLM_URL" {
+				return mockURL
+			}
+			return ""
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if mutate != nil {
+			mutate(cfg)
+		}
+		return cfg
+	})
+	tok, err := auth.Mint(auth.MintOptions{Issuer: "tollgate-dev", Audience: "tollgate", Subject: "verify", Dept: "verify",
+		KID: "dev-1", Key: []byte("tollgate-dev-secret-do-not-use-in-production"), Models: []string{"verify-*"}}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &kit{url: url, token: tok, js: js}
+}
+
+// startGateway starts a mock upstream, an embedded JetStream with the usage
+// stream and a publisher, and a gateway on the config that configure
+// returns for the mock's base URL; it returns the gateway's URL and the
+// stream. Everything stops when the test ends.
+func startGateway(t *testing.T, configure func(mockURL string) *config.Config) (string, jetstream.JetStream) {
+	t.Helper()
 	mock := mockllm.New(mockllm.Config{})
 	mln := listen(t)
 	go func() { _ = mock.Serve(mln) }()
 	t.Cleanup(func() { _ = mock.Shutdown() })
+	cfg := configure("http://" + mln.Addr().String() + "/v1")
 
 	nc := natstest.Connect(t, natstest.Start(t))
 	ucfg := usage.Config{SpoolDir: t.TempDir()}
@@ -66,23 +101,6 @@ func startKit(t *testing.T, mutate func(*config.Config)) *kit {
 	wg.Add(1)
 	go func() { defer wg.Done(); _ = pub.Run(ctx) }()
 
-	data, err := os.ReadFile(verifyConfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mockURL := "http://" + mln.Addr().String() + "/v1"
-	cfg, err := config.Parse(data, func(k string) string {
-		if k == "MOCKLLM_URL" {
-			return mockURL
-		}
-		return ""
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if mutate != nil {
-		mutate(cfg)
-	}
 	v, err := auth.NewVerifier(cfg.Auth, time.Now)
 	if err != nil {
 		t.Fatal(err)
@@ -99,12 +117,7 @@ func startKit(t *testing.T, mutate func(*config.Config)) *kit {
 		defer c()
 		_ = gw.Shutdown(sctx)
 	})
-	tok, err := auth.Mint(auth.MintOptions{Issuer: "tollgate-dev", Audience: "tollgate", Subject: "verify", Dept: "verify",
-		KID: "dev-1", Key: []byte("tollgate-dev-secret-do-not-use-in-production"), Models: []string{"verify-*"}}, time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &kit{url: "http://" + gln.Addr().String(), token: tok, js: js}
+	return "http://" + gln.Addr().String(), js
 }
 
 // prices is the gateway's price table for cfg: the embedded one with the

@@ -2,12 +2,10 @@ package conformance_test
 
 import (
 	"context"
-	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,10 +13,6 @@ import (
 
 	"github.com/tollgate/tollgate/pkg/auth"
 	"github.com/tollgate/tollgate/pkg/config"
-	"github.com/tollgate/tollgate/pkg/gateway"
-	"github.com/tollgate/tollgate/pkg/mockllm"
-	"github.com/tollgate/tollgate/pkg/natstest"
-	"github.com/tollgate/tollgate/pkg/tokenize"
 	"github.com/tollgate/tollgate/pkg/usage"
 	usagev1 "github.com/tollgate/tollgate/proto/tollgate/usage/v1"
 	"google.golang.org/protobuf/proto"
@@ -95,51 +89,13 @@ func startDev(t *testing.T) (string, string, jetstream.JetStream) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mock := mockllm.New(mockllm.Config{})
-	mln := listen(t)
-	go func() { _ = mock.Serve(mln) }()
-	t.Cleanup(func() { _ = mock.Shutdown() })
-	for i := range cfg.Providers {
-		if cfg.Providers[i].Kind == config.KindMock {
-			cfg.Providers[i].BaseURL = "http://" + mln.Addr().String() + "/v1"
+	url, js := startGateway(t, func(mockURL string) *config.Config {
+		for i := range cfg.Providers {
+			if cfg.Providers[i].Kind == config.KindMock {
+				cfg.Providers[i].BaseURL = mockURL
+			}
 		}
-	}
-
-	nc := natstest.Connect(t, natstest.Start(t))
-	ucfg := usage.Config{SpoolDir: t.TempDir()}
-	js, err := jetstream.New(nc, ucfg.JetStreamOptions()...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	t.Cleanup(func() { cancel(); wg.Wait() })
-	if err := usage.EnsureStream(ctx, js, usage.StreamConfig{}); err != nil {
-		t.Fatal(err)
-	}
-	log := slog.New(slog.DiscardHandler)
-	pub, err := usage.NewPublisher(js, ucfg, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	wg.Add(1)
-	go func() { defer wg.Done(); _ = pub.Run(ctx) }()
-
-	v, err := auth.NewVerifier(cfg.Auth, time.Now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	gw, err := gateway.New(gateway.Options{Config: cfg, Verifier: v, Logger: log, Accounting: gateway.Accounting{
-		Publisher: pub, Prices: prices(t, cfg), Estimator: tokenize.New()}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	gln := listen(t)
-	go func() { _ = gw.Serve(gln) }()
-	t.Cleanup(func() {
-		sctx, c := context.WithTimeout(context.Background(), 5*time.Second)
-		defer c()
-		_ = gw.Shutdown(sctx)
+		return cfg
 	})
 	is := cfg.Auth.Issuers[0]
 	tok, err := auth.Mint(auth.MintOptions{Issuer: is.Issuer, Audience: is.Audience, Subject: "frameworks", Dept: "dev",
@@ -147,7 +103,7 @@ func startDev(t *testing.T) (string, string, jetstream.JetStream) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return "http://" + gln.Addr().String(), tok, js
+	return url, tok, js
 }
 
 // checkBilled checks the usage events of the framework tests: every one a
