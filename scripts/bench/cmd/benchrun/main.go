@@ -4,7 +4,8 @@
 // scenario of the benchmark brief, interleaved (direct, bareproxy,
 // tollgate, direct, ...), pinning the process under test to one CPU and
 // the load generator, mockllm, NATS and the budget consumer to the other.
-// It writes BENCHMARKS.md, docs/bench/latest.json and SVG charts.
+// It writes BENCHMARKS.md, docs/bench/latest.json, SVG charts and the top
+// of the gateway's CPU profile in one scenario (see profile.go).
 //
 //	benchrun                    # the full suite (under 15 minutes on 2 cores)
 //	benchrun -only 'nonstream'  # a subset; results stay in bench-results/
@@ -276,7 +277,13 @@ func runSuite(ctx context.Context, o *options, out io.Writer) error {
 			GatewayCPU: o.gwCPU, LoadCPU: o.loadCPU, Targets: allTargets(),
 		},
 	}
+	outDir, mdPath := o.outDir, o.mdPath
+	if o.only != nil {
+		// A partial run must not replace the committed results.
+		outDir, mdPath = e.rawDir, filepath.Join(e.rawDir, "BENCHMARKS.md")
+	}
 	s := &suite{st: e.st, rawDir: e.rawDir, reps: o.reps, out: out, profile: o.profile}
+	var profileTop []byte // written with the results
 	total := 0
 	for _, p := range ps {
 		total += o.reps * len(p.targets)
@@ -290,6 +297,14 @@ func runSuite(ctx context.Context, o *options, out io.Writer) error {
 		}
 		done += o.reps * len(p.targets)
 		res.Scenarios = append(res.Scenarios, sc)
+		if p.name == profileScenario {
+			// After the measured repetitions, so that profiling slows none
+			// of them (see profile.go).
+			res.Profile, profileTop = s.profileRun(ctx, p, e.machine.Commit)
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+		}
 		if err := writeJSON(filepath.Join(e.rawDir, "results.json"), res); err != nil {
 			return err
 		}
@@ -315,16 +330,40 @@ func runSuite(ctx context.Context, o *options, out io.Writer) error {
 	if res.Machine.LoadStart > o.maxLoad || res.Machine.LoadEnd > o.maxLoad+1 {
 		res.Notes = append(res.Notes, fmt.Sprintf("the machine was busy (load average %.2f at start, %.2f at end): other work may have disturbed the figures", res.Machine.LoadStart, res.Machine.LoadEnd))
 	}
-	outDir, mdPath := o.outDir, o.mdPath
-	if o.only != nil {
-		// A partial run must not replace the committed results.
-		outDir, mdPath = e.rawDir, filepath.Join(e.rawDir, "BENCHMARKS.md")
-	}
 	if err := writeAll(res, outDir, mdPath); err != nil {
+		return err
+	}
+	if err := writeProfileTop(res.Profile, profileTop, outDir); err != nil {
 		return err
 	}
 	fmt.Fprintf(out, "\ndone in %s: %s, %s/latest.json and charts written\n\n", time.Since(started).Round(time.Second), mdPath, outDir)
 	summary(out, res)
+	switch pr := res.Profile; {
+	case pr != nil && pr.File != "":
+		fmt.Fprintf(out, "  gateway CPU profile top (%s): %s\n", pr.Scenario, filepath.Join(outDir, pr.File))
+	case pr != nil:
+		fmt.Fprintf(out, "  gateway CPU profile (%s) not taken: %s\n", pr.Scenario, pr.Error)
+	}
+	return nil
+}
+
+// writeProfileTop writes the profile top into outDir, or removes the one
+// of an earlier run when this run's profile could not be taken, so that
+// no profile sits next to figures it does not belong to.
+func writeProfileTop(pr *Profile, top []byte, outDir string) error {
+	if pr == nil {
+		return nil
+	}
+	file := filepath.Join(outDir, profileFile(pr.Scenario))
+	if top == nil {
+		if err := os.Remove(file); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("remove stale profile: %w", err)
+		}
+		return nil
+	}
+	if err := os.WriteFile(file, top, 0o644); err != nil {
+		return fmt.Errorf("write profile top: %w", err)
+	}
 	return nil
 }
 
@@ -385,6 +424,11 @@ func printPlan(out io.Writer, ps []plan, o *options, startReps int, goBench bool
 	}
 	if startReps > 0 {
 		fmt.Fprintf(out, "  start-up and idle RSS: bareproxy, tollgate, tollgate --embed, %d repetitions\n", startReps)
+	}
+	for _, p := range ps {
+		if p.name == profileScenario {
+			fmt.Fprintf(out, "  %-20s one more tollgate run (window %s), not measured: the gateway's CPU profile\n", p.name, profilePlan(p).dur)
+		}
 	}
 	if goBench {
 		fmt.Fprintf(out, "  per-stage Go benchmarks (-benchtime %s)\n", o.benchtime)

@@ -216,6 +216,7 @@ func render(r *Results, soak *Soak, chartDir string) []byte {
 	}
 	soakSection(&m, soak)
 	goBenchSection(&m, r.GoBench)
+	profileSection(&m, r.Profile, chartDir)
 	if len(r.Notes) > 0 {
 		m.p("## Notes on this run\n\n")
 		for _, n := range r.Notes {
@@ -225,7 +226,7 @@ func render(r *Results, soak *Soak, chartDir string) []byte {
 	}
 	m.p("## Reproduce\n\n")
 	m.p("On a Linux machine with at least 2 cores, from the repository root:\n\n")
-	m.p("```\nmake bench        # this file, %s/latest.json and the charts (about %d minutes)\nmake bench-soak   # the 3-minute soak, added to this file\n```\n\n", chartDir, int(math.Ceil(r.Finished.Sub(r.Started).Minutes())))
+	m.p("```\nmake bench        # this file, %s/latest.json, the charts and the profile top (about %d minutes)\nmake bench-soak   # the 3-minute soak, added to this file\n```\n\n", chartDir, int(math.Ceil(r.Finished.Sub(r.Started).Minutes())))
 	m.p("`make bench` runs `scripts/bench/run.sh`, which installs nats-server when it is missing and runs `%s`. Raw loadgen reports and process logs of each run stay in `bench-results/` (not committed). `go run ./scripts/bench/cmd/benchrun -h` lists the knobs (windows, repetitions, CPUs, a scenario filter).\n", r.Settings.Command)
 	return m.Bytes()
 }
@@ -583,6 +584,22 @@ func goBenchSection(m *md, gb *GoBench) {
 	}
 	if len(gb.Failures) > 0 {
 		m.p("\n")
+	}
+}
+
+// profileSection links the gateway's CPU profile top, or says why there
+// is none.
+func profileSection(m *md, pr *Profile, dir string) {
+	m.p("## Gateway CPU profile\n\n")
+	switch {
+	case pr == nil:
+		m.p("Not taken in this run: `make bench` profiles the gateway in an extra run of `%s` after that scenario's measured repetitions.\n\n", profileScenario)
+	case pr.File == "":
+		m.p("The gateway's CPU profile (an extra run of `%s` after its measured repetitions) could not be taken in this run: %s.\n\n", pr.Scenario, pr.Error)
+	default:
+		f := path.Join(dir, pr.File)
+		m.p("[%s](%s) is the top of the gateway's CPU profile while it served `%s` (%s): the %d functions with the most CPU time of their own (flat), then the %[5]d with the most time including their callees (cum), as `go tool pprof -top` and `-top -cum` show them. ", f, f, pr.Scenario, pr.Title, profileTopN)
+		m.p("It was taken from the admin listener's `/debug/pprof/profile` during an extra %s run of that scenario on tollgate after its measured repetitions, so profiling slowed none of the figures above; that run is in no table.\n\n", time.Duration(pr.WindowS*float64(time.Second)))
 	}
 }
 

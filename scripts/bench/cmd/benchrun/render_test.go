@@ -263,6 +263,7 @@ func TestRender(t *testing.T) {
 	tests := []struct {
 		name    string
 		soak    *Soak
+		profile *Profile
 		want    []string
 		notWant []string
 	}{
@@ -283,10 +284,29 @@ func TestRender(t *testing.T) {
 			soak: &Soak{Target: targetTollgate, Rate: 200, DurationS: 180, Run: Run{Requests: 36000, RPS: 200, P99: 1250}},
 			want: []string{"200 streams/s (open loop) for 3m0s", "| tollgate | 36000 | 200 |"},
 		},
+		{
+			name:    "without profile",
+			want:    []string{"## Gateway CPU profile", "Not taken in this run"},
+			notWant: []string{"profile-nonstream-c32.txt"},
+		},
+		{
+			name:    "with profile",
+			profile: &Profile{Scenario: profileScenario, Title: "Non-stream, instant upstream, 32 clients", WindowS: 5, File: profileFile(profileScenario)},
+			want: []string{"[docs/bench/profile-nonstream-c32.txt](docs/bench/profile-nonstream-c32.txt) is the top of the gateway's CPU profile while it served `nonstream-c32`",
+				"an extra 5s run of that scenario on tollgate after its measured repetitions"},
+		},
+		{
+			name:    "profile failed",
+			profile: &Profile{Scenario: profileScenario, WindowS: 5, Error: "get profile: connection refused"},
+			want:    []string{"could not be taken in this run: get profile: connection refused."},
+			notWant: []string{"profile-nonstream-c32.txt"},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			out := string(render(sampleResults(), tt.soak, "docs/bench"))
+			res := sampleResults()
+			res.Profile = tt.profile
+			out := string(render(res, tt.soak, "docs/bench"))
 			for _, s := range tt.want {
 				if !strings.Contains(out, s) {
 					t.Errorf("markdown lacks %q", s)

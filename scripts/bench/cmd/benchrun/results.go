@@ -27,6 +27,8 @@ type Results struct {
 	Startup []Startup `json:"startup"`
 	// GoBench is the per-stage Go benchmark table.
 	GoBench *GoBench `json:"go_bench,omitempty"`
+	// Profile is the gateway's CPU profile top, when profileScenario ran.
+	Profile *Profile `json:"profile,omitempty"`
 	// Pending lists scenarios that cannot run yet, with the reason.
 	Pending []Pending `json:"pending"`
 	// Notes are remarks about this run (retries, a busy machine).

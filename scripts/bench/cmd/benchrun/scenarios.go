@@ -151,6 +151,10 @@ func estimate(ps []plan, reps, startReps int, goBench bool) time.Duration {
 			per += 500 * time.Millisecond
 		}
 		d += per * time.Duration(reps*len(p.targets))
+		if p.name == profileScenario {
+			pp := profilePlan(p)
+			d += pp.warmup + pp.dur + pp.extra + runOverhead
+		}
 	}
 	d += time.Duration(startReps*3) * 1500 * time.Millisecond // start-up and idle RSS
 	d += 30 * time.Second                                     // build and stack start

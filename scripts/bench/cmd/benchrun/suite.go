@@ -73,8 +73,30 @@ func runLine(p plan, r Run) string {
 	return s
 }
 
-// one runs loadgen once for p on target.
+// one runs loadgen once for p on target; the first tollgate repetition of
+// a scenario -profile selects is CPU-profiled too.
 func (s *suite) one(ctx context.Context, p plan, target string, rep int) (Run, error) {
+	var prof *profiling
+	if target == targetTollgate && rep == 1 && s.profile != nil && s.profile.MatchString(p.name) {
+		prof = &profiling{}
+	}
+	run, err := s.load(ctx, p, target, target, prof)
+	if prof != nil && prof.err != nil {
+		fmt.Fprintf(s.out, "  profile: %v\n", prof.err)
+	}
+	return run, err
+}
+
+// profiling asks load for the gateway's CPU profile over the measured
+// window; load sets file, or err when the profile could not be taken.
+type profiling struct {
+	file string
+	err  error
+}
+
+// load runs loadgen once for p on target, its files in the raw directory
+// named after label; with prof set it takes the gateway's CPU profile too.
+func (s *suite) load(ctx context.Context, p plan, target, label string, prof *profiling) (Run, error) {
 	addr, pid, admin := s.st.addr(target), s.st.pid(target), s.st.gw.admin
 	if p.fresh {
 		in, err := s.st.startFresh(ctx, target, false)
@@ -95,7 +117,7 @@ func (s *suite) one(ctx context.Context, p plan, target string, rep int) (Run, e
 	settle(ctx, []int{s.st.nats.PID(), s.st.budget.PID(), s.st.mock.PID(), s.st.bare.p.PID(), s.st.gw.p.PID()}, 3*time.Second)
 
 	s.runs++
-	base := fmt.Sprintf("%03d-%s-%s", s.runs, p.name, target)
+	base := fmt.Sprintf("%03d-%s-%s", s.runs, p.name, label)
 	report := filepath.Join(s.rawDir, base+".json")
 	path := "/v1/chat/completions"
 	if slices.Contains(p.args, "-embeddings") {
@@ -113,12 +135,13 @@ func (s *suite) one(ctx context.Context, p plan, target string, rep int) (Run, e
 	if target == targetFallback {
 		args = append(args, "-model", fallbackModel)
 	}
-	var prof sync.WaitGroup
-	if target == targetTollgate && rep == 1 && s.profile != nil && s.profile.MatchString(p.name) {
-		prof.Go(func() { s.cpuProfile(ctx, admin, p.warmup, p.dur, filepath.Join(s.rawDir, base+".pprof")) })
+	var wg sync.WaitGroup
+	if prof != nil {
+		prof.file = filepath.Join(s.rawDir, base+".pprof")
+		wg.Go(func() { prof.err = s.cpuProfile(ctx, admin, p.warmup, p.dur, prof.file) })
 	}
 	err := s.loadgen(ctx, base, args)
-	prof.Wait()
+	wg.Wait()
 	if err != nil {
 		return Run{}, err
 	}
@@ -132,38 +155,47 @@ func (s *suite) one(ctx context.Context, p plan, target string, rep int) (Run, e
 }
 
 // cpuProfile saves the gateway's CPU profile over the measured window,
-// taken from its admin listener's pprof; failures are reported, not fatal.
-func (s *suite) cpuProfile(ctx context.Context, admin string, wait, dur time.Duration, file string) {
+// taken from its admin listener's pprof. A failure is the caller's to
+// report and record, not to stop on.
+func (s *suite) cpuProfile(ctx context.Context, admin string, wait, dur time.Duration, file string) error {
 	select {
 	case <-ctx.Done():
-		return
+		return ctx.Err()
 	case <-time.After(wait):
 	}
 	secs := max(int(dur/time.Second), 1)
-	url := fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", admin, secs)
+	ctx, cancel := context.WithTimeout(ctx, time.Duration(secs)*time.Second+30*time.Second)
+	defer cancel()
+	err := fetchProfile(ctx, fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", admin, secs), file)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(s.out, "  profile of the gateway saved to %s (go tool pprof %s %s)\n", file, s.st.binPath("gateway"), file)
+	return nil
+}
+
+// fetchProfile gets url and writes the answer to file.
+func fetchProfile(ctx context.Context, url, file string) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		fmt.Fprintf(s.out, "  profile: %v\n", err)
-		return
+		return fmt.Errorf("profile request: %w", err)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		fmt.Fprintf(s.out, "  profile: %v\n", err)
-		return
+		return fmt.Errorf("get profile: %w", err)
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
-	if err == nil && resp.StatusCode != http.StatusOK {
-		err = fmt.Errorf("status %d: %s", resp.StatusCode, bytes.TrimSpace(b))
-	}
-	if err == nil {
-		err = os.WriteFile(file, b, 0o644)
-	}
 	if err != nil {
-		fmt.Fprintf(s.out, "  profile: %v\n", err)
-		return
+		return fmt.Errorf("read profile: %w", err)
 	}
-	fmt.Fprintf(s.out, "  profile of the gateway saved to %s (go tool pprof %s %s)\n", file, s.st.binPath("gateway"), file)
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("get profile: status %d: %s", resp.StatusCode, bytes.TrimSpace(b))
+	}
+	if err := os.WriteFile(file, b, 0o644); err != nil {
+		return fmt.Errorf("write profile: %w", err)
+	}
+	return nil
 }
 
 // loadgen runs the load generator on the load CPU with the bench token in
