@@ -48,22 +48,22 @@ var (
 // fasthttp client's). Expected allocs/op, measured on the 2-core bench
 // machine (2026-12-01, about 22-40 µs/op on a busy machine):
 //
-//	same-model           8  chat, the provider's model is the one asked for
-//	renamed-model        8  chat, the body's model rewritten
-//	hedge-armed         18  chat with hedging on, the first call in time: the
+//	same-model           4  chat, the provider's model is the one asked for
+//	renamed-model        4  chat, the body's model rewritten
+//	hedge-armed         14  chat with hedging on, the first call in time: the
 //	                        cost of arming a hedge (a goroutine, a timer, a
 //	                        copy of the body) without making one; models
 //	                        without hedging pay nothing for it (same-model)
-//	responses            8  /v1/responses to an openai-kind provider
-//	messages-translated 21  /v1/messages to an openai-kind provider: the
+//	responses            4  /v1/responses to an openai-kind provider
+//	messages-translated 17  /v1/messages to an openai-kind provider: the
 //	                        body translated to chat and the answer back
-//	messages-native     14  /v1/messages to an anthropic-kind provider
+//	messages-native     11  /v1/messages to an anthropic-kind provider
 //	moderations         10  /v1/moderations, a pass-through endpoint
 //
-// Of same-model's 8 (a memory profile, 2026-12-01), the gateway makes the
-// request id, the request record, the parsed request and the endpoint's
-// caller, the edited upstream body and the gjson parse of the answer;
-// fasthttp's RequestCtx.Init in the loop below makes one more.
+// Of same-model's 4 (a memory profile, 2026-12-01), the gateway makes the
+// request id, the request record (which holds the parsed request and the
+// endpoint adapter's state) and the copy of the requested model's name;
+// fasthttp's RequestCtx.Init in the loop below makes the fourth.
 func BenchmarkNonStreamRequest(b *testing.B) {
 	words := strings.Repeat("word ", 200)
 	for _, tc := range []struct {

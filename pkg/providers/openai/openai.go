@@ -216,9 +216,10 @@ func (p *Provider) writeBody(req *fasthttp.Request, c *providers.Call) {
 	if c.Stream && !c.IncludeUsage && p.streamUsage == UsageAsk && (c.Endpoint == providers.Chat || c.Endpoint == providers.Completions) {
 		edits = append(edits, usageEdit(c))
 	}
-	var num [24]byte
 	if c.ClampMaxTokens > 0 {
-		edits = append(edits, p.maxTokensEdit(c, strconv.AppendInt(num[:0], c.ClampMaxTokens, 10)))
+		// Only a clamped request pays for the number's buffer (it escapes
+		// with the edit).
+		edits = append(edits, p.maxTokensEdit(c, strconv.AppendInt(make([]byte, 0, 20), c.ClampMaxTokens, 10)))
 	}
 	if len(edits) == 0 {
 		req.SetBodyRaw(c.Body)
