@@ -85,8 +85,8 @@ type Options struct {
 	Reload func(ctx context.Context) (summary any, err error)
 	// Usage explains one request for GET /admin/usage/{request_id}: the
 	// value (encoded with encoding/json), or found false for a 404. The
-	// gateway passes (*finance.Explainer).Explain, reading ClickHouse or
-	// the usage stream.
+	// gateway passes (*billing.Explainer).Lookup, reading the usage stream
+	// or ClickHouse.
 	Usage func(ctx context.Context, requestID string) (v any, found bool, err error)
 	// Logger receives reloads, refused admin requests (debug) and metrics
 	// gathering errors. Default: discard.

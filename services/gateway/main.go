@@ -27,6 +27,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/tollgate/tollgate/pkg/admin"
 	"github.com/tollgate/tollgate/pkg/auth"
+	"github.com/tollgate/tollgate/pkg/billing"
 	"github.com/tollgate/tollgate/pkg/budget"
 	"github.com/tollgate/tollgate/pkg/chstore"
 	"github.com/tollgate/tollgate/pkg/config"
@@ -434,7 +435,7 @@ func registerCollectors(reg *prometheus.Registry, pub *usage.Publisher, tr *budg
 
 // startAdmin serves the admin API unless admin.listen is "off".
 func startAdmin(cfg *config.Config, reg *prometheus.Registry, rl *reloader, gw *gateway.Gateway, tr *budget.Tracker,
-	ex *finance.Explainer, log *slog.Logger) (*admin.Server, error) {
+	ex *billing.Explainer, log *slog.Logger) (*admin.Server, error) {
 	if cfg.Admin.Listen == "off" {
 		return nil, nil
 	}
@@ -447,14 +448,8 @@ func startAdmin(cfg *config.Config, reg *prometheus.Registry, rl *reloader, gw *
 		Routes:       func() any { return gw.Routes() },
 		Budgets:      func() any { return tr.Report() },
 		Reload:       func(context.Context) (any, error) { return rl.reload() },
-		Usage: func(ctx context.Context, id string) (any, bool, error) {
-			c, err := ex.Explain(ctx, id)
-			if errors.Is(err, finance.ErrNotFound) {
-				return nil, false, nil
-			}
-			return c, err == nil, err
-		},
-		Logger: log,
+		Usage:        ex.Lookup,
+		Logger:       log,
 	})
 	ln, err := net.Listen("tcp", cfg.Admin.Listen)
 	if err != nil {
@@ -474,13 +469,13 @@ func startAdmin(cfg *config.Config, reg *prometheus.Registry, rl *reloader, gw *
 // default tollgate; CLICKHOUSE_USER / CLICKHOUSE_PASSWORD), else by
 // scanning the last 24 hours of the usage stream. The returned func closes
 // the ClickHouse connection, if any.
-func usageExplainer(ctx context.Context, nc *nats.Conn, log *slog.Logger) (*finance.Explainer, func()) {
-	ex := &finance.Explainer{Stream: usage.StreamName, Window: finance.DefaultStreamWindow}
+func usageExplainer(ctx context.Context, nc *nats.Conn, log *slog.Logger) (*billing.Explainer, func()) {
+	ex := &billing.Explainer{Stream: usage.StreamName, Window: billing.DefaultStreamWindow}
 	if addr := os.Getenv("TOLLGATE_CLICKHOUSE"); addr != "" {
 		st, err := chstore.Open(ctx, chstore.Options{Addr: addr, Database: os.Getenv("TOLLGATE_CLICKHOUSE_DB"),
 			User: os.Getenv("CLICKHOUSE_USER"), Password: os.Getenv("CLICKHOUSE_PASSWORD")})
 		if err == nil {
-			ex.CH = st.Conn()
+			ex.Store = finance.Store{Conn: st.Conn()}
 			return ex, func() { _ = st.Close() }
 		}
 		log.Warn("usage lookups read the stream: clickhouse unavailable", "addr", addr, "err", err)
