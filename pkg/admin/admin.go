@@ -123,6 +123,30 @@ func New(o Options) *Server {
 	return s
 }
 
+// Off is the admin.listen value that disables the listener.
+const Off = "off"
+
+// Start listens on addr and serves o on it in a goroutine until Shutdown;
+// an error serving is logged to o.Logger. It returns a nil Server when
+// addr is Off.
+func Start(addr string, o Options) (*Server, error) {
+	if addr == Off {
+		return nil, nil
+	}
+	s := New(o)
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("admin listen %s: %w", addr, err)
+	}
+	go func() {
+		if err := s.Serve(ln); err != nil {
+			s.log.Error("admin listener stopped", "err", err)
+		}
+	}()
+	s.log.Info("admin listening", "addr", ln.Addr().String())
+	return s, nil
+}
+
 // Serve serves ln until Shutdown, then returns nil. Whether /admin/ and
 // /debug/ need a token is decided from ln's address (see the package
 // documentation).
