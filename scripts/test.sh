@@ -15,6 +15,7 @@ fi
 
 echo "== go vet"
 go vet ./...
+go vet -tags clickhouse ./services/gateway # the gateway's optional ClickHouse lookups
 
 echo "== go test"
 go test -race -count=1 -timeout 15m ./...

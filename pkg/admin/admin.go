@@ -85,8 +85,8 @@ type Options struct {
 	Reload func(ctx context.Context) (summary any, err error)
 	// Usage explains one request for GET /admin/usage/{request_id}: the
 	// value (encoded with encoding/json), or found false for a 404. The
-	// gateway passes (*finance.Explainer).Explain, reading ClickHouse or
-	// the usage stream.
+	// gateway passes (*billing.Explainer).Lookup, reading the usage stream
+	// or ClickHouse.
 	Usage func(ctx context.Context, requestID string) (v any, found bool, err error)
 	// Logger receives reloads, refused admin requests (debug) and metrics
 	// gathering errors. Default: discard.
@@ -121,6 +121,30 @@ func New(o Options) *Server {
 		ErrorLog:       slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 	}
 	return s
+}
+
+// Off is the admin.listen value that disables the listener.
+const Off = "off"
+
+// Start listens on addr and serves o on it in a goroutine until Shutdown;
+// an error serving is logged to o.Logger. It returns a nil Server when
+// addr is Off.
+func Start(addr string, o Options) (*Server, error) {
+	if addr == Off {
+		return nil, nil
+	}
+	s := New(o)
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("admin listen %s: %w", addr, err)
+	}
+	go func() {
+		if err := s.Serve(ln); err != nil {
+			s.log.Error("admin listener stopped", "err", err)
+		}
+	}()
+	s.log.Info("admin listening", "addr", ln.Addr().String())
+	return s, nil
 }
 
 // Serve serves ln until Shutdown, then returns nil. Whether /admin/ and

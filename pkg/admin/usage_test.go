@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"log/slog"
 	"net/url"
 	"testing"
@@ -14,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/tollgate/tollgate/pkg/billing"
 	"github.com/tollgate/tollgate/pkg/chstore"
 	"github.com/tollgate/tollgate/pkg/chtest"
 	"github.com/tollgate/tollgate/pkg/finance"
@@ -103,22 +103,16 @@ func TestUsageEndpoint(t *testing.T) {
 
 	sources := []struct {
 		name string
-		ex   *finance.Explainer
+		ex   *billing.Explainer
 	}{
-		{"clickhouse", &finance.Explainer{CH: st.Conn()}},
-		{"stream", &finance.Explainer{JS: js, Stream: usage.StreamName, Window: time.Hour}},
+		{"clickhouse", &billing.Explainer{Store: finance.Store{Conn: st.Conn()}}},
+		{"stream", &billing.Explainer{JS: js, Stream: usage.StreamName, Window: time.Hour}},
 	}
 	for _, src := range sources {
 		t.Run(src.name, func(t *testing.T) {
 			o := fullOptions(t)
 			o.RequireToken = true
-			o.Usage = func(ctx context.Context, id string) (any, bool, error) {
-				c, err := src.ex.Explain(ctx, id)
-				if errors.Is(err, finance.ErrNotFound) {
-					return nil, false, nil
-				}
-				return c, err == nil, err
-			}
+			o.Usage = src.ex.Lookup
 			base := start(t, o) + "/admin/usage/"
 			tests := []struct {
 				name, id, bearer string
@@ -143,11 +137,11 @@ func TestUsageEndpoint(t *testing.T) {
 						}
 						return
 					}
-					var c finance.Charge
+					var c billing.Charge
 					if err := json.Unmarshal([]byte(r.body), &c); err != nil {
 						t.Fatal(err)
 					}
-					want := []finance.BudgetCheck{
+					want := []billing.BudgetCheck{
 						{Scope: "dept", Value: "research", Period: "month", PeriodStart: ev.Budgets[0].PeriodStart,
 							LimitNano: 500_000_000_000, SpentNano: 212_300_000_000, ReservedNano: 1_000_000, HeadroomNano: 287_700_000_000},
 						{Scope: "subject", Value: "alice", Period: "total", FromToken: true,

@@ -2,74 +2,21 @@ package finance
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
-	"strings"
-	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
+	"github.com/tollgate/tollgate/pkg/billing"
 	"github.com/tollgate/tollgate/pkg/pricing"
-	usagev1 "github.com/tollgate/tollgate/proto/tollgate/usage/v1"
 )
 
-// ErrNotFound is returned by Explain when no event has the request id.
-var ErrNotFound = errors.New("no usage event for request")
+// ErrNotFound is billing.ErrNotFound: Explain wraps it when no event has
+// the request id.
+var ErrNotFound = billing.ErrNotFound
 
-// Charge is one request's usage event, with what its cost was made of.
-type Charge struct {
-	EventID, RequestID string
-	Time               time.Time
-	Issuer, Subject    string
-	KeyID              string
-	Dept, Team         string
-	Project            string
-	RequestedModel     string
-	ServedModel        string
-	Provider           string
-	Deployment         string
-	Route              string
-	Attempts           uint32
-	Fallbacks          []string
-	Endpoint           string
-	StatusCode         uint32
-	ErrorType          string
-	PromptTokens       uint64
-	CompletionTokens   uint64
-	CachedTokens       uint64
-	ReasoningTokens    uint64
-	Estimated          bool
-	CostNano           int64
-	PricingVersion     string
-	// Price is the served model's price in the table of PricingVersion,
-	// when that table is the embedded one (PriceKnown); then the parts
-	// below break CostNano down (their sum is within a nano-USD of it,
-	// each part being rounded on its own).
-	Price                                      pricing.Price
-	PriceKnown                                 bool
-	InputNano, CachedNano, OutputNano, ReqNano int64
-	// Budgets are the limits checked at admission, with the spend and
-	// headroom of that moment (empty when none applied, or for events
-	// recorded before the gateway kept them).
-	Budgets []BudgetCheck
-}
-
-// BudgetCheck is one budget limit a request was checked against at
-// admission (usage event field budgets). Amounts are nano-USD.
-type BudgetCheck struct {
-	Scope, Value, Period, PeriodStart string
-	// FromToken is true for a limit from the token's budgets claim.
-	FromToken bool
-	// SpentNano is the spend at admission (applied total plus other
-	// requests' reservations); ReservedNano this request's own
-	// reservation; HeadroomNano = LimitNano - SpentNano.
-	LimitNano, SpentNano, ReservedNano, HeadroomNano int64
-}
-
-// Explain looks up the usage event of requestID. tables maps pricing
+// Explain looks up the usage event of requestID in ClickHouse. tables maps pricing
 // versions to their tables (the embedded table is always known).
-func Explain(ctx context.Context, conn driver.Conn, requestID string, tables ...*pricing.Table) (*Charge, error) {
+func Explain(ctx context.Context, conn driver.Conn, requestID string, tables ...*pricing.Table) (*billing.Charge, error) {
 	rows, err := conn.Query(ctx, `SELECT event_id, request_id, ts, issuer, subject, key_id, dept, team, project,
 		requested_model, served_model, provider, deployment, route, attempts, fallbacks, endpoint, status_code, error_type,
 		prompt_tokens, completion_tokens, cached_tokens, reasoning_tokens, estimated, cost_nano_usd, pricing_version,
@@ -86,7 +33,7 @@ func Explain(ctx context.Context, conn driver.Conn, requestID string, tables ...
 		}
 		return nil, fmt.Errorf("%w %s", ErrNotFound, requestID)
 	}
-	c := &Charge{}
+	c := &billing.Charge{}
 	var est uint8
 	var scope, value, period, start []string
 	var fromToken []uint8
@@ -104,124 +51,19 @@ func Explain(ctx context.Context, conn driver.Conn, requestID string, tables ...
 			i >= len(limit) || i >= len(spent) || i >= len(reserved) || i >= len(headroom) {
 			return nil, fmt.Errorf("read request %s: budget arrays of different lengths", requestID)
 		}
-		c.Budgets = append(c.Budgets, BudgetCheck{Scope: scope[i], Value: value[i], Period: period[i], PeriodStart: start[i],
+		c.Budgets = append(c.Budgets, billing.BudgetCheck{Scope: scope[i], Value: value[i], Period: period[i], PeriodStart: start[i],
 			FromToken: fromToken[i] == 1, LimitNano: limit[i], SpentNano: spent[i], ReservedNano: reserved[i], HeadroomNano: headroom[i]})
 	}
-	c.price(tables)
+	c.BreakDown(tables...)
 	return c, nil
 }
 
-// FromEvent is the Charge of a usage event read from the stream.
-func FromEvent(ev *usagev1.UsageEvent, tables ...*pricing.Table) *Charge {
-	c := &Charge{
-		EventID: ev.EventId, RequestID: ev.RequestId, Time: time.Unix(0, ev.Timestamp).UTC(),
-		Issuer: ev.Issuer, Subject: ev.Subject, KeyID: ev.KeyId, Dept: ev.Dept, Team: ev.Team, Project: ev.Project,
-		RequestedModel: ev.RequestedModel, ServedModel: ev.ServedModel, Provider: ev.Provider, Deployment: ev.Deployment,
-		Route: ev.Route, Attempts: ev.Attempts, Fallbacks: ev.Fallbacks, Endpoint: ev.Endpoint,
-		StatusCode: ev.StatusCode, ErrorType: ev.ErrorType, PromptTokens: ev.PromptTokens,
-		CompletionTokens: ev.CompletionTokens, CachedTokens: ev.CachedTokens, ReasoningTokens: ev.ReasoningTokens,
-		Estimated: ev.Estimated, CostNano: ev.CostNanoUsd, PricingVersion: ev.PricingVersion,
-	}
-	if c.Fallbacks == nil {
-		c.Fallbacks = []string{}
-	}
-	for _, b := range ev.Budgets {
-		c.Budgets = append(c.Budgets, BudgetCheck{Scope: b.Scope, Value: b.Value, Period: b.Period, PeriodStart: b.PeriodStart,
-			FromToken: b.FromToken, LimitNano: b.LimitNanoUsd, SpentNano: b.SpentNanoUsd, ReservedNano: b.ReservedNanoUsd,
-			HeadroomNano: b.HeadroomNanoUsd})
-	}
-	c.price(tables)
-	return c
+// Store answers billing.Explainer's lookups from ClickHouse.
+type Store struct {
+	Conn driver.Conn
 }
 
-// price breaks the cost down when the event's price table is known.
-func (c *Charge) price(tables []*pricing.Table) {
-	for _, t := range append([]*pricing.Table{pricing.Default()}, tables...) {
-		if t == nil || t.Version != c.PricingVersion {
-			continue
-		}
-		if p, ok := t.Lookup(c.ServedModel); ok {
-			c.breakdown(p)
-		}
-	}
-}
-
-func (c *Charge) breakdown(p pricing.Price) {
-	c.Price, c.PriceKnown = p, true
-	cached := min(c.CachedTokens, c.PromptTokens)
-	c.InputNano = pricing.Price{InputPerM: p.InputPerM}.Cost(pricing.Usage{PromptTokens: c.PromptTokens - cached})
-	c.CachedNano = pricing.Price{CachedInputPerM: p.CachedInputPerM}.Cost(pricing.Usage{PromptTokens: cached, CachedTokens: cached})
-	c.OutputNano = pricing.Price{OutputPerM: p.OutputPerM}.Cost(pricing.Usage{CompletionTokens: c.CompletionTokens})
-	c.ReqNano = max(p.PerRequest, 0)
-}
-
-// WriteText prints c for a terminal.
-func (c *Charge) WriteText(w io.Writer) error {
-	var b strings.Builder
-	f := func(k, format string, a ...any) {
-		fmt.Fprintf(&b, "%-16s "+format+"\n", append([]any{k + ":"}, a...)...)
-	}
-	f("request", "%s (event %s)", c.RequestID, c.EventID)
-	f("time", "%s", c.Time.UTC().Format(time.RFC3339))
-	f("principal", "subject %s, key %s, issuer %s", c.Subject, c.KeyID, c.Issuer)
-	f("charged to", "dept %s, team %s, project %s", c.Dept, c.Team, c.Project)
-	f("route", "%s: %s requested, %s served by %s (%s)", c.Route, c.RequestedModel, c.ServedModel, c.Provider, c.Deployment)
-	f("attempts", "%d, fallbacks %s", c.Attempts, orNone(c.Fallbacks))
-	f("outcome", "%s status %d %s", c.Endpoint, c.StatusCode, c.ErrorType)
-	est := ""
-	if c.Estimated {
-		est = " (estimated: the provider reported no usage)"
-	}
-	f("tokens", "%d in (%d cached), %d out (%d reasoning)%s", c.PromptTokens, c.CachedTokens, c.CompletionTokens, c.ReasoningTokens, est)
-	f("price table", "%s", c.PricingVersion)
-	if c.PriceKnown {
-		f("prices", "%s in, %s cached in, %s out per million tokens; %s per request",
-			usd(c.Price.InputPerM), usd(c.Price.CachedInputPerM), usd(c.Price.OutputPerM), usd(c.Price.PerRequest))
-		f("cost", "%s input + %s cached + %s output + %s per request = %s",
-			usd(c.InputNano), usd(c.CachedNano), usd(c.OutputNano), usd(c.ReqNano), usd(c.CostNano))
-	} else {
-		f("prices", "table %s is not the embedded one (%s): no breakdown", c.PricingVersion, pricing.Default().Version)
-		f("cost", "%s", usd(c.CostNano))
-	}
-	if len(c.Budgets) == 0 {
-		f("budgets", "none checked")
-	}
-	for _, bc := range c.Budgets {
-		f("budget", "%s", bc.String())
-	}
-	_, err := io.WriteString(w, b.String())
-	return err
-}
-
-// String reads "dept=research month 2026-11: limit $500.00, spent $212.30
-// at admission, headroom $287.70 (reserved $0.01)".
-func (b BudgetCheck) String() string {
-	who := b.Scope
-	if b.Scope != "global" {
-		who += "=" + b.Value
-	}
-	period := b.Period
-	if b.PeriodStart != "" {
-		period += " " + b.PeriodStart
-	}
-	src := ""
-	if b.FromToken {
-		src = " (token limit)"
-	}
-	return fmt.Sprintf("%s %s%s: limit %s, spent %s at admission, headroom %s (this request reserved %s)",
-		who, period, src, usd(b.LimitNano), usd(b.SpentNano), usd(b.HeadroomNano), usd(b.ReservedNano))
-}
-
-func orNone(s []string) string {
-	if len(s) == 0 {
-		return "none"
-	}
-	return strings.Join(s, " -> ")
-}
-
-func usd(nano int64) string {
-	if nano < 0 {
-		return "-$" + pricing.FormatUSD(-nano)
-	}
-	return "$" + pricing.FormatUSD(nano)
+// Charge is Explain on s.Conn.
+func (s Store) Charge(ctx context.Context, requestID string, tables ...*pricing.Table) (*billing.Charge, error) {
+	return Explain(ctx, s.Conn, requestID, tables...)
 }

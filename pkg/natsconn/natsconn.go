@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -106,4 +107,29 @@ func (e *Embedded) URL() string { return e.Server.ClientURL() }
 func (e *Embedded) Shutdown() {
 	e.Server.Shutdown()
 	e.Server.WaitForShutdown()
+}
+
+// Open connects name to NATS for the gateway. With dataDir set (-embed) it
+// first starts a JetStream server in the process, storing under
+// dataDir/nats and listening on 127.0.0.1:port (see Embed), and connects in
+// process; otherwise it dials c (Connect). closeFn drains the connection,
+// then stops the embedded server.
+func Open(c config.NATS, dataDir string, port int, name string, log *slog.Logger) (nc *nats.Conn, closeFn func(), err error) {
+	if dataDir == "" {
+		if nc, err = Connect(c, name, log); err != nil {
+			return nil, nil, err
+		}
+		return nc, func() { _ = nc.Drain() }, nil
+	}
+	store := filepath.Join(dataDir, "nats")
+	e, err := Embed(store, port)
+	if err != nil {
+		return nil, nil, err
+	}
+	if nc, err = e.Connect(name, log); err != nil {
+		e.Shutdown()
+		return nil, nil, err
+	}
+	log.Info("embedded NATS JetStream started", "url", e.URL(), "store", store)
+	return nc, func() { _ = nc.Drain(); e.Shutdown() }, nil
 }

@@ -72,3 +72,43 @@ func TestConnectFailsClearly(t *testing.T) {
 		t.Errorf("took %v to fail", time.Since(start))
 	}
 }
+
+func TestOpen(t *testing.T) {
+	log := slog.New(slog.DiscardHandler)
+	e, err := Embed(t.TempDir(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Shutdown)
+	tests := []struct {
+		name    string
+		nats    config.NATS
+		dataDir string
+	}{
+		{"embedded", config.NATS{}, t.TempDir()},
+		{"external", config.NATS{URL: e.URL()}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			nc, closeFn, err := Open(tt.nats, tt.dataDir, 0, "test", log)
+			if err != nil {
+				t.Fatal(err)
+			}
+			js, err := nc.JetStream()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := js.AccountInfo(); err != nil {
+				t.Fatalf("jetstream: %v", err)
+			}
+			closeFn()
+			deadline := time.Now().Add(5 * time.Second)
+			for !nc.IsClosed() && time.Now().Before(deadline) {
+				time.Sleep(10 * time.Millisecond)
+			}
+			if !nc.IsClosed() {
+				t.Fatal("connection not closed")
+			}
+		})
+	}
+}

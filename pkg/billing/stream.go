@@ -1,4 +1,4 @@
-package finance
+package billing
 
 import (
 	"bytes"
@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/proto"
 
@@ -78,13 +77,19 @@ func FromStream(ctx context.Context, js jetstream.JetStream, stream, requestID s
 	}
 }
 
-// Explainer finds the Charge of a request: in ClickHouse when CH is set,
-// else in the usage stream over the last Window. It backs
+// Store finds a request's charge in the analytics database;
+// finance.Store reads ClickHouse.
+type Store interface {
+	Charge(ctx context.Context, requestID string, tables ...*pricing.Table) (*Charge, error)
+}
+
+// Explainer finds the Charge of a request: in Store when it is set, else in
+// the usage stream over the last Window. It backs
 // GET /admin/usage/{request_id}.
 type Explainer struct {
-	// CH is a connection to the analytics database; nil to use the stream.
-	CH driver.Conn
-	// JS and Stream are the usage stream, used without CH.
+	// Store is the analytics database; nil to use the stream.
+	Store Store
+	// JS and Stream are the usage stream, used without Store.
 	JS     jetstream.JetStream
 	Stream string
 	// Window is how far back the stream is scanned. Default DefaultStreamWindow.
@@ -98,8 +103,8 @@ type Explainer struct {
 
 // Explain returns requestID's Charge, or an error wrapping ErrNotFound.
 func (e *Explainer) Explain(ctx context.Context, requestID string) (*Charge, error) {
-	if e.CH != nil {
-		return Explain(ctx, e.CH, requestID, e.Tables...)
+	if e.Store != nil {
+		return e.Store.Charge(ctx, requestID, e.Tables...)
 	}
 	if e.JS == nil {
 		return nil, errors.New("explain: neither ClickHouse nor the usage stream is configured")
@@ -112,4 +117,17 @@ func (e *Explainer) Explain(ctx context.Context, requestID string) (*Charge, err
 		window = DefaultStreamWindow
 	}
 	return FromStream(ctx, e.JS, e.Stream, requestID, now().Add(-window), e.Tables...)
+}
+
+// Lookup is Explain for the admin API (admin.Options.Usage): found is false,
+// with a nil error, when no event has the request id.
+func (e *Explainer) Lookup(ctx context.Context, requestID string) (v any, found bool, err error) {
+	c, err := e.Explain(ctx, requestID)
+	if errors.Is(err, ErrNotFound) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	return c, true, nil
 }

@@ -1,0 +1,178 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tollgate/tollgate/pkg/auth"
+	"github.com/tollgate/tollgate/pkg/budget"
+	"github.com/tollgate/tollgate/pkg/config"
+	"github.com/tollgate/tollgate/pkg/pricing"
+)
+
+// Settings is a validated config with what is built from it and replaced
+// by a reload: the token verifier, the price table and the budget limits.
+type Settings struct {
+	Config   *config.Config
+	Verifier *auth.Verifier
+	Prices   *pricing.Table
+	Limits   []budget.Limit
+}
+
+// LoadSettings reads the config file at path, validates it and builds its
+// Settings. Start-up and every reload (Reloader) call it, so a reload
+// refuses exactly what start-up refuses. Providers of kind mock get the
+// base URL mockURL returns; it is called once, and only when the file has
+// such a provider, and its error refuses the file.
+func LoadSettings(path string, mockURL func() (string, error)) (*Settings, error) {
+	cfg, err := config.Load(path)
+	if err != nil {
+		return nil, err
+	}
+	base := ""
+	for i := range cfg.Providers {
+		if cfg.Providers[i].Kind != config.KindMock {
+			continue
+		}
+		if base == "" {
+			if base, err = mockURL(); err != nil {
+				return nil, err
+			}
+		}
+		cfg.Providers[i].BaseURL = base
+	}
+	v, err := auth.NewVerifier(cfg.Auth, time.Now)
+	if err != nil {
+		return nil, err
+	}
+	prices, err := priceTable(cfg)
+	if err != nil {
+		return nil, err
+	}
+	limits, err := budget.ParseLimits(cfg.Budgets)
+	if err != nil {
+		return nil, err
+	}
+	if err := budget.ValidateHierarchy(limits, cfg.BudgetOvercommit); err != nil {
+		return nil, err
+	}
+	return &Settings{Config: cfg, Verifier: v, Prices: prices, Limits: limits}, nil
+}
+
+// priceTable is the embedded table with the config's overrides.
+func priceTable(cfg *config.Config) (*pricing.Table, error) {
+	t := pricing.Default()
+	if len(cfg.Prices) == 0 {
+		return t, nil
+	}
+	over := make(map[string]pricing.Price, len(cfg.Prices))
+	for model, p := range cfg.Prices {
+		pr, err := pricing.ParsePrice(p.Input, p.Output, p.CachedInput, p.PerRequest)
+		if err == nil {
+			pr, err = pr.WithUnits(p.PerImage, p.PerAudioSecond, p.Per1MCharacters)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("prices.%s: %w", model, err)
+		}
+		over[model] = pr
+	}
+	return t.With(over, ""), nil
+}
+
+// limitSetter takes a reload's budget limits; *budget.Tracker is one.
+type limitSetter interface {
+	SetLimits(limits []budget.Limit)
+}
+
+// errMockAdded refuses a reload that adds a mock provider to a process
+// that started without the mock upstream.
+var errMockAdded = errors.New("a mock provider was added; it needs a restart")
+
+// Reloader re-reads the config file (SIGHUP, POST /admin/reload) and
+// applies it to new requests; a file LoadSettings refuses changes nothing.
+type Reloader struct {
+	path    string
+	gw      *Gateway
+	limits  limitSetter
+	mockURL func() (string, error)
+	log     *slog.Logger
+
+	mu       sync.Mutex // serializes Reload
+	cfg      atomic.Pointer[config.Config]
+	verifier atomic.Pointer[auth.Verifier]
+}
+
+// NewReloader returns the Reloader of the file at path, running s (what
+// LoadSettings returned at start-up) on gw. mockURL is the base URL of the
+// mock upstream, an error when it was not started.
+func NewReloader(path string, s *Settings, gw *Gateway, limits limitSetter, mockURL func() (string, error), log *slog.Logger) *Reloader {
+	r := &Reloader{path: path, gw: gw, limits: limits, mockURL: mockURL, log: log}
+	r.cfg.Store(s.Config)
+	r.verifier.Store(s.Verifier)
+	return r
+}
+
+// ReloadSummary is what a successful reload reports.
+type ReloadSummary struct {
+	Providers int    `json:"providers"`
+	Models    int    `json:"models"`
+	Issuers   int    `json:"issuers"`
+	Budgets   int    `json:"budgets"`
+	Prices    string `json:"pricing_version"`
+}
+
+// Reload loads the file again and, when it is valid, applies it: routes,
+// providers, keys, prices and issuers to the gateway, limits to the budget
+// tracker.
+func (r *Reloader) Reload() (ReloadSummary, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s, err := LoadSettings(r.path, func() (string, error) {
+		if u, err := r.mockURL(); err == nil {
+			return u, nil
+		}
+		return "", errMockAdded
+	})
+	if err != nil {
+		return ReloadSummary{}, err
+	}
+	if err := r.gw.Reload(s.Config, s.Verifier, s.Prices); err != nil {
+		return ReloadSummary{}, err
+	}
+	r.limits.SetLimits(s.Limits)
+	r.cfg.Store(s.Config)
+	r.verifier.Store(s.Verifier)
+	sum := ReloadSummary{Providers: len(s.Config.Providers), Models: len(s.Config.Models), Issuers: len(s.Config.Auth.Issuers),
+		Budgets: len(s.Limits), Prices: s.Prices.Version}
+	r.log.Info("config reloaded", "providers", sum.Providers, "models", sum.Models, "issuers", sum.Issuers, "budgets", sum.Budgets)
+	return sum, nil
+}
+
+// Run reloads on every signal from sigs (SIGHUP) until ctx ends; a refused
+// file is logged and the running config stays.
+func (r *Reloader) Run(ctx context.Context, sigs <-chan os.Signal) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-sigs:
+			if _, err := r.Reload(); err != nil {
+				r.log.Error("config reload refused; the running config stays", "err", err)
+			}
+		}
+	}
+}
+
+// Config returns the running config, for /admin/config.
+func (r *Reloader) Config() *config.Config { return r.cfg.Load() }
+
+// Verify checks an admin token with the running issuers.
+func (r *Reloader) Verify(token []byte) (*auth.Principal, error) {
+	return r.verifier.Load().Verify(token)
+}

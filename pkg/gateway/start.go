@@ -1,0 +1,114 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tollgate/tollgate/pkg/budget"
+	"github.com/tollgate/tollgate/pkg/config"
+	"github.com/tollgate/tollgate/pkg/metrics"
+	"github.com/tollgate/tollgate/pkg/ratelimit"
+	"github.com/tollgate/tollgate/pkg/tokenize"
+	"github.com/tollgate/tollgate/pkg/usage"
+)
+
+// group runs background loops; *errgroup.Group is one. Its owner stops
+// them by ending the ctx they were started with.
+type group interface {
+	Go(f func() error)
+}
+
+// UsageConfig is the usage publisher's configuration from the config's
+// usage section.
+func UsageConfig(c config.Usage) usage.Config {
+	return usage.Config{
+		Buffer: c.Buffer, SpoolDir: c.SpoolDir, SpoolMaxBytes: c.SpoolMaxBytes,
+		SyncInterval: c.SyncInterval, FailClosed: c.FailClosed,
+	}
+}
+
+// StartAccounting sets up what bills and limits requests on nc: the usage
+// stream, the spend bucket and its in-memory tracker (loaded before it
+// returns; it owns the budget reservations, released on the publisher's
+// acks), the usage publisher and, with consume (all-in-one mode), the
+// budget consumer.
+// Their loops run in g until ctx ends; close the publisher (Close) before
+// ending ctx, so drained requests' events are flushed.
+func StartAccounting(ctx context.Context, g group, nc *nats.Conn, s *Settings, consume bool, log *slog.Logger) (Accounting, *usage.Publisher, error) {
+	cfg := s.Config
+	ucfg := UsageConfig(cfg.Usage)
+	js, err := jetstream.New(nc, ucfg.JetStreamOptions()...)
+	if err != nil {
+		return Accounting{}, nil, fmt.Errorf("jetstream: %w", err)
+	}
+	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := usage.EnsureStream(sctx, js, usage.StreamConfig{Replicas: cfg.NATS.Replicas, MaxAge: cfg.NATS.MaxAge, DuplicateWindow: cfg.NATS.DuplicateWindow}); err != nil {
+		return Accounting{}, nil, err
+	}
+	tracker, err := budget.StartTracker(ctx, g, js, cfg.NATS.Replicas, s.Limits)
+	if err != nil {
+		return Accounting{}, nil, err
+	}
+	ucfg.OnAck = tracker.OnAck
+	pub, err := usage.NewPublisher(js, ucfg, log)
+	if err != nil {
+		return Accounting{}, nil, err
+	}
+	g.Go(func() error { return pub.Run(ctx) })
+	if consume {
+		consumer, err := budget.NewConsumer(js, budget.ConsumerOptions{Limits: s.Limits, Logger: log})
+		if err != nil {
+			return Accounting{}, nil, err
+		}
+		g.Go(func() error { return consumer.Run(ctx) })
+	}
+	acct := Accounting{
+		Publisher: pub, Tracker: tracker, Prices: s.Prices,
+		Limiter:   ratelimit.New(ratelimit.Options{}),
+		Estimator: tokenize.New(),
+	}
+	return acct, pub, nil
+}
+
+// PublishAlerts is an Options.Alert that publishes each alert on nc, and
+// logs the ones NATS refuses.
+func PublishAlerts(nc *nats.Conn, log *slog.Logger) func(subject string, data []byte) {
+	return func(subject string, data []byte) {
+		if err := nc.Publish(subject, data); err != nil {
+			log.Warn("budget alert not published", "subject", subject, "err", err)
+		}
+	}
+}
+
+// RegisterAccountingMetrics exports the publisher's counters and the
+// budget state at scrape time.
+func RegisterAccountingMetrics(reg prometheus.Registerer, pub *usage.Publisher, tr *budget.Tracker) error {
+	err := metrics.RegisterPublisher(reg, func() metrics.PublisherStats {
+		st := pub.Stats()
+		return metrics.PublisherStats{Queued: int64(st.Queued), Published: int64(st.Published), Spooled: int64(st.Spooled),
+			Drained: int64(st.Drained), Failed: int64(st.Failed), Dropped: int64(st.Dropped),
+			QueueLen: int64(st.QueueLen), SpoolBytes: int64(st.SpoolBytes)}
+	})
+	if err != nil {
+		return err
+	}
+	return metrics.RegisterBudgets(reg, func() metrics.BudgetStats {
+		var bs metrics.BudgetStats
+		for _, l := range tr.Report() {
+			bs.Utilization = append(bs.Utilization, metrics.BudgetUtilization{Scope: l.Scope, Value: l.Value, Period: l.Period + ":" + l.PeriodStart, Ratio: l.Utilization})
+		}
+		for sc := range budget.NumScopes {
+			s := budget.Scope(sc)
+			bs.Reserved = append(bs.Reserved, metrics.BudgetReserved{Scope: s.String(), Value: "*", Nano: tr.Reserved(s)})
+		}
+		bs.AwaitingAck, bs.UnackedReleased = tr.Awaiting(), tr.Unacked()
+		return bs
+	})
+}
