@@ -1,6 +1,3 @@
-// Package gateway is Tollgate's public HTTP front: OpenAI-compatible
-// endpoints on fiber that authenticate the caller, pick the model's target
-// and relay the provider's answer, streaming chunk by chunk.
 package gateway
 
 import (

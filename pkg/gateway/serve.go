@@ -24,8 +24,9 @@ import (
 
 const headerRequestID = "X-Request-Id"
 
-// record is what the gateway learns about one request, for its log line
-// and usage accounting.
+// record is the request-owned value every stage works on (doc.go): what
+// the gateway learns about one request, for its log line and usage
+// accounting, and the endpoint adapter's state.
 type record struct {
 	requestID      string
 	start          time.Time

@@ -1,0 +1,41 @@
+// Package gateway is Tollgate's public HTTP front: OpenAI-compatible
+// endpoints on fiber that authenticate the caller, pick the model's target
+// and relay the provider's answer, streaming chunk by chunk.
+//
+// # One pipeline
+//
+// Every endpoint runs the same stages over one request-owned value, the
+// record (serve.go):
+//
+//   - begin (pipeline.go): request id, trace span, the state (config,
+//     routes, prices) the request will finish on;
+//   - authenticate: the bearer token (x-api-key too on /v1/messages);
+//   - parse: the endpoint's own (parseRequest for the chat family, one pass
+//     over the body with rawjson.Scan; the Messages and pass-through
+//     parsers for theirs);
+//   - resolve (pipeline.go): model lookup (404 before the token's
+//     allow-list), wildcard capture, endpoint kind, allow-list, the budget
+//     degradation ladder;
+//   - the response cache and admission (rate limits, budget reservation);
+//   - attempts (pipeline.go): routing, retries and fallbacks, the router's
+//     bookkeeping, keys, headers, attempt spans, the plan's release;
+//   - finish (serve.go), the one place a request ends: billed, its usage
+//     event enqueued, metrics, span and log line.
+//
+// An endpoint is an adapter that supplies only what is its own: its parse,
+// how one target is built and called (a caller: chatCaller for chat,
+// completions, embeddings and the Responses API, with hedging;
+// messagesCaller for /v1/messages, native or translated, without hedging),
+// its error shape and its stream encoder. The pass-through endpoints make
+// one call and never retry (a streamed upload cannot be sent twice). The
+// adapters' per-request state lives in the record (callState), so a
+// request allocates one record and no adapter of its own.
+//
+// A stream's record passes to its relay at commit (commitStream); from then
+// on the relay finishes the request. A hedge leg's relay reads only what
+// was set before its call until it wins.
+//
+// Budget reservations belong to budget.Tracker from Reserve to release;
+// provider kinds' capabilities (base URL, key check, key header, the
+// endpoints they speak) to pkg/providers/registry.
+package gateway
