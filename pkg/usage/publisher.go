@@ -98,7 +98,9 @@ func (c Config) withDefaults() Config {
 
 // JetStreamOptions returns the options to create the JetStream context a
 // Publisher with this Config uses: its async max-pending and ack timeout
-// match the Config's MaxPending and AckTimeout.
+// match the Config's MaxPending and AckTimeout. Add no async ack or error
+// handler to that context: the Publisher reuses one message for all its
+// publishes, so a handler would be shown another event's.
 func (c Config) JetStreamOptions() []jetstream.JetStreamOpt {
 	c = c.withDefaults()
 	return []jetstream.JetStreamOpt{

@@ -89,6 +89,8 @@ type runState struct {
 	buf      []byte
 	subjects map[string]string
 	opts     []jetstream.PublishOpt
+	msg      nats.Msg // reused for every publish, with msgID as its Nats-Msg-Id
+	msgID    []string
 	tick     time.Duration
 
 	now      time.Time
@@ -111,12 +113,15 @@ func (r *runState) init(p *Publisher) {
 	r.ring.buf = make([]flight, p.cfg.MaxPending)
 	r.subjects = make(map[string]string)
 	// No retries inside the client: the spool retries, and the client would
-	// otherwise keep the message (and our reused buffer) for a resend.
+	// otherwise keep the message (reused, as is its buffer) for a resend.
 	r.opts = []jetstream.PublishOpt{
 		jetstream.WithRetryAttempts(0),
 		jetstream.WithStallWait(stallWait),
-		nil, // the message id
 	}
+	// The Nats-Msg-Id header is set here rather than with WithMsgID, which
+	// would allocate a header map and an option per publish.
+	r.msgID = make([]string, 1)
+	r.msg.Header = nats.Header{jetstream.MsgIDHeader: r.msgID}
 	r.tick = min(p.cfg.SyncInterval, maxTick)
 }
 
@@ -336,9 +341,9 @@ func (r *runState) publishLive(ev *usagev1.UsageEvent, data []byte) bool {
 // publish sends one event asynchronously. The client copies data before
 // returning, so the caller may reuse it.
 func (r *runState) publish(ev *usagev1.UsageEvent, data []byte) (jetstream.PubAckFuture, error) {
-	msg := &nats.Msg{Subject: r.subject(ev.GetDept()), Data: data}
-	r.opts[len(r.opts)-1] = jetstream.WithMsgID(ev.GetEventId())
-	return r.p.js.PublishMsgAsync(msg, r.opts...)
+	r.msg.Subject, r.msg.Data = r.subject(ev.GetDept()), data
+	r.msgID[0] = ev.GetEventId()
+	return r.p.js.PublishMsgAsync(&r.msg, r.opts...)
 }
 
 func (r *runState) subject(dept string) string {
