@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -58,7 +59,11 @@ func BenchmarkPublishCPU(b *testing.B) {
 		name string
 		cfg  Config
 	}{
-		{name: "run"},
+		{name: "run"}, // the default FlushDelay
+		{name: "run-noflush", cfg: Config{FlushDelay: -1}},
+		{name: "run-flush100us", cfg: Config{FlushDelay: 100 * time.Microsecond}},
+		{name: "run-flush500us", cfg: Config{FlushDelay: 500 * time.Microsecond}},
+		{name: "run-flush1ms", cfg: Config{FlushDelay: time.Millisecond}},
 		{name: "direct"},
 		{name: "idle"},
 	}
@@ -98,8 +103,8 @@ func benchPublishCPU(b *testing.B, server, load, mode string, cfg Config) {
 	var emit func(i int)
 	var wait func()
 	var p *Publisher
-	switch mode {
-	case "run":
+	switch {
+	case strings.HasPrefix(mode, "run"):
 		cfg.SpoolDir = b.TempDir()
 		cfg.Buffer = max(cfg.Buffer, b.N)
 		var err error
@@ -127,7 +132,7 @@ func benchPublishCPU(b *testing.B, server, load, mode string, cfg Config) {
 				time.Sleep(2 * time.Millisecond)
 			}
 		}
-	case "direct":
+	case mode == "direct":
 		emit = func(i int) { publishDirect(b, js, evs[i]) }
 		wait = func() {
 			select {
@@ -136,7 +141,7 @@ func benchPublishCPU(b *testing.B, server, load, mode string, cfg Config) {
 				b.Fatalf("acks outstanding: %d", js.PublishAsyncPending())
 			}
 		}
-	case "idle":
+	default:
 		emit, wait = func(int) {}, func() {}
 	}
 

@@ -92,6 +92,8 @@ type runState struct {
 	msg      nats.Msg // reused for every publish, with msgID as its Nats-Msg-Id
 	msgID    []string
 	tick     time.Duration
+	gather   *time.Timer // ends a FlushDelay wait
+	lastTake time.Time   // when the last event was taken from the queue
 
 	now      time.Time
 	up       bool      // connected and not backing off
@@ -123,6 +125,8 @@ func (r *runState) init(p *Publisher) {
 	r.msgID = make([]string, 1)
 	r.msg.Header = nats.Header{jetstream.MsgIDHeader: r.msgID}
 	r.tick = min(p.cfg.SyncInterval, maxTick)
+	r.gather = time.NewTimer(time.Hour)
+	r.gather.Stop()
 }
 
 // loop is the body of Run (stop nil) and of a Close without Run (stop set).
@@ -189,9 +193,7 @@ func (r *runState) wait(ctx context.Context, tick <-chan time.Time) {
 		r.beginStop(c)
 	case <-stopc:
 	case ev := <-in:
-		r.refresh() // the connection may have dropped while we waited
-		r.route(ev)
-		r.takeMore()
+		r.take(ev)
 	case ack := <-okc:
 		r.settle(r.ring.pop(), ack, nil)
 		r.settleReady()
@@ -248,6 +250,23 @@ func (r *runState) canTake() bool {
 	return room
 }
 
+// take places ev, taken from the queue, and up to BatchSize-1 more events
+// already queued behind it. While events come less than FlushDelay apart
+// and go straight to NATS, it first waits up to FlushDelay for more, so
+// that their publishes leave in one socket write; an event after a quiet
+// spell is published at once.
+func (r *runState) take(ev *usagev1.UsageEvent) {
+	r.refresh() // the connection may have dropped while we waited
+	busy := r.cfg.FlushDelay > 0 && r.now.Sub(r.lastTake) < r.cfg.FlushDelay
+	r.lastTake = r.now
+	if busy && !r.stopping && !r.spooling() && len(r.backlog) == 0 {
+		r.gatherAndPublish(ev)
+		return
+	}
+	r.route(ev)
+	r.takeMore()
+}
+
 func (r *runState) takeMore() {
 	for i := 1; i < r.cfg.BatchSize && r.canTake(); i++ {
 		select {
@@ -257,6 +276,50 @@ func (r *runState) takeMore() {
 			return
 		}
 	}
+}
+
+// gatherAndPublish holds ev and the events queued after it until
+// FlushDelay has passed since ev was taken, or BatchSize events (or as many
+// as the publish window has room for) are in hand, then publishes them one
+// after another. A stop request or an ack waits meanwhile, at most
+// FlushDelay.
+func (r *runState) gatherAndPublish(ev *usagev1.UsageEvent) {
+	limit := min(r.cfg.BatchSize, r.cfg.MaxPending-r.ring.len())
+	b := r.takeQueued(append(r.batch[:0], ev), limit)
+	if len(b) < limit {
+		r.gather.Reset(r.cfg.FlushDelay)
+	wait:
+		for len(b) < limit {
+			select {
+			case ev := <-r.p.ch:
+				b = r.takeQueued(append(b, ev), limit)
+			case <-r.gather.C:
+				break wait
+			}
+		}
+		r.gather.Stop()
+	}
+	r.refresh()
+	r.lastTake = r.now
+	for i, ev := range b {
+		r.route(ev)
+		b[i] = nil
+	}
+	r.batch = b[:0]
+}
+
+// takeQueued appends to b the events waiting in the queue, up to limit in
+// all.
+func (r *runState) takeQueued(b []*usagev1.UsageEvent, limit int) []*usagev1.UsageEvent {
+	for len(b) < limit {
+		select {
+		case ev := <-r.p.ch:
+			b = append(b, ev)
+		default:
+			return b
+		}
+	}
+	return b
 }
 
 // route publishes ev or spools it, holding it in the backlog when neither
