@@ -269,6 +269,9 @@ func startExtServer(b *testing.B) *extServer {
 		b.Fatal(err)
 	}
 	cmd := exec.Command(bin, "-a", "127.0.0.1", "-p", strconv.Itoa(port), "-js", "-sd", b.TempDir())
+	// Cleanup does not run when the benchmark panics: let the server die
+	// with this process.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		b.Fatal(err)
 	}
