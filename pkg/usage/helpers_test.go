@@ -70,7 +70,13 @@ func (s *testServer) url() string { return fmt.Sprintf("nats://127.0.0.1:%d", s.
 // context on it with the usage stream in place.
 func connect(t testing.TB, s *testServer, cfg Config) (*nats.Conn, jetstream.JetStream) {
 	t.Helper()
-	nc, err := nats.Connect(s.url(), nats.MaxReconnects(-1), nats.ReconnectWait(20*time.Millisecond),
+	return connectURL(t, s.url(), cfg)
+}
+
+// connectURL is connect for a server at url.
+func connectURL(t testing.TB, url string, cfg Config) (*nats.Conn, jetstream.JetStream) {
+	t.Helper()
+	nc, err := nats.Connect(url, nats.MaxReconnects(-1), nats.ReconnectWait(20*time.Millisecond),
 		nats.NoCallbacksAfterClientClose())
 	if err != nil {
 		t.Fatalf("connect: %v", err)

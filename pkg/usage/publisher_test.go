@@ -128,11 +128,17 @@ func TestPublishDelivers(t *testing.T) {
 		name  string
 		depts []string
 		n     int
+		gap   time.Duration // between Enqueue calls
 		cfg   Config
 	}{
 		{name: "one dept", depts: []string{"finance"}, n: 200},
 		{name: "mixed depts", depts: []string{"finance", "", "eu.sales", "r d"}, n: 400},
 		{name: "small batches and window", depts: []string{"ops"}, n: 300, cfg: Config{BatchSize: 3, MaxPending: 5}},
+		{name: "no flush delay", depts: []string{"finance", "eu.sales"}, n: 300, gap: 10 * time.Microsecond, cfg: Config{FlushDelay: -1}},
+		{name: "flush delay", depts: []string{"finance", "", "eu.sales"}, n: 400, cfg: Config{FlushDelay: 500 * time.Microsecond}},
+		{name: "flush delay, trickle", depts: []string{"ops", "hr"}, n: 200, gap: 50 * time.Microsecond, cfg: Config{FlushDelay: time.Millisecond}},
+		{name: "flush delay, small batches and window", depts: []string{"ops"}, n: 300, gap: 10 * time.Microsecond,
+			cfg: Config{FlushDelay: time.Millisecond, BatchSize: 7, MaxPending: 5}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -148,6 +154,9 @@ func TestPublishDelivers(t *testing.T) {
 				want = append(want, ev)
 				if err := p.Enqueue(ev); err != nil {
 					t.Fatalf("enqueue: %v", err)
+				}
+				if tt.gap > 0 {
+					time.Sleep(tt.gap)
 				}
 			}
 			waitFor(t, "all published", func() bool { return p.Stats().Published == int64(tt.n) })
@@ -174,6 +183,7 @@ func TestOutage(t *testing.T) {
 	}{
 		{name: "short", before: 50, while: 200},
 		{name: "spool spans segments", before: 20, while: 600, cfg: Config{SpoolMaxBytes: 256 << 10, BatchSize: 64}},
+		{name: "flush delay", before: 50, while: 200, cfg: Config{FlushDelay: time.Millisecond, BatchSize: 16}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -236,22 +246,77 @@ func TestOutage(t *testing.T) {
 	}
 }
 
+// TestFlushDelay checks when Run holds an event for FlushDelay: not after
+// a quiet spell, not beyond BatchSize events, and else for FlushDelay.
+func TestFlushDelay(t *testing.T) {
+	const delay = time.Second
+	srv := startServer(t)
+	var got acks
+	cfg := Config{SpoolDir: t.TempDir(), OnAck: got.onAck, FlushDelay: delay, BatchSize: 4}
+	_, js := connect(t, srv, cfg)
+	p := startPublisher(t, js, cfg)
+	var want []*usagev1.UsageEvent
+	enqueue := func(n int) time.Time {
+		start := time.Now()
+		for range n {
+			ev := newEvent(t, "ops", len(want))
+			want = append(want, ev)
+			if err := p.Enqueue(ev); err != nil {
+				t.Fatalf("enqueue: %v", err)
+			}
+		}
+		return start
+	}
+	published := func(n int) {
+		waitFor(t, fmt.Sprintf("%d published", n), func() bool { return p.Stats().Published == int64(n) })
+	}
+
+	start := enqueue(1)
+	published(1)
+	if d := time.Since(start); d > delay/2 {
+		t.Errorf("first event after a quiet spell published after %v, want at once", d)
+	}
+	start = enqueue(1)
+	time.Sleep(delay / 4)
+	if n := p.Stats().Published; n != 1 {
+		t.Errorf("an event soon after another was not held: %d published", n)
+	}
+	enqueue(3) // fills the batch of 4: no need to wait any longer
+	published(5)
+	if d := time.Since(start); d > delay*3/4 {
+		t.Errorf("a full batch was published after %v, want before the delay ends", d)
+	}
+	start = enqueue(1)
+	published(6)
+	if d := time.Since(start); d < delay/2 {
+		t.Errorf("an event soon after others published after %v, want it held", d)
+	}
+	closePublisher(t, p)
+	msgs := streamMessages(t, js)
+	checkOnce(t, msgs, want)
+	got.check(t, msgs)
+}
+
 func TestCloseFlushes(t *testing.T) {
 	tests := []struct {
 		name     string
 		run      bool
 		natsDown bool
+		cfg      Config
 	}{
 		{name: "running, nats up", run: true},
 		{name: "never run, nats up"},
 		{name: "running, nats down", run: true, natsDown: true},
 		{name: "never run, nats down", natsDown: true},
+		{name: "running, nats up, flush delay", run: true, cfg: Config{FlushDelay: time.Millisecond}},
+		{name: "running, nats down, flush delay", run: true, natsDown: true, cfg: Config{FlushDelay: time.Millisecond}},
 	}
 	const n = 500
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			srv := startServer(t)
-			cfg := Config{SpoolDir: t.TempDir()}
+			cfg := tt.cfg
+			cfg.SpoolDir = t.TempDir()
 			nc, js := connect(t, srv, cfg)
 			if tt.natsDown {
 				srv.shutdown()

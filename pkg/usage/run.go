@@ -89,7 +89,11 @@ type runState struct {
 	buf      []byte
 	subjects map[string]string
 	opts     []jetstream.PublishOpt
+	msg      nats.Msg // reused for every publish, with msgID as its Nats-Msg-Id
+	msgID    []string
 	tick     time.Duration
+	gather   *time.Timer // ends a FlushDelay wait
+	lastTake time.Time   // when the last event was taken from the queue
 
 	now      time.Time
 	up       bool      // connected and not backing off
@@ -111,13 +115,18 @@ func (r *runState) init(p *Publisher) {
 	r.ring.buf = make([]flight, p.cfg.MaxPending)
 	r.subjects = make(map[string]string)
 	// No retries inside the client: the spool retries, and the client would
-	// otherwise keep the message (and our reused buffer) for a resend.
+	// otherwise keep the message (reused, as is its buffer) for a resend.
 	r.opts = []jetstream.PublishOpt{
 		jetstream.WithRetryAttempts(0),
 		jetstream.WithStallWait(stallWait),
-		nil, // the message id
 	}
+	// The Nats-Msg-Id header is set here rather than with WithMsgID, which
+	// would allocate a header map and an option per publish.
+	r.msgID = make([]string, 1)
+	r.msg.Header = nats.Header{jetstream.MsgIDHeader: r.msgID}
 	r.tick = min(p.cfg.SyncInterval, maxTick)
+	r.gather = time.NewTimer(time.Hour)
+	r.gather.Stop()
 }
 
 // loop is the body of Run (stop nil) and of a Close without Run (stop set).
@@ -184,9 +193,7 @@ func (r *runState) wait(ctx context.Context, tick <-chan time.Time) {
 		r.beginStop(c)
 	case <-stopc:
 	case ev := <-in:
-		r.refresh() // the connection may have dropped while we waited
-		r.route(ev)
-		r.takeMore()
+		r.take(ev)
 	case ack := <-okc:
 		r.settle(r.ring.pop(), ack, nil)
 		r.settleReady()
@@ -243,6 +250,23 @@ func (r *runState) canTake() bool {
 	return room
 }
 
+// take places ev, taken from the queue, and up to BatchSize-1 more events
+// already queued behind it. While events come less than FlushDelay apart
+// and go straight to NATS, it first waits up to FlushDelay for more, so
+// that their publishes leave in one socket write; an event after a quiet
+// spell is published at once.
+func (r *runState) take(ev *usagev1.UsageEvent) {
+	r.refresh() // the connection may have dropped while we waited
+	busy := r.cfg.FlushDelay > 0 && r.now.Sub(r.lastTake) < r.cfg.FlushDelay
+	r.lastTake = r.now
+	if busy && !r.stopping && !r.spooling() && len(r.backlog) == 0 {
+		r.gatherAndPublish(ev)
+		return
+	}
+	r.route(ev)
+	r.takeMore()
+}
+
 func (r *runState) takeMore() {
 	for i := 1; i < r.cfg.BatchSize && r.canTake(); i++ {
 		select {
@@ -252,6 +276,50 @@ func (r *runState) takeMore() {
 			return
 		}
 	}
+}
+
+// gatherAndPublish holds ev and the events queued after it until
+// FlushDelay has passed since ev was taken, or BatchSize events (or as many
+// as the publish window has room for) are in hand, then publishes them one
+// after another. A stop request or an ack waits meanwhile, at most
+// FlushDelay.
+func (r *runState) gatherAndPublish(ev *usagev1.UsageEvent) {
+	limit := min(r.cfg.BatchSize, r.cfg.MaxPending-r.ring.len())
+	b := r.takeQueued(append(r.batch[:0], ev), limit)
+	if len(b) < limit {
+		r.gather.Reset(r.cfg.FlushDelay)
+	wait:
+		for len(b) < limit {
+			select {
+			case ev := <-r.p.ch:
+				b = r.takeQueued(append(b, ev), limit)
+			case <-r.gather.C:
+				break wait
+			}
+		}
+		r.gather.Stop()
+	}
+	r.refresh()
+	r.lastTake = r.now
+	for i, ev := range b {
+		r.route(ev)
+		b[i] = nil
+	}
+	r.batch = b[:0]
+}
+
+// takeQueued appends to b the events waiting in the queue, up to limit in
+// all.
+func (r *runState) takeQueued(b []*usagev1.UsageEvent, limit int) []*usagev1.UsageEvent {
+	for len(b) < limit {
+		select {
+		case ev := <-r.p.ch:
+			b = append(b, ev)
+		default:
+			return b
+		}
+	}
+	return b
 }
 
 // route publishes ev or spools it, holding it in the backlog when neither
@@ -336,9 +404,9 @@ func (r *runState) publishLive(ev *usagev1.UsageEvent, data []byte) bool {
 // publish sends one event asynchronously. The client copies data before
 // returning, so the caller may reuse it.
 func (r *runState) publish(ev *usagev1.UsageEvent, data []byte) (jetstream.PubAckFuture, error) {
-	msg := &nats.Msg{Subject: r.subject(ev.GetDept()), Data: data}
-	r.opts[len(r.opts)-1] = jetstream.WithMsgID(ev.GetEventId())
-	return r.p.js.PublishMsgAsync(msg, r.opts...)
+	r.msg.Subject, r.msg.Data = r.subject(ev.GetDept()), data
+	r.msgID[0] = ev.GetEventId()
+	return r.p.js.PublishMsgAsync(&r.msg, r.opts...)
 }
 
 func (r *runState) subject(dept string) string {
