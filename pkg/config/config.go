@@ -130,6 +130,11 @@ type Usage struct {
 	SpoolMaxBytes int64 `yaml:"spool_max_bytes"`
 	// SyncInterval is the spool fsync interval: the most a SIGKILL can lose. Default 100ms.
 	SyncInterval time.Duration `yaml:"sync_interval"`
+	// FlushDelay is how long the publisher may hold an event while more
+	// arrive, so that their publishes share one socket write (usage events
+	// only; no request waits on it). 0 takes the default, 250us; a
+	// negative value (e.g. -1ms) publishes every event at once.
+	FlushDelay time.Duration `yaml:"flush_delay"`
 	// FailClosed answers 503 when buffer and spool are both full; false
 	// serves the request and counts the lost event. Default false.
 	FailClosed bool `yaml:"fail_closed"`

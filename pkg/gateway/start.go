@@ -29,7 +29,7 @@ type group interface {
 func UsageConfig(c config.Usage) usage.Config {
 	return usage.Config{
 		Buffer: c.Buffer, SpoolDir: c.SpoolDir, SpoolMaxBytes: c.SpoolMaxBytes,
-		SyncInterval: c.SyncInterval, FailClosed: c.FailClosed,
+		SyncInterval: c.SyncInterval, FailClosed: c.FailClosed, FlushDelay: c.FlushDelay,
 	}
 }
 
