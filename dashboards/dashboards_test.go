@@ -323,7 +323,36 @@ func openStore(t *testing.T) *chstore.Store {
 		t.Fatalf("migrate: %v", err)
 	}
 	seedEvents(ctx, t, s.Conn())
+	seedAudit(ctx, t, s.Conn())
 	return s
+}
+
+// auditSeed are audit_events rows: two in the test range, one before it,
+// and one inserted twice (a redelivery FINAL collapses).
+var auditSeed = []struct {
+	id, ts, actor, action, target, summary string
+}{
+	{"a0", "2024-02-10 08:00:00", "ops", "token.revoked", "jti:old", "revoked jti:old"},
+	{"a1", "2024-03-05 09:00:00", "alice", "token.revoked", "jti:k1", "revoked jti:k1"},
+	{"a2", "2024-03-20 10:00:00", "signal", "config.reloaded", "tollgate.yaml", `budgets[0].amount_usd: "5" -> "10"`},
+	{"a2", "2024-03-20 10:00:00", "signal", "config.reloaded", "tollgate.yaml", `budgets[0].amount_usd: "5" -> "10"`},
+}
+
+func seedAudit(ctx context.Context, t *testing.T, conn driver.Conn) {
+	t.Helper()
+	b, err := conn.PrepareBatch(ctx, "INSERT INTO audit_events (id, ts, ts_ms, actor, action, target, summary, stream_seq, ingested_at)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, a := range auditSeed {
+		ts := at(a.ts)
+		if err := b.Append(a.id, ts, uint64(ts.UnixMilli()), a.actor, a.action, a.target, a.summary, uint64(i+1), time.Now()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.Send(); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // filter selects seeded events for one set of variable values.
@@ -626,6 +655,17 @@ var checks = map[string]func(t *testing.T, f filter, rows []row){
 		}
 		near(t, "fell_back", gotFell, fell)
 		near(t, "retried", gotRetried, retried)
+	},
+	"Recent operator changes": func(t *testing.T, _ filter, rows []row) {
+		// Newest first, within the range, each event once.
+		want := []string{"a2", "a1"}
+		if len(rows) != len(want) {
+			t.Fatalf("%d rows, want %d: %v", len(rows), len(want), rows)
+		}
+		if rows[0]["actor"] != "signal" || rows[0]["action"] != "config.reloaded" || rows[1]["target"] != "jti:k1" ||
+			rows[0]["summary"] != auditSeed[2].summary {
+			t.Errorf("rows %v", rows)
+		}
 	},
 	"Time to first token by provider": func(t *testing.T, f filter, rows []row) {
 		ttft := map[string][]float64{}

@@ -9,7 +9,9 @@
 //     dept_budgets.
 //   - gateway-traffic.json, "Gateway traffic": requests by provider, errors
 //     by type, fallbacks and retries, time to first token and gateway
-//     overhead p50/p99 per provider; variables provider and model.
+//     overhead p50/p99 per provider, and the recent operator changes
+//     (audit_events: revocations, reloads, budget limits, keys); variables
+//     provider and model.
 //
 // Both refer to the data source uid tollgate-clickhouse, provisioned by
 // deploy/grafana/provisioning, whose default database holds the chstore

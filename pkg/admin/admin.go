@@ -13,6 +13,9 @@
 //	GET  /admin/routes     Options.Routes() as JSON
 //	GET  /admin/budgets    Options.Budgets() as JSON
 //	POST /admin/reload     Options.Reload: 200 with its summary, 400 with its error
+//	POST /admin/revoke     {"jti":ID} or {"sub":SUBJECT}, optional "reason":
+//	                       Options.Revoke; 200, 400 for a bad body
+//	POST /admin/unrevoke   {"jti":ID} or {"sub":SUBJECT}: Options.Unrevoke
 //	GET  /admin/usage/{request_id}
 //	                       Options.Usage: how one request was charged (principal,
 //	                       route and fallbacks, tokens, prices, cost, budgets checked
@@ -28,6 +31,15 @@
 // verified principal has the admin claim: 401 without a valid token, 403
 // without the claim. Set RequireToken when a local proxy or a shared network
 // namespace (a Kubernetes pod's sidecars) makes loopback reachable by others.
+//
+// # Audit
+//
+// Reload, Revoke and Unrevoke run with the actor in their ctx
+// (audit.Actor): the admin token's subject, or "loopback" on an open
+// listener without a valid admin token. When the change is made but its
+// audit event is not stored (an error wrapping audit.ErrNotRecorded), the
+// answer is still 200, with the reason in "audit_error", and a warning is
+// logged.
 //
 // Every error is a JSON body {"error":{"message":"...","type":"..."}}.
 package admin
@@ -48,6 +60,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/tollgate/tollgate/pkg/audit"
 	"github.com/tollgate/tollgate/pkg/auth"
 	"github.com/tollgate/tollgate/pkg/config"
 )
@@ -83,6 +96,11 @@ type Options struct {
 	// validation error. Calls are serialized. Its ctx is not cancelled when
 	// the caller hangs up, so a reload is never abandoned half way.
 	Reload func(ctx context.Context) (summary any, err error)
+	// Revoke revokes a token for POST /admin/revoke: kind is "jti" or
+	// "sub". Pass (*revoke.Revoker).Revoke with audit.Actor(ctx).
+	Revoke func(ctx context.Context, kind, value, reason string) error
+	// Unrevoke removes a revocation for POST /admin/unrevoke.
+	Unrevoke func(ctx context.Context, kind, value string) error
 	// Usage explains one request for GET /admin/usage/{request_id}: the
 	// value (encoded with encoding/json), or found false for a 404. The
 	// gateway passes (*billing.Explainer).Lookup, reading the usage stream
@@ -193,6 +211,8 @@ func (s *Server) routes() http.Handler {
 	mux.Handle("/admin/routes", s.guard(readOnly(s.snapshot("routes", s.o.Routes))))
 	mux.Handle("/admin/budgets", s.guard(readOnly(s.snapshot("budgets", s.o.Budgets))))
 	mux.Handle("/admin/reload", s.guard(http.HandlerFunc(s.reload)))
+	mux.Handle("/admin/revoke", s.guard(http.HandlerFunc(s.revoke(false))))
+	mux.Handle("/admin/unrevoke", s.guard(http.HandlerFunc(s.revoke(true))))
 	mux.Handle("/admin/usage/{request_id...}", s.guard(readOnly(http.HandlerFunc(s.usage))))
 	mux.Handle("/admin/", s.guard(http.HandlerFunc(notFound)))
 
@@ -322,20 +342,91 @@ func (s *Server) reload(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_configured", "reload is not available")
 		return
 	}
-	who := "loopback"
-	if p, ok := r.Context().Value(principalKey{}).(*auth.Principal); ok {
-		who = p.Subject
-	}
+	who := s.actor(r)
 	s.reloadMu.Lock()
-	summary, err := s.o.Reload(context.WithoutCancel(r.Context()))
+	summary, err := s.o.Reload(audit.WithActor(context.WithoutCancel(r.Context()), who))
 	s.reloadMu.Unlock()
-	if err != nil {
+	body := map[string]any{"status": "reloaded", "summary": summary}
+	switch {
+	case errors.Is(err, audit.ErrNotRecorded):
+		s.log.Warn("config reloaded but not audited", "by", who, "error", err)
+		body["audit_error"] = err.Error()
+	case err != nil:
 		s.log.Warn("config reload refused", "by", who, "error", err)
 		writeError(w, http.StatusBadRequest, "invalid_config", err.Error())
 		return
+	default:
+		s.log.Info("config reloaded", "by", who)
 	}
-	s.log.Info("config reloaded", "by", who)
-	writeJSON(w, http.StatusOK, map[string]any{"status": "reloaded", "summary": summary})
+	writeJSON(w, http.StatusOK, body)
+}
+
+// actor is who makes an admin request: the subject of its verified admin
+// token (also on an open listener, when one is sent), else "loopback".
+func (s *Server) actor(r *http.Request) string {
+	if p, ok := r.Context().Value(principalKey{}).(*auth.Principal); ok {
+		return p.Subject
+	}
+	if tok := auth.BearerToken([]byte(r.Header.Get("Authorization"))); tok != nil && s.o.Verify != nil {
+		if p, err := s.o.Verify(tok); err == nil && p.Admin && p.Subject != "" {
+			return p.Subject
+		}
+	}
+	return "loopback"
+}
+
+// revokeBody is the body of POST /admin/revoke and /admin/unrevoke.
+type revokeBody struct {
+	JTI    string `json:"jti"`
+	Sub    string `json:"sub"`
+	Reason string `json:"reason"`
+}
+
+// revoke serves POST /admin/revoke (undo false) and /admin/unrevoke.
+func (s *Server) revoke(undo bool) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			w.Header().Set("Allow", "POST")
+			writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", "use POST")
+			return
+		}
+		if (undo && s.o.Unrevoke == nil) || (!undo && s.o.Revoke == nil) {
+			writeError(w, http.StatusNotFound, "not_configured", "revocation is not available")
+			return
+		}
+		var b revokeBody
+		dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 64<<10))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&b); err != nil || (b.JTI == "") == (b.Sub == "") {
+			writeError(w, http.StatusBadRequest, "invalid_request", `give exactly one of "jti" or "sub"`)
+			return
+		}
+		kind, value := "jti", b.JTI
+		if b.Sub != "" {
+			kind, value = "sub", b.Sub
+		}
+		who := s.actor(r)
+		ctx := audit.WithActor(context.WithoutCancel(r.Context()), who)
+		status, err := "revoked", error(nil)
+		if undo {
+			status, err = "unrevoked", s.o.Unrevoke(ctx, kind, value)
+		} else {
+			err = s.o.Revoke(ctx, kind, value, b.Reason)
+		}
+		body := map[string]any{"status": status, "kind": kind, "value": value}
+		switch {
+		case errors.Is(err, audit.ErrNotRecorded):
+			s.log.Warn("revocation change not audited", "by", who, "kind", kind, "value", value, "error", err)
+			body["audit_error"] = err.Error()
+		case err != nil:
+			s.log.Warn("revocation change failed", "by", who, "kind", kind, "value", value, "error", err)
+			writeError(w, http.StatusServiceUnavailable, "revoke_failed", err.Error())
+			return
+		default:
+			s.log.Info("revocation changed", "by", who, "status", status, "kind", kind, "value", value)
+		}
+		writeJSON(w, http.StatusOK, body)
+	}
 }
 
 // maxRequestID is the longest request id the gateway keeps (README).

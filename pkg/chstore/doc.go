@@ -78,4 +78,12 @@
 // insert abandoned on one server is not waited for on another.
 //
 // Undecodable events are logged, counted and acknowledged with their batch.
+//
+// # Audit events
+//
+// migrations/0007_audit_events.sql: audit_events, one row per operator
+// change from the stream TOLLGATE_AUDIT (pkg/audit). The AuditLoader, on
+// its own durable consumer (analytics-audit), inserts a batch and only
+// then acknowledges it; before inserting it looks up the batch's ids and
+// skips those already stored, so a redelivery is stored once.
 package chstore

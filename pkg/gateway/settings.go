@@ -2,14 +2,18 @@ package gateway
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/tollgate/tollgate/pkg/admin"
+	"github.com/tollgate/tollgate/pkg/audit"
 	"github.com/tollgate/tollgate/pkg/auth"
 	"github.com/tollgate/tollgate/pkg/budget"
 	"github.com/tollgate/tollgate/pkg/config"
@@ -94,14 +98,22 @@ type limitSetter interface {
 // that started without the mock upstream.
 var errMockAdded = errors.New("a mock provider was added; it needs a restart")
 
+// recorder stores audit events; *audit.Recorder is one.
+type recorder interface {
+	Record(ctx context.Context, e audit.Event) error
+}
+
 // Reloader re-reads the config file (SIGHUP, POST /admin/reload) and
-// applies it to new requests; a file LoadSettings refuses changes nothing.
+// applies it to new requests; a file LoadSettings refuses changes nothing
+// and records nothing. Each applied reload is recorded as an audit event,
+// and one that changes budget limits as a second one.
 type Reloader struct {
 	path    string
 	gw      *Gateway
 	limits  limitSetter
 	mockURL func() (string, error)
 	log     *slog.Logger
+	audit   recorder // nil records nothing
 
 	mu       sync.Mutex // serializes Reload
 	cfg      atomic.Pointer[config.Config]
@@ -110,9 +122,10 @@ type Reloader struct {
 
 // NewReloader returns the Reloader of the file at path, running s (what
 // LoadSettings returned at start-up) on gw. mockURL is the base URL of the
-// mock upstream, an error when it was not started.
-func NewReloader(path string, s *Settings, gw *Gateway, limits limitSetter, mockURL func() (string, error), log *slog.Logger) *Reloader {
-	r := &Reloader{path: path, gw: gw, limits: limits, mockURL: mockURL, log: log}
+// mock upstream, an error when it was not started. rec records the audit
+// events of reloads; nil records none.
+func NewReloader(path string, s *Settings, gw *Gateway, limits limitSetter, mockURL func() (string, error), rec recorder, log *slog.Logger) *Reloader {
+	r := &Reloader{path: path, gw: gw, limits: limits, mockURL: mockURL, audit: rec, log: log}
 	r.cfg.Store(s.Config)
 	r.verifier.Store(s.Verifier)
 	return r
@@ -125,12 +138,17 @@ type ReloadSummary struct {
 	Issuers   int    `json:"issuers"`
 	Budgets   int    `json:"budgets"`
 	Prices    string `json:"pricing_version"`
+	// Changes are the changed config paths with their values, secrets
+	// redacted (admin.Change's String form).
+	Changes []string `json:"changes"`
 }
 
 // Reload loads the file again and, when it is valid, applies it: routes,
 // providers, keys, prices and issuers to the gateway, limits to the budget
-// tracker.
-func (r *Reloader) Reload() (ReloadSummary, error) {
+// tracker. Then it records the reload, by audit.Actor(ctx): an error
+// wrapping audit.ErrNotRecorded means the reload is applied but its event
+// is not stored.
+func (r *Reloader) Reload(ctx context.Context) (ReloadSummary, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	s, err := LoadSettings(r.path, func() (string, error) {
@@ -146,12 +164,84 @@ func (r *Reloader) Reload() (ReloadSummary, error) {
 		return ReloadSummary{}, err
 	}
 	r.limits.SetLimits(s.Limits)
+	old := r.cfg.Load()
 	r.cfg.Store(s.Config)
 	r.verifier.Store(s.Verifier)
 	sum := ReloadSummary{Providers: len(s.Config.Providers), Models: len(s.Config.Models), Issuers: len(s.Config.Auth.Issuers),
 		Budgets: len(s.Limits), Prices: s.Prices.Version}
-	r.log.Info("config reloaded", "providers", sum.Providers, "models", sum.Models, "issuers", sum.Issuers, "budgets", sum.Budgets)
-	return sum, nil
+	changes, err := admin.Diff(old, s.Config)
+	if err != nil {
+		return sum, fmt.Errorf("%w: diff config: %w", audit.ErrNotRecorded, err)
+	}
+	sum.Changes = make([]string, len(changes))
+	for i, c := range changes {
+		sum.Changes[i] = c.String()
+	}
+	r.log.Info("config reloaded", "providers", sum.Providers, "models", sum.Models, "issuers", sum.Issuers, "budgets", sum.Budgets,
+		"changes", len(changes))
+	return sum, r.record(ctx, old, s.Config, changes)
+}
+
+// record stores the audit events of a reload from before to after:
+// config.reloaded with every change, and budget.changed with the budget
+// changes when there are any.
+func (r *Reloader) record(ctx context.Context, before, after *config.Config, changes []admin.Change) error {
+	if r.audit == nil {
+		return nil
+	}
+	actor, now := audit.Actor(ctx), time.Now()
+	b, a := changeValues(changes)
+	err := r.audit.Record(ctx, audit.Event{Time: now, Actor: actor, Action: audit.ActionConfigReloaded, Target: r.path,
+		Before: b, After: a, Summary: summarize(changes)})
+	var budgets []admin.Change
+	for _, c := range changes {
+		if strings.HasPrefix(c.Path, "budget") { // budgets, budget_overcommit
+			budgets = append(budgets, c)
+		}
+	}
+	if len(budgets) == 0 {
+		return err
+	}
+	b, a = changeValues(budgets)
+	return errors.Join(err, r.audit.Record(ctx, audit.Event{Time: now, Actor: actor, Action: audit.ActionBudgetChanged,
+		Target: "budgets", Before: b, After: a, Summary: summarize(budgets)}))
+}
+
+// changeValues returns the changes' values as two JSON objects keyed by
+// path; a side without values is empty.
+func changeValues(cs []admin.Change) (before, after json.RawMessage) {
+	bm, am := map[string]any{}, map[string]any{}
+	for _, c := range cs {
+		if c.Before != nil {
+			bm[c.Path] = c.Before
+		}
+		if c.After != nil {
+			am[c.Path] = c.After
+		}
+	}
+	enc := func(m map[string]any) json.RawMessage {
+		if len(m) == 0 {
+			return nil
+		}
+		b, err := json.Marshal(m)
+		if err != nil {
+			return nil
+		}
+		return b
+	}
+	return enc(bm), enc(am)
+}
+
+// summarize is the changes on one line, or "no changes".
+func summarize(cs []admin.Change) string {
+	if len(cs) == 0 {
+		return "no changes"
+	}
+	parts := make([]string, len(cs))
+	for i, c := range cs {
+		parts[i] = c.String()
+	}
+	return strings.Join(parts, "; ")
 }
 
 // Run reloads on every signal from sigs (SIGHUP) until ctx ends; a refused
@@ -162,7 +252,11 @@ func (r *Reloader) Run(ctx context.Context, sigs <-chan os.Signal) error {
 		case <-ctx.Done():
 			return nil
 		case <-sigs:
-			if _, err := r.Reload(); err != nil {
+			_, err := r.Reload(audit.WithActor(ctx, audit.ActorSignal))
+			switch {
+			case errors.Is(err, audit.ErrNotRecorded):
+				r.log.Error("config reloaded but not audited", "err", err)
+			case err != nil:
 				r.log.Error("config reload refused; the running config stays", "err", err)
 			}
 		}

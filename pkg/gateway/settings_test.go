@@ -1,14 +1,22 @@
 package gateway
 
 import (
+	"context"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/tollgate/tollgate/pkg/audit"
 	"github.com/tollgate/tollgate/pkg/budget"
+	"github.com/tollgate/tollgate/pkg/natstest"
 )
 
 // settingsYAML is a small valid config with a mock provider; extra is
@@ -150,10 +158,10 @@ budgets:
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := NewReloader(path, s, gw, limits, tt.mockURL, slog.New(slog.DiscardHandler))
+			r := NewReloader(path, s, gw, limits, tt.mockURL, nil, slog.New(slog.DiscardHandler))
 			before, applied := r.Config(), len(limits.set)
 			writeConfig(t, path, tt.yaml)
-			sum, err := r.Reload()
+			sum, err := r.Reload(context.Background())
 			if tt.wantErr != nil {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr.Error()) {
 					t.Fatalf("err = %v, want %v", err, tt.wantErr)
@@ -183,5 +191,92 @@ budgets:
 				t.Errorf("limits set %+v", limits.set)
 			}
 		})
+	}
+}
+
+func TestReloaderAudit(t *testing.T) {
+	nc := natstest.Connect(t, natstest.Start(t))
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := audit.NewRecorder(js, audit.Options{})
+	yaml := func(key, amount string) string {
+		return strings.Replace(settingsYAML(`budgets:
+  - {scope: dept, value: eng, amount_usd: "`+amount+`", period: month}
+`), "  - {name: mock, kind: mock}\n", "  - {name: mock, kind: mock}\n  - {name: openai, kind: openai, base_url: \"https://api.example.com/v1\", api_key: "+key+"}\n", 1)
+	}
+	path := filepath.Join(t.TempDir(), "tollgate.yaml")
+	writeConfig(t, path, yaml("sk-old-secret-1111", "5"))
+	mockURL := staticURL("http://127.0.0.1:1/v1")
+	s, err := LoadSettings(path, mockURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw, err := New(Options{Config: s.Config, Verifier: s.Verifier})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := NewReloader(path, s, gw, &fakeLimits{}, mockURL, rec, slog.New(slog.DiscardHandler))
+	ctx := audit.WithActor(context.Background(), "ops")
+
+	// An invalid file is refused and records nothing.
+	writeConfig(t, path, "garbage: [\n")
+	if _, err := r.Reload(ctx); err == nil || errors.Is(err, audit.ErrNotRecorded) {
+		t.Fatalf("invalid reload: err = %v", err)
+	}
+	if events, _ := audit.List(ctx, js, time.Time{}); len(events) != 0 {
+		t.Fatalf("a refused reload recorded %+v", events)
+	}
+
+	writeConfig(t, path, yaml("sk-new-secret-2222", "10"))
+	sum, err := r.Reload(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	events, err := audit.List(ctx, js, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(events) != 2 {
+		t.Fatalf("%d events, want config.reloaded and budget.changed: %+v", len(events), events)
+	}
+	reload, budgets := events[0], events[1]
+	if reload.Action != audit.ActionConfigReloaded || reload.Actor != "ops" || reload.Target != path {
+		t.Errorf("reload event %+v", reload)
+	}
+	for _, want := range []string{`budgets[0].amount_usd: "5" -> "10"`, "providers[1].api_key: changed"} {
+		if !strings.Contains(reload.Summary, want) || !slices.Contains(sum.Changes, want) {
+			t.Errorf("summary %q / changes %q lack %q", reload.Summary, sum.Changes, want)
+		}
+	}
+	if budgets.Action != audit.ActionBudgetChanged || budgets.Actor != "ops" || budgets.Summary != `budgets[0].amount_usd: "5" -> "10"` {
+		t.Errorf("budget event %+v", budgets)
+	}
+	if string(budgets.Before) != `{"budgets[0].amount_usd":"5"}` || string(budgets.After) != `{"budgets[0].amount_usd":"10"}` {
+		t.Errorf("budget before %s after %s", budgets.Before, budgets.After)
+	}
+	for _, e := range events {
+		all, _ := json.Marshal(e)
+		if strings.Contains(string(all), "secret-1111") || strings.Contains(string(all), "secret-2222") {
+			t.Errorf("event carries a secret: %s", all)
+		}
+	}
+
+	// A SIGHUP reload is recorded with the actor "signal".
+	sigs := make(chan os.Signal, 1)
+	rctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(rctx, sigs) }()
+	sigs <- os.Interrupt
+	deadline := time.Now().Add(5 * time.Second)
+	for len(events) < 3 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+		events, _ = audit.List(ctx, js, time.Time{})
+	}
+	cancel()
+	<-done
+	if len(events) != 3 || events[2].Actor != audit.ActorSignal || events[2].Summary != "no changes" {
+		t.Errorf("after SIGHUP: %+v", events)
 	}
 }

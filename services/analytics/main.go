@@ -1,5 +1,7 @@
 // Command analytics loads usage events from the JetStream stream
-// TOLLGATE_USAGE into ClickHouse (package pkg/chstore): it applies the
+// TOLLGATE_USAGE, and audit events from TOLLGATE_AUDIT (table
+// audit_events, durable analytics-audit), into ClickHouse (package
+// pkg/chstore): it applies the
 // schema migrations, then batch-inserts events until SIGTERM or interrupt,
 // when it finishes the batch in hand and exits.
 //
@@ -106,6 +108,8 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return loader.Run(ctx) })
+	auditLoader := chstore.NewAuditLoader(store, js, 0, log)
+	g.Go(func() error { return auditLoader.Run(ctx) })
 	if *metrics != "" {
 		srv := &http.Server{Addr: *metrics, Handler: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
 			ReadHeaderTimeout: 5 * time.Second}

@@ -22,9 +22,11 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/tollgate/tollgate/pkg/admin"
+	"github.com/tollgate/tollgate/pkg/audit"
 	"github.com/tollgate/tollgate/pkg/auth"
 	"github.com/tollgate/tollgate/pkg/gateway"
 	"github.com/tollgate/tollgate/pkg/metrics"
@@ -137,13 +139,23 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	rl := gateway.NewReloader(*cfgPath, settings, gw, acct.Tracker, mock.URL, log)
+	rec, revoker, err := startAudit(bg, js, cfg.NATS.Replicas, reg)
+	if err != nil {
+		return err
+	}
+	rl := gateway.NewReloader(*cfgPath, settings, gw, acct.Tracker, mock.URL, rec, log)
 	explainer, closeExplainer := usageExplainer(sigCtx, js, log)
 	defer closeExplainer()
 	adminSrv, err := admin.Start(cfg.Admin.Listen, admin.Options{
 		Gatherer: reg, Verify: rl.Verify, RequireToken: cfg.Admin.RequireToken, Ready: func() error { return nil },
 		Config: rl.Config, Routes: func() any { return gw.Routes() }, Budgets: func() any { return acct.Tracker.Report() },
-		Reload: func(context.Context) (any, error) { return rl.Reload() }, Usage: explainer.Lookup, Logger: log,
+		Reload: func(ctx context.Context) (any, error) { return rl.Reload(ctx) }, Usage: explainer.Lookup, Logger: log,
+		Revoke: func(ctx context.Context, kind, value, reason string) error {
+			return revoker.Revoke(ctx, audit.Actor(ctx), revoke.Kind(kind), value, reason)
+		},
+		Unrevoke: func(ctx context.Context, kind, value string) error {
+			return revoker.Unrevoke(ctx, audit.Actor(ctx), revoke.Kind(kind), value)
+		},
 	})
 	if err != nil {
 		return err
@@ -194,4 +206,24 @@ func run() error {
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// startAudit ensures the audit stream and returns the recorder of operator
+// changes, its failures counted on reg, and the Revoker of POST
+// /admin/revoke.
+func startAudit(ctx context.Context, js jetstream.JetStream, replicas int, reg prometheus.Registerer) (*audit.Recorder, *revoke.Revoker, error) {
+	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := audit.EnsureStream(sctx, js, replicas); err != nil {
+		return nil, nil, err
+	}
+	rec := audit.NewRecorder(js, audit.Options{Replicas: replicas})
+	if err := rec.Register(reg); err != nil {
+		return nil, nil, err
+	}
+	kv, err := revoke.EnsureBucket(sctx, js, replicas)
+	if err != nil {
+		return nil, nil, err
+	}
+	return rec, revoke.NewRevoker(kv, rec, time.Now), nil
 }

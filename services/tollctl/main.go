@@ -50,13 +50,18 @@ func commands() map[string]command {
 			summary: "mint a JWT for an issuer and print it",
 			setup:   setupToken,
 		},
+		"audit": {
+			args:    "[--since DURATION|RFC3339] [--json] [--nats URL]",
+			summary: "list operator changes (revocations, reloads, budget limits, keys) from the audit stream, newest last",
+			setup:   setupAudit,
+		},
 		"revoke": {
-			args:    "--jti ID | --sub SUBJECT [--reason R]",
+			args:    "--jti ID | --sub SUBJECT [--reason R] [--actor NAME]",
 			summary: "refuse a token (by jti) or every token of a subject on every gateway",
 			setup:   setupRevoke(false),
 		},
 		"unrevoke": {
-			args:    "--jti ID | --sub SUBJECT",
+			args:    "--jti ID | --sub SUBJECT [--actor NAME]",
 			summary: "remove a revocation",
 			setup:   setupRevoke(true),
 		},

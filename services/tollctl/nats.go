@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tollgate/tollgate/pkg/audit"
 	"github.com/tollgate/tollgate/pkg/budget"
 	"github.com/tollgate/tollgate/pkg/config"
 	"github.com/tollgate/tollgate/pkg/natsconn"
@@ -63,6 +65,7 @@ func setupRevoke(undo bool) func(a *app, fs *flag.FlagSet) func([]string) error 
 		jti := fs.String("jti", "", "revoke one token by its key id (jti claim)")
 		sub := fs.String("sub", "", "revoke every token of a subject")
 		reason := fs.String("reason", "", "why (kept with the revocation)")
+		actor := fs.String("actor", "", "who makes the change, for the audit log (default: the OS user name)")
 		return func(args []string) error {
 			if len(args) > 0 || (*jti == "") == (*sub == "") {
 				return fmt.Errorf("%w: give exactly one of --jti or --sub", errUsage)
@@ -82,18 +85,22 @@ func setupRevoke(undo bool) func(a *app, fs *flag.FlagSet) func([]string) error 
 			if err != nil {
 				return err
 			}
+			rv := revoke.NewRevoker(kv, audit.NewRecorder(js, audit.Options{Timeout: 5 * time.Second, Now: a.now}), a.now)
+			who := a.actor(*actor)
 			if undo {
-				if err := revoke.Unrevoke(ctx, kv, kind, value); err != nil {
-					return err
-				}
-				fmt.Fprintf(a.stdout, "unrevoked %s %s\n", kind, value)
-				return nil
+				err = rv.Unrevoke(ctx, who, kind, value)
+			} else {
+				err = rv.Revoke(ctx, who, kind, value, *reason)
 			}
-			if err := revoke.Revoke(ctx, kv, kind, value, *reason, a.now()); err != nil {
+			if err != nil && !errors.Is(err, audit.ErrNotRecorded) {
 				return err
 			}
-			fmt.Fprintf(a.stdout, "revoked %s %s: every gateway refuses it once its watch delivers the change\n", kind, value)
-			return nil
+			if undo {
+				fmt.Fprintf(a.stdout, "unrevoked %s %s\n", kind, value)
+			} else {
+				fmt.Fprintf(a.stdout, "revoked %s %s: every gateway refuses it once its watch delivers the change\n", kind, value)
+			}
+			return err // the change is made; a lost audit event still fails the command
 		}
 	}
 }
