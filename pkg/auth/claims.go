@@ -7,16 +7,14 @@ import (
 	"strconv"
 
 	"github.com/golang-jwt/jwt/v5"
-
-	"github.com/tollgate/tollgate/pkg/config"
 )
 
 // claims decodes a token payload: the registered claims jwt validates, and
-// the principal read under the issuer's claim names. Claims are looked up
-// by exact name (encoding/json would match struct fields case-insensitively).
+// the principal read at the issuer's claim paths. Claims are looked up by
+// exact name (encoding/json would match struct fields case-insensitively).
 type claims struct {
 	jwt.RegisteredClaims
-	names *config.ClaimNames
+	paths *claimPaths
 	p     Principal
 }
 
@@ -32,30 +30,31 @@ func (c *claims) UnmarshalJSON(data []byte) error {
 	if err := json.Unmarshal(data, &m); err != nil {
 		return err
 	}
-	n := c.names
+	n := c.paths
 	p := &c.p
 	errs := []error{
-		decodeClaim(m, "iss", &c.Issuer),
-		decodeClaim(m, "aud", &c.Audience),
-		decodeClaim(m, "exp", &c.ExpiresAt),
-		decodeClaim(m, "nbf", &c.NotBefore),
-		decodeClaim(m, "iat", &c.IssuedAt),
-		decodeClaim(m, n.Subject, &p.Subject),
-		decodeClaim(m, n.KeyID, &p.KeyID),
-		decodeClaim(m, n.Dept, &p.Dept),
-		decodeClaim(m, n.Team, &p.Team),
-		decodeClaim(m, n.Project, &p.Project),
-		decodeModels(m, n.Models, &p.Models),
-		decodeBudgets(m, n.Budgets, &p.Budgets),
-		decodeLimit(m, n.RPM, &p.RPM),
-		decodeLimit(m, n.TPM, &p.TPM),
+		decodeClaim(m, claimIss, &c.Issuer),
+		decodeClaim(m, claimAud, &c.Audience),
+		decodeClaim(m, claimExp, &c.ExpiresAt),
+		decodeClaim(m, claimNbf, &c.NotBefore),
+		decodeClaim(m, claimIat, &c.IssuedAt),
+		decodeClaim(m, n.sub, &p.Subject),
+		decodeClaim(m, n.kid, &p.KeyID),
+		decodeClaim(m, n.dept, &p.Dept),
+		decodeClaim(m, n.team, &p.Team),
+		decodeClaim(m, n.project, &p.Project),
+		decodeModels(m, n.models, &p.Models),
+		decodeBudgets(m, n.budgets, &p.Budgets),
+		decodeLimit(m, n.rpm, &p.RPM),
+		decodeLimit(m, n.tpm, &p.TPM),
 	}
-	if raw, ok := m[n.Admin]; ok {
+	if raw, ok := n.admin.get(m); ok {
 		var admin any
 		if json.Unmarshal(raw, &admin) == nil {
 			p.Admin = admin == true
 		}
 	}
+	n.mapFields(m, p)
 	for _, err := range errs {
 		if err != nil {
 			return err
@@ -64,13 +63,22 @@ func (c *claims) UnmarshalJSON(data []byte) error {
 	return nil
 }
 
-func decodeClaim[T any](m map[string]json.RawMessage, name string, dst *T) error {
-	raw, ok := m[name]
+// Paths of the registered claims jwt validates.
+var (
+	claimIss = claimPath{text: "iss", segs: []string{"iss"}}
+	claimAud = claimPath{text: "aud", segs: []string{"aud"}}
+	claimExp = claimPath{text: "exp", segs: []string{"exp"}}
+	claimNbf = claimPath{text: "nbf", segs: []string{"nbf"}}
+	claimIat = claimPath{text: "iat", segs: []string{"iat"}}
+)
+
+func decodeClaim[T any](m map[string]json.RawMessage, path claimPath, dst *T) error {
+	raw, ok := path.get(m)
 	if !ok {
 		return nil
 	}
 	if err := json.Unmarshal(raw, dst); err != nil {
-		return &claimError{name}
+		return &claimError{path.text}
 	}
 	return nil
 }
@@ -78,8 +86,9 @@ func decodeClaim[T any](m map[string]json.RawMessage, name string, dst *T) error
 // decodeModels reads a list of globs, or a single glob as a string. null is
 // rejected: it would otherwise read as an absent claim, which allows every
 // model.
-func decodeModels(m map[string]json.RawMessage, name string, dst *[]string) error {
-	raw, ok := m[name]
+func decodeModels(m map[string]json.RawMessage, path claimPath, dst *[]string) error {
+	name := path.text
+	raw, ok := path.get(m)
 	if !ok {
 		return nil
 	}
@@ -99,24 +108,25 @@ func decodeModels(m map[string]json.RawMessage, name string, dst *[]string) erro
 	return nil
 }
 
-func decodeBudgets(m map[string]json.RawMessage, name string, dst *[]BudgetClaim) error {
-	if err := decodeClaim(m, name, dst); err != nil {
+func decodeBudgets(m map[string]json.RawMessage, path claimPath, dst *[]BudgetClaim) error {
+	if err := decodeClaim(m, path, dst); err != nil {
 		return err
 	}
 	if checkBudgets(*dst) != nil {
-		return &claimError{name}
+		return &claimError{path.text}
 	}
 	return nil
 }
 
 // decodeLimit reads a non-negative integer; an integral float (60.0) is
 // accepted too.
-func decodeLimit(m map[string]json.RawMessage, name string, dst *int64) error {
-	if raw := m[name]; len(raw) > 0 && raw[0] == '"' {
+func decodeLimit(m map[string]json.RawMessage, path claimPath, dst *int64) error {
+	name := path.text
+	if raw, _ := path.get(m); len(raw) > 0 && raw[0] == '"' {
 		return &claimError{name}
 	}
 	var num json.Number
-	if err := decodeClaim(m, name, &num); err != nil || num == "" {
+	if err := decodeClaim(m, path, &num); err != nil || num == "" {
 		return err
 	}
 	if v, err := strconv.ParseInt(string(num), 10, 64); err == nil && v >= 0 {

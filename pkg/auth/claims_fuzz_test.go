@@ -5,6 +5,8 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -92,5 +94,69 @@ func FuzzJWKS(f *testing.F) {
 			t.Fatalf("keys returned with error %v", err)
 		}
 		_, _ = NewVerifier(config.Auth{Issuers: []config.Issuer{{Name: "j", Issuer: "j", Algorithms: []string{"RS256", "ES256", "EdDSA"}, JWKSFile: file}}}, nil)
+	})
+}
+
+// FuzzClaimPath walks arbitrary claim paths through arbitrary payloads and
+// checks the result against a walk of the payload as encoding/json decodes
+// it into maps, and that matching a mapping value never panics.
+func FuzzClaimPath(f *testing.F) {
+	for _, s := range [][2]string{
+		{"/realm_access/roles", `{"realm_access":{"roles":["a","b"]}}`},
+		{"https://corp.example/dept", `{"https://corp.example/dept":"eng"}`},
+		{"/https:~1~1corp.example~1org/team", `{"https://corp.example/org":{"team":"ml"}}`},
+		{"/a~0b/c", `{"a~b":{"c":1}}`},
+		{"/", `{"":"x"}`},
+		{"/a/b", `{"a":{"b":1},"a":"dup"}`},
+		{"/a~", `{}`},
+		{"groups", `{"groups":["eng-ml",1,null]}`},
+	} {
+		f.Add(s[0], []byte(s[1]), "eng-ml")
+	}
+	f.Fuzz(func(t *testing.T, path string, payload []byte, value string) {
+		p, err := parseClaimPath(path)
+		if err != nil {
+			return
+		}
+		var m map[string]json.RawMessage
+		if json.Unmarshal(payload, &m) != nil {
+			return
+		}
+		raw, ok := p.get(m)
+		var ref any
+		if err := json.Unmarshal(payload, &ref); err != nil {
+			t.Fatalf("encoding/json refuses a payload decoded to a map: %v", err)
+		}
+		refOK := true
+		for _, seg := range p.segs {
+			obj, isObj := ref.(map[string]any)
+			if !isObj {
+				refOK = false
+				break
+			}
+			if ref, refOK = obj[seg]; !refOK {
+				break
+			}
+		}
+		if ok != refOK {
+			t.Fatalf("path %q found %v, encoding/json walk %v", path, ok, refOK)
+		}
+		if !ok {
+			return
+		}
+		var got any
+		if err := json.Unmarshal(raw, &got); err != nil {
+			t.Fatalf("value %s does not decode: %v", raw, err)
+		}
+		if !reflect.DeepEqual(got, ref) {
+			t.Fatalf("path %q = %v, encoding/json walk %v", path, got, ref)
+		}
+		want := ref == value
+		if arr, isArr := ref.([]any); isArr {
+			want = slices.Contains(arr, any(value))
+		}
+		if claimHas(raw, value) != want {
+			t.Fatalf("claimHas(%s, %q) = %v", raw, value, !want)
+		}
 	})
 }

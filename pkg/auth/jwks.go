@@ -27,20 +27,31 @@ type jwk struct {
 }
 
 // loadJWKS reads a JWK Set file and returns its keys usable with the pinned
-// algorithms. Keys for encryption (use "enc"), of other key types or curves,
-// or whose alg is not pinned are skipped: a set published by an identity provider
-// often holds such keys next to the signing ones. A malformed RSA, EC or OKP
-// key is an error.
+// algorithms (see parseJWKS). A malformed RSA, EC or OKP key is an error.
 func loadJWKS(file string, pinned algSet) ([]verKey, error) {
 	b, err := os.ReadFile(file)
 	if err != nil {
 		return nil, fmt.Errorf("read jwks_file: %w", err)
 	}
+	keys, err := parseJWKS(b, pinned, false)
+	if err != nil {
+		return nil, fmt.Errorf("jwks_file %s: %w", file, err)
+	}
+	return keys, nil
+}
+
+// parseJWKS returns the keys of a JWK Set usable with the pinned algorithms.
+// Keys for encryption (use other than "sig"), of other key types or curves,
+// or whose alg is not pinned are skipped: a set published by an identity
+// provider often holds such keys next to the signing ones. A malformed or
+// too weak RSA, EC or OKP key is an error, or skipped when lenient (a
+// fetched set: one odd key must not cost the issuer its good ones).
+func parseJWKS(b []byte, pinned algSet, lenient bool) ([]verKey, error) {
 	var set struct {
 		Keys []jwk `json:"keys"`
 	}
 	if err := json.Unmarshal(b, &set); err != nil {
-		return nil, fmt.Errorf("jwks_file %s: %w", file, err)
+		return nil, err
 	}
 	var keys []verKey
 	for i, k := range set.Keys {
@@ -48,7 +59,7 @@ func loadJWKS(file string, pinned algSet) ([]verKey, error) {
 		if k.Kid != "" {
 			name = fmt.Sprintf("jwks key %d (kid %q)", i, k.Kid)
 		}
-		if k.Use == "enc" {
+		if k.Use != "" && k.Use != "sig" {
 			continue
 		}
 		algs := pinned
@@ -63,12 +74,15 @@ func loadJWKS(file string, pinned algSet) ([]verKey, error) {
 		if errors.Is(err, errSkipKey) {
 			continue
 		}
-		if err != nil {
-			return nil, fmt.Errorf("jwks_file %s: %s: %w", file, name, err)
+		var fits algSet
+		if err == nil {
+			fits, err = keyAlgs(key)
 		}
-		fits, err := keyAlgs(key)
 		if err != nil {
-			return nil, fmt.Errorf("jwks_file %s: %s: %w", file, name, err)
+			if lenient {
+				continue
+			}
+			return nil, fmt.Errorf("%s: %w", name, err)
 		}
 		if fits&algs == 0 {
 			continue

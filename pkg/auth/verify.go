@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -53,6 +54,7 @@ var (
 	errUnknownKID    = &tokenError{reason: "unknown kid"}
 	errKeyMismatch   = &tokenError{reason: "key does not match algorithm"}
 	errNoKey         = &tokenError{reason: "no key for algorithm"}
+	errNoKeys        = &tokenError{reason: "issuer keys are not available yet"}
 	errBadSignature  = &tokenError{reason: "signature is invalid", cause: jwt.ErrTokenSignatureInvalid}
 	errExpired       = &tokenError{reason: "token is expired", cause: jwt.ErrTokenExpired}
 	errNotValidYet   = &tokenError{reason: "token is not valid yet", cause: jwt.ErrTokenNotValidYet}
@@ -206,23 +208,35 @@ type issuer struct {
 	name   string
 	pinned algSet
 	leeway time.Duration
-	names  config.ClaimNames
+	paths  *claimPaths
 	parser *jwt.Parser
 	// keyfunc is the key method value, built once so that Verify does not
 	// allocate it per call.
 	keyfunc jwt.Keyfunc
+	// keys is the current key set; a fetch swaps it whole, so Verify never
+	// takes a lock. It is never nil; an empty set refuses every token.
+	keys atomic.Pointer[keySet]
+	// remote fetches the keys of an issuer with discovery_url or jwks_url;
+	// nil for an issuer with configured keys only.
+	remote *remote
+}
+
+// keySet is an issuer's keys, indexed for verification. It is immutable.
+type keySet struct {
 	// byKID holds the keys that have a kid.
 	byKID map[string]verKey
 	// noKID is, per algorithm, what a token without kid is checked against:
 	// nil, a key or a jwt.VerificationKeySet.
 	noKID [numAlgs]any
+	// n is the number of keys.
+	n int
 }
 
 func newIssuer(c config.Issuer, clock func() time.Time) (*issuer, error) {
 	if len(c.Algorithms) == 0 {
 		return nil, errors.New("algorithms are required")
 	}
-	is := &issuer{name: c.Name, leeway: c.Leeway, names: c.Claims.WithDefaults(), byKID: map[string]verKey{}}
+	is := &issuer{name: c.Name, leeway: c.Leeway}
 	var methods []string
 	for _, name := range c.Algorithms {
 		a, ok := parseAlg(name)
@@ -240,15 +254,29 @@ func newIssuer(c config.Issuer, clock func() time.Time) (*issuer, error) {
 	case is.leeway == 0:
 		is.leeway = DefaultLeeway
 	}
-	if err := checkClaimNames(is.names); err != nil {
+	names := c.Claims.WithDefaults()
+	if err := checkClaimNames(names); err != nil {
 		return nil, err
 	}
-	keys, err := loadKeys(c, is.pinned)
+	paths, err := compileClaims(names, c.ClaimMappings, c.ClaimDefaults)
 	if err != nil {
 		return nil, err
 	}
-	if err := is.indexKeys(keys); err != nil {
+	is.paths = paths
+	remote := c.DiscoveryURL != "" || c.JWKSURL != ""
+	static, fallback, err := loadKeys(c, is.pinned, remote)
+	if err != nil {
 		return nil, err
+	}
+	ks, err := indexKeys(append(static, fallback...))
+	if err != nil {
+		return nil, err
+	}
+	is.keys.Store(ks)
+	if remote {
+		if is.remote, err = newRemote(c, is.pinned, static, clock); err != nil {
+			return nil, err
+		}
 	}
 	opts := []jwt.ParserOption{
 		jwt.WithValidMethods(methods),
@@ -284,26 +312,29 @@ func checkClaimNames(n config.ClaimNames) error {
 	return nil
 }
 
-// loadKeys reads the issuer's inline, file and JWKS keys and checks that
-// every pinned algorithm has one.
-func loadKeys(c config.Issuer, pinned algSet) ([]verKey, error) {
-	var keys []verKey
+// loadKeys reads the issuer's inline keys (static) and its JWKS file
+// (fallback) and, unless the issuer fetches its keys (remote), checks that
+// every pinned algorithm has one. A fetch replaces the fallback keys and
+// keeps the static ones.
+func loadKeys(c config.Issuer, pinned algSet, remote bool) (static, fallback []verKey, err error) {
 	for i, kc := range c.Keys {
 		k, err := loadKey(i, kc, pinned)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		keys = append(keys, k)
+		static = append(static, k)
 	}
 	if c.JWKSFile != "" {
-		jwks, err := loadJWKS(c.JWKSFile, pinned)
-		if err != nil {
-			return nil, err
+		if fallback, err = loadJWKS(c.JWKSFile, pinned); err != nil {
+			return nil, nil, err
 		}
-		keys = append(keys, jwks...)
 	}
+	if remote {
+		return static, fallback, nil
+	}
+	keys := append(static[:len(static):len(static)], fallback...)
 	if len(keys) == 0 {
-		return nil, errors.New("no keys: set keys or jwks_file")
+		return nil, nil, errors.New("no keys: set keys, jwks_file, jwks_url or discovery_url")
 	}
 	var covered algSet
 	for _, k := range keys {
@@ -311,26 +342,27 @@ func loadKeys(c config.Issuer, pinned algSet) ([]verKey, error) {
 	}
 	for a := range numAlgs {
 		if pinned.has(a) && !covered.has(a) {
-			return nil, fmt.Errorf("algorithm %s has no key", a)
+			return nil, nil, fmt.Errorf("algorithm %s has no key", a)
 		}
 	}
-	return keys, nil
+	return static, fallback, nil
 }
 
 // indexKeys files keys by kid and precomputes, per algorithm, what a token
 // without kid is checked against: the keys without kid, or every key when
 // all of them have one.
-func (is *issuer) indexKeys(keys []verKey) error {
+func indexKeys(keys []verKey) (*keySet, error) {
+	ks := &keySet{byKID: make(map[string]verKey, len(keys)), n: len(keys)}
 	var plain []verKey
 	for _, k := range keys {
 		if k.kid == "" {
 			plain = append(plain, k)
 			continue
 		}
-		if prev, dup := is.byKID[k.kid]; dup {
-			return fmt.Errorf("%s: kid %q is also used by %s", k.name, k.kid, prev.name)
+		if prev, dup := ks.byKID[k.kid]; dup {
+			return nil, fmt.Errorf("%s: kid %q is also used by %s", k.name, k.kid, prev.name)
 		}
-		is.byKID[k.kid] = k
+		ks.byKID[k.kid] = k
 	}
 	if len(plain) == 0 {
 		plain = keys
@@ -345,29 +377,37 @@ func (is *issuer) indexKeys(keys []verKey) error {
 		switch len(set) {
 		case 0:
 		case 1:
-			is.noKID[a] = set[0]
+			ks.noKID[a] = set[0]
 		default:
-			is.noKID[a] = jwt.VerificationKeySet{Keys: set}
+			ks.noKID[a] = jwt.VerificationKeySet{Keys: set}
 		}
 	}
-	return nil
+	return ks, nil
 }
 
 // key is the issuer's jwt.Keyfunc. It hands out only a key whose type fits
 // the token's alg, so a public key can never serve as an HMAC secret. A key
-// with a kid verifies only tokens naming that kid.
+// with a kid verifies only tokens naming that kid. An unknown kid asks a
+// remote issuer to refetch its keys, without waiting for it.
 func (is *issuer) key(t *jwt.Token) (any, error) {
 	a, ok := parseAlg(t.Method.Alg())
 	if !ok || !is.pinned.has(a) {
 		return nil, errAlgNotAllowed
+	}
+	ks := is.keys.Load()
+	if ks.n == 0 {
+		return nil, errNoKeys
 	}
 	if raw, present := t.Header["kid"]; present && raw != "" {
 		kid, ok := raw.(string)
 		if !ok {
 			return nil, errUnknownKID
 		}
-		k, ok := is.byKID[kid]
+		k, ok := ks.byKID[kid]
 		if !ok {
+			if is.remote != nil {
+				is.remote.kick()
+			}
 			return nil, errUnknownKID
 		}
 		if !k.algs.has(a) {
@@ -375,7 +415,7 @@ func (is *issuer) key(t *jwt.Token) (any, error) {
 		}
 		return k.key, nil
 	}
-	if k := is.noKID[a]; k != nil {
+	if k := ks.noKID[a]; k != nil {
 		return k, nil
 	}
 	return nil, errNoKey
@@ -384,7 +424,7 @@ func (is *issuer) key(t *jwt.Token) (any, error) {
 // verify checks the token's signature and claims and returns its principal
 // and the start of its validity window (nbf or iat, less the leeway).
 func (is *issuer) verify(token string) (*Principal, time.Time, error) {
-	c := &claims{names: &is.names}
+	c := &claims{paths: is.paths}
 	tok, err := is.parser.ParseWithClaims(token, c, is.keyfunc)
 	if err != nil {
 		return nil, time.Time{}, is.reason(tok, c, err)

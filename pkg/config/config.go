@@ -191,10 +191,57 @@ type Issuer struct {
 	Leeway time.Duration `yaml:"leeway"`
 	// Keys verify signatures; a key with a kid only verifies tokens with that kid.
 	Keys []Key `yaml:"keys"`
-	// JWKSFile is a JSON Web Key Set file whose keys are added to Keys.
+	// JWKSFile is a JSON Web Key Set file whose keys are added to Keys. With
+	// DiscoveryURL or JWKSURL it is the fallback: its keys serve until the
+	// first successful fetch replaces them.
 	JWKSFile string `yaml:"jwks_file"`
+	// DiscoveryURL is the identity provider's OpenID configuration
+	// (".../.well-known/openid-configuration"); its issuer and jwks_uri are
+	// used. When Issuer is empty it defaults to DiscoveryURL without that
+	// suffix, which is what the document's issuer must equal (OpenID Connect
+	// Discovery 1.0, section 4.3).
+	DiscoveryURL string `yaml:"discovery_url"`
+	// JWKSURL is a JSON Web Key Set fetched directly, without discovery.
+	JWKSURL string `yaml:"jwks_url"`
+	// JWKSRefreshMin and JWKSRefreshMax bound how often fetched keys are
+	// refreshed: the response's Cache-Control max-age, clamped to
+	// [min, max], or max without one. A token with an unknown kid triggers
+	// a refetch at most once per JWKSRefreshMin. Defaults 1m and 1h.
+	JWKSRefreshMin time.Duration `yaml:"jwks_refresh_min"`
+	JWKSRefreshMax time.Duration `yaml:"jwks_refresh_max"`
+	// AllowHTTP permits plain http:// discovery and JWKS URLs off loopback.
+	// Default false: only https://, or http:// to a loopback address.
+	AllowHTTP bool `yaml:"allow_http"`
 	// Claims renames the claims a principal is built from.
 	Claims ClaimNames `yaml:"claims"`
+	// ClaimMappings derive dept, team and project from other claims, such as
+	// a group or a role. See ClaimMapping for the order rules apply in.
+	ClaimMappings []ClaimMapping `yaml:"claim_mappings"`
+	// ClaimDefaults are the dept, team and project of a token that neither
+	// carries them nor matches a mapping. Default empty.
+	ClaimDefaults ClaimDefaults `yaml:"claim_defaults"`
+}
+
+// ClaimMapping maps one claim value to principal fields: a token whose claim
+// at path Claim equals Value (a string claim) or contains it (an array of
+// strings) gets the Dept, Team and Project the rule sets. Each field is
+// taken, in this order, from its own claim (claims.dept, ...) when that is a
+// non-empty string, else from the first matching rule in table order that
+// sets the field, else from ClaimDefaults.
+type ClaimMapping struct {
+	// Claim is a claim path, in the syntax of ClaimNames.
+	Claim   string `yaml:"claim"`
+	Value   string `yaml:"value"`
+	Dept    string `yaml:"dept"`
+	Team    string `yaml:"team"`
+	Project string `yaml:"project"`
+}
+
+// ClaimDefaults are principal fields used when no claim or mapping sets them.
+type ClaimDefaults struct {
+	Dept    string `yaml:"dept"`
+	Team    string `yaml:"team"`
+	Project string `yaml:"project"`
 }
 
 // Key is one verification key: exactly one of Secret, SecretFile,
@@ -209,8 +256,14 @@ type Key struct {
 	PublicKeyFile string `yaml:"public_key_file"`
 }
 
-// ClaimNames maps principal fields to claim names. Empty fields take the
-// defaults shown.
+// ClaimNames maps principal fields to claim paths. Empty fields take the
+// defaults shown. A path not starting with "/" is one top-level claim name,
+// taken literally, dots and slashes included ("https://corp.example/dept").
+// A path starting with "/" is a JSON Pointer (RFC 6901) into the claims:
+// "/realm_access/roles" is the roles member of the realm_access object; "~1"
+// stands for "/" and "~0" for "~" inside a segment, so
+// "/https:~1~1corp.example~1org/dept" is the dept member of the object
+// claim "https://corp.example/org". Segments name object members only.
 type ClaimNames struct {
 	Subject string `yaml:"subject"` // sub
 	KeyID   string `yaml:"key_id"`  // jti

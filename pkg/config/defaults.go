@@ -1,6 +1,7 @@
 package config
 
 import (
+	"strings"
 	"time"
 
 	"github.com/tollgate/tollgate/pkg/providers/kind"
@@ -19,6 +20,8 @@ const (
 	DefaultLogLevel            = "info"
 	DefaultAuthCacheSize       = 65536
 	DefaultLeeway              = 30 * time.Second
+	DefaultJWKSRefreshMin      = time.Minute
+	DefaultJWKSRefreshMax      = time.Hour
 	DefaultConnectTimeout      = 5 * time.Second
 	DefaultFirstByteTimeout    = 60 * time.Second
 	DefaultIdleReadTimeout     = 60 * time.Second
@@ -79,6 +82,7 @@ func (c *Config) ApplyDefaults() {
 		is := &c.Auth.Issuers[i]
 		setDefault(&is.Leeway, DefaultLeeway)
 		is.Claims = is.Claims.WithDefaults()
+		is.ApplyDefaults()
 	}
 
 	for i := range c.Providers {
@@ -117,6 +121,24 @@ func (c *Config) ApplyDefaults() {
 	setDefault(&c.Usage.SyncInterval, DefaultSyncInterval)
 	setDefault(&c.Usage.UnpricedModel, DefaultUnpricedModel)
 }
+
+// ApplyDefaults derives Issuer from DiscoveryURL when it is empty and sets
+// the JWKS refresh bounds of an issuer that fetches its keys.
+func (is *Issuer) ApplyDefaults() {
+	if is.Issuer == "" {
+		if iss, ok := strings.CutSuffix(is.DiscoveryURL, WellKnownOpenIDConfiguration); ok {
+			is.Issuer = iss
+		}
+	}
+	if is.DiscoveryURL != "" || is.JWKSURL != "" {
+		setDefault(&is.JWKSRefreshMin, DefaultJWKSRefreshMin)
+		setDefault(&is.JWKSRefreshMax, DefaultJWKSRefreshMax)
+	}
+}
+
+// WellKnownOpenIDConfiguration is the path suffix of an OpenID Connect
+// discovery document.
+const WellKnownOpenIDConfiguration = "/.well-known/openid-configuration"
 
 // WithDefaults returns n with every empty name replaced by its default
 // claim name (sub, jti, dept, team, project, models, budgets, rpm, tpm, admin).

@@ -171,6 +171,14 @@ auth:
       leeway: 2s
       jwks_file: /etc/tollgate/jwks.json
       claims: {dept: department, models: allowed_models}
+    - name: entra
+      discovery_url: https://login.microsoftonline.com/t1/v2.0/.well-known/openid-configuration
+      algorithms: [RS256]
+      jwks_refresh_max: 10m
+      claims: {team: /realm_access/team}
+      claim_mappings:
+        - {claim: groups, value: eng-ml, dept: research, team: ml}
+      claim_defaults: {dept: unassigned}
 providers:
   - name: p
     kind: mock
@@ -212,6 +220,13 @@ prices:
 		{"renamed claim", is.Claims.Dept, "department"},
 		{"renamed models claim", is.Claims.Models, "allowed_models"},
 		{"other claim default", is.Claims.Team, "team"},
+		{"no refresh without fetching", is.JWKSRefreshMin, time.Duration(0)},
+		{"issuer from discovery", c.Auth.Issuers[1].Issuer, "https://login.microsoftonline.com/t1/v2.0"},
+		{"refresh min default", c.Auth.Issuers[1].JWKSRefreshMin, time.Minute},
+		{"refresh max", c.Auth.Issuers[1].JWKSRefreshMax, 10 * time.Minute},
+		{"claim path", c.Auth.Issuers[1].Claims.Team, "/realm_access/team"},
+		{"mapping", c.Auth.Issuers[1].ClaimMappings, []ClaimMapping{{Claim: "groups", Value: "eng-ml", Dept: "research", Team: "ml"}}},
+		{"claim defaults", c.Auth.Issuers[1].ClaimDefaults, ClaimDefaults{Dept: "unassigned"}},
 		{"connect", c.Providers[0].Timeouts.Connect, time.Second},
 		{"first_byte default", c.Providers[0].Timeouts.FirstByte, 60 * time.Second},
 		{"total", c.Providers[0].Timeouts.Total, 30 * time.Second},

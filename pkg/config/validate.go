@@ -126,17 +126,31 @@ func (v *validator) auth(a *Auth) {
 		if v.required(p+".name", is.Name) {
 			v.unique(names, p+".name", "issuer name", is.Name)
 		}
-		if v.required(p+".issuer", is.Issuer) {
-			v.unique(isses, p+".issuer", "issuer", is.Issuer)
+		withDefaults := *is
+		withDefaults.ApplyDefaults()
+		if v.required(p+".issuer", withDefaults.Issuer) {
+			v.unique(isses, p+".issuer", "issuer", withDefaults.Issuer)
 		}
 		v.duration(p+".leeway", is.Leeway)
 		hmac, public := v.algorithms(p+".algorithms", is.Algorithms)
-		if len(is.Keys) == 0 && is.JWKSFile == "" {
-			v.addf(p, "needs at least one of keys or jwks_file")
-		} else if is.JWKSFile == "" {
+		remote := v.remoteKeys(p, is)
+		if len(is.Keys) == 0 && is.JWKSFile == "" && !remote {
+			v.addf(p, "needs at least one of keys, jwks_file, jwks_url or discovery_url")
+		} else if is.JWKSFile == "" && !remote {
 			v.keyless(p+".algorithms", is.Algorithms, is.Keys)
 		}
 		v.claimNames(p+".claims", is.Claims)
+		for j, m := range is.ClaimMappings {
+			mp := fmt.Sprintf("%s.claim_mappings[%d]", p, j)
+			if v.required(mp+".claim", m.Claim) {
+				if _, err := ParseClaimPath(m.Claim); err != nil {
+					v.addf(mp+".claim", "%v", err)
+				}
+			}
+			if m.Dept == "" && m.Team == "" && m.Project == "" {
+				v.addf(mp, "sets none of dept, team, project")
+			}
+		}
 		kids := map[string]string{}
 		for j, k := range is.Keys {
 			kp := fmt.Sprintf("%s.keys[%d]", p, j)
@@ -146,6 +160,31 @@ func (v *validator) auth(a *Auth) {
 			v.key(kp, k, hmac, public)
 		}
 	}
+}
+
+// remoteKeys checks an issuer's discovery and JWKS URLs and refresh bounds
+// and reports whether it fetches its keys.
+func (v *validator) remoteKeys(p string, is *Issuer) bool {
+	if is.DiscoveryURL == "" && is.JWKSURL == "" {
+		return false
+	}
+	if is.DiscoveryURL != "" && is.JWKSURL != "" {
+		v.addf(p, "sets discovery_url and jwks_url: want one")
+	}
+	for _, f := range []struct{ key, url string }{{"discovery_url", is.DiscoveryURL}, {"jwks_url", is.JWKSURL}} {
+		if f.url == "" {
+			continue
+		}
+		if err := CheckFetchURL(f.url, is.AllowHTTP); err != nil {
+			v.addf(p+"."+f.key, "%v", err)
+		}
+	}
+	v.duration(p+".jwks_refresh_min", is.JWKSRefreshMin)
+	v.duration(p+".jwks_refresh_max", is.JWKSRefreshMax)
+	if is.JWKSRefreshMax != 0 && is.JWKSRefreshMin > is.JWKSRefreshMax {
+		v.addf(p+".jwks_refresh_min", "%s is above jwks_refresh_max %s", is.JWKSRefreshMin, is.JWKSRefreshMax)
+	}
+	return true
 }
 
 // algorithms checks an issuer's pinned algorithms and reports whether HMAC
@@ -228,6 +267,10 @@ func (v *validator) claimNames(path string, n ClaimNames) {
 		{"rpm", n.RPM}, {"tpm", n.TPM}, {"admin", n.Admin},
 	} {
 		fp := path + "." + f.key
+		if _, err := ParseClaimPath(f.claim); err != nil {
+			v.addf(fp, "%v", err)
+			continue
+		}
 		switch f.claim {
 		case "iss", "aud", "exp", "nbf", "iat":
 			v.addf(fp, "%q is a registered claim and cannot name a principal field", f.claim)

@@ -111,7 +111,7 @@ func TestValidateErrors(t *testing.T) {
 		{"none algorithm", func(c *Config) { c.Auth.Issuers[0].Algorithms = []string{"HS256", "none"} }, `auth.issuers[0].algorithms: "none" is not supported`},
 		{"lowercase algorithm", func(c *Config) { c.Auth.Issuers[1].Algorithms = []string{"rs256"} }, `auth.issuers[1].algorithms: "rs256" is not supported`},
 		{"leeway", func(c *Config) { c.Auth.Issuers[0].Leeway = -time.Second }, "auth.issuers[0].leeway: must not be negative"},
-		{"no keys", func(c *Config) { c.Auth.Issuers[0].Keys = nil }, "auth.issuers[0]: needs at least one of keys or jwks_file"},
+		{"no keys", func(c *Config) { c.Auth.Issuers[0].Keys = nil }, "auth.issuers[0]: needs at least one of keys, jwks_file, jwks_url or discovery_url"},
 		{"empty key", func(c *Config) { c.Auth.Issuers[0].Keys[0].Secret = "" }, "auth.issuers[0].keys[0]: no key material"},
 		{"two sources", func(c *Config) { c.Auth.Issuers[0].Keys[0].SecretFile = "f" }, "auth.issuers[0].keys[0]: sets secret and secret_file: want exactly one"},
 		{"secret without hmac alg", func(c *Config) { c.Auth.Issuers[1].Keys[0] = Key{Secret: secret32} }, "auth.issuers[1].keys[0].secret: an HMAC secret needs an HS256, HS384 or HS512 algorithm"},
@@ -121,6 +121,22 @@ func TestValidateErrors(t *testing.T) {
 		{"shared claim", func(c *Config) { c.Auth.Issuers[1].Claims.Project = "team" }, `auth.issuers[1].claims.project: duplicate claim "team" (also auth.issuers[1].claims.team)`},
 		{"hmac alg without secret", func(c *Config) { c.Auth.Issuers[1].Algorithms = []string{"RS256", "HS384"} }, "auth.issuers[1].algorithms: HS384 has no key (add one with secret or secret_file)"},
 		{"public alg without public key", func(c *Config) { c.Auth.Issuers[0].Algorithms = []string{"HS256", "ES256"} }, "auth.issuers[0].algorithms: ES256 has no key (add one with public_key"},
+		{"http jwks off loopback", func(c *Config) { c.Auth.Issuers[1].JWKSURL = "http://idp.example/keys" }, "auth.issuers[1].jwks_url: plain http is only allowed to a loopback address or with allow_http"},
+		{"jwks url scheme", func(c *Config) { c.Auth.Issuers[1].JWKSURL = "ftp://idp.example/keys" }, `auth.issuers[1].jwks_url: "ftp://idp.example/keys": scheme must be https`},
+		{"discovery and jwks url", func(c *Config) {
+			c.Auth.Issuers[1].JWKSURL = "https://idp.example/keys"
+			c.Auth.Issuers[1].DiscoveryURL = "https://idp.example/.well-known/openid-configuration"
+		}, "auth.issuers[1]: sets discovery_url and jwks_url: want one"},
+		{"refresh bounds", func(c *Config) {
+			c.Auth.Issuers[1].JWKSURL = "https://idp.example/keys"
+			c.Auth.Issuers[1].JWKSRefreshMin, c.Auth.Issuers[1].JWKSRefreshMax = time.Hour, time.Minute
+		}, "auth.issuers[1].jwks_refresh_min: 1h0m0s is above jwks_refresh_max 1m0s"},
+		{"mapping without claim", func(c *Config) {
+			c.Auth.Issuers[1].ClaimMappings = []ClaimMapping{{Value: "eng", Dept: "eng"}}
+		}, "auth.issuers[1].claim_mappings[0].claim: required"},
+		{"mapping sets nothing", func(c *Config) {
+			c.Auth.Issuers[1].ClaimMappings = []ClaimMapping{{Claim: "groups", Value: "eng"}}
+		}, "auth.issuers[1].claim_mappings[0]: sets none of dept, team, project"},
 		{"duplicate kid", func(c *Config) {
 			c.Auth.Issuers[0].Keys = append(c.Auth.Issuers[0].Keys, Key{KID: "k1", Secret: secret32 + "x"})
 		}, `auth.issuers[0].keys[1].kid: duplicate kid "k1" (also auth.issuers[0].keys[0].kid)`},

@@ -29,6 +29,12 @@ type verifier interface {
 	Verify(token []byte) (*auth.Principal, error)
 }
 
+// readiness is implemented by a verifier whose issuers can lack keys (they
+// fetch them from an identity provider); /readyz reports why.
+type readiness interface {
+	NotReady() []string
+}
+
 // Options are the gateway's dependencies.
 type Options struct {
 	Config   *config.Config
@@ -385,6 +391,11 @@ func (g *Gateway) handleReady(c *fiber.Ctx) error {
 	c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
 	if g.draining.Load() {
 		return c.Status(fiber.StatusServiceUnavailable).SendString(`{"status":"draining"}`)
+	}
+	if r, ok := g.state.Load().verifier.(readiness); ok {
+		if why := r.NotReady(); len(why) > 0 {
+			return c.Status(fiber.StatusServiceUnavailable).JSON(fiber.Map{"status": "not ready", "reasons": why})
+		}
 	}
 	return c.SendString(`{"status":"ready"}`)
 }
