@@ -12,11 +12,13 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/tollgate/tollgate/pkg/admin"
 	"github.com/tollgate/tollgate/pkg/audit"
 	"github.com/tollgate/tollgate/pkg/auth"
 	"github.com/tollgate/tollgate/pkg/budget"
 	"github.com/tollgate/tollgate/pkg/config"
+	"github.com/tollgate/tollgate/pkg/metrics"
 	"github.com/tollgate/tollgate/pkg/pricing"
 )
 
@@ -27,7 +29,15 @@ type Settings struct {
 	Verifier *auth.Verifier
 	Prices   *pricing.Table
 	Limits   []budget.Limit
+	// KeysErr is why keys of an issuer configured by discovery_url or
+	// jwks_url could not be fetched at load (nil when all were); such an
+	// issuer verifies with its jwks_file fallback, if any, and its loop
+	// (Reloader.Run) keeps trying.
+	KeysErr error
 }
+
+// keysFetchTimeout bounds the first fetch of remote issuer keys at load.
+const keysFetchTimeout = 15 * time.Second
 
 // LoadSettings reads the config file at path, validates it and builds its
 // Settings. Start-up and every reload (Reloader) call it, so a reload
@@ -66,7 +76,11 @@ func LoadSettings(path string, mockURL func() (string, error)) (*Settings, error
 	if err := budget.ValidateHierarchy(limits, cfg.BudgetOvercommit); err != nil {
 		return nil, err
 	}
-	return &Settings{Config: cfg, Verifier: v, Prices: prices, Limits: limits}, nil
+	// Keys of remote issuers are fetched before the verifier serves, so a
+	// start or a reload does not begin by refusing their tokens.
+	ctx, cancel := context.WithTimeout(context.Background(), keysFetchTimeout)
+	defer cancel()
+	return &Settings{Config: cfg, Verifier: v, Prices: prices, Limits: limits, KeysErr: v.Refresh(ctx)}, nil
 }
 
 // priceTable is the embedded table with the config's overrides.
@@ -115,9 +129,12 @@ type Reloader struct {
 	log     *slog.Logger
 	audit   recorder // nil records nothing
 
-	mu       sync.Mutex // serializes Reload
+	mu       sync.Mutex // serializes Reload; guards base and stopKeys
 	cfg      atomic.Pointer[config.Config]
 	verifier atomic.Pointer[auth.Verifier]
+	base     context.Context    // Run's: the lifetime of key refresh loops; nil before Run
+	stopKeys context.CancelFunc // ends the running verifier's key refresh loop
+	loops    sync.WaitGroup     // the key refresh loops, waited for when Run returns
 }
 
 // NewReloader returns the Reloader of the file at path, running s (what
@@ -167,6 +184,12 @@ func (r *Reloader) Reload(ctx context.Context) (ReloadSummary, error) {
 	old := r.cfg.Load()
 	r.cfg.Store(s.Config)
 	r.verifier.Store(s.Verifier)
+	if s.KeysErr != nil {
+		r.log.Warn("auth issuer keys not fetched; verifying with what the issuer has", "err", s.KeysErr)
+	}
+	if r.base != nil {
+		r.startKeys(s.Verifier)
+	}
 	sum := ReloadSummary{Providers: len(s.Config.Providers), Models: len(s.Config.Models), Issuers: len(s.Config.Auth.Issuers),
 		Budgets: len(s.Limits), Prices: s.Prices.Version}
 	changes, err := admin.Diff(old, s.Config)
@@ -244,9 +267,32 @@ func summarize(cs []admin.Change) string {
 	return strings.Join(parts, "; ")
 }
 
-// Run reloads on every signal from sigs (SIGHUP) until ctx ends; a refused
-// file is logged and the running config stays.
+// startKeys runs v's key refresh loop (issuers with discovery_url or
+// jwks_url) until the next reload replaces v or Run's ctx ends. r.mu is
+// held.
+func (r *Reloader) startKeys(v *auth.Verifier) {
+	if r.stopKeys != nil {
+		r.stopKeys()
+	}
+	ctx, cancel := context.WithCancel(r.base)
+	r.stopKeys = cancel
+	r.loops.Go(func() { _ = v.Run(ctx, r.log) })
+}
+
+// Run keeps the running verifier's remote issuer keys fresh and reloads on
+// every signal from sigs (SIGHUP) until ctx ends; a refused file is logged
+// and the running config stays.
 func (r *Reloader) Run(ctx context.Context, sigs <-chan os.Signal) error {
+	r.mu.Lock()
+	r.base = ctx
+	r.startKeys(r.verifier.Load())
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		r.stopKeys()
+		r.mu.Unlock()
+		r.loops.Wait()
+	}()
 	for {
 		select {
 		case <-ctx.Done():
@@ -265,6 +311,19 @@ func (r *Reloader) Run(ctx context.Context, sigs <-chan os.Signal) error {
 
 // Config returns the running config, for /admin/config.
 func (r *Reloader) Config() *config.Config { return r.cfg.Load() }
+
+// RegisterMetrics exports the running verifier's issuer key state on reg
+// (metrics.RegisterAuth).
+func (r *Reloader) RegisterMetrics(reg prometheus.Registerer) error {
+	return metrics.RegisterAuth(reg, func() []metrics.IssuerKeys {
+		st := r.verifier.Load().Stats()
+		out := make([]metrics.IssuerKeys, len(st))
+		for i, s := range st {
+			out[i] = metrics.IssuerKeys{Issuer: s.Name, Keys: s.Keys, Fetches: s.Fetches, FetchErrors: s.FetchErrors}
+		}
+		return out
+	})
+}
 
 // Verify checks an admin token with the running issuers.
 func (r *Reloader) Verify(token []byte) (*auth.Principal, error) {

@@ -2,19 +2,25 @@ package gateway
 
 import (
 	"context"
+	"crypto/ed25519"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tollgate/tollgate/pkg/audit"
+	"github.com/tollgate/tollgate/pkg/auth"
 	"github.com/tollgate/tollgate/pkg/budget"
 	"github.com/tollgate/tollgate/pkg/natstest"
 )
@@ -279,4 +285,82 @@ func TestReloaderAudit(t *testing.T) {
 	if len(events) != 3 || events[2].Actor != audit.ActorSignal || events[2].Summary != "no changes" {
 		t.Errorf("after SIGHUP: %+v", events)
 	}
+}
+
+// TestReloaderKeys: an issuer configured by jwks_url has its keys at load
+// (start-up and reload fetch before serving), and while the Reloader runs a
+// key rotated at the identity provider is picked up without a restart, on
+// the running config and on a reloaded one.
+func TestReloaderKeys(t *testing.T) {
+	var mu sync.Mutex
+	keys := map[string]ed25519.PrivateKey{}
+	addKey := func(kid string) {
+		_, priv, err := ed25519.GenerateKey(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mu.Lock()
+		keys[kid] = priv
+		mu.Unlock()
+	}
+	addKey("k1")
+	idp := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		var set []map[string]string
+		for kid, k := range keys {
+			set = append(set, map[string]string{"kty": "OKP", "crv": "Ed25519", "kid": kid, "use": "sig",
+				"x": base64.RawURLEncoding.EncodeToString(k.Public().(ed25519.PublicKey))})
+		}
+		_ = json.NewEncoder(w).Encode(map[string]any{"keys": set})
+	}))
+	t.Cleanup(idp.Close)
+	yaml := func(extra string) string {
+		return strings.Replace(settingsYAML(extra), "    - name: dev\n", `    - name: idp
+      issuer: https://idp.example
+      algorithms: [EdDSA]
+      jwks_url: `+idp.URL+`
+      jwks_refresh_min: 10ms
+    - name: dev
+`, 1)
+	}
+	token := func(kid string) []byte {
+		mu.Lock()
+		k := keys[kid]
+		mu.Unlock()
+		tok, err := auth.Mint(auth.MintOptions{Issuer: "https://idp.example", Subject: "s", Dept: "d", Alg: "EdDSA", KID: kid, Key: k}, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return []byte(tok)
+	}
+	path := filepath.Join(t.TempDir(), "tollgate.yaml")
+	writeConfig(t, path, yaml(""))
+	s, err := LoadSettings(path, staticURL("http://127.0.0.1:1/v1"))
+	if err != nil || s.KeysErr != nil {
+		t.Fatalf("load: %v, keys: %v", err, s.KeysErr)
+	}
+	gw, err := New(Options{Config: s.Config, Verifier: s.Verifier})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := NewReloader(path, s, gw, &fakeLimits{}, staticURL("http://127.0.0.1:1/v1"), nil, slog.New(slog.DiscardHandler))
+	if _, err := r.Verify(token("k1")); err != nil {
+		t.Fatalf("a token of the fetched key before Run: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx, nil) }()
+	t.Cleanup(func() { cancel(); <-done })
+	accepted := func(kid string) bool { _, err := r.Verify(token(kid)); return err == nil }
+	addKey("k2")
+	waitFor(t, 5*time.Second, "the rotated key", func() bool { return accepted("k2") })
+	writeConfig(t, path, yaml(`budgets:
+  - {scope: dept, value: eng, amount_usd: "10", period: month}
+`))
+	if _, err := r.Reload(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	addKey("k3")
+	waitFor(t, 5*time.Second, "a key rotated after the reload", func() bool { return accepted("k3") && accepted("k1") })
 }

@@ -160,3 +160,53 @@ func constMetric(d *prometheus.Desc, v float64, labels ...string) prometheus.Met
 	}
 	return m
 }
+
+// IssuerKeys is one token issuer's key state for the auth gauges.
+type IssuerKeys struct {
+	Issuer               string
+	Keys                 int
+	Fetches, FetchErrors int64 // key fetches (discovery_url, jwks_url) since start
+}
+
+// authCollector reads the issuers' key state at scrape time.
+type authCollector struct {
+	stats                  func() []IssuerKeys
+	keys, fetches, fetchEr *prometheus.Desc
+}
+
+// RegisterAuth registers on reg tollgate_auth_issuer_keys{issuer},
+// tollgate_auth_key_fetches_total{issuer} and
+// tollgate_auth_key_fetch_errors_total{issuer}, read from stats on every
+// scrape: an issuer at 0 keys refuses its tokens, and failing fetches mean
+// its identity provider is unreachable (the last good keys stay).
+func RegisterAuth(reg prometheus.Registerer, stats func() []IssuerKeys) error {
+	c := &authCollector{
+		stats: stats,
+		keys: prometheus.NewDesc("tollgate_auth_issuer_keys",
+			"Keys a token issuer verifies with now; 0 refuses its tokens.", []string{"issuer"}, nil),
+		fetches: prometheus.NewDesc("tollgate_auth_key_fetches_total",
+			"Fetches of an issuer's keys from its discovery_url or jwks_url.", []string{"issuer"}, nil),
+		fetchEr: prometheus.NewDesc("tollgate_auth_key_fetch_errors_total",
+			"Failed fetches of an issuer's keys (the last good keys stay in use).", []string{"issuer"}, nil),
+	}
+	if err := reg.Register(c); err != nil {
+		return fmt.Errorf("register auth metrics: %w", err)
+	}
+	return nil
+}
+
+// Describe implements prometheus.Collector.
+func (c *authCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.keys
+	ch <- c.fetches
+	ch <- c.fetchEr
+}
+
+// Collect implements prometheus.Collector.
+func (c *authCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, s := range c.stats() {
+		ch <- constMetric(c.keys, float64(s.Keys), s.Issuer)
+		ch <- prometheus.MustNewConstMetric(c.fetches, prometheus.CounterValue, float64(s.Fetches), s.Issuer)
+		ch <- prometheus.MustNewConstMetric(c.fetchEr, prometheus.CounterValue, float64(s.FetchErrors), s.Issuer)
+	}
+}

@@ -600,3 +600,28 @@ func TestConcurrentRecording(t *testing.T) {
 		t.Errorf("cost sums to %v, want %d", cost, 2*workers*per)
 	}
 }
+
+func TestAuthCollector(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	if err := RegisterAuth(reg, func() []IssuerKeys {
+		return []IssuerKeys{{Issuer: "corp", Keys: 2, Fetches: 5, FetchErrors: 1}, {Issuer: "dev", Keys: 1}}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name, metric, issuer string
+		want                 float64
+	}{
+		{"keys", "tollgate_auth_issuer_keys", "corp", 2},
+		{"fetches", "tollgate_auth_key_fetches_total", "corp", 5},
+		{"fetch errors", "tollgate_auth_key_fetch_errors_total", "corp", 1},
+		{"static issuer", "tollgate_auth_issuer_keys", "dev", 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := value(t, reg, tt.metric, map[string]string{"issuer": tt.issuer}); got != tt.want {
+				t.Errorf("%s{issuer=%q} = %v, want %v", tt.metric, tt.issuer, got, tt.want)
+			}
+		})
+	}
+}

@@ -66,6 +66,9 @@ func run() error {
 	}
 	cfg := settings.Config
 	log := cfg.Log.NewLogger(os.Stderr)
+	if settings.KeysErr != nil {
+		log.Warn("auth issuer keys not fetched at start; verifying with what each issuer has", "err", settings.KeysErr)
+	}
 
 	sigCtx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -144,6 +147,9 @@ func run() error {
 		return err
 	}
 	rl := gateway.NewReloader(*cfgPath, settings, gw, acct.Tracker, mock.URL, rec, log)
+	if err := rl.RegisterMetrics(reg); err != nil {
+		return err
+	}
 	explainer, closeExplainer := usageExplainer(sigCtx, js, log)
 	defer closeExplainer()
 	adminSrv, err := admin.Start(cfg.Admin.Listen, admin.Options{
