@@ -1,5 +1,5 @@
 // Command gateway is Tollgate's public endpoint: OpenAI-compatible API,
-// JWT auth, routing and streaming relay.
+// JWT and API key auth, routing and streaming relay.
 //
 //	gateway [-config FILE] [-embed] [-data-dir DIR] [-nats-port N]
 //
@@ -25,6 +25,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/tollgate/tollgate/pkg/admin"
+	"github.com/tollgate/tollgate/pkg/apikey"
 	"github.com/tollgate/tollgate/pkg/auth"
 	"github.com/tollgate/tollgate/pkg/gateway"
 	"github.com/tollgate/tollgate/pkg/metrics"
@@ -126,8 +127,12 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	keys, _, err := apikey.Start(bg, g, js, cfg.NATS.Replicas, m.RevocationPropagated)
+	if err != nil {
+		return err
+	}
 	opts := gateway.Options{Config: cfg, Verifier: settings.Verifier, Logger: log, Accounting: acct, Metrics: m,
-		Revocations: revoked, Alert: gateway.PublishAlerts(nc, log), Tracer: tracer}
+		Revocations: revoked, Keys: keys, Alert: gateway.PublishAlerts(nc, log), Tracer: tracer}
 	if cache, err := respcache.Start(bg, g, js, cfg.Models, cfg.NATS.Replicas); err != nil {
 		return err
 	} else if cache != nil { // a nil *Cache in the interface would not read as nil
