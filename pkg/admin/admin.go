@@ -17,6 +17,16 @@
 //	                       Options.Usage: how one request was charged (principal,
 //	                       route and fallbacks, tokens, prices, cost, budgets checked
 //	                       with their headroom); 404 when no event has the id
+//	GET    /admin/keys     Options.Keys: every API key (principal, name, created
+//	                       by and when, rotated, revoked), never a secret or hash
+//	POST   /admin/keys     create a key from a JSON body {"sub","dept","team",
+//	                       "project","models","budgets","rpm","tpm","expires_at",
+//	                       "name"}: 201 with the key's record and, this once,
+//	                       its token in "key"
+//	POST   /admin/keys/{id}/rotate
+//	                       a new secret for the key: 200 with the new token in "key"
+//	DELETE /admin/keys/{id}
+//	                       revoke the key: 200 with its record; 404 unknown id
 //
 // # Access
 //
@@ -88,6 +98,9 @@ type Options struct {
 	// gateway passes (*billing.Explainer).Lookup, reading the usage stream
 	// or ClickHouse.
 	Usage func(ctx context.Context, requestID string) (v any, found bool, err error)
+	// Keys serves /admin/keys: the gateway passes the *apikey.Store of
+	// apikey.Start.
+	Keys keyStore
 	// Logger receives reloads, refused admin requests (debug) and metrics
 	// gathering errors. Default: discard.
 	Logger *slog.Logger
@@ -194,6 +207,9 @@ func (s *Server) routes() http.Handler {
 	mux.Handle("/admin/budgets", s.guard(readOnly(s.snapshot("budgets", s.o.Budgets))))
 	mux.Handle("/admin/reload", s.guard(http.HandlerFunc(s.reload)))
 	mux.Handle("/admin/usage/{request_id...}", s.guard(readOnly(http.HandlerFunc(s.usage))))
+	mux.Handle("/admin/keys", s.guard(http.HandlerFunc(s.keys)))
+	mux.Handle("/admin/keys/{id}", s.guard(http.HandlerFunc(s.key)))
+	mux.Handle("/admin/keys/{id}/rotate", s.guard(http.HandlerFunc(s.rotateKey)))
 	mux.Handle("/admin/", s.guard(http.HandlerFunc(notFound)))
 
 	mux.HandleFunc("/", notFound)

@@ -35,6 +35,9 @@ var (
 	ErrRevoked   = errors.New("invalid api key: the key has been revoked")
 	ErrExpired   = errors.New("invalid api key: the key has expired")
 	ErrNotFound  = errors.New("api key not found")
+	// ErrInvalid is wrapped by Create's refusal of a spec (no subject, a
+	// bad budget).
+	ErrInvalid = errors.New("invalid api key spec")
 )
 
 // HasPrefix reports whether token is meant as an API key.
@@ -80,25 +83,25 @@ func (k *Key) Principal() *auth.Principal {
 func (k *Key) check() error {
 	switch {
 	case k.Subject == "":
-		return errors.New("api key: sub is required")
+		return fmt.Errorf("%w: sub is required", ErrInvalid)
 	case k.Dept == "":
-		return errors.New("api key: dept is required")
+		return fmt.Errorf("%w: dept is required", ErrInvalid)
 	case k.RPM < 0 || k.TPM < 0:
-		return errors.New("api key: rpm and tpm must not be negative")
+		return fmt.Errorf("%w: rpm and tpm must not be negative", ErrInvalid)
 	}
 	for i, b := range k.Budgets {
 		switch b.Scope {
 		case "key", "subject", "team", "dept", "project":
 		default:
-			return fmt.Errorf("api key: budget %d: unknown scope %q", i, b.Scope)
+			return fmt.Errorf("%w: budget %d: unknown scope %q", ErrInvalid, i, b.Scope)
 		}
 		switch b.Period {
 		case "day", "month", "total":
 		default:
-			return fmt.Errorf("api key: budget %d: unknown period %q", i, b.Period)
+			return fmt.Errorf("%w: budget %d: unknown period %q", ErrInvalid, i, b.Period)
 		}
 		if !(b.AmountUSD >= 0 && b.AmountUSD <= 1e9) {
-			return fmt.Errorf("api key: budget %d: amount_usd out of range", i)
+			return fmt.Errorf("%w: budget %d: amount_usd out of range", ErrInvalid, i)
 		}
 	}
 	return nil

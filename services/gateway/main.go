@@ -127,7 +127,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	keys, _, err := apikey.Start(bg, g, js, cfg.NATS.Replicas, m.RevocationPropagated)
+	keys, keyStore, err := apikey.Start(bg, g, js, cfg.NATS.Replicas, m.RevocationPropagated)
 	if err != nil {
 		return err
 	}
@@ -148,7 +148,7 @@ func run() error {
 	adminSrv, err := admin.Start(cfg.Admin.Listen, admin.Options{
 		Gatherer: reg, Verify: rl.Verify, RequireToken: cfg.Admin.RequireToken, Ready: func() error { return nil },
 		Config: rl.Config, Routes: func() any { return gw.Routes() }, Budgets: func() any { return acct.Tracker.Report() },
-		Reload: func(context.Context) (any, error) { return rl.Reload() }, Usage: explainer.Lookup, Logger: log,
+		Reload: func(context.Context) (any, error) { return rl.Reload() }, Usage: explainer.Lookup, Keys: keyStore, Logger: log,
 	})
 	if err != nil {
 		return err
