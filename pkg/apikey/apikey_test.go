@@ -127,6 +127,7 @@ func TestVerifyRefuses(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitVerify(t, w, expiring, nil)
+	waitVerify(t, w, expired, ErrExpired)
 	tests := []struct {
 		name, token string
 		want        error
