@@ -20,6 +20,16 @@
 //	                       Options.Usage: how one request was charged (principal,
 //	                       route and fallbacks, tokens, prices, cost, budgets checked
 //	                       with their headroom); 404 when no event has the id
+//	GET    /admin/keys     Options.Keys: every API key (principal, name, created
+//	                       by and when, rotated, revoked), never a secret or hash
+//	POST   /admin/keys     create a key from a JSON body {"sub","dept","team",
+//	                       "project","models","budgets","rpm","tpm","expires_at",
+//	                       "name"}: 201 with the key's record and, this once,
+//	                       its token in "key"
+//	POST   /admin/keys/{id}/rotate
+//	                       a new secret for the key: 200 with the new token in "key"
+//	DELETE /admin/keys/{id}
+//	                       revoke the key: 200 with its record; 404 unknown id
 //
 // # Access
 //
@@ -106,6 +116,9 @@ type Options struct {
 	// gateway passes (*billing.Explainer).Lookup, reading the usage stream
 	// or ClickHouse.
 	Usage func(ctx context.Context, requestID string) (v any, found bool, err error)
+	// Keys serves /admin/keys: the gateway passes the *apikey.Store of
+	// apikey.Start.
+	Keys keyStore
 	// Logger receives reloads, refused admin requests (debug) and metrics
 	// gathering errors. Default: discard.
 	Logger *slog.Logger
@@ -214,6 +227,9 @@ func (s *Server) routes() http.Handler {
 	mux.Handle("/admin/revoke", s.guard(http.HandlerFunc(s.revoke(false))))
 	mux.Handle("/admin/unrevoke", s.guard(http.HandlerFunc(s.revoke(true))))
 	mux.Handle("/admin/usage/{request_id...}", s.guard(readOnly(http.HandlerFunc(s.usage))))
+	mux.Handle("/admin/keys", s.guard(http.HandlerFunc(s.keys)))
+	mux.Handle("/admin/keys/{id}", s.guard(http.HandlerFunc(s.key)))
+	mux.Handle("/admin/keys/{id}/rotate", s.guard(http.HandlerFunc(s.rotateKey)))
 	mux.Handle("/admin/", s.guard(http.HandlerFunc(notFound)))
 
 	mux.HandleFunc("/", notFound)
@@ -344,7 +360,7 @@ func (s *Server) reload(w http.ResponseWriter, r *http.Request) {
 	}
 	who := s.actor(r)
 	s.reloadMu.Lock()
-	summary, err := s.o.Reload(audit.WithActor(context.WithoutCancel(r.Context()), who))
+	summary, err := s.o.Reload(s.actorContext(r, who))
 	s.reloadMu.Unlock()
 	body := map[string]any{"status": "reloaded", "summary": summary}
 	switch {
@@ -406,7 +422,7 @@ func (s *Server) revoke(undo bool) http.HandlerFunc {
 			kind, value = "sub", b.Sub
 		}
 		who := s.actor(r)
-		ctx := audit.WithActor(context.WithoutCancel(r.Context()), who)
+		ctx := s.actorContext(r, who)
 		status, err := "revoked", error(nil)
 		if undo {
 			status, err = "unrevoked", s.o.Unrevoke(ctx, kind, value)

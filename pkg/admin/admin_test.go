@@ -154,6 +154,7 @@ func fullOptions(t *testing.T) Options {
 		Routes:   func() any { return []map[string]any{{"model": "gpt-4o-mini", "target": "openai", "circuit": "closed"}} },
 		Budgets:  func() any { return map[string]float64{"dept/eng/month": 0.5} },
 		Reload:   func(context.Context) (any, error) { return map[string]int{"models": 1}, nil },
+		Keys:     keyStoreFor(t, nil),
 	}
 }
 

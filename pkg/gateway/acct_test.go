@@ -16,6 +16,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tollgate/tollgate/pkg/apikey"
 	"github.com/tollgate/tollgate/pkg/auth"
 	"github.com/tollgate/tollgate/pkg/budget"
 	"github.com/tollgate/tollgate/pkg/config"
@@ -38,6 +39,7 @@ type acctRig struct {
 	pub       *usage.Publisher
 	tracker   *budget.Tracker
 	revokedKV jetstream.KeyValue
+	keys      *apikey.Store
 	nc        *nats.Conn
 }
 
@@ -98,11 +100,19 @@ func newAcctRig(t *testing.T, mutate func(*config.Config)) *acctRig {
 	wg.Add(1)
 	go func() { defer wg.Done(); _ = revoked.Run(ctx, rkv) }()
 	<-revoked.Ready()
+	keysKV, err := apikey.EnsureBucket(ctx, js, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := apikey.NewWatcher(nil, nil)
+	wg.Add(1)
+	go func() { defer wg.Done(); _ = keys.Run(ctx, keysKV) }()
+	<-keys.Ready()
 	// Swap the rig's gateway for one with accounting, on the same config.
 	gw, err := New(Options{Config: r.cfg, Verifier: r.gw.state.Load().verifier, Logger: r.gw.log, Accounting: Accounting{
 		Publisher: pub, Tracker: tracker, Prices: pricing.Default(),
 		Limiter: ratelimit.New(ratelimit.Options{}), Estimator: tokenize.New(),
-	}, Revocations: revoked, Alert: func(subject string, data []byte) { _ = nc.Publish(subject, data) }})
+	}, Revocations: revoked, Keys: keys, Alert: func(subject string, data []byte) { _ = nc.Publish(subject, data) }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +124,7 @@ func newAcctRig(t *testing.T, mutate func(*config.Config)) *acctRig {
 		_ = gw.Shutdown(sctx)
 	})
 	r.gw, r.url = gw, "http://"+ln.Addr().String()
-	return &acctRig{rig: r, js: js, pub: pub, tracker: tracker, revokedKV: rkv, nc: nc}
+	return &acctRig{rig: r, js: js, pub: pub, tracker: tracker, revokedKV: rkv, keys: apikey.NewStore(keysKV, nil, nil), nc: nc}
 }
 
 // events reads every usage event in the stream, waiting until n arrived.

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gofiber/fiber/v2"
+	"github.com/tollgate/tollgate/pkg/apikey"
 	"github.com/tollgate/tollgate/pkg/auth"
 	"github.com/tollgate/tollgate/pkg/budget"
 	"github.com/tollgate/tollgate/pkg/config"
@@ -46,6 +47,9 @@ type Options struct {
 	Metrics *metrics.Gateway
 	// Revocations refuses revoked tokens; nil revokes nothing.
 	Revocations revocations
+	// Keys verifies API keys (bearer values starting with apikey.Prefix,
+	// also accepted in x-api-key); nil refuses every API key.
+	Keys verifier
 	// Alert publishes a budget alert (degradation steps taken); nil drops them.
 	Alert func(subject string, data []byte)
 	// Cache is the response cache for models with cache.ttl; nil disables it.
@@ -72,6 +76,7 @@ type Gateway struct {
 	limiters    [budget.NumScopes]*ratelimit.Limiter // one per scope, so keys need no prefix
 	metrics     *metrics.Gateway
 	revoked     revocations
+	keys        verifier
 	alert       func(subject string, data []byte)
 	cache       responseCache
 	tracer      *tracing.Tracer
@@ -108,6 +113,7 @@ func New(o Options) (*Gateway, error) {
 		acct:        o.Accounting,
 		metrics:     o.Metrics,
 		revoked:     o.Revocations,
+		keys:        o.Keys,
 		alert:       o.Alert,
 		cache:       o.Cache,
 		tracer:      o.Tracer,
@@ -429,21 +435,55 @@ func (g *Gateway) handleModels(c *fiber.Ctx) error {
 	return c.Send(b)
 }
 
-// authenticate verifies the bearer token of the request.
+// authenticate verifies the bearer token of the request: an API key
+// (apikey.Prefix, from Authorization or x-api-key) against the key table,
+// anything else against the JWT issuers.
 func (g *Gateway) authenticate(c *fiber.Ctx, st *state) (*auth.Principal, *apiError) {
-	tok := auth.BearerToken(c.Request().Header.Peek(fiber.HeaderAuthorization))
+	h := &c.Request().Header
+	tok := auth.BearerToken(h.Peek(fiber.HeaderAuthorization))
+	if len(tok) == 0 {
+		if k := h.Peek("x-api-key"); apikey.HasPrefix(k) {
+			tok = k
+		}
+	}
 	if len(tok) == 0 {
 		return nil, &apiError{Status: fiber.StatusUnauthorized, Type: typeAuthentication, Code: "missing_token",
-			Message: "missing bearer token: send Authorization: Bearer <JWT>"}
+			Message: "missing bearer token: send Authorization: Bearer <JWT or API key>"}
 	}
-	p, err := st.verifier.Verify(tok)
-	if err != nil {
-		return nil, &apiError{Status: fiber.StatusUnauthorized, Type: typeAuthentication, Code: "invalid_token",
-			Message: err.Error()}
+	var p *auth.Principal
+	if apikey.HasPrefix(tok) {
+		var aerr *apiError
+		if p, aerr = g.verifyKey(tok); aerr != nil {
+			return nil, aerr
+		}
+	} else {
+		var err error
+		if p, err = st.verifier.Verify(tok); err != nil {
+			return nil, &apiError{Status: fiber.StatusUnauthorized, Type: typeAuthentication, Code: "invalid_token",
+				Message: err.Error()}
+		}
 	}
 	if g.revoked != nil && g.revoked.Revoked(p.KeyID, p.Subject) {
 		return nil, &apiError{Status: fiber.StatusUnauthorized, Type: typeAuthentication, Code: "token_revoked",
 			Message: "invalid token: the token has been revoked"}
 	}
 	return p, nil
+}
+
+// verifyKey checks an API key: 401 key_revoked for a revoked key, 401
+// invalid_api_key for any other refusal.
+func (g *Gateway) verifyKey(tok []byte) (*auth.Principal, *apiError) {
+	if g.keys == nil {
+		return nil, &apiError{Status: fiber.StatusUnauthorized, Type: typeAuthentication, Code: "invalid_api_key",
+			Message: "invalid api key: API keys are not enabled on this gateway"}
+	}
+	p, err := g.keys.Verify(tok)
+	switch {
+	case err == nil:
+		return p, nil
+	case errors.Is(err, apikey.ErrRevoked):
+		return nil, &apiError{Status: fiber.StatusUnauthorized, Type: typeAuthentication, Code: "key_revoked", Message: err.Error()}
+	default:
+		return nil, &apiError{Status: fiber.StatusUnauthorized, Type: typeAuthentication, Code: "invalid_api_key", Message: err.Error()}
+	}
 }

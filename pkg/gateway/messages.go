@@ -8,6 +8,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/tidwall/gjson"
+	"github.com/tollgate/tollgate/pkg/apikey"
 	"github.com/tollgate/tollgate/pkg/auth"
 	"github.com/tollgate/tollgate/pkg/providers"
 	"github.com/tollgate/tollgate/pkg/providers/anthropic"
@@ -278,12 +279,13 @@ func (g *Gateway) serveCountTokens(c *fiber.Ctx) error {
 	return c.SendString(fmt.Sprintf(`{"input_tokens":%d}`, n))
 }
 
-// authenticateAnthropic accepts the token from x-api-key as well as
-// Authorization: Bearer, as the Anthropic SDKs and Claude Code send it.
+// authenticateAnthropic accepts a JWT from x-api-key as well as
+// Authorization: Bearer, as the Anthropic SDKs and Claude Code send it (an
+// API key is read from x-api-key by authenticate on every endpoint).
 func (g *Gateway) authenticateAnthropic(c *fiber.Ctx, st *state) (*auth.Principal, *apiError) {
 	h := &c.Request().Header
 	if len(h.Peek(fiber.HeaderAuthorization)) == 0 {
-		if key := h.Peek("x-api-key"); len(key) > 0 {
+		if key := h.Peek("x-api-key"); len(key) > 0 && !apikey.HasPrefix(key) {
 			h.Set(fiber.HeaderAuthorization, "Bearer "+string(key))
 		}
 	}

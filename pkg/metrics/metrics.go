@@ -160,7 +160,7 @@ func New(reg prometheus.Registerer, o Options) (*Gateway, error) {
 		}, []string{"model", "event"}),
 		revocation: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "tollgate_revocation_propagation_seconds",
-			Help:    "Time from a token revocation being issued to this gateway applying it.",
+			Help:    "Time from a token or API key revocation being issued to this gateway applying it.",
 			Buckets: revocationBuckets(),
 		}),
 		routes:   map[routeKey]*Route{},

@@ -1,5 +1,5 @@
 // Command gateway is Tollgate's public endpoint: OpenAI-compatible API,
-// JWT auth, routing and streaming relay.
+// JWT and API key auth, routing and streaming relay.
 //
 //	gateway [-config FILE] [-embed] [-data-dir DIR] [-nats-port N]
 //
@@ -27,6 +27,7 @@ import (
 
 	"github.com/tollgate/tollgate/pkg/admin"
 	"github.com/tollgate/tollgate/pkg/audit"
+	"github.com/tollgate/tollgate/pkg/apikey"
 	"github.com/tollgate/tollgate/pkg/auth"
 	"github.com/tollgate/tollgate/pkg/gateway"
 	"github.com/tollgate/tollgate/pkg/metrics"
@@ -131,18 +132,22 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	rec, revoker, err := startAudit(bg, js, cfg.NATS.Replicas, reg)
+	if err != nil {
+		return err
+	}
+	keys, keyStore, err := apikey.Start(bg, g, js, cfg.NATS.Replicas, m.RevocationPropagated, rec)
+	if err != nil {
+		return err
+	}
 	opts := gateway.Options{Config: cfg, Verifier: settings.Verifier, Logger: log, Accounting: acct, Metrics: m,
-		Revocations: revoked, Alert: gateway.PublishAlerts(nc, log), Tracer: tracer}
+		Revocations: revoked, Keys: keys, Alert: gateway.PublishAlerts(nc, log), Tracer: tracer}
 	if cache, err := respcache.Start(bg, g, js, cfg.Models, cfg.NATS.Replicas); err != nil {
 		return err
 	} else if cache != nil { // a nil *Cache in the interface would not read as nil
 		opts.Cache = cache
 	}
 	gw, err := gateway.New(opts)
-	if err != nil {
-		return err
-	}
-	rec, revoker, err := startAudit(bg, js, cfg.NATS.Replicas, reg)
 	if err != nil {
 		return err
 	}
@@ -155,7 +160,7 @@ func run() error {
 	adminSrv, err := admin.Start(cfg.Admin.Listen, admin.Options{
 		Gatherer: reg, Verify: rl.Verify, RequireToken: cfg.Admin.RequireToken, Ready: func() error { return nil },
 		Config: rl.Config, Routes: func() any { return gw.Routes() }, Budgets: func() any { return acct.Tracker.Report() },
-		Reload: func(ctx context.Context) (any, error) { return rl.Reload(ctx) }, Usage: explainer.Lookup, Logger: log,
+		Reload: func(ctx context.Context) (any, error) { return rl.Reload(ctx) }, Usage: explainer.Lookup, Keys: keyStore, Logger: log,
 		Revoke: func(ctx context.Context, kind, value, reason string) error {
 			return revoker.Revoke(ctx, audit.Actor(ctx), revoke.Kind(kind), value, reason)
 		},

@@ -12,17 +12,16 @@ import (
 )
 
 // actor is who runs a changing command, for its audit event: flag when
-// given, else the OS user name ($USER when the lookup fails), else
-// "unknown".
+// given, else $USER, else the OS user name, else "unknown".
 func (a *app) actor(flag string) string {
 	if flag != "" {
 		return flag
 	}
-	if u, err := user.Current(); err == nil && u.Username != "" {
-		return u.Username
-	}
 	if u := a.getenv("USER"); u != "" {
 		return u
+	}
+	if u, err := user.Current(); err == nil && u.Username != "" {
+		return u.Username
 	}
 	return "unknown"
 }

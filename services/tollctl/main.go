@@ -1,5 +1,5 @@
 // Command tollctl is the Tollgate operator CLI: it mints development
-// tokens and checks configuration files. Run `tollctl help` for the list of
+// tokens, manages API keys and checks configuration files. Run `tollctl help` for the list of
 // commands and their flags.
 package main
 
@@ -44,7 +44,7 @@ type command struct {
 // the command they run. New subcommands (budget show, replay, revoke) are
 // one entry each.
 func commands() map[string]command {
-	return map[string]command{
+	cmds := map[string]command{
 		"token": {
 			args:    "[flags]",
 			summary: "mint a JWT for an issuer and print it",
@@ -106,7 +106,7 @@ func commands() map[string]command {
 			setup:   setupStatementVerify,
 		},
 		"verify": {
-			args:    "--gateway URL --token T [--nats URL]",
+			args:    "--gateway URL --token JWT|tg-KEY [--nats URL]",
 			summary: "conformance kit: a fault matrix against a gateway routed at mockllm (routing, fallback, billing, client)",
 			setup:   setupVerify,
 		},
@@ -118,6 +118,10 @@ func commands() map[string]command {
 			},
 		},
 	}
+	for name, c := range keysCommands() {
+		cmds[name] = c
+	}
+	return cmds
 }
 
 // run executes the command line args and returns the process exit status:

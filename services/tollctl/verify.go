@@ -12,12 +12,12 @@ import (
 	"github.com/tollgate/tollgate/pkg/conformance"
 )
 
-// setupVerify is `tollctl verify --gateway URL --token T [--nats URL]`: the
-// conformance kit (pkg/conformance) against a gateway routed at mockllm with
-// the routes of deploy/verify.
+// setupVerify is `tollctl verify --gateway URL --token T [--nats URL]`, T a
+// JWT or an API key: the conformance kit (pkg/conformance) against a
+// gateway routed at mockllm with the routes of deploy/verify.
 func setupVerify(a *app, fs *flag.FlagSet) func([]string) error {
 	gw := fs.String("gateway", "http://127.0.0.1:8090", "the gateway's base URL (deploy/verify/tollgate.yaml listens on 127.0.0.1:8090)")
-	token := fs.String("token", "", "a bearer token the gateway accepts for the verify-* models (required)")
+	token := fs.String("token", "", "a bearer token the gateway accepts for the verify-* models: a JWT or an API key (tg-...; tollctl keys create --models 'verify-*'); required")
 	natsURL := fs.String("nats", "", "NATS URL of the gateway's usage stream; without it the billing column says \"not checked\"")
 	natsConfig := fs.String("config", "", "config file whose nats section (credentials, TLS) to use with --nats")
 	only := fs.String("case", "", "run only these cases (comma-separated names; see --list)")
