@@ -10,10 +10,12 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/tollgate/tollgate/pkg/audit"
 	"github.com/tollgate/tollgate/pkg/budget"
 	"github.com/tollgate/tollgate/pkg/config"
 	"github.com/tollgate/tollgate/pkg/metrics"
 	"github.com/tollgate/tollgate/pkg/ratelimit"
+	"github.com/tollgate/tollgate/pkg/revoke"
 	"github.com/tollgate/tollgate/pkg/tokenize"
 	"github.com/tollgate/tollgate/pkg/usage"
 )
@@ -111,4 +113,24 @@ func RegisterAccountingMetrics(reg prometheus.Registerer, pub *usage.Publisher, 
 		bs.AwaitingAck, bs.UnackedReleased = tr.Awaiting(), tr.Unacked()
 		return bs
 	})
+}
+
+// StartAudit ensures the audit stream and returns the recorder of operator
+// changes, its failures counted on reg, and the Revoker of POST
+// /admin/revoke.
+func StartAudit(ctx context.Context, js jetstream.JetStream, replicas int, reg prometheus.Registerer) (*audit.Recorder, *revoke.Revoker, error) {
+	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := audit.EnsureStream(sctx, js, replicas); err != nil {
+		return nil, nil, err
+	}
+	rec := audit.NewRecorder(js, audit.Options{Replicas: replicas})
+	if err := rec.Register(reg); err != nil {
+		return nil, nil, err
+	}
+	kv, err := revoke.EnsureBucket(sctx, js, replicas)
+	if err != nil {
+		return nil, nil, err
+	}
+	return rec, revoke.NewRevoker(kv, rec, time.Now), nil
 }

@@ -22,7 +22,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/tollgate/tollgate/pkg/admin"
@@ -132,7 +131,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	rec, revoker, err := startAudit(bg, js, cfg.NATS.Replicas, reg)
+	rec, revoker, err := gateway.StartAudit(bg, js, cfg.NATS.Replicas, reg)
 	if err != nil {
 		return err
 	}
@@ -217,24 +216,4 @@ func run() error {
 	}
 	log.Info("stopped")
 	return nil
-}
-
-// startAudit ensures the audit stream and returns the recorder of operator
-// changes, its failures counted on reg, and the Revoker of POST
-// /admin/revoke.
-func startAudit(ctx context.Context, js jetstream.JetStream, replicas int, reg prometheus.Registerer) (*audit.Recorder, *revoke.Revoker, error) {
-	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	if err := audit.EnsureStream(sctx, js, replicas); err != nil {
-		return nil, nil, err
-	}
-	rec := audit.NewRecorder(js, audit.Options{Replicas: replicas})
-	if err := rec.Register(reg); err != nil {
-		return nil, nil, err
-	}
-	kv, err := revoke.EnsureBucket(sctx, js, replicas)
-	if err != nil {
-		return nil, nil, err
-	}
-	return rec, revoke.NewRevoker(kv, rec, time.Now), nil
 }
