@@ -10,14 +10,15 @@ import (
 	aoption "github.com/anthropics/anthropic-sdk-go/v2/option"
 	"github.com/openai/openai-go/v3"
 	ooption "github.com/openai/openai-go/v3/option"
+	"github.com/tollgate/tollgate/pkg/apikey"
 	"github.com/tollgate/tollgate/pkg/config"
 )
 
 // sdkRig serves mock-gpt from an OpenAI-format upstream and claude-mock
-// from an Anthropic-format upstream (both the mock).
-func sdkRig(t *testing.T) *rig {
-	r := newRig(t, nil)
-	return newRigFor(t, r.mock, r.cfg.Providers[0].BaseURL, func(c *config.Config) {
+// from an Anthropic-format upstream (both the mock), with accounting and
+// API keys.
+func sdkRig(t *testing.T) *acctRig {
+	return newAcctRig(t, func(c *config.Config) {
 		base := strings.TrimSuffix(c.Providers[0].BaseURL, "/v1")
 		c.Providers = append(c.Providers, config.Provider{Name: "claude", Kind: config.KindAnthropic, BaseURL: base, APIKey: testProvKey,
 			Timeouts: c.Providers[0].Timeouts, MaxConns: 64})
@@ -35,10 +36,23 @@ func sdkRig(t *testing.T) *rig {
 	})
 }
 
+// sdkCredentials are the two ways a caller authenticates: a JWT and an
+// API key (issue #14); the SDK tests run with each.
+func sdkCredentials(t *testing.T, a *acctRig) []struct{ name, token string } {
+	key, _ := a.createKey(t, apikey.Key{Subject: "alice", Dept: "research", Team: "nlp", Name: "sdk"})
+	return []struct{ name, token string }{{"jwt", a.token(nil)}, {"api key", key}}
+}
+
 func TestOpenAISDK(t *testing.T) {
-	r := sdkRig(t)
+	a := sdkRig(t)
+	for _, cred := range sdkCredentials(t, a) {
+		t.Run(cred.name, func(t *testing.T) { testOpenAISDK(t, a.rig, cred.token) })
+	}
+}
+
+func testOpenAISDK(t *testing.T, r *rig, token string) {
 	ctx := context.Background()
-	client := openai.NewClient(ooption.WithBaseURL(r.url+"/v1/"), ooption.WithAPIKey(r.token(nil)), ooption.WithMaxRetries(0))
+	client := openai.NewClient(ooption.WithBaseURL(r.url+"/v1/"), ooption.WithAPIKey(token), ooption.WithMaxRetries(0))
 	for _, model := range []string{"mock-gpt", "claude-mock", "gemini-mock", "bedrock-mock", "azure-mock"} {
 		t.Run(model, func(t *testing.T) {
 			params := openai.ChatCompletionNewParams{Model: model, Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hello there")}}
@@ -83,10 +97,16 @@ func TestOpenAISDK(t *testing.T) {
 }
 
 func TestAnthropicSDK(t *testing.T) {
-	r := sdkRig(t)
+	a := sdkRig(t)
+	for _, cred := range sdkCredentials(t, a) {
+		t.Run(cred.name, func(t *testing.T) { testAnthropicSDK(t, a.rig, cred.token) })
+	}
+}
+
+func testAnthropicSDK(t *testing.T, r *rig, token string) {
 	ctx := context.Background()
 	// The SDK sends the token as x-api-key, as ANTHROPIC_API_KEY does.
-	client := anthropicsdk.NewClient(aoption.WithBaseURL(r.url), aoption.WithAPIKey(r.token(nil)), aoption.WithMaxRetries(0))
+	client := anthropicsdk.NewClient(aoption.WithBaseURL(r.url), aoption.WithAPIKey(token), aoption.WithMaxRetries(0))
 	for _, model := range []string{"mock-gpt", "claude-mock", "gemini-mock", "bedrock-mock"} { // translated, native, translated twice
 		t.Run(model, func(t *testing.T) {
 			params := anthropicsdk.MessageNewParams{Model: anthropicsdk.Model(model), MaxTokens: 64,
