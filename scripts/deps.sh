@@ -2,13 +2,16 @@
 # Installs what the test suite needs on a fresh Debian machine, only when it
 # is missing: nats-server (integration tests), clickhouse-server (analytics
 # tests; the tests start their own throwaway server), protoc and
-# protoc-gen-go (the generated-code staleness test). Needs root for apt-get; without root it
+# protoc-gen-go (the generated-code staleness test), and node and npm (the
+# agent framework tests in pkg/conformance, written for Node 20; Debian's own
+# nodejs package is the fallback when the machine has none). Needs root for apt-get; without root it
 # says what is missing and leaves it to you.
 set -euo pipefail
 
 need_apt=()
 command -v nats-server >/dev/null 2>&1 || need_apt+=(nats-server)
 command -v protoc >/dev/null 2>&1 || need_apt+=(protobuf-compiler)
+command -v npm >/dev/null 2>&1 || need_apt+=(nodejs npm)
 if ! command -v clickhouse-server >/dev/null 2>&1 && [ ! -x /usr/sbin/clickhouse-server ] && [ ! -x /usr/bin/clickhouse-server ]; then
   need_apt+=(clickhouse-server clickhouse-client)
 fi
