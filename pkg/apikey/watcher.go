@@ -6,13 +6,13 @@ import (
 	"crypto/subtle"
 	"encoding/hex"
 	"encoding/json"
-	"fmt"
 	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tollgate/tollgate/pkg/auth"
+	"github.com/tollgate/tollgate/pkg/kvwatch"
 )
 
 // entry is one key as the Watcher holds it.
@@ -75,37 +75,10 @@ func (w *Watcher) Verify(token []byte) (*auth.Principal, error) {
 
 // Run watches the bucket until ctx ends.
 func (w *Watcher) Run(ctx context.Context, kv jetstream.KeyValue) error {
-	wt, err := kv.WatchAll(ctx)
-	if err != nil {
-		return fmt.Errorf("watch %s: %w", Bucket, err)
-	}
-	defer func() { _ = wt.Stop() }()
-	loaded := false
 	pending := map[[idLen]byte]*entry{}
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case e, ok := <-wt.Updates():
-			if !ok {
-				return nil
-			}
-			if e == nil { // initial values delivered
-				w.publish(pending)
-				if !loaded {
-					loaded = true
-					close(w.ready)
-				}
-				continue
-			}
-			if !w.apply(pending, e, loaded) {
-				continue
-			}
-			if loaded {
-				w.publish(pending)
-			}
-		}
-	}
+	return kvwatch.Run(ctx, kv, Bucket, w.ready,
+		func(e jetstream.KeyValueEntry, loaded bool) bool { return w.apply(pending, e, loaded) },
+		func() { w.publish(pending) })
 }
 
 // apply records one watch update in m and reports whether m changed.

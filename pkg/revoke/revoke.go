@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tollgate/tollgate/pkg/kvwatch"
 )
 
 // Bucket is the KV bucket of revocations.
@@ -151,46 +152,22 @@ func (w *Watcher) Revoked(keyID, subject string) bool {
 
 // Run watches the bucket until ctx ends.
 func (w *Watcher) Run(ctx context.Context, kv jetstream.KeyValue) error {
-	wt, err := kv.WatchAll(ctx)
-	if err != nil {
-		return fmt.Errorf("watch %s: %w", Bucket, err)
-	}
-	defer func() { _ = wt.Stop() }()
-	loaded := false
 	pending := map[string]Entry{} // key -> entry, the current contents
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case e, ok := <-wt.Updates():
-			if !ok {
-				return nil
-			}
-			if e == nil { // initial values delivered
-				w.publish(pending)
-				if !loaded {
-					loaded = true
-					close(w.ready)
-				}
-				continue
-			}
-			if e.Operation() != jetstream.KeyValuePut {
-				delete(pending, e.Key())
-			} else {
-				var en Entry
-				if json.Unmarshal(e.Value(), &en) != nil {
-					continue
-				}
-				pending[e.Key()] = en
-				if loaded && w.observe != nil && en.RevokedAtUnixNano > 0 {
-					w.observe(w.now().Sub(time.Unix(0, en.RevokedAtUnixNano)))
-				}
-			}
-			if loaded {
-				w.publish(pending)
-			}
+	return kvwatch.Run(ctx, kv, Bucket, w.ready, func(e jetstream.KeyValueEntry, loaded bool) bool {
+		if e.Operation() != jetstream.KeyValuePut {
+			delete(pending, e.Key())
+			return true
 		}
-	}
+		var en Entry
+		if json.Unmarshal(e.Value(), &en) != nil {
+			return false
+		}
+		pending[e.Key()] = en
+		if loaded && w.observe != nil && en.RevokedAtUnixNano > 0 {
+			w.observe(w.now().Sub(time.Unix(0, en.RevokedAtUnixNano)))
+		}
+		return true
+	}, func() { w.publish(pending) })
 }
 
 // publish swaps in a snapshot of entries.
