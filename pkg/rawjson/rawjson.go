@@ -152,6 +152,34 @@ func EachMember(obj string, f func(key, val string, at int) bool) {
 	}
 }
 
+// Member returns the raw value of key in the JSON object obj, or "" when
+// obj is not an object or has no such member (or the JSON is invalid
+// before it). Keys are compared as written: a key spelled with escapes
+// does not match. The first of repeated keys wins.
+func Member(obj, key string) string {
+	var out string
+	EachMember(obj, func(k, v string, _ int) bool {
+		if k == key {
+			out = v
+			return false
+		}
+		return true
+	})
+	return out
+}
+
+// IsString reports whether raw is a JSON string token.
+func IsString(raw string) bool { return len(raw) >= 2 && raw[0] == '"' }
+
+// Inner returns the text between the quotes of a raw string token, still
+// escaped, or "" for anything else.
+func Inner(raw string) string {
+	if !IsString(raw) {
+		return ""
+	}
+	return raw[1 : len(raw)-1]
+}
+
 // EachElem calls f with the index and raw text of each element of the
 // JSON array arr, until f returns false. It does nothing when arr is not
 // an array and stops early on invalid JSON.

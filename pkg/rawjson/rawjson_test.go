@@ -80,3 +80,27 @@ func TestEachMemberAndElem(t *testing.T) {
 		})
 	}
 }
+
+func TestMember(t *testing.T) {
+	tests := []struct {
+		name, obj, key, want string
+	}{
+		{"string", `{"a":"x\"y","b":1}`, "a", `"x\"y"`},
+		{"later member", ` { "a" : 1 , "b" : [1, {"c":2}] }`, "b", `[1, {"c":2}]`},
+		{"first of repeated keys", `{"a":1,"a":2}`, "a", "1"},
+		{"escaped key does not match", `{"\u0061":1}`, "a", ""},
+		{"missing", `{"a":1}`, "b", ""},
+		{"not an object", `[1]`, "a", ""},
+		{"invalid before the key", `{"a":1 "b":2}`, "b", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := Member(tt.obj, tt.key); got != tt.want {
+				t.Errorf("Member(%s, %q) = %q, want %q", tt.obj, tt.key, got, tt.want)
+			}
+		})
+	}
+	if Inner(`"a\nb"`) != `a\nb` || Inner(`1`) != "" || !IsString(`""`) || IsString(`"`) {
+		t.Error("Inner/IsString")
+	}
+}

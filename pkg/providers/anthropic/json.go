@@ -58,49 +58,10 @@ func appendToken(dst []byte, tok string) []byte {
 	return append(dst, '"')
 }
 
-// isString reports whether raw is a JSON string token.
-func isString(raw string) bool { return len(raw) >= 2 && raw[0] == '"' }
-
-// inner returns the text between the quotes of a string token ("" for
-// anything else).
-func inner(raw string) string {
-	if !isString(raw) {
-		return ""
-	}
-	return raw[1 : len(raw)-1]
-}
-
-// member returns the raw value of key in the JSON object obj, or "" when
-// obj is not an object or has no such member. Keys are compared as
-// written: a key spelled with escapes does not match. The first of
-// repeated keys wins.
-func member(obj, key string) string {
-	i := rawjson.SkipSpace(obj, 0)
-	if i >= len(obj) || obj[i] != '{' {
-		return ""
-	}
-	for i++; ; i++ { // i is at '{' or ',' here
-		i = rawjson.SkipSpace(obj, i)
-		if i >= len(obj) || obj[i] != '"' {
-			return ""
-		}
-		end := rawjson.SkipString(obj, i)
-		k := obj[i+1 : max(end-1, i+1)]
-		i = rawjson.SkipSpace(obj, end)
-		if i >= len(obj) || obj[i] != ':' {
-			return ""
-		}
-		i = rawjson.SkipSpace(obj, i+1)
-		end = rawjson.SkipValue(obj, i)
-		if k == key {
-			return obj[i:end]
-		}
-		i = rawjson.SkipSpace(obj, end)
-		if i >= len(obj) || obj[i] != ',' {
-			return ""
-		}
-	}
-}
+// isString, inner and member are rawjson's (see there).
+func isString(raw string) bool      { return rawjson.IsString(raw) }
+func inner(raw string) string       { return rawjson.Inner(raw) }
+func member(obj, key string) string { return rawjson.Member(obj, key) }
 
 // eachMember calls f with each key (as written) and raw value of the JSON
 // object obj, in order, until f returns false: one pass where several

@@ -31,27 +31,7 @@ func firstElem(arr string) string {
 	return first
 }
 
-// member returns the raw value of key in obj, or "".
-func member(obj, key string) string {
-	var out string
-	forEachMember(obj, func(k, v string) bool {
-		if k == key {
-			out = v
-			return false
-		}
-		return true
-	})
-	return out
-}
-
-// isString reports whether a raw value is a string token.
-func isString(raw string) bool { return len(raw) >= 2 && raw[0] == '"' }
-
-// inner returns the text between the quotes of a raw string token, still
-// escaped, or "" for anything else.
-func inner(raw string) string {
-	if !isString(raw) {
-		return ""
-	}
-	return raw[1 : len(raw)-1]
-}
+// member, isString and inner are rawjson's (see there).
+func member(obj, key string) string { return rawjson.Member(obj, key) }
+func isString(raw string) bool      { return rawjson.IsString(raw) }
+func inner(raw string) string       { return rawjson.Inner(raw) }
