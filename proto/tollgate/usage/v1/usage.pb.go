@@ -1,7 +1,11 @@
 // Usage events and spend totals of the Tollgate gateway.
 //
-// The gateway publishes one UsageEvent per request to the JetStream stream
-// TOLLGATE_USAGE (subject tollgate.usage.<dept>, Nats-Msg-Id = event_id).
+// The gateway records one UsageEvent per request. Events travel to the
+// JetStream stream TOLLGATE_USAGE in UsageBatch envelopes (subject
+// tollgate.usage.batch.<producer_id>, Nats-Msg-Id = <producer_id>:<seq>);
+// streams written before batches existed hold single UsageEvent messages
+// (subject tollgate.usage.<dept>, Nats-Msg-Id = event_id), which stay
+// readable: see UsageBatch.
 // The budget consumer folds events into SpendTotal values kept in a KV bucket,
 // one per scope, value and period.
 //
@@ -33,6 +37,100 @@ const (
 	// Verify that runtime/protoimpl is sufficiently up-to-date.
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
+
+// UsageBatch is the envelope usage events travel in: the unit a gateway's
+// spool stores, its publisher sends and the stream acknowledges. Each
+// gateway instance is a producer with a stable id and numbers its batches
+// 1, 2, 3, ... without reuse, so a consumer applies each (producer_id, seq)
+// once however often it was published, and sees a missing seq as a gap.
+//
+// Its field numbers start at 1000, above every UsageEvent field, so that a
+// legacy message (one encoded UsageEvent) decodes as a UsageBatch with no
+// producer_id and no events: that is how readers tell the two apart.
+type UsageBatch struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The producer: a gateway instance's id, kept in its spool directory and
+	// new when the spool is lost. Letters and digits only.
+	ProducerId string `protobuf:"bytes,1000,opt,name=producer_id,json=producerId,proto3" json:"producer_id,omitempty"`
+	// The batch's number in its producer's sequence, from 1.
+	Seq uint64 `protobuf:"varint,1001,opt,name=seq,proto3" json:"seq,omitempty"`
+	// The events, in the order the producer recorded them.
+	Events []*UsageEvent `protobuf:"bytes,1002,rep,name=events,proto3" json:"events,omitempty"`
+	// When the batch was formed, in Unix milliseconds.
+	CreatedUnixMs int64 `protobuf:"varint,1003,opt,name=created_unix_ms,json=createdUnixMs,proto3" json:"created_unix_ms,omitempty"`
+	// Set on the first batch after the producer restarted without knowing
+	// the last seq it had assigned (a machine crash while NATS was
+	// unreachable): it continued above a durably reserved seq, so seqs below
+	// this one that never arrive may never have been used rather than lost.
+	Resumed       bool `protobuf:"varint,1004,opt,name=resumed,proto3" json:"resumed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UsageBatch) Reset() {
+	*x = UsageBatch{}
+	mi := &file_tollgate_usage_v1_usage_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UsageBatch) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UsageBatch) ProtoMessage() {}
+
+func (x *UsageBatch) ProtoReflect() protoreflect.Message {
+	mi := &file_tollgate_usage_v1_usage_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UsageBatch.ProtoReflect.Descriptor instead.
+func (*UsageBatch) Descriptor() ([]byte, []int) {
+	return file_tollgate_usage_v1_usage_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *UsageBatch) GetProducerId() string {
+	if x != nil {
+		return x.ProducerId
+	}
+	return ""
+}
+
+func (x *UsageBatch) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *UsageBatch) GetEvents() []*UsageEvent {
+	if x != nil {
+		return x.Events
+	}
+	return nil
+}
+
+func (x *UsageBatch) GetCreatedUnixMs() int64 {
+	if x != nil {
+		return x.CreatedUnixMs
+	}
+	return 0
+}
+
+func (x *UsageBatch) GetResumed() bool {
+	if x != nil {
+		return x.Resumed
+	}
+	return false
+}
 
 // UsageEvent records one request handled by the gateway: who asked, what was
 // served, how many tokens it used, what it cost and how long it took.
@@ -150,7 +248,7 @@ type UsageEvent struct {
 
 func (x *UsageEvent) Reset() {
 	*x = UsageEvent{}
-	mi := &file_tollgate_usage_v1_usage_proto_msgTypes[0]
+	mi := &file_tollgate_usage_v1_usage_proto_msgTypes[1]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -162,7 +260,7 @@ func (x *UsageEvent) String() string {
 func (*UsageEvent) ProtoMessage() {}
 
 func (x *UsageEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_usage_v1_usage_proto_msgTypes[0]
+	mi := &file_tollgate_usage_v1_usage_proto_msgTypes[1]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -175,7 +273,7 @@ func (x *UsageEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UsageEvent.ProtoReflect.Descriptor instead.
 func (*UsageEvent) Descriptor() ([]byte, []int) {
-	return file_tollgate_usage_v1_usage_proto_rawDescGZIP(), []int{0}
+	return file_tollgate_usage_v1_usage_proto_rawDescGZIP(), []int{1}
 }
 
 func (x *UsageEvent) GetEventId() string {
@@ -486,7 +584,7 @@ type BudgetCheck struct {
 
 func (x *BudgetCheck) Reset() {
 	*x = BudgetCheck{}
-	mi := &file_tollgate_usage_v1_usage_proto_msgTypes[1]
+	mi := &file_tollgate_usage_v1_usage_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -498,7 +596,7 @@ func (x *BudgetCheck) String() string {
 func (*BudgetCheck) ProtoMessage() {}
 
 func (x *BudgetCheck) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_usage_v1_usage_proto_msgTypes[1]
+	mi := &file_tollgate_usage_v1_usage_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -511,7 +609,7 @@ func (x *BudgetCheck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BudgetCheck.ProtoReflect.Descriptor instead.
 func (*BudgetCheck) Descriptor() ([]byte, []int) {
-	return file_tollgate_usage_v1_usage_proto_rawDescGZIP(), []int{1}
+	return file_tollgate_usage_v1_usage_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *BudgetCheck) GetScope() string {
@@ -612,7 +710,7 @@ type SpendTotal struct {
 
 func (x *SpendTotal) Reset() {
 	*x = SpendTotal{}
-	mi := &file_tollgate_usage_v1_usage_proto_msgTypes[2]
+	mi := &file_tollgate_usage_v1_usage_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -624,7 +722,7 @@ func (x *SpendTotal) String() string {
 func (*SpendTotal) ProtoMessage() {}
 
 func (x *SpendTotal) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_usage_v1_usage_proto_msgTypes[2]
+	mi := &file_tollgate_usage_v1_usage_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -637,7 +735,7 @@ func (x *SpendTotal) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SpendTotal.ProtoReflect.Descriptor instead.
 func (*SpendTotal) Descriptor() ([]byte, []int) {
-	return file_tollgate_usage_v1_usage_proto_rawDescGZIP(), []int{2}
+	return file_tollgate_usage_v1_usage_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *SpendTotal) GetScope() string {
@@ -714,7 +812,15 @@ var File_tollgate_usage_v1_usage_proto protoreflect.FileDescriptor
 
 const file_tollgate_usage_v1_usage_proto_rawDesc = "" +
 	"\n" +
-	"\x1dtollgate/usage/v1/usage.proto\x12\x11tollgate.usage.v1\"\xe6\t\n" +
+	"\x1dtollgate/usage/v1/usage.proto\x12\x11tollgate.usage.v1\"\xbd\x01\n" +
+	"\n" +
+	"UsageBatch\x12 \n" +
+	"\vproducer_id\x18\xe8\a \x01(\tR\n" +
+	"producerId\x12\x11\n" +
+	"\x03seq\x18\xe9\a \x01(\x04R\x03seq\x126\n" +
+	"\x06events\x18\xea\a \x03(\v2\x1d.tollgate.usage.v1.UsageEventR\x06events\x12'\n" +
+	"\x0fcreated_unix_ms\x18\xeb\a \x01(\x03R\rcreatedUnixMs\x12\x19\n" +
+	"\aresumed\x18\xec\a \x01(\bR\aresumed\"\xe6\t\n" +
 	"\n" +
 	"UsageEvent\x12\x19\n" +
 	"\bevent_id\x18\x01 \x01(\tR\aeventId\x12\x1d\n" +
@@ -801,19 +907,21 @@ func file_tollgate_usage_v1_usage_proto_rawDescGZIP() []byte {
 	return file_tollgate_usage_v1_usage_proto_rawDescData
 }
 
-var file_tollgate_usage_v1_usage_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
+var file_tollgate_usage_v1_usage_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
 var file_tollgate_usage_v1_usage_proto_goTypes = []any{
-	(*UsageEvent)(nil),  // 0: tollgate.usage.v1.UsageEvent
-	(*BudgetCheck)(nil), // 1: tollgate.usage.v1.BudgetCheck
-	(*SpendTotal)(nil),  // 2: tollgate.usage.v1.SpendTotal
+	(*UsageBatch)(nil),  // 0: tollgate.usage.v1.UsageBatch
+	(*UsageEvent)(nil),  // 1: tollgate.usage.v1.UsageEvent
+	(*BudgetCheck)(nil), // 2: tollgate.usage.v1.BudgetCheck
+	(*SpendTotal)(nil),  // 3: tollgate.usage.v1.SpendTotal
 }
 var file_tollgate_usage_v1_usage_proto_depIdxs = []int32{
-	1, // 0: tollgate.usage.v1.UsageEvent.budgets:type_name -> tollgate.usage.v1.BudgetCheck
-	1, // [1:1] is the sub-list for method output_type
-	1, // [1:1] is the sub-list for method input_type
-	1, // [1:1] is the sub-list for extension type_name
-	1, // [1:1] is the sub-list for extension extendee
-	0, // [0:1] is the sub-list for field type_name
+	1, // 0: tollgate.usage.v1.UsageBatch.events:type_name -> tollgate.usage.v1.UsageEvent
+	2, // 1: tollgate.usage.v1.UsageEvent.budgets:type_name -> tollgate.usage.v1.BudgetCheck
+	2, // [2:2] is the sub-list for method output_type
+	2, // [2:2] is the sub-list for method input_type
+	2, // [2:2] is the sub-list for extension type_name
+	2, // [2:2] is the sub-list for extension extendee
+	0, // [0:2] is the sub-list for field type_name
 }
 
 func init() { file_tollgate_usage_v1_usage_proto_init() }
@@ -827,7 +935,7 @@ func file_tollgate_usage_v1_usage_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tollgate_usage_v1_usage_proto_rawDesc), len(file_tollgate_usage_v1_usage_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   3,
+			NumMessages:   4,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -1,0 +1,97 @@
+package usage
+
+import (
+	"crypto/rand"
+	"encoding/base32"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"google.golang.org/protobuf/proto"
+
+	usagev1 "github.com/tollgate/tollgate/proto/tollgate/usage/v1"
+)
+
+// BatchSubjectPrefix starts the subject of every batch; the producer id
+// follows it. Legacy single-event messages use SubjectPrefix + <dept>,
+// which has one token fewer, so the two never share a subject.
+const BatchSubjectPrefix = SubjectPrefix + "batch."
+
+// maxProducerID bounds a producer id's length.
+const maxProducerID = 64
+
+// producerEncoding writes producer ids: lower-case letters and digits.
+var producerEncoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
+
+// NewProducerID returns a fresh producer id: 80 random bits, 16 characters
+// of lower-case letters and digits, valid as a subject token and a KV key.
+func NewProducerID() string {
+	var b [10]byte
+	_, _ = rand.Read(b[:])
+	return producerEncoding.EncodeToString(b[:])
+}
+
+// ValidProducerID reports whether id can name a producer: 1 to 64 ASCII
+// letters, digits, '-' or '_'.
+func ValidProducerID(id string) bool {
+	if id == "" || len(id) > maxProducerID {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+// BatchSubject is the subject a producer's batches are published on.
+func BatchSubject(producer string) string { return BatchSubjectPrefix + producer }
+
+// BatchMsgID is a batch's Nats-Msg-Id: "<producer>:<seq>". The stream's
+// duplicate window drops a quick republish early; consumers drop the rest.
+func BatchMsgID(producer string, seq uint64) string {
+	return producer + ":" + strconv.FormatUint(seq, 10)
+}
+
+// ErrBadBatch marks a stream message that is neither a valid batch nor a
+// legacy single event.
+var ErrBadBatch = errors.New("usage: malformed batch")
+
+// DecodeMessage decodes one stream or spool message into b, which it resets
+// first. A batch fills b as published. A legacy message (one encoded
+// UsageEvent, written before batches existed) fills b with that event alone
+// and no producer: b.ProducerId == "" tells the caller to apply it the
+// legacy way (stream sequence and event id). b's events are newly
+// allocated, so the caller may keep them.
+func DecodeMessage(data []byte, b *usagev1.UsageBatch) error {
+	b.Reset()
+	if err := proto.Unmarshal(data, b); err != nil {
+		return fmt.Errorf("%w: %v", ErrBadBatch, err)
+	}
+	if b.ProducerId == "" {
+		if b.Seq != 0 || len(b.Events) != 0 {
+			return fmt.Errorf("%w: batch fields without a producer id", ErrBadBatch)
+		}
+		ev := &usagev1.UsageEvent{}
+		if err := proto.Unmarshal(data, ev); err != nil {
+			return fmt.Errorf("%w: %v", ErrBadBatch, err)
+		}
+		b.Reset()
+		b.Events = []*usagev1.UsageEvent{ev}
+		return nil
+	}
+	if !ValidProducerID(b.ProducerId) {
+		return fmt.Errorf("%w: producer id %q", ErrBadBatch, b.ProducerId)
+	}
+	if b.Seq == 0 {
+		return fmt.Errorf("%w: producer %s: seq 0", ErrBadBatch, b.ProducerId)
+	}
+	for i, ev := range b.Events {
+		if ev == nil {
+			return fmt.Errorf("%w: producer %s seq %d: event %d is empty", ErrBadBatch, b.ProducerId, b.Seq, i)
+		}
+	}
+	return nil
+}
