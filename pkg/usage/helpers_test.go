@@ -11,7 +11,6 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"google.golang.org/protobuf/proto"
 
 	usagev1 "github.com/tollgate/tollgate/proto/tollgate/usage/v1"
 )
@@ -146,15 +145,20 @@ func waitFor(t testing.TB, what string, cond func() bool) {
 	}
 }
 
-// stored is one message of the usage stream.
+// stored is one event of the usage stream, with the message that holds it.
 type stored struct {
-	seq     uint64
-	subject string
-	msgID   string
-	ev      *usagev1.UsageEvent
+	seq      uint64 // the message's stream sequence
+	subject  string
+	msgID    string
+	producer string // "" for a legacy single-event message
+	batchSeq uint64
+	batchLen int // events in the message
+	size     int // bytes of the message's data
+	ev       *usagev1.UsageEvent
 }
 
-func streamMessages(t testing.TB, js jetstream.JetStream) []stored {
+// streamBatches returns every message of the usage stream, decoded.
+func streamBatches(t testing.TB, js jetstream.JetStream) []*jetstream.RawStreamMsg {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -166,33 +170,52 @@ func streamMessages(t testing.TB, js jetstream.JetStream) []stored {
 	if err != nil {
 		t.Fatalf("stream info: %v", err)
 	}
-	var out []stored
+	var out []*jetstream.RawStreamMsg
 	for seq := info.State.FirstSeq; seq <= info.State.LastSeq && info.State.Msgs > 0; seq++ {
 		m, err := st.GetMsg(ctx, seq)
 		if err != nil {
 			t.Fatalf("get msg %d: %v", seq, err)
 		}
-		ev := new(usagev1.UsageEvent)
-		if err := proto.Unmarshal(m.Data, ev); err != nil {
-			t.Fatalf("unmarshal msg %d: %v", seq, err)
-		}
-		out = append(out, stored{seq: seq, subject: m.Subject, msgID: m.Header.Get(jetstream.MsgIDHeader), ev: ev})
+		out = append(out, m)
 	}
 	return out
 }
 
-// checkOnce checks that every event of want is in msgs exactly once, with
-// the right subject and Nats-Msg-Id, and that msgs holds nothing else.
+// streamMessages returns every event of the usage stream, in stream order
+// and, within a batch, in batch order.
+func streamMessages(t testing.TB, js jetstream.JetStream) []stored {
+	t.Helper()
+	var out []stored
+	for _, m := range streamBatches(t, js) {
+		var b usagev1.UsageBatch
+		if err := DecodeMessage(m.Data, &b); err != nil {
+			t.Fatalf("decode msg %d: %v", m.Sequence, err)
+		}
+		for _, ev := range b.Events {
+			out = append(out, stored{seq: m.Sequence, subject: m.Subject, msgID: m.Header.Get(jetstream.MsgIDHeader),
+				producer: b.ProducerId, batchSeq: b.Seq, batchLen: len(b.Events), size: len(m.Data), ev: ev})
+		}
+	}
+	return out
+}
+
+// checkOnce checks that every event of want is in msgs exactly once, in a
+// message with the right subject and Nats-Msg-Id, and that msgs holds
+// nothing else.
 func checkOnce(t testing.TB, msgs []stored, want []*usagev1.UsageEvent) {
 	t.Helper()
 	seen := make(map[string]int, len(msgs))
 	for _, m := range msgs {
 		seen[m.ev.GetEventId()]++
-		if m.msgID != m.ev.GetEventId() {
-			t.Errorf("seq %d: Nats-Msg-Id %q, event id %q", m.seq, m.msgID, m.ev.GetEventId())
+		wantID, wantSubject := m.ev.GetEventId(), Subject(m.ev.GetDept())
+		if m.producer != "" {
+			wantID, wantSubject = BatchMsgID(m.producer, m.batchSeq), BatchSubject(m.producer)
 		}
-		if want := Subject(m.ev.GetDept()); m.subject != want {
-			t.Errorf("seq %d: subject %q, want %q", m.seq, m.subject, want)
+		if m.msgID != wantID {
+			t.Errorf("seq %d: Nats-Msg-Id %q, want %q", m.seq, m.msgID, wantID)
+		}
+		if m.subject != wantSubject {
+			t.Errorf("seq %d: subject %q, want %q", m.seq, m.subject, wantSubject)
 		}
 	}
 	for _, ev := range want {
@@ -201,6 +224,25 @@ func checkOnce(t testing.TB, msgs []stored, want []*usagev1.UsageEvent) {
 		}
 	}
 	if len(msgs) != len(want) || len(seen) != len(want) {
-		t.Errorf("stream holds %d messages, %d distinct ids; want %d", len(msgs), len(seen), len(want))
+		t.Errorf("stream holds %d events, %d distinct ids; want %d", len(msgs), len(seen), len(want))
+	}
+}
+
+// checkSeqs checks that the batches in msgs come from one producer with
+// seqs 1, 2, 3 ... in stream order, none repeated or missing.
+func checkSeqs(t testing.TB, msgs []stored, producer string) {
+	t.Helper()
+	var last uint64
+	for _, m := range msgs {
+		if m.producer != producer {
+			t.Fatalf("seq %d: producer %q, want %q", m.seq, m.producer, producer)
+		}
+		if m.batchSeq == last {
+			continue // the next event of the same batch
+		}
+		if m.batchSeq != last+1 {
+			t.Fatalf("stream seq %d: batch seq %d after %d", m.seq, m.batchSeq, last)
+		}
+		last = m.batchSeq
 	}
 }

@@ -3,13 +3,18 @@
 // disk.
 //
 // The request path hands each event to [Publisher.Enqueue], which only puts
-// a pointer on a bounded queue. One goroutine ([Publisher.Run]) publishes
-// from that queue asynchronously. When NATS is down or failing, events go to
-// a spool of append-only files on local disk instead, and are republished
-// from there, in order, once NATS answers again. Every event carries its
-// event id as Nats-Msg-Id, so an event published twice (an ack lost to a
+// a pointer on a bounded queue. One goroutine ([Publisher.Run]) gathers the
+// queued events into batches (usagev1.UsageBatch, issue #13) and publishes
+// each batch as one JetStream message, asynchronously. Each publisher is a
+// producer with a stable id, kept in its spool directory, and numbers its
+// batches 1, 2, 3... never reusing a seq (see producer.go). When NATS is
+// down or failing, batches go to a spool of append-only files on local
+// disk instead, and are republished from there, in order and with the same
+// seq, once NATS answers again. A batch published twice (an ack lost to a
 // timeout, a crash between a publish and the spool's offset update) is
-// stored once by the stream.
+// dropped by the stream's duplicate window when it comes back quickly
+// (Nats-Msg-Id "<producer>:<seq>"), and by the consumers' [Dedup] however
+// late it comes.
 package usage
 
 import (
@@ -42,6 +47,9 @@ var (
 // added to an event's way to the stream.
 const DefaultFlushDelay = 250 * time.Microsecond
 
+// DefaultMaxPending is Config.MaxPending's default, in batches.
+const DefaultMaxPending = 256
+
 // Config tunes a Publisher. Zero fields take the documented defaults; only
 // SpoolDir is required.
 type Config struct {
@@ -49,15 +57,19 @@ type Config struct {
 	// When it is full, up to Buffer more events wait in an overflow list
 	// bound for the spool.
 	Buffer int
-	// BatchSize is the number of events taken from the queue, or read from
-	// the spool, per publish batch. Default 256.
+	// BatchSize is the most events one batch (one stream message) carries.
+	// Default 256.
 	BatchSize int
-	// MaxPending bounds the publishes awaiting their ack. Default 4096.
-	// Create the JetStream context with JetStreamOptions so that its own
-	// limit matches.
+	// BatchBytes is the most bytes one encoded batch takes, below the NATS
+	// server's max_payload (1 MiB by default); a batch is closed before an
+	// event would take it over. Default 256 KiB.
+	BatchBytes int
+	// MaxPending bounds the publishes (batches) awaiting their ack. Default
+	// 256. Create the JetStream context with JetStreamOptions so that its
+	// own limit matches.
 	MaxPending int
-	// AckTimeout is how long a publish may wait for its ack before the event
-	// is spooled. Default 5s.
+	// AckTimeout is how long a publish may wait for its ack before its
+	// batch is spooled. Default 5s.
 	AckTimeout time.Duration
 	// SpoolDir holds the spool files. Required; one directory per process.
 	SpoolDir string
@@ -66,14 +78,14 @@ type Config struct {
 	// SyncInterval is how often written spool data is fsynced, and so the
 	// most a power cut can lose. Default 100ms.
 	SyncInterval time.Duration
-	// FlushDelay is how long Run may hold an event while more arrive, so
-	// that up to BatchSize publishes leave in one socket write and their
-	// acks come back together: events that arrive one by one otherwise cost
-	// a socket write, and wake-ups, each (issue #12). It delays the
-	// publication of usage events, never a request, and only while they
-	// come less than FlushDelay apart: an event after a quiet spell is
-	// published at once. Default 250µs; negative publishes every event as
-	// soon as Run takes it.
+	// FlushDelay is how long Run may hold a batch open after its first
+	// event while more arrive, so that up to BatchSize events leave in one
+	// message with one ack: events that arrive one by one otherwise cost a
+	// publish, a socket write and wake-ups each (issues #12, #13). It
+	// delays the publication of usage events, never a request, and only
+	// while they come less than FlushDelay apart: an event after a quiet
+	// spell is published at once, in a batch of its own (with whatever is
+	// already queued). Default 250µs; negative never holds a batch open.
 	FlushDelay time.Duration
 	// FailClosed decides what happens when the queue and the spool are both
 	// full: true makes Enqueue return ErrFull; false drops the event and
@@ -81,9 +93,10 @@ type Config struct {
 	FailClosed bool
 	// OnAck, when set, is called from the Run goroutine with the event id
 	// and stream sequence of each acknowledged event, in publish order
-	// (budget.Tracker.OnAck releases the event's reservation with it). It
-	// must not block. A republished duplicate reports its original
-	// sequence.
+	// (budget.Tracker.OnAck releases the event's reservation with it): the
+	// events of one batch share its message's sequence. It must not block.
+	// A batch republished within the stream's duplicate window reports its
+	// original sequence; one republished later, a new one.
 	OnAck func(eventID string, seq uint64)
 	// Clock returns the current time. Default time.Now.
 	Clock func() time.Time
@@ -94,10 +107,14 @@ func (c Config) withDefaults() Config {
 		c.Buffer = 65536
 	}
 	if c.BatchSize <= 0 {
-		c.BatchSize = 256
+		c.BatchSize = DefaultBatchSize
 	}
+	if c.BatchBytes <= 0 {
+		c.BatchBytes = DefaultBatchBytes
+	}
+	c.BatchBytes = min(c.BatchBytes, maxRecord)
 	if c.MaxPending <= 0 {
-		c.MaxPending = 4096
+		c.MaxPending = DefaultMaxPending
 	}
 	if c.AckTimeout <= 0 {
 		c.AckTimeout = 5 * time.Second
@@ -133,19 +150,27 @@ func (c Config) JetStreamOptions() []jetstream.JetStreamOpt {
 // Stats is a snapshot of a Publisher's counters. Every event counted in
 // Queued is eventually counted in Published, Drained or Dropped; until then
 // it is queued, pending or spooled. An event Enqueue drops itself (queue and
-// spool full, fail-open) is counted in Dropped only.
+// spool full, fail-open) is counted in Dropped only. The event counts are
+// those of the batches counted alike in the Batches fields.
 type Stats struct {
 	Queued     int64 // events accepted by Enqueue
 	Published  int64 // events acked by the stream straight from memory
 	Spooled    int64 // events written to the spool
 	Drained    int64 // spooled events acked by the stream
-	Failed     int64 // publishes that failed or timed out (the event was then spooled)
+	Failed     int64 // events whose publish failed or timed out (their batch was then spooled)
 	Dropped    int64 // events lost: queue and spool full (fail-open), unmarshalable, or a spool write error
 	Torn       int64 // torn spool records truncated when the spool was opened
 	Corrupt    int64 // corrupt spool records moved aside to a .bad file
 	SpoolBytes int64 // spooled bytes not yet drained
 	QueueLen   int64 // events waiting in memory
-	Pending    int64 // publishes awaiting their ack
+	Pending    int64 // publishes (batches) awaiting their ack
+
+	BatchesPublished int64  // batches acked straight from memory
+	BatchesSpooled   int64  // batches written to the spool
+	BatchesDrained   int64  // spooled records acked (batches, and legacy single events of an old spool)
+	BatchesFailed    int64  // publishes that failed or timed out
+	BatchesDropped   int64  // batches lost to a full or failing spool
+	LastSeq          uint64 // seq of the last batch formed; 0 before the first
 }
 
 // lifecycle states of a Publisher.
@@ -187,12 +212,23 @@ type Publisher struct {
 	queued, published, spooled, drained atomic.Int64
 	failed, dropped, pending            atomic.Int64
 
+	batchesPublished, batchesSpooled, batchesDrained atomic.Int64
+	batchesFailed, batchesDropped                    atomic.Int64
+	lastSeq                                          atomic.Uint64
+
+	// num numbers the batches; spoolLow is at most the seq of the oldest
+	// batch found in the spool at start (0: none). Both belong to Run.
+	num      *numbering
+	spoolLow uint64
+
 	run runState // owned by the Run goroutine
 }
 
 // NewPublisher opens (and, after a crash, repairs) the spool in
-// cfg.SpoolDir and returns a Publisher; nothing is published until Run. A
-// nil log discards the Publisher's log lines.
+// cfg.SpoolDir, reads or creates the producer id there, works out the next
+// batch seq (asking the stream for the producer's last batch when NATS is
+// connected, for at most two seconds) and returns a Publisher; nothing is
+// published until Run. A nil log discards the Publisher's log lines.
 func NewPublisher(js jetstream.JetStream, cfg Config, log *slog.Logger) (*Publisher, error) {
 	if js == nil {
 		return nil, errors.New("new usage publisher: nil jetstream")
@@ -211,7 +247,15 @@ func NewPublisher(js jetstream.JetStream, cfg Config, log *slog.Logger) (*Publis
 	if n := sp.torn.Load(); n > 0 {
 		log.Warn("usage spool had a torn record, moved aside", "dir", cfg.SpoolDir, "records", n)
 	}
+	num, low, err := openProducer(js, sp, cfg.SpoolDir)
+	if err != nil {
+		_ = sp.close()
+		return nil, fmt.Errorf("new usage publisher: %w", err)
+	}
+	log.Info("usage producer", "producer_id", num.id, "next_seq", num.last+1, "resumed", num.resumed)
 	p := &Publisher{
+		num:      num,
+		spoolLow: low,
 		js:       js,
 		nc:       js.Conn(),
 		cfg:      cfg,
@@ -290,8 +334,19 @@ func (p *Publisher) Stats() Stats {
 		SpoolBytes: p.spool.unread.Load(),
 		QueueLen:   int64(len(p.ch)) + p.overLen.Load(),
 		Pending:    p.pending.Load(),
+
+		BatchesPublished: p.batchesPublished.Load(),
+		BatchesSpooled:   p.batchesSpooled.Load(),
+		BatchesDrained:   p.batchesDrained.Load(),
+		BatchesFailed:    p.batchesFailed.Load(),
+		BatchesDropped:   p.batchesDropped.Load(),
+		LastSeq:          p.lastSeq.Load(),
 	}
 }
+
+// ProducerID is the publisher's producer id: the prefix of its batches'
+// subject (BatchSubject) and Nats-Msg-Id (BatchMsgID).
+func (p *Publisher) ProducerID() string { return p.num.id }
 
 // Run publishes queued events until Close or until ctx is cancelled, then
 // returns. On Close it flushes as Close describes; on cancellation it writes

@@ -1,6 +1,7 @@
 package usage
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -99,8 +100,9 @@ func (a *acks) check(t *testing.T, msgs []stored) {
 	t.Helper()
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	// The events of one batch share its sequence; batches come in order.
 	for i := 1; i < len(a.list); i++ {
-		if a.list[i] <= a.list[i-1] {
+		if a.list[i] < a.list[i-1] {
 			t.Fatalf("OnAck sequence %d after %d (at %d of %d: %v)", a.list[i], a.list[i-1], i, len(a.list), a.list[max(0, i-5):min(len(a.list), i+5)])
 		}
 	}
@@ -139,6 +141,7 @@ func TestPublishDelivers(t *testing.T) {
 		{name: "flush delay, trickle", depts: []string{"ops", "hr"}, n: 200, gap: 50 * time.Microsecond, cfg: Config{FlushDelay: time.Millisecond}},
 		{name: "flush delay, small batches and window", depts: []string{"ops"}, n: 300, gap: 10 * time.Microsecond,
 			cfg: Config{FlushDelay: time.Millisecond, BatchSize: 7, MaxPending: 5}},
+		{name: "byte cap", depts: []string{"finance", "ops"}, n: 300, cfg: Config{FlushDelay: time.Millisecond, BatchBytes: 1024}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -164,9 +167,20 @@ func TestPublishDelivers(t *testing.T) {
 			msgs := streamMessages(t, js)
 			checkOnce(t, msgs, want)
 			got.check(t, msgs)
+			checkSeqs(t, msgs, p.ProducerID())
 			st := p.Stats()
 			if st.Queued != int64(tt.n) || st.Spooled != 0 || st.Failed != 0 || st.Dropped != 0 || st.Pending != 0 || st.QueueLen != 0 {
 				t.Errorf("stats %+v", st)
+			}
+			batches := len(streamBatches(t, js))
+			if st.BatchesPublished != int64(batches) || st.LastSeq != uint64(batches) {
+				t.Errorf("%d messages in the stream, stats %+v", batches, st)
+			}
+			limit, size := cmp.Or(cfg.BatchSize, DefaultBatchSize), cmp.Or(cfg.BatchBytes, DefaultBatchBytes)
+			for _, m := range msgs {
+				if m.batchLen > limit || m.batchLen > 1 && m.size > size {
+					t.Fatalf("stream seq %d: %d events in %d bytes, limits %d and %d", m.seq, m.batchLen, m.size, limit, size)
+				}
 			}
 		})
 	}

@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"google.golang.org/protobuf/proto"
 
 	usagev1 "github.com/tollgate/tollgate/proto/tollgate/usage/v1"
 )
@@ -24,19 +24,21 @@ const (
 	// maxTick is the longest pause between checks for ack timeouts,
 	// reconnection and fsync.
 	maxTick = 50 * time.Millisecond
-	// maxSubjects caps the cache of per-department subjects.
+	// maxSubjects caps the cache of per-department subjects (legacy
+	// records only).
 	maxSubjects = 4096
 )
 
 // errAckTimeout marks a publish whose ack did not come within AckTimeout.
 var errAckTimeout = errors.New("usage publish ack timeout")
 
-// flight is one publish awaiting its ack.
+// flight is one publish awaiting its ack: a batch, or a legacy
+// single-event record drained from an old spool (head.seq 0).
 type flight struct {
-	ev       *usagev1.UsageEvent
 	fut      jetstream.PubAckFuture
 	deadline time.Time
-	gen      uint64   // drain batch it belongs to; 0 for events sent from memory
+	b        batch
+	gen      uint64   // drain read it belongs to; 0 for batches sent from memory
 	end      spoolPos // spool position after its record (drain only)
 }
 
@@ -53,6 +55,8 @@ func (q *ring) push(f flight) {
 	q.n++
 }
 
+func (q *ring) at(i int) *flight { return &q.buf[(q.head+i)%len(q.buf)] }
+
 func (q *ring) front() *flight {
 	if q.n == 0 {
 		return nil
@@ -68,25 +72,40 @@ func (q *ring) pop() flight {
 	return f
 }
 
-// drainState tracks the one batch of spooled events in flight.
+// drainState tracks the one read of spooled records in flight.
 type drainState struct {
 	active   bool
 	gen      uint64
-	left     int      // publishes of the batch not yet acked
-	next     spoolPos // position after the batch's last record
+	left     int      // publishes of the read not yet acked
+	next     spoolPos // position after the read's last record
 	commitTo spoolPos // position up to which everything was acked
+	lastSeq  uint64   // seq of the last batch acked, in spool order
+	topSeq   uint64   // seq of the read's last batch
 }
 
 // runState is the state owned by the goroutine running the loop.
+//
+// Order. Batches get their seqs in the order their events were taken, are
+// published from memory in seq order, and reach the spool in seq order: a
+// batch whose publish failed is older than every batch still in flight
+// from memory (the ring settles front first), and a new batch is not
+// spooled while batches from memory are in flight (it waits, and its
+// events wait in the queue, until they are acked or spooled, at most
+// AckTimeout). So the spool drains in seq order, and the oldest unacked
+// batch is the first one in flight, or else the oldest one in the spool.
 type runState struct {
 	p     *Publisher
 	cfg   Config
 	spool *spool
+	num   *numbering
 
 	ring     ring
-	backlog  []*usagev1.UsageEvent // events neither NATS nor the spool could take yet
-	batch    []*usagev1.UsageEvent
-	buf      []byte
+	live     int                   // flights in the ring sent from memory
+	backlog  []batch               // batches neither NATS nor the spool could take yet, by seq
+	batch    []*usagev1.UsageEvent // the events of the batch being formed
+	over     []*usagev1.UsageEvent // the overflow list, taken
+	body     []byte                // the events of batch, encoded
+	buf      []byte                // a whole batch, encoded
 	subjects map[string]string
 	opts     []jetstream.PublishOpt
 	msg      nats.Msg // reused for every publish, with msgID as its Nats-Msg-Id
@@ -94,6 +113,10 @@ type runState struct {
 	tick     time.Duration
 	gather   *time.Timer // ends a FlushDelay wait
 	lastTake time.Time   // when the last event was taken from the queue
+
+	// spoolLow is at most the seq of the oldest batch in the spool (0: no
+	// batch known there).
+	spoolLow uint64
 
 	now      time.Time
 	up       bool      // connected and not backing off
@@ -111,7 +134,7 @@ type runState struct {
 }
 
 func (r *runState) init(p *Publisher) {
-	r.p, r.cfg, r.spool = p, p.cfg, p.spool
+	r.p, r.cfg, r.spool, r.num = p, p.cfg, p.spool, p.num
 	r.ring.buf = make([]flight, p.cfg.MaxPending)
 	r.subjects = make(map[string]string)
 	// No retries inside the client: the spool retries, and the client would
@@ -124,6 +147,7 @@ func (r *runState) init(p *Publisher) {
 	// would allocate a header map and an option per publish.
 	r.msgID = make([]string, 1)
 	r.msg.Header = nats.Header{jetstream.MsgIDHeader: r.msgID}
+	r.spoolLow = p.spoolLow
 	r.tick = min(p.cfg.SyncInterval, maxTick)
 	r.gather = time.NewTimer(time.Hour)
 	r.gather.Stop()
@@ -147,8 +171,8 @@ func (r *runState) loop(ctx, stop context.Context) error {
 	return r.finish()
 }
 
-// step does the work that needs no waiting: place held events, start a
-// drain batch, move the overflow list to the spool, write spooled bytes.
+// step does the work that needs no waiting: place held batches, start a
+// drain read, move the overflow list to the spool, write spooled bytes.
 func (r *runState) step() {
 	r.refresh()
 	r.placeBacklog()
@@ -158,11 +182,12 @@ func (r *runState) step() {
 	if len(r.backlog) == 0 && (r.canTake() || !r.p.spoolFull.Load()) {
 		// Enqueue found the queue full: these go to the spool, behind
 		// whatever the queue holds.
-		r.batch = r.p.takeOverflow(r.batch[:0])
-		for i, ev := range r.batch {
-			r.spoolOrHold(ev)
-			r.batch[i] = nil
+		r.over = r.p.takeOverflow(r.over[:0])
+		for _, ev := range r.over {
+			r.add(ev, true)
 		}
+		r.form(true)
+		clear(r.over)
 	}
 	r.flushSpool()
 }
@@ -231,13 +256,13 @@ func (r *runState) refresh() {
 	r.up = r.p.nc.IsConnected() && (r.stopping || !r.now.Before(r.retryAt))
 }
 
-// spooling reports whether new events must go to the spool: NATS is down
-// or backing off, or the spool holds older events that must go first.
+// spooling reports whether new batches must go to the spool: NATS is down
+// or backing off, or the spool holds older batches that must go first.
 func (r *runState) spooling() bool {
 	return !r.up || r.spool.hasData()
 }
 
-// canTake reports whether an event taken from the queue can be placed now.
+// canTake reports whether a batch formed from the queue can be placed now.
 // When it cannot, events stay queued and Enqueue sees the queue fill up.
 func (r *runState) canTake() bool {
 	if len(r.backlog) > 0 {
@@ -245,123 +270,207 @@ func (r *runState) canTake() bool {
 	}
 	room := r.ring.len() < r.cfg.MaxPending
 	if r.spooling() {
-		return !r.p.spoolFull.Load() || (r.up && room)
+		return (!r.p.spoolFull.Load() && r.live == 0) || (r.up && room)
 	}
 	return room
 }
 
-// take places ev, taken from the queue, and up to BatchSize-1 more events
-// already queued behind it. While events come less than FlushDelay apart
-// and go straight to NATS, it first waits up to FlushDelay for more, so
-// that their publishes leave in one socket write; an event after a quiet
-// spell is published at once.
+// take forms a batch from ev, taken from the queue, and the events queued
+// behind it, up to BatchSize events. While events come less than
+// FlushDelay apart and go straight to NATS, it first waits until
+// FlushDelay has passed since ev was taken, or the batch is full, so that
+// one publish carries them all; an event after a quiet spell is published
+// at once.
 func (r *runState) take(ev *usagev1.UsageEvent) {
 	r.refresh() // the connection may have dropped while we waited
 	busy := r.cfg.FlushDelay > 0 && r.now.Sub(r.lastTake) < r.cfg.FlushDelay
 	r.lastTake = r.now
+	r.add(ev, false)
 	if busy && !r.stopping && !r.spooling() && len(r.backlog) == 0 {
-		r.gatherAndPublish(ev)
-		return
+		r.gatherQueued(r.cfg.BatchSize - 1)
+		r.refresh()
+		r.lastTake = r.now
+	} else {
+		r.takeQueued(r.cfg.BatchSize - 1)
 	}
-	r.route(ev)
-	r.takeMore()
+	r.form(false)
 }
 
-func (r *runState) takeMore() {
-	for i := 1; i < r.cfg.BatchSize && r.canTake(); i++ {
+// gatherQueued adds up to n events, queued or arriving, until FlushDelay
+// has passed. A stop request or an ack waits meanwhile, at most
+// FlushDelay.
+func (r *runState) gatherQueued(n int) {
+	n -= r.takeQueued(n)
+	if n <= 0 {
+		return
+	}
+	r.gather.Reset(r.cfg.FlushDelay)
+	defer r.gather.Stop()
+	for n > 0 && len(r.backlog) == 0 {
 		select {
 		case ev := <-r.p.ch:
-			r.route(ev)
-		default:
+			r.add(ev, false)
+			n--
+			n -= r.takeQueued(n)
+		case <-r.gather.C:
 			return
 		}
 	}
 }
 
-// gatherAndPublish holds ev and the events queued after it until
-// FlushDelay has passed since ev was taken, or BatchSize events (or as many
-// as the publish window has room for) are in hand, then publishes them one
-// after another. A stop request or an ack waits meanwhile, at most
-// FlushDelay.
-func (r *runState) gatherAndPublish(ev *usagev1.UsageEvent) {
-	limit := min(r.cfg.BatchSize, r.cfg.MaxPending-r.ring.len())
-	b := r.takeQueued(append(r.batch[:0], ev), limit)
-	if len(b) < limit {
-		r.gather.Reset(r.cfg.FlushDelay)
-	wait:
-		for len(b) < limit {
-			select {
-			case ev := <-r.p.ch:
-				b = r.takeQueued(append(b, ev), limit)
-			case <-r.gather.C:
-				break wait
-			}
-		}
-		r.gather.Stop()
-	}
-	r.refresh()
-	r.lastTake = r.now
-	for i, ev := range b {
-		r.route(ev)
-		b[i] = nil
-	}
-	r.batch = b[:0]
-}
-
-// takeQueued appends to b the events waiting in the queue, up to limit in
-// all.
-func (r *runState) takeQueued(b []*usagev1.UsageEvent, limit int) []*usagev1.UsageEvent {
-	for len(b) < limit {
+// takeQueued adds up to n of the events waiting in the queue, and returns
+// how many it took. It stops early when the queue is empty or a batch
+// formed on the way could not be placed.
+func (r *runState) takeQueued(n int) int {
+	took := 0
+	for took < n && len(r.backlog) == 0 {
 		select {
 		case ev := <-r.p.ch:
-			b = append(b, ev)
+			r.add(ev, false)
+			took++
 		default:
-			return b
+			return took
 		}
 	}
-	return b
+	return took
 }
 
-// route publishes ev or spools it, holding it in the backlog when neither
-// can take it now.
-func (r *runState) route(ev *usagev1.UsageEvent) {
-	if !r.place(ev, r.spooling() || len(r.backlog) > 0) {
-		r.backlog = append(r.backlog, ev)
+// add appends ev to the batch being formed, forming the batch first when
+// ev would take it over BatchBytes.
+func (r *runState) add(ev *usagev1.UsageEvent, spool bool) {
+	n := eventSize(ev)
+	if len(r.batch) > 0 && len(r.body)+n > r.cfg.BatchBytes {
+		r.form(spool)
 	}
-}
-
-// place publishes ev from memory, or, when spool is set or the publish
-// fails, appends it to the spool. A full spool does not stop an event from
-// being published when NATS is up. It returns false when ev could be placed
-// nowhere.
-func (r *runState) place(ev *usagev1.UsageEvent, spool bool) bool {
-	data, err := r.marshal(ev)
+	body, err := appendEvent(r.body, ev)
 	if err != nil {
 		r.p.dropped.Add(1)
 		r.p.log.Error("usage event dropped: cannot marshal", "event_id", ev.GetEventId(), "err", err)
+		return
+	}
+	r.body = body
+	r.batch = append(r.batch, ev)
+	if len(r.batch) >= r.cfg.BatchSize {
+		r.form(spool)
+	}
+}
+
+// form numbers the batch being formed and places it: published, spooled
+// (always, with spool set), or held in the backlog.
+func (r *runState) form(spool bool) {
+	if len(r.batch) == 0 {
+		return
+	}
+	seq, resumed, err := r.num.next()
+	if err != nil {
+		r.p.log.Error("usage batch seq not persisted: a restart may reuse seqs", "seq", seq, "err", err)
+	}
+	r.p.lastSeq.Store(seq)
+	b := batch{
+		head:   batchHead{seq: seq, createdMs: r.cfg.Clock().UnixMilli(), resumed: resumed},
+		events: slices.Clone(r.batch),
+	}
+	clear(r.batch)
+	r.batch = r.batch[:0]
+	r.buf = append(appendBatchHead(r.buf[:0], r.num.id, b.head), r.body...)
+	r.body = r.body[:0]
+	// Behind a held batch, a new one waits too, to keep the order.
+	if len(r.backlog) > 0 || !r.place(&b, r.buf, spool || r.spooling()) {
+		r.backlog = append(r.backlog, b)
+	}
+}
+
+// encode returns b's encoding, in r.buf.
+func (r *runState) encode(b *batch) []byte {
+	data, bad := appendBatch(r.buf[:0], r.num.id, b)
+	r.buf = data
+	if bad > 0 {
+		r.p.dropped.Add(int64(bad))
+	}
+	return data
+}
+
+// place publishes b (encoded as data) from memory, or, when spool is set
+// or the publish fails, appends it to the spool. A full spool does not
+// stop a batch from being published when NATS is up. It returns false when
+// b could be placed nowhere.
+func (r *runState) place(b *batch, data []byte, spool bool) bool {
+	n := int64(len(b.events))
+	room := r.room(b.head.seq)
+	if !spool && room && r.publishLive(b, data) {
 		return true
 	}
-	room := r.ring.len() < r.cfg.MaxPending
-	if !spool && room && r.publishLive(ev, data) {
+	if r.mayAppend(b.head.seq) {
+		switch err := r.spool.append(data); {
+		case err == nil:
+			r.spooledBatch(b)
+			return true
+		case errors.Is(err, errSpoolFull):
+			r.p.spoolFull.Store(true)
+		default:
+			r.p.dropped.Add(n)
+			r.p.batchesDropped.Add(1)
+			r.p.log.Error("usage batch dropped: cannot spool", "seq", b.head.seq, "events", n, "err", err)
+			return true
+		}
+	}
+	return r.up && room && r.publishLive(b, data)
+}
+
+func (r *runState) spooledBatch(b *batch) {
+	r.p.spooled.Add(int64(len(b.events)))
+	r.p.batchesSpooled.Add(1)
+	if r.spoolLow == 0 || b.head.seq < r.spoolLow {
+		r.spoolLow = b.head.seq
+	}
+}
+
+// mayAppend reports whether batch seq may go to the spool now without
+// breaking its seq order: no older batch is in flight from memory.
+func (r *runState) mayAppend(seq uint64) bool {
+	if r.live == 0 {
 		return true
 	}
-	switch err := r.spool.append(data); {
-	case err == nil:
-		r.p.spooled.Add(1)
-		return true
-	case errors.Is(err, errSpoolFull):
-		r.p.spoolFull.Store(true)
-	default:
-		r.p.dropped.Add(1)
-		r.p.log.Error("usage event dropped: cannot spool", "event_id", ev.GetEventId(), "err", err)
-		return true
+	for i := range r.ring.len() {
+		if f := r.ring.at(i); f.gen == 0 {
+			return seq < f.b.head.seq
+		}
 	}
-	return r.up && room && r.publishLive(ev, data)
+	return true
+}
+
+// room reports whether batch seq may be published now: a slot is free,
+// and seq is below the oldest unacked batch's seq + WindowSize, so that
+// consumers never see a producer's batches further out of order than
+// their Window can tell apart.
+func (r *runState) room(seq uint64) bool {
+	if r.ring.len() >= r.cfg.MaxPending {
+		return false
+	}
+	low := r.ringLow()
+	if r.spool.hasData() && r.spoolLow != 0 && (low == 0 || r.spoolLow < low) {
+		low = r.spoolLow
+	}
+	return low == 0 || seq < low+WindowSize
+}
+
+// ringLow is the seq of the first batch in flight, or 0.
+func (r *runState) ringLow() uint64 {
+	for i := range r.ring.len() {
+		if s := r.ring.at(i).b.head.seq; s != 0 {
+			return s
+		}
+	}
+	return 0
 }
 
 func (r *runState) placeBacklog() {
 	n := 0
-	for n < len(r.backlog) && r.place(r.backlog[n], r.spooling()) {
+	for n < len(r.backlog) {
+		b := &r.backlog[n]
+		if !r.place(b, r.encode(b), r.spooling()) {
+			break
+		}
 		n++
 	}
 	if n == 0 {
@@ -372,40 +481,50 @@ func (r *runState) placeBacklog() {
 	r.backlog = r.backlog[:rest]
 }
 
-// spoolOrHold appends ev to the spool, or holds it in the backlog when the
-// spool is full.
-func (r *runState) spoolOrHold(ev *usagev1.UsageEvent) {
-	if !r.place(ev, true) {
-		r.backlog = append(r.backlog, ev)
-	}
+// hold puts b in the backlog at its place in seq order.
+func (r *runState) hold(b batch) {
+	i, _ := slices.BinarySearchFunc(r.backlog, b.head.seq, func(x batch, seq uint64) int {
+		switch {
+		case x.head.seq < seq:
+			return -1
+		case x.head.seq > seq:
+			return 1
+		}
+		return 0
+	})
+	r.backlog = slices.Insert(r.backlog, i, b)
 }
 
-func (r *runState) marshal(ev *usagev1.UsageEvent) ([]byte, error) {
-	b, err := proto.MarshalOptions{}.MarshalAppend(r.buf[:0], ev)
+func (r *runState) publishLive(b *batch, data []byte) bool {
+	r.msg.Subject, r.msg.Data = BatchSubject(r.num.id), data
+	r.msgID[0] = BatchMsgID(r.num.id, b.head.seq)
+	fut, err := r.p.js.PublishMsgAsync(&r.msg, r.opts...)
 	if err != nil {
-		return nil, err
-	}
-	r.buf = b
-	return b, nil
-}
-
-func (r *runState) publishLive(ev *usagev1.UsageEvent, data []byte) bool {
-	fut, err := r.publish(ev, data)
-	if err != nil {
-		r.p.failed.Add(1)
+		r.p.failed.Add(int64(len(b.events)))
+		r.p.batchesFailed.Add(1)
 		r.markFailure(err)
 		return false
 	}
-	r.ring.push(flight{ev: ev, fut: fut, deadline: r.now.Add(r.cfg.AckTimeout)})
+	r.ring.push(flight{b: *b, fut: fut, deadline: r.now.Add(r.cfg.AckTimeout)})
+	r.live++
 	r.p.pending.Store(int64(r.ring.len()))
 	return true
 }
 
-// publish sends one event asynchronously. The client copies data before
-// returning, so the caller may reuse it.
-func (r *runState) publish(ev *usagev1.UsageEvent, data []byte) (jetstream.PubAckFuture, error) {
-	r.msg.Subject, r.msg.Data = r.subject(ev.GetDept()), data
-	r.msgID[0] = ev.GetEventId()
+// publishRecord sends one spooled record as it is: a batch on its
+// producer's subject, a legacy event on its department's subject with its
+// event id as Nats-Msg-Id, as before batches existed. The client copies
+// data before returning, so the caller may reuse it.
+func (r *runState) publishRecord(b *usagev1.UsageBatch, data []byte) (jetstream.PubAckFuture, error) {
+	if b.ProducerId == "" {
+		ev := b.Events[0]
+		r.msg.Subject = r.subject(ev.GetDept())
+		r.msgID[0] = ev.GetEventId()
+	} else {
+		r.msg.Subject = BatchSubject(b.ProducerId)
+		r.msgID[0] = BatchMsgID(b.ProducerId, b.Seq)
+	}
+	r.msg.Data = data
 	return r.p.js.PublishMsgAsync(&r.msg, r.opts...)
 }
 
@@ -420,7 +539,7 @@ func (r *runState) subject(dept string) string {
 	return s
 }
 
-// markFailure starts (or lengthens) a pause in publishing: events are
+// markFailure starts (or lengthens) a pause in publishing: batches are
 // spooled until it ends, then the spool is drained.
 func (r *runState) markFailure(err error) {
 	r.up = false
@@ -458,7 +577,9 @@ func (r *runState) expire() {
 }
 
 // settle handles the outcome of one publish, taken from the front of the
-// ring.
+// ring. A failed batch is spooled whole, with its seq, to be published
+// again later: consumers drop it if the first publish did reach the
+// stream.
 func (r *runState) settle(f flight, ack *jetstream.PubAck, err error) {
 	p := r.p
 	p.pending.Store(int64(r.ring.len()))
@@ -466,34 +587,50 @@ func (r *runState) settle(f flight, ack *jetstream.PubAck, err error) {
 		r.settleDrain(f, ack, err)
 		return
 	}
+	r.live--
 	if err != nil {
-		p.failed.Add(1)
+		p.failed.Add(int64(len(f.b.events)))
+		p.batchesFailed.Add(1)
 		r.markFailure(err)
-		r.spoolOrHold(f.ev)
+		if !r.place(&f.b, r.encode(&f.b), true) {
+			r.hold(f.b)
+		}
 		return
 	}
-	p.published.Add(1)
+	p.published.Add(int64(len(f.b.events)))
+	p.batchesPublished.Add(1)
 	r.backoff = 0
-	if r.cfg.OnAck != nil {
-		r.cfg.OnAck(f.ev.GetEventId(), ack.Sequence)
+	r.acked(f.b.events, ack.Sequence)
+}
+
+// acked reports each event of an acked message to OnAck.
+func (r *runState) acked(evs []*usagev1.UsageEvent, seq uint64) {
+	if r.cfg.OnAck == nil {
+		return
+	}
+	for _, ev := range evs {
+		r.cfg.OnAck(ev.GetEventId(), seq)
 	}
 }
 
 func (r *runState) settleDrain(f flight, ack *jetstream.PubAck, err error) {
 	d := &r.drain
 	if !d.active || f.gen != d.gen {
-		return // from an abandoned batch: its records are read again
+		return // from an abandoned read: its records are read again
 	}
 	if err != nil {
-		r.p.failed.Add(1)
+		r.p.failed.Add(int64(len(f.b.events)))
+		r.p.batchesFailed.Add(1)
 		r.markFailure(err)
 		r.endDrain()
 		return
 	}
-	r.p.drained.Add(1)
+	r.p.drained.Add(int64(len(f.b.events)))
+	r.p.batchesDrained.Add(1)
 	r.backoff = 0
-	if r.cfg.OnAck != nil {
-		r.cfg.OnAck(f.ev.GetEventId(), ack.Sequence)
+	r.acked(f.b.events, ack.Sequence)
+	if f.b.head.seq != 0 {
+		d.lastSeq = f.b.head.seq
 	}
 	d.left--
 	d.commitTo = f.end
@@ -503,14 +640,16 @@ func (r *runState) settleDrain(f flight, ack *jetstream.PubAck, err error) {
 	}
 }
 
-// startDrain publishes the next batch of spooled events when NATS is up and
-// no batch is in flight.
+// startDrain publishes the next read of spooled records when NATS is up
+// and no read is in flight. It stops a read early at a batch the window
+// does not allow yet.
 func (r *runState) startDrain() {
 	if r.drain.active || !r.up || !r.spool.hasData() {
 		return
 	}
-	// A drain batch fills the whole publish window: one batch is in flight
-	// at a time, so small batches would make draining a long outage slow.
+	// A read fills the publish window (up to the spool's read chunk): one
+	// read is in flight at a time, so small reads would make draining a
+	// long outage slow.
 	room := r.cfg.MaxPending - r.ring.len()
 	if room <= 0 {
 		return
@@ -524,25 +663,38 @@ func (r *runState) startDrain() {
 	r.gen++
 	r.drain = drainState{active: true, gen: r.gen, next: next, commitTo: r.spool.rpos}
 	d := &r.drain
+	low := r.ringLow()
 	for _, rec := range recs {
-		ev := new(usagev1.UsageEvent)
-		if err := proto.Unmarshal(rec.payload, ev); err != nil {
-			// Intact on disk yet not an event: set it aside like a corrupt record.
+		b := new(usagev1.UsageBatch)
+		if err := DecodeMessage(rec.payload, b); err != nil {
+			// Intact on disk yet not a batch: set it aside like a corrupt record.
 			if err := r.spool.moveBad(rec.start.seg, rec.payload); err != nil {
 				r.p.log.Error("usage spool", "err", err)
 			}
 			r.spool.corrupt.Add(1)
 			continue
 		}
-		fut, err := r.publish(ev, rec.payload)
+		if b.Seq != 0 {
+			if low == 0 {
+				low = b.Seq
+			}
+			if b.Seq >= low+WindowSize {
+				d.next = rec.start // held back until the older ones are acked
+				break
+			}
+		}
+		fut, err := r.publishRecord(b, rec.payload)
 		if err != nil {
-			r.p.failed.Add(1)
+			r.p.failed.Add(int64(len(b.Events)))
+			r.p.batchesFailed.Add(1)
 			r.markFailure(err)
 			d.next = rec.start
 			break
 		}
-		r.ring.push(flight{ev: ev, fut: fut, deadline: r.now.Add(r.cfg.AckTimeout), gen: d.gen, end: rec.end})
+		fb := batch{head: batchHead{seq: b.Seq}, events: b.Events}
+		r.ring.push(flight{b: fb, fut: fut, deadline: r.now.Add(r.cfg.AckTimeout), gen: d.gen, end: rec.end})
 		d.left++
+		d.topSeq = max(d.topSeq, b.Seq)
 	}
 	r.p.pending.Store(int64(r.ring.len()))
 	if d.left == 0 {
@@ -551,11 +703,15 @@ func (r *runState) startDrain() {
 	}
 }
 
-// endDrain closes the drain batch, committing the spool position up to
+// endDrain closes the drain read, committing the spool position up to
 // which every record was published.
 func (r *runState) endDrain() {
 	d := &r.drain
 	d.active = false
+	if d.lastSeq != 0 {
+		// The spool is in seq order: what is left there comes after.
+		r.spoolLow = max(r.spoolLow, d.lastSeq+1)
+	}
 	if d.commitTo == r.spool.rpos {
 		return
 	}
@@ -566,9 +722,12 @@ func (r *runState) endDrain() {
 	if r.spool.disk < disk {
 		r.p.spoolFull.Store(false)
 	}
-	if !r.spool.hasData() && r.degraded {
-		r.degraded = false
-		r.p.log.Info("usage spool drained, publishing directly")
+	if !r.spool.hasData() {
+		r.spoolLow = 0
+		if r.degraded {
+			r.degraded = false
+			r.p.log.Info("usage spool drained, publishing directly")
+		}
 	}
 }
 
@@ -589,9 +748,9 @@ func (r *runState) onTick() {
 	}
 }
 
-// finish writes everything still in memory to the spool and closes it.
-// Publishes still awaiting an ack are spooled too: if they did reach the
-// stream, the republished copy is deduplicated.
+// finish writes everything still in memory to the spool, in seq order,
+// and closes it. Batches still awaiting an ack are spooled too: if they did
+// reach the stream, consumers drop the republished copy by its seq.
 func (r *runState) finish() error {
 	p := r.p
 	r.stopping = true
@@ -601,39 +760,49 @@ func (r *runState) finish() error {
 		r.endDrain() // keep what was acked; the rest is read again next time
 	}
 	var lost int64
-	keep := func(ev *usagev1.UsageEvent) {
-		data, err := r.marshal(ev)
-		if err == nil {
-			err = r.spool.append(data)
-		}
+	keep := func(b *batch) {
+		err := r.spool.append(r.encode(b))
 		if err != nil {
-			lost++
-			p.dropped.Add(1)
+			lost += int64(len(b.events))
+			p.dropped.Add(int64(len(b.events)))
+			p.batchesDropped.Add(1)
 			return
 		}
-		p.spooled.Add(1)
+		r.spooledBatch(b)
 	}
-	for _, ev := range r.backlog {
-		keep(ev)
+	for r.ring.len() > 0 {
+		if f := r.ring.pop(); f.gen == 0 {
+			keep(&f.b)
+		}
+	}
+	r.live = 0
+	r.up = false // nothing more is sent: what is left goes to the spool
+	p.pending.Store(0)
+	for i := range r.backlog {
+		keep(&r.backlog[i])
 	}
 	clear(r.backlog)
 	r.backlog = r.backlog[:0]
-	for r.ring.len() > 0 {
-		if f := r.ring.pop(); f.gen == 0 {
-			keep(f.ev)
-		}
-	}
-	p.pending.Store(0)
+	// Whatever is left in memory forms new batches, straight to the spool
+	// (the backlog is empty and nothing is in flight, so add and form
+	// append them).
 	for len(p.ch) > 0 {
-		keep(<-p.ch)
+		r.add(<-p.ch, true)
 	}
-	for _, ev := range p.takeOverflow(r.batch[:0]) {
-		keep(ev)
+	for _, ev := range p.takeOverflow(r.over[:0]) {
+		r.add(ev, true)
 	}
+	r.form(true)
+	for _, b := range r.backlog { // the spool was full
+		lost += int64(len(b.events))
+		p.dropped.Add(int64(len(b.events)))
+		p.batchesDropped.Add(1)
+	}
+	r.backlog = nil
 	if lost > 0 {
 		p.log.Error("usage events dropped at shutdown: spool full or failing", "events", lost)
 	}
-	r.closeErr = r.spool.close()
+	r.closeErr = errors.Join(r.spool.close(), r.num.close())
 	if r.closeErr != nil {
 		r.closeErr = fmt.Errorf("close usage publisher: %w", r.closeErr)
 	}

@@ -612,3 +612,66 @@ func syncDir(dir string) error {
 	}
 	return nil
 }
+
+// batchSeqs returns the seq of the first batch not yet drained (of any
+// producer) and the highest seq of producer's batches in the spool, each
+// 0 when there is none. It reads the spool's files without changing them
+// (damage is left for the reader to move aside); it is meant for start-up,
+// when nothing is buffered.
+func (s *spool) batchSeqs(producer string) (low, top uint64, err error) {
+	for i := s.segIndex(s.rpos.seg); i < len(s.segs) && low == 0; i++ {
+		off := int64(0)
+		if s.segs[i].id == s.rpos.seg {
+			off = s.rpos.off
+		}
+		err := s.eachRecord(i, off, func(payload []byte) bool {
+			if _, seq, ok := batchHeader(payload); ok {
+				low = seq
+				return false
+			}
+			return true
+		})
+		if err != nil {
+			return 0, 0, err
+		}
+	}
+	// Batches are spooled in seq order: the last one is the highest.
+	for i := len(s.segs) - 1; i >= 0 && top == 0; i-- {
+		err := s.eachRecord(i, 0, func(payload []byte) bool {
+			if id, seq, ok := batchHeader(payload); ok && id == producer {
+				top = max(top, seq)
+			}
+			return true
+		})
+		if err != nil {
+			return 0, 0, err
+		}
+	}
+	return low, top, nil
+}
+
+// eachRecord calls fn with the payload of each intact record of segment i
+// from offset off on, until fn returns false. Damaged bytes are skipped.
+func (s *spool) eachRecord(i int, off int64, fn func(payload []byte) bool) error {
+	if s.segs[i].size <= off {
+		return nil
+	}
+	data, err := os.ReadFile(s.segPath(s.segs[i].id))
+	if err != nil {
+		return fmt.Errorf("read spool segment: %w", err)
+	}
+	for o := int(off); o < len(data); {
+		n, ok := s.validAt(data, o)
+		if !ok {
+			if o = s.resync(data, o+1); o < 0 {
+				break
+			}
+			continue
+		}
+		if !fn(data[o+recHeader : o+n]) {
+			break
+		}
+		o += n
+	}
+	return nil
+}

@@ -1,0 +1,108 @@
+package usage
+
+import (
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+
+	usagev1 "github.com/tollgate/tollgate/proto/tollgate/usage/v1"
+)
+
+// Field numbers of usagev1.UsageBatch, which the publisher encodes by hand
+// so that each event is marshalled once, straight into the batch's buffer.
+const (
+	fieldProducerID = 1000
+	fieldSeq        = 1001
+	fieldEvents     = 1002
+	fieldCreated    = 1003
+	fieldResumed    = 1004
+)
+
+const (
+	// DefaultBatchSize is Config.BatchSize's default, in events.
+	DefaultBatchSize = 256
+	// DefaultBatchBytes is Config.BatchBytes's default: a quarter of NATS's
+	// default max_payload (1 MiB), so that a batch always fits in one
+	// message.
+	DefaultBatchBytes = 256 << 10
+)
+
+// batchHead is what a batch carries besides its events.
+type batchHead struct {
+	seq       uint64 // 0 for a legacy single-event record
+	createdMs int64
+	resumed   bool
+}
+
+// batch is a formed batch: numbered, with the events it carries. It owns
+// its events slice.
+type batch struct {
+	head   batchHead
+	events []*usagev1.UsageEvent
+}
+
+// appendBatchHead appends the encoding of a UsageBatch's fields other than
+// its events; appendEvent then adds each event. The fields may come in any
+// order on the wire, so the two can be concatenated.
+func appendBatchHead(b []byte, producer string, h batchHead) []byte {
+	b = protowire.AppendTag(b, fieldProducerID, protowire.BytesType)
+	b = protowire.AppendString(b, producer)
+	b = protowire.AppendTag(b, fieldSeq, protowire.VarintType)
+	b = protowire.AppendVarint(b, h.seq)
+	if h.createdMs != 0 {
+		b = protowire.AppendTag(b, fieldCreated, protowire.VarintType)
+		b = protowire.AppendVarint(b, uint64(h.createdMs))
+	}
+	if h.resumed {
+		b = protowire.AppendTag(b, fieldResumed, protowire.VarintType)
+		b = protowire.AppendVarint(b, 1)
+	}
+	return b
+}
+
+// eventSize is how many bytes appendEvent adds for ev. It leaves ev's size
+// cached in ev for appendEvent.
+func eventSize(ev *usagev1.UsageEvent) int {
+	return protowire.SizeTag(fieldEvents) + protowire.SizeBytes(proto.Size(ev))
+}
+
+// cachedSize marshals a message whose size was just computed.
+var cachedSize = proto.MarshalOptions{UseCachedSize: true}
+
+// appendEvent appends ev as one element of a batch's events, after
+// eventSize(ev). On an error b is returned unchanged.
+func appendEvent(b []byte, ev *usagev1.UsageEvent) ([]byte, error) {
+	n := cachedSize.Size(ev)
+	out := protowire.AppendTag(b, fieldEvents, protowire.BytesType)
+	out = protowire.AppendVarint(out, uint64(n))
+	mark := len(out)
+	out, err := cachedSize.MarshalAppend(out, ev)
+	if err == nil && len(out)-mark != n {
+		err = errSizeChanged
+	}
+	if err != nil {
+		return b, err
+	}
+	return out, nil
+}
+
+// appendBatch appends the whole encoding of bt. Events that cannot be
+// marshalled are left out and counted in bad.
+func appendBatch(b []byte, producer string, bt *batch) (_ []byte, bad int) {
+	b = appendBatchHead(b, producer, bt.head)
+	for _, ev := range bt.events {
+		eventSize(ev)
+		var err error
+		if b, err = appendEvent(b, ev); err != nil {
+			bad++
+		}
+	}
+	return b, bad
+}
+
+type encodeError string
+
+func (e encodeError) Error() string { return string(e) }
+
+// errSizeChanged reports an event whose size changed while it was
+// marshalled: the caller modified it after Enqueue.
+const errSizeChanged = encodeError("usage event changed while it was marshalled")
