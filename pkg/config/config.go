@@ -126,14 +126,22 @@ type Usage struct {
 	SpoolDir string `yaml:"spool_dir"`
 	// Buffer is the in-memory queue in events. Default 65536.
 	Buffer int `yaml:"buffer"`
+	// BatchSize is the most events one batch (one stream message) carries.
+	// Default 256.
+	BatchSize int `yaml:"batch_size"`
+	// BatchBytes is the most bytes one encoded batch takes; it must stay
+	// under the NATS server's max_payload (1 MiB by default). Default
+	// 262144 (256 KiB), at most 4 MiB.
+	BatchBytes int `yaml:"batch_bytes"`
 	// SpoolMaxBytes bounds the spool. Default 1 GiB.
 	SpoolMaxBytes int64 `yaml:"spool_max_bytes"`
 	// SyncInterval is the spool fsync interval: the most a SIGKILL can lose. Default 100ms.
 	SyncInterval time.Duration `yaml:"sync_interval"`
-	// FlushDelay is how long the publisher may hold an event while more
-	// arrive, so that their publishes share one socket write (usage events
-	// only; no request waits on it). 0 takes the default, 250us; a
-	// negative value (e.g. -1ms) publishes every event at once.
+	// FlushDelay is how long the publisher may hold a batch open after its
+	// first event while more arrive, so that they share one message and
+	// one ack (usage events only; no request waits on it). 0 takes the
+	// default, 250us; a negative value (e.g. -1ms) never holds a batch
+	// open.
 	FlushDelay time.Duration `yaml:"flush_delay"`
 	// FailClosed answers 503 when buffer and spool are both full; false
 	// serves the request and counts the lost event. Default false.

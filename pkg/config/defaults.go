@@ -36,9 +36,15 @@ const (
 	DefaultNATSDataDir         = "./data/nats"
 	DefaultSpoolDir            = "./data/spool"
 	DefaultUsageBuffer         = 65536
-	DefaultSpoolMaxBytes       = 1 << 30
-	DefaultSyncInterval        = 100 * time.Millisecond
-	DefaultUnpricedModel       = UnpricedZero
+	DefaultUsageBatchSize      = 256
+	DefaultUsageBatchBytes     = 256 << 10
+	// MaxUsageBatchBytes is the largest usage.batch_bytes: a spool record's
+	// limit. The NATS server's max_payload (1 MiB by default) must be
+	// above the value used.
+	MaxUsageBatchBytes   = 4 << 20
+	DefaultSpoolMaxBytes = 1 << 30
+	DefaultSyncInterval  = 100 * time.Millisecond
+	DefaultUnpricedModel = UnpricedZero
 )
 
 // Values of Provider.Kind. Package kind owns them (and what each kind
@@ -117,6 +123,8 @@ func (c *Config) ApplyDefaults() {
 
 	setDefault(&c.Usage.SpoolDir, DefaultSpoolDir)
 	setDefault(&c.Usage.Buffer, DefaultUsageBuffer)
+	setDefault(&c.Usage.BatchSize, DefaultUsageBatchSize)
+	setDefault(&c.Usage.BatchBytes, DefaultUsageBatchBytes)
 	setDefault(&c.Usage.SpoolMaxBytes, DefaultSpoolMaxBytes)
 	setDefault(&c.Usage.SyncInterval, DefaultSyncInterval)
 	setDefault(&c.Usage.UnpricedModel, DefaultUnpricedModel)

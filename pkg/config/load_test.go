@@ -141,6 +141,8 @@ func TestParseDefaults(t *testing.T) {
 		{"nats.data_dir", c.NATS.DataDir, "./data/nats"},
 		{"usage.spool_dir", c.Usage.SpoolDir, "./data/spool"},
 		{"usage.buffer", c.Usage.Buffer, 65536},
+		{"usage.batch_size", c.Usage.BatchSize, 256},
+		{"usage.batch_bytes", c.Usage.BatchBytes, 256 << 10},
 		{"usage.spool_max_bytes", c.Usage.SpoolMaxBytes, int64(1 << 30)},
 		{"usage.sync_interval", c.Usage.SyncInterval, 100 * time.Millisecond},
 		{"usage.unpriced_model", c.Usage.UnpricedModel, "zero"},

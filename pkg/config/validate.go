@@ -452,6 +452,10 @@ func (v *validator) nats(n *NATS) {
 func (v *validator) usage(u *Usage) {
 	nonNegative(v, "usage.buffer", u.Buffer)
 	nonNegative(v, "usage.spool_max_bytes", u.SpoolMaxBytes)
+	nonNegative(v, "usage.batch_size", u.BatchSize)
+	if u.BatchBytes < 0 || u.BatchBytes > MaxUsageBatchBytes {
+		v.addf("usage.batch_bytes", "must be between 1 and %d (got %d)", MaxUsageBatchBytes, u.BatchBytes)
+	}
 	v.duration("usage.sync_interval", u.SyncInterval)
 	v.oneOf("usage.unpriced_model", "value", u.UnpricedModel, UnpricedZero, UnpricedRefuse)
 }

@@ -213,6 +213,8 @@ func TestValidateErrors(t *testing.T) {
 		{"nats tls half", func(c *Config) { c.NATS.TLS.CertFile = "c.pem" }, "nats.tls: cert_file and key_file go together"},
 		{"usage buffer", func(c *Config) { c.Usage.Buffer = -1 }, "usage.buffer: must not be negative"},
 		{"usage spool", func(c *Config) { c.Usage.SpoolMaxBytes = -1 }, "usage.spool_max_bytes: must not be negative"},
+		{"usage batch size", func(c *Config) { c.Usage.BatchSize = -1 }, "usage.batch_size: must not be negative"},
+		{"usage batch bytes", func(c *Config) { c.Usage.BatchBytes = 8 << 20 }, "usage.batch_bytes: must be between 1 and 4194304 (got 8388608)"},
 		{"usage sync", func(c *Config) { c.Usage.SyncInterval = -1 }, "usage.sync_interval: must not be negative"},
 		{"unpriced model", func(c *Config) { c.Usage.UnpricedModel = "free" }, `usage.unpriced_model: unknown value "free" (want zero or refuse)`},
 		{"price decimal", func(c *Config) { c.Prices["gpt-4o"] = Price{Input: "2,5"} }, `prices["gpt-4o"].input: "2,5" is not a decimal amount`},

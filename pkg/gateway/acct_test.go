@@ -28,7 +28,6 @@ import (
 	"github.com/tollgate/tollgate/pkg/tokenize"
 	"github.com/tollgate/tollgate/pkg/usage"
 	usagev1 "github.com/tollgate/tollgate/proto/tollgate/usage/v1"
-	"google.golang.org/protobuf/proto"
 )
 
 // acctRig is a rig with the whole accounting path: an embedded JetStream
@@ -130,6 +129,14 @@ func newAcctRig(t *testing.T, mutate func(*config.Config)) *acctRig {
 // events reads every usage event in the stream, waiting until n arrived.
 func (a *acctRig) events(t *testing.T, n int) []*usagev1.UsageEvent {
 	t.Helper()
+	return a.read(t, func(events, _ int) bool { return events >= n })
+}
+
+// read reads the usage stream's messages (batches, or legacy single
+// events) in order until done(events, messages read so far) holds, and
+// returns their events.
+func (a *acctRig) read(t *testing.T, done func(events, msgs int) bool) []*usagev1.UsageEvent {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	var out []*usagev1.UsageEvent
@@ -137,19 +144,23 @@ func (a *acctRig) events(t *testing.T, n int) []*usagev1.UsageEvent {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for len(out) < n {
+	var b usagev1.UsageBatch
+	for msgs := 0; !done(len(out), msgs); msgs++ {
 		msg, err := c.Next(jetstream.FetchMaxWait(5 * time.Second))
 		if err != nil {
-			t.Fatalf("got %d of %d events: %v", len(out), n, err)
+			t.Fatalf("got %d events in %d messages: %v", len(out), msgs, err)
 		}
-		ev := &usagev1.UsageEvent{}
-		if err := proto.Unmarshal(msg.Data(), ev); err != nil {
+		if err := usage.DecodeMessage(msg.Data(), &b); err != nil {
 			t.Fatal(err)
 		}
-		if got := msg.Headers().Get("Nats-Msg-Id"); got != ev.EventId {
-			t.Errorf("Nats-Msg-Id %q != event id %q", got, ev.EventId)
+		want := usage.BatchMsgID(b.ProducerId, b.Seq)
+		if b.ProducerId == "" {
+			want = b.Events[0].EventId
 		}
-		out = append(out, ev)
+		if got := msg.Headers().Get("Nats-Msg-Id"); got != want {
+			t.Errorf("Nats-Msg-Id %q, want %q", got, want)
+		}
+		out = append(out, b.Events...)
 	}
 	return out
 }
@@ -547,7 +558,7 @@ func (a *acctRig) allEvents(t *testing.T) []*usagev1.UsageEvent {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return a.events(t, int(info.State.Msgs))
+	return a.read(t, func(_, msgs int) bool { return msgs >= int(info.State.Msgs) })
 }
 
 // TestStreamEndingsAreBilled checks the billing rule of every way a stream

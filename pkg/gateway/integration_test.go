@@ -156,20 +156,6 @@ func TestNATSOutageUnderLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer it.Stop()
-	seen := map[string]int{}
-	var cost int64
-	for len(seen) < len(served) {
-		msg, err := it.Next()
-		if err != nil {
-			t.Fatalf("read %d of %d events: %v", len(seen), len(served), err)
-		}
-		ev := &usagev1.UsageEvent{}
-		if err := proto.Unmarshal(msg.Data(), ev); err != nil {
-			t.Fatal(err)
-		}
-		seen[ev.RequestId]++
-		cost += ev.CostNanoUsd
-	}
 	info, err := js.Stream(sctx, usage.StreamName)
 	if err != nil {
 		t.Fatal(err)
@@ -178,8 +164,26 @@ func TestNATSOutageUnderLoad(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if int(si.State.Msgs) != len(served) {
-		t.Errorf("stream holds %d events for %d served requests", si.State.Msgs, len(served))
+	seen := map[string]int{}
+	var cost int64
+	var events int
+	var b usagev1.UsageBatch
+	for range si.State.Msgs {
+		msg, err := it.Next()
+		if err != nil {
+			t.Fatalf("read %d of %d events: %v", len(seen), len(served), err)
+		}
+		if err := usage.DecodeMessage(msg.Data(), &b); err != nil {
+			t.Fatal(err)
+		}
+		for _, ev := range b.Events {
+			seen[ev.RequestId]++
+			cost += ev.CostNanoUsd
+			events++
+		}
+	}
+	if events != len(served) {
+		t.Errorf("stream holds %d events in %d messages for %d served requests", events, si.State.Msgs, len(served))
 	}
 	for id := range served {
 		if seen[id] != 1 {

@@ -30,7 +30,8 @@ type group interface {
 // usage section.
 func UsageConfig(c config.Usage) usage.Config {
 	return usage.Config{
-		Buffer: c.Buffer, SpoolDir: c.SpoolDir, SpoolMaxBytes: c.SpoolMaxBytes,
+		Buffer: c.Buffer, BatchSize: c.BatchSize, BatchBytes: c.BatchBytes,
+		SpoolDir: c.SpoolDir, SpoolMaxBytes: c.SpoolMaxBytes,
 		SyncInterval: c.SyncInterval, FailClosed: c.FailClosed, FlushDelay: c.FlushDelay,
 	}
 }
@@ -94,9 +95,11 @@ func PublishAlerts(nc *nats.Conn, log *slog.Logger) func(subject string, data []
 func RegisterAccountingMetrics(reg prometheus.Registerer, pub *usage.Publisher, tr *budget.Tracker) error {
 	err := metrics.RegisterPublisher(reg, func() metrics.PublisherStats {
 		st := pub.Stats()
-		return metrics.PublisherStats{Queued: int64(st.Queued), Published: int64(st.Published), Spooled: int64(st.Spooled),
-			Drained: int64(st.Drained), Failed: int64(st.Failed), Dropped: int64(st.Dropped),
-			QueueLen: int64(st.QueueLen), SpoolBytes: int64(st.SpoolBytes)}
+		return metrics.PublisherStats{Queued: st.Queued, Published: st.Published, Spooled: st.Spooled,
+			Drained: st.Drained, Failed: st.Failed, Dropped: st.Dropped,
+			QueueLen: st.QueueLen, SpoolBytes: st.SpoolBytes,
+			BatchesPublished: st.BatchesPublished, BatchesSpooled: st.BatchesSpooled, BatchesDrained: st.BatchesDrained,
+			BatchesFailed: st.BatchesFailed, BatchesDropped: st.BatchesDropped, LastSeq: st.LastSeq}
 	})
 	if err != nil {
 		return err

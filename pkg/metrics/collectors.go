@@ -17,17 +17,25 @@ type PublisherStats struct {
 	QueueLen int64
 	// SpoolBytes is the size of the spool not yet drained, in bytes.
 	SpoolBytes int64
+	// BatchesPublished, BatchesSpooled, BatchesDrained, BatchesFailed and
+	// BatchesDropped count the batches (stream messages) the events above
+	// travelled in, alike.
+	BatchesPublished, BatchesSpooled, BatchesDrained, BatchesFailed, BatchesDropped int64
+	// LastSeq is the seq of the producer's last batch.
+	LastSeq uint64
 }
 
 // publisherCollector reads a PublisherStats at scrape time.
 type publisherCollector struct {
-	stats             func() PublisherStats
-	events, queue, sp *prometheus.Desc
+	stats                            func() PublisherStats
+	events, queue, sp, batches, bseq *prometheus.Desc
 }
 
 // RegisterPublisher registers on reg tollgate_usage_events_total{state},
-// tollgate_usage_queue_length and tollgate_usage_spool_bytes, read from
-// stats on every scrape. stats must be cheap and safe for concurrent use.
+// tollgate_usage_queue_length, tollgate_usage_spool_bytes,
+// tollgate_usage_batches_total{state} and tollgate_usage_batch_seq, read
+// from stats on every scrape. stats must be cheap and safe for concurrent
+// use.
 func RegisterPublisher(reg prometheus.Registerer, stats func() PublisherStats) error {
 	c := &publisherCollector{
 		stats: stats,
@@ -38,6 +46,11 @@ func RegisterPublisher(reg prometheus.Registerer, stats func() PublisherStats) e
 			"Usage events waiting in the publisher's memory queue.", nil, nil),
 		sp: prometheus.NewDesc("tollgate_usage_spool_bytes",
 			"Bytes of usage events in the disk spool, not yet published.", nil, nil),
+		batches: prometheus.NewDesc("tollgate_usage_batches_total",
+			"Usage batches (one stream message each) by publisher state: published (acked from memory), spooled (written to disk), drained (acked from the spool), failed (publish attempts that failed), dropped (lost).",
+			[]string{"state"}, nil),
+		bseq: prometheus.NewDesc("tollgate_usage_batch_seq",
+			"Seq of the last usage batch this gateway (producer) formed.", nil, nil),
 	}
 	if err := reg.Register(c); err != nil {
 		return fmt.Errorf("register publisher metrics: %w", err)
@@ -50,6 +63,8 @@ func (c *publisherCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.events
 	ch <- c.queue
 	ch <- c.sp
+	ch <- c.batches
+	ch <- c.bseq
 }
 
 // Collect implements prometheus.Collector.
@@ -66,6 +81,16 @@ func (c *publisherCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(c.queue, prometheus.GaugeValue, float64(s.QueueLen))
 	ch <- prometheus.MustNewConstMetric(c.sp, prometheus.GaugeValue, float64(s.SpoolBytes))
+	for _, e := range []struct {
+		state string
+		n     int64
+	}{
+		{"published", s.BatchesPublished}, {"spooled", s.BatchesSpooled}, {"drained", s.BatchesDrained},
+		{"failed", s.BatchesFailed}, {"dropped", s.BatchesDropped},
+	} {
+		ch <- prometheus.MustNewConstMetric(c.batches, prometheus.CounterValue, float64(e.n), e.state)
+	}
+	ch <- prometheus.MustNewConstMetric(c.bseq, prometheus.GaugeValue, float64(s.LastSeq))
 }
 
 // BudgetStats is a snapshot of budget state for the budget gauges. Each

@@ -441,7 +441,8 @@ func TestRoutingMetrics(t *testing.T) {
 func TestPublisherCollector(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	var mu sync.Mutex
-	st := PublisherStats{Queued: 10, Published: 6, Spooled: 3, Drained: 1, Failed: 2, Dropped: 1, QueueLen: 4, SpoolBytes: 2048}
+	st := PublisherStats{Queued: 10, Published: 6, Spooled: 3, Drained: 1, Failed: 2, Dropped: 1, QueueLen: 4, SpoolBytes: 2048,
+		BatchesPublished: 3, BatchesSpooled: 2, BatchesDrained: 1, BatchesFailed: 1, BatchesDropped: 1, LastSeq: 6}
 	if err := RegisterPublisher(reg, func() PublisherStats { mu.Lock(); defer mu.Unlock(); return st }); err != nil {
 		t.Fatal(err)
 	}
@@ -459,11 +460,21 @@ func TestPublisherCollector(t *testing.T) {
 		if got := value(t, reg, "tollgate_usage_spool_bytes", map[string]string{}); got != float64(want.SpoolBytes) {
 			t.Errorf("usage_spool_bytes = %v, want %d", got, want.SpoolBytes)
 		}
+		for state, n := range map[string]int64{"published": want.BatchesPublished, "spooled": want.BatchesSpooled,
+			"drained": want.BatchesDrained, "failed": want.BatchesFailed, "dropped": want.BatchesDropped} {
+			if got := value(t, reg, "tollgate_usage_batches_total", map[string]string{"state": state}); got != float64(n) {
+				t.Errorf("usage_batches_total{state=%s} = %v, want %d", state, got, n)
+			}
+		}
+		if got := value(t, reg, "tollgate_usage_batch_seq", map[string]string{}); got != float64(want.LastSeq) {
+			t.Errorf("usage_batch_seq = %v, want %d", got, want.LastSeq)
+		}
 	}
 	t.Run("first scrape", func(t *testing.T) { check(t, st) })
 	t.Run("read again at each scrape", func(t *testing.T) {
 		mu.Lock()
 		st.Queued, st.Published, st.QueueLen, st.SpoolBytes = 20, 16, 0, 0
+		st.BatchesPublished, st.LastSeq = 5, 8
 		want := st
 		mu.Unlock()
 		check(t, want)

@@ -71,7 +71,9 @@ type Config struct {
 	// AckTimeout is how long a publish may wait for its ack before its
 	// batch is spooled. Default 5s.
 	AckTimeout time.Duration
-	// SpoolDir holds the spool files. Required; one directory per process.
+	// SpoolDir holds the spool files and the producer's id and seq files
+	// (producer.go). Required; one directory per process: two processes
+	// sharing one would share a producer id and reuse seqs.
 	SpoolDir string
 	// SpoolMaxBytes bounds the spool's files. Default 1 GiB.
 	SpoolMaxBytes int64
