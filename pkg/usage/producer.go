@@ -126,11 +126,7 @@ func (n *numbering) raiseTo(seq uint64) {
 func (n *numbering) next() (seq uint64, resumed bool, err error) {
 	seq = n.last + 1
 	if seq > n.ceiling {
-		if werr := n.store(ceilingName, seq+ceilingBlock-1, false, true); werr != nil {
-			err = werr
-		} else {
-			n.ceiling = seq + ceilingBlock - 1
-		}
+		err = n.reserve()
 	}
 	n.last = seq
 	resumed, n.resumed = n.resumed, false
@@ -142,6 +138,17 @@ func (n *numbering) next() (seq uint64, resumed bool, err error) {
 	}
 	n.err = err
 	return seq, resumed, err
+}
+
+// reserve raises the durable ceiling ceilingBlock seqs above the last
+// one assigned.
+func (n *numbering) reserve() error {
+	c := n.last + ceilingBlock
+	if err := n.store(ceilingName, c, false, true); err != nil {
+		return err
+	}
+	n.ceiling = c
+	return nil
 }
 
 // close records the last seq assigned as an exact ceiling, durably, so the
@@ -398,6 +405,13 @@ func openProducer(js jetstream.JetStream, sp *spool, dir string) (*numbering, ui
 	num.raiseTo(top)
 	if js.Conn().IsConnected() {
 		num.raiseTo(streamTop(js, num.id))
+	}
+	// Reserve now rather than make the first batch wait for the fsync.
+	if num.ceiling <= num.last {
+		if err := num.reserve(); err != nil {
+			_ = num.f.Close()
+			return nil, 0, err
+		}
 	}
 	return num, low, nil
 }
