@@ -11,7 +11,7 @@ import (
 type PublisherStats struct {
 	// Queued, Published, Spooled, Drained, Failed and Dropped are event
 	// counts: accepted by Enqueue, acked straight from memory, written to the
-	// spool, acked from the spool, publishes that failed, and events lost.
+	// spool, acked from the spool, in a publish that failed, and lost.
 	Queued, Published, Spooled, Drained, Failed, Dropped int64
 	// QueueLen is the number of events waiting in memory.
 	QueueLen int64
@@ -40,7 +40,7 @@ func RegisterPublisher(reg prometheus.Registerer, stats func() PublisherStats) e
 	c := &publisherCollector{
 		stats: stats,
 		events: prometheus.NewDesc("tollgate_usage_events_total",
-			"Usage events by publisher state: queued (accepted), published (acked from memory), spooled (written to disk), drained (acked from the spool), failed (publish attempts that failed), dropped (lost).",
+			"Usage events by publisher state: queued (accepted), published (acked from memory), spooled (written to disk), drained (acked from the spool), failed (in a publish attempt that failed), dropped (lost).",
 			[]string{"state"}, nil),
 		queue: prometheus.NewDesc("tollgate_usage_queue_length",
 			"Usage events waiting in the publisher's memory queue.", nil, nil),

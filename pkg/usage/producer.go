@@ -35,8 +35,10 @@ import (
 //   - "seq.ceiling" holds a seq reserved durably (written like "producer")
 //     ahead of use: no seq above it is assigned before the file says so.
 //     It is raised by ceilingBlock at a time, so it costs one fsync per
-//     ceilingBlock batches. A clean Close lowers it to the last seq
-//     assigned and marks it exact.
+//     ceilingBlock batches, made by the Run goroutine (events wait in the
+//     queue meanwhile; no request does), the first one when the publisher
+//     opens. A clean Close lowers it to the last seq assigned and marks it
+//     exact.
 //
 // On start, the last seq assigned is taken as the highest of: "seq" when it
 // was written during the running boot (else the ceiling, and when the
