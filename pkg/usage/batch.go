@@ -1,6 +1,8 @@
 package usage
 
 import (
+	"encoding/binary"
+
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
@@ -25,6 +27,10 @@ const (
 	// message.
 	DefaultBatchBytes = 256 << 10
 )
+
+// maxBatchHead bounds the size of appendBatchHead's output: the tags,
+// a producer id of up to maxProducerID bytes and three varints.
+const maxBatchHead = 4*3 + 1 + maxProducerID + 3*binary.MaxVarintLen64
 
 // batchHead is what a batch carries besides its events.
 type batchHead struct {

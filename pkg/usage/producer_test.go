@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/proto"
@@ -438,5 +439,51 @@ func TestProducerFiles(t *testing.T) {
 	}
 	if _, err := openNumbering(dir); err == nil {
 		t.Error("a damaged producer id file was accepted")
+	}
+}
+
+// TestBatchFitsMaxPayload publishes to a server with a small max_payload:
+// batches are cut to fit it, however large BatchBytes is.
+func TestBatchFitsMaxPayload(t *testing.T) {
+	const maxPayload = 16 << 10
+	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(),
+		MaxPayload: maxPayload, NoLog: true, NoSigs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go ns.Start()
+	t.Cleanup(ns.Shutdown)
+	if !ns.ReadyForConnections(5 * time.Second) {
+		t.Fatal("nats server not ready")
+	}
+	cfg := Config{SpoolDir: t.TempDir(), BatchBytes: 1 << 20, BatchSize: 1000}
+	_, js := connectURL(t, ns.ClientURL(), cfg)
+	p, err := NewPublisher(js, cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []*usagev1.UsageEvent
+	for i := range 500 {
+		ev := newEvent(t, "ops", i)
+		want = append(want, ev)
+		if err := p.Enqueue(ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = p.Run(ctx) }()
+	waitFor(t, "published", func() bool { return p.Stats().Published == 500 })
+	closePublisher(t, p)
+	msgs := streamMessages(t, js)
+	checkOnce(t, msgs, want)
+	checkSeqs(t, msgs, p.ProducerID())
+	for _, m := range msgs {
+		if m.size > maxPayload-payloadHeadroom {
+			t.Fatalf("a batch of %d bytes, over max_payload %d less headroom", m.size, maxPayload)
+		}
+	}
+	if st := p.Stats(); st.Failed != 0 || st.BatchesPublished < 2 {
+		t.Errorf("stats %+v", st)
 	}
 }

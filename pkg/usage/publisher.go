@@ -47,6 +47,10 @@ var (
 // added to an event's way to the stream.
 const DefaultFlushDelay = 250 * time.Microsecond
 
+// payloadHeadroom is what NewPublisher leaves of the server's max_payload
+// for a message's headers when it lowers Config.BatchBytes to fit.
+const payloadHeadroom = 4 << 10
+
 // DefaultMaxPending is Config.MaxPending's default, in batches.
 const DefaultMaxPending = 256
 
@@ -60,9 +64,10 @@ type Config struct {
 	// BatchSize is the most events one batch (one stream message) carries.
 	// Default 256.
 	BatchSize int
-	// BatchBytes is the most bytes one encoded batch takes, below the NATS
-	// server's max_payload (1 MiB by default); a batch is closed before an
-	// event would take it over. Default 256 KiB.
+	// BatchBytes is the most bytes one encoded batch takes; a batch is
+	// closed before an event would take it over. Default 256 KiB, at most
+	// 4 MiB, and lowered to fit the NATS server's max_payload (1 MiB by
+	// default) when NATS is connected at NewPublisher.
 	BatchBytes int
 	// MaxPending bounds the publishes (batches) awaiting their ack. Default
 	// 256. Create the JetStream context with JetStreamOptions so that its
@@ -239,6 +244,10 @@ func NewPublisher(js jetstream.JetStream, cfg Config, log *slog.Logger) (*Publis
 		return nil, errors.New("new usage publisher: spool dir required")
 	}
 	cfg = cfg.withDefaults()
+	if mp := js.Conn().MaxPayload(); mp > 2*payloadHeadroom {
+		// A batch over the server's limit could never be published.
+		cfg.BatchBytes = min(cfg.BatchBytes, int(mp)-payloadHeadroom)
+	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}

@@ -339,7 +339,7 @@ func (r *runState) takeQueued(n int) int {
 // ev would take it over BatchBytes.
 func (r *runState) add(ev *usagev1.UsageEvent, spool bool) {
 	n := eventSize(ev)
-	if len(r.batch) > 0 && len(r.body)+n > r.cfg.BatchBytes {
+	if len(r.batch) > 0 && maxBatchHead+len(r.body)+n > r.cfg.BatchBytes {
 		r.form(spool)
 	}
 	body, err := appendEvent(r.body, ev)
