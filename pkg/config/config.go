@@ -129,9 +129,9 @@ type Usage struct {
 	// BatchSize is the most events one batch (one stream message) carries.
 	// Default 256.
 	BatchSize int `yaml:"batch_size"`
-	// BatchBytes is the most bytes one encoded batch takes; it must stay
-	// under the NATS server's max_payload (1 MiB by default). Default
-	// 262144 (256 KiB), at most 4 MiB.
+	// BatchBytes is the most bytes one encoded batch takes, lowered at
+	// start to fit the NATS server's max_payload (1 MiB by default).
+	// Default 262144 (256 KiB), at most 4 MiB.
 	BatchBytes int `yaml:"batch_bytes"`
 	// SpoolMaxBytes bounds the spool. Default 1 GiB.
 	SpoolMaxBytes int64 `yaml:"spool_max_bytes"`

@@ -39,8 +39,8 @@ const (
 	DefaultUsageBatchSize      = 256
 	DefaultUsageBatchBytes     = 256 << 10
 	// MaxUsageBatchBytes is the largest usage.batch_bytes: a spool record's
-	// limit. The NATS server's max_payload (1 MiB by default) must be
-	// above the value used.
+	// limit. The publisher lowers the value it uses to fit the NATS
+	// server's max_payload (1 MiB by default).
 	MaxUsageBatchBytes   = 4 << 20
 	DefaultSpoolMaxBytes = 1 << 30
 	DefaultSyncInterval  = 100 * time.Millisecond
