@@ -36,8 +36,11 @@ const (
 // pricing.FormatUSD), so the rows of a month add up to the ledger's sum to
 // the nano-dollar. There are no discounts or commitments between the
 // gateway's price table and what it charges, so BilledCost, EffectiveCost,
-// ListCost and ContractedCost are equal. Columns named x_ are Tollgate's
-// (FOCUS custom columns).
+// ListCost and ContractedCost are equal. Fields are named as the FOCUS
+// columns (BillingAccountId, not ...ID), which the Parquet file and the CSV
+// header use verbatim; columns named x_ are Tollgate's (FOCUS custom
+// columns). The rows of a month are held in memory: one per day and
+// combination above, not per event.
 type FocusRow struct {
 	BillingAccountId   string    `parquet:"BillingAccountId"`
 	BillingAccountName string    `parquet:"BillingAccountName"`
