@@ -19,4 +19,5 @@ go vet -tags clickhouse ./services/gateway # the gateway's optional ClickHouse l
 
 echo "== go test"
 go test -race -count=1 -timeout 15m ./...
+go test -race -count=1 -tags clickhouse ./services/gateway # -embed with the analytics loaders
 FUZZ_BUDGET=${FUZZ_BUDGET:-300} scripts/fuzz.sh # every fuzz target, FUZZTIME (3s) each, 5 minutes at most

@@ -14,7 +14,9 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/tollgate/tollgate/deploy/docker"
 	"github.com/tollgate/tollgate/pkg/config"
+	"github.com/tollgate/tollgate/pkg/profiling"
 )
 
 type kustomization struct {
@@ -67,6 +69,7 @@ type podSpec struct {
 
 type container struct {
 	Name, Image string
+	Command     []string
 	Args        []string
 	Env         []struct{ Name, Value string }
 	EnvFrom     []struct {
@@ -285,9 +288,24 @@ func TestManifests(t *testing.T) {
 	}
 }
 
+// imageBinaries returns the programs the Dockerfile puts in the image.
+func imageBinaries(t *testing.T) []string {
+	t.Helper()
+	b, err := os.ReadFile("../docker/Dockerfile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bins, err := docker.Binaries(string(b))
+	if err != nil {
+		t.Fatalf("Dockerfile: %v", err)
+	}
+	return bins
+}
+
 func TestDeployments(t *testing.T) {
 	objs := objects(t)
 	gen := readKustomization(t).ConfigMapGenerator[0].Name
+	bins := imageBinaries(t)
 	for _, name := range []string{"tollgate-gateway", "tollgate-budget", "tollgate-analytics"} {
 		t.Run(name, func(t *testing.T) {
 			var d deploymentSpec
@@ -302,6 +320,15 @@ func TestDeployments(t *testing.T) {
 			c := pod.Containers[0]
 			if c.Image == "" {
 				t.Error("no image")
+			}
+			// The image's entrypoint is empty: without a command naming one
+			// of its programs the container would try to execute "-config".
+			program := docker.BinDir + "/" + strings.TrimPrefix(name, "tollgate-")
+			if len(c.Command) != 1 || c.Command[0] != program {
+				t.Errorf("command %q, want [%s]", c.Command, program)
+			}
+			if len(c.Command) > 0 && !slices.Contains(bins, c.Command[0]) {
+				t.Errorf("command %s is not in the image, which has %q", c.Command[0], bins)
 			}
 			for _, res := range []string{"cpu", "memory"} {
 				req, lim := c.Resources.Requests[res], c.Resources.Limits[res]
@@ -324,6 +351,9 @@ func TestDeployments(t *testing.T) {
 			}
 			if c.LivenessProbe == nil {
 				t.Error("no liveness probe")
+			}
+			if !slices.ContainsFunc(c.Env, func(e struct{ Name, Value string }) bool { return e.Name == profiling.EnvServerAddress }) {
+				t.Errorf("no %s to turn profiling on", profiling.EnvServerAddress)
 			}
 			volumes := map[string]bool{}
 			var configVolume string

@@ -23,20 +23,40 @@ import (
 // generated image, PerAudioSecond nano-USD per second of audio
 // transcribed or translated, and CharactersPerM nano-USD per million input
 // characters of speech synthesis. Negative fields count as zero.
+//
+// CacheWriteInputPerM is the price of prompt tokens written to the
+// provider's prompt cache (Anthropic's cache_creation_input_tokens); zero
+// bills them at InputPerM. Long is the price above a prompt size (Gemini
+// and Anthropic long context: a request whose prompt exceeds
+// Long.AbovePromptTokens is billed whole at the Long prices).
 type Price struct {
-	InputPerM       int64
-	OutputPerM      int64
-	CachedInputPerM int64
-	PerRequest      int64
-	PerImage        int64
-	PerAudioSecond  int64
-	CharactersPerM  int64
+	InputPerM           int64
+	OutputPerM          int64
+	CachedInputPerM     int64
+	CacheWriteInputPerM int64
+	PerRequest          int64
+	PerImage            int64
+	PerAudioSecond      int64
+	CharactersPerM      int64
+	Long                Tier
+}
+
+// Tier is a price tier above a prompt size: a request with more than
+// AbovePromptTokens prompt tokens pays these token prices (nano-USD per
+// million) for all its tokens; a zero field keeps the base price. A zero
+// AbovePromptTokens means no tier.
+type Tier struct {
+	AbovePromptTokens   uint64
+	InputPerM           int64
+	OutputPerM          int64
+	CachedInputPerM     int64
+	CacheWriteInputPerM int64
 }
 
 // Usage is the token count of one request, in OpenAI semantics:
 // CachedTokens is the part of PromptTokens read from the provider's prompt
-// cache, and ReasoningTokens is the part of CompletionTokens spent on hidden
-// reasoning.
+// cache, CacheWriteTokens the part written to it, and ReasoningTokens is the
+// part of CompletionTokens spent on hidden reasoning.
 //
 // Images, AudioMillis and Characters are the units of the endpoints billed
 // by unit: images generated, milliseconds of audio processed and
@@ -45,6 +65,7 @@ type Usage struct {
 	PromptTokens     uint64
 	CompletionTokens uint64
 	CachedTokens     uint64
+	CacheWriteTokens uint64
 	ReasoningTokens  uint64
 	Images           uint64
 	AudioMillis      uint64
@@ -53,22 +74,36 @@ type Usage struct {
 
 // Cost returns the cost of u at price p in nano-USD:
 //
-//	((prompt-cached)*InputPerM + cached*CachedInputPerM + completion*OutputPerM
+//	((prompt-cached-written)*InputPerM + cached*CachedInputPerM
+//	  + written*CacheWriteInputPerM + completion*OutputPerM
 //	  + characters*CharactersPerM + audioMillis*PerAudioSecond*1000) / 1e6
 //	+ images*PerImage + PerRequest
 //
+// with the Long tier's token prices instead when the prompt is above its
+// size.
 // The division rounds half up and is done once, on the exact 128-bit sum,
 // so no sub-nano amount is lost per term. ReasoningTokens are not added:
 // they are already part of CompletionTokens and billed at the output price.
-// CachedTokens above PromptTokens are capped at PromptTokens. A result above
+// CachedTokens above PromptTokens are capped at PromptTokens, and
+// CacheWriteTokens at what is left of them. A result above
 // math.MaxInt64 saturates there; at 1e12 tokens per kind and 1e12 nano-USD
 // per million tokens ($1000) the result is still exact.
 func (p Price) Cost(u Usage) int64 {
+	in, out, cachedIn, writeIn := p.InputPerM, p.OutputPerM, p.CachedInputPerM, p.CacheWriteInputPerM
+	if t := &p.Long; t.AbovePromptTokens > 0 && u.PromptTokens > t.AbovePromptTokens {
+		in, out = orBase(t.InputPerM, in), orBase(t.OutputPerM, out)
+		cachedIn, writeIn = orBase(t.CachedInputPerM, cachedIn), orBase(t.CacheWriteInputPerM, writeIn)
+	}
+	if writeIn <= 0 {
+		writeIn = in
+	}
 	cached := min(u.CachedTokens, u.PromptTokens)
+	written := min(u.CacheWriteTokens, u.PromptTokens-cached)
 	var s sum128
-	s.addMul(u.PromptTokens-cached, p.InputPerM)
-	s.addMul(cached, p.CachedInputPerM)
-	s.addMul(u.CompletionTokens, p.OutputPerM)
+	s.addMul(u.PromptTokens-cached-written, in)
+	s.addMul(cached, cachedIn)
+	s.addMul(written, writeIn)
+	s.addMul(u.CompletionTokens, out)
 	s.addMul(u.Characters, p.CharactersPerM)
 	if u.AudioMillis > math.MaxUint64/1000 {
 		return math.MaxInt64
@@ -94,6 +129,14 @@ func (p Price) Cost(u Usage) int64 {
 		cost = addSat(cost, p.PerRequest)
 	}
 	return cost
+}
+
+// orBase returns tier unless it is zero or negative, then base.
+func orBase(tier, base int64) int64 {
+	if tier > 0 {
+		return tier
+	}
+	return base
 }
 
 // addSat adds two non-negative amounts, saturating at math.MaxInt64.
@@ -161,13 +204,25 @@ type file struct {
 // per_request per call, per_image per image, per_audio_second per second,
 // per_1m_characters per million characters); a missing field is zero.
 type fileEntry struct {
-	Input           usd `yaml:"input"`
-	Output          usd `yaml:"output"`
-	CachedInput     usd `yaml:"cached_input"`
-	PerRequest      usd `yaml:"per_request"`
-	PerImage        usd `yaml:"per_image"`
-	PerAudioSecond  usd `yaml:"per_audio_second"`
-	Per1MCharacters usd `yaml:"per_1m_characters"`
+	Input           usd       `yaml:"input"`
+	Output          usd       `yaml:"output"`
+	CachedInput     usd       `yaml:"cached_input"`
+	CacheWrite      usd       `yaml:"cache_write"`
+	PerRequest      usd       `yaml:"per_request"`
+	PerImage        usd       `yaml:"per_image"`
+	PerAudioSecond  usd       `yaml:"per_audio_second"`
+	Per1MCharacters usd       `yaml:"per_1m_characters"`
+	Long            *fileTier `yaml:"long"`
+}
+
+// fileTier is a Tier in a price file: the prompt size above which it
+// applies and its token prices, decimal USD per million tokens.
+type fileTier struct {
+	AbovePromptTokens uint64 `yaml:"above_prompt_tokens"`
+	Input             usd    `yaml:"input"`
+	Output            usd    `yaml:"output"`
+	CachedInput       usd    `yaml:"cached_input"`
+	CacheWrite        usd    `yaml:"cache_write"`
 }
 
 // usd is a decimal USD amount in nano-USD, read from the scalar's text so
@@ -200,12 +255,15 @@ func (u *usd) UnmarshalYAML(n *yaml.Node) error {
 //	  dall-e-3: {per_image: "0.04"}
 //	  whisper-1: {per_audio_second: "0.0001"}
 //	  tts-1: {per_1m_characters: "15.00"}
+//	  claude-sonnet-4-5: {input: "3.00", output: "15.00", cached_input: "0.30", cache_write: "3.75",
+//	    long: {above_prompt_tokens: 200000, input: "6.00", output: "22.50", cached_input: "0.60", cache_write: "7.50"}}
 //
-// Amounts are decimal USD, per million tokens for input, output and
-// cached_input, per call for per_request, per image for per_image, per
+// Amounts are decimal USD, per million tokens for input, output,
+// cached_input and cache_write (and the long tier's), per call for per_request, per image for per_image, per
 // second of audio for per_audio_second and per million characters for
-// per_1m_characters. Unknown keys, an empty version
-// or model name, negative amounts and more than nine decimals are errors.
+// per_1m_characters. A long tier needs above_prompt_tokens. Unknown keys,
+// an empty version or model name, negative amounts and more than nine
+// decimals are errors.
 func Parse(data []byte) (*Table, error) {
 	var f file
 	dec := yaml.NewDecoder(bytes.NewReader(data))
@@ -221,15 +279,24 @@ func Parse(data []byte) (*Table, error) {
 		if model == "" {
 			return nil, fmt.Errorf("parse price table: empty model name")
 		}
-		t.prices[model] = Price{
-			InputPerM:       int64(e.Input),
-			OutputPerM:      int64(e.Output),
-			CachedInputPerM: int64(e.CachedInput),
-			PerRequest:      int64(e.PerRequest),
-			PerImage:        int64(e.PerImage),
-			PerAudioSecond:  int64(e.PerAudioSecond),
-			CharactersPerM:  int64(e.Per1MCharacters),
+		p := Price{
+			InputPerM:           int64(e.Input),
+			OutputPerM:          int64(e.Output),
+			CachedInputPerM:     int64(e.CachedInput),
+			CacheWriteInputPerM: int64(e.CacheWrite),
+			PerRequest:          int64(e.PerRequest),
+			PerImage:            int64(e.PerImage),
+			PerAudioSecond:      int64(e.PerAudioSecond),
+			CharactersPerM:      int64(e.Per1MCharacters),
 		}
+		if l := e.Long; l != nil {
+			if l.AbovePromptTokens == 0 {
+				return nil, fmt.Errorf("parse price table: %s: long tier without above_prompt_tokens", model)
+			}
+			p.Long = Tier{AbovePromptTokens: l.AbovePromptTokens, InputPerM: int64(l.Input), OutputPerM: int64(l.Output),
+				CachedInputPerM: int64(l.CachedInput), CacheWriteInputPerM: int64(l.CacheWrite)}
+		}
+		t.prices[model] = p
 	}
 	return t, nil
 }

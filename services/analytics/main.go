@@ -8,8 +8,10 @@
 //	analytics [-config FILE] [-nats URL] [-clickhouse HOST:PORT] [-database NAME]
 //	          [-batch-size N] [-batch-interval D] [-metrics ADDR]
 //
-// It reads the nats and log sections of the shared config file
-// ($TOLLGATE_CONFIG; none by default). The ClickHouse address defaults to
+// It reads the nats, log and profiling sections of the shared config file
+// ($TOLLGATE_CONFIG; none by default); with a Pyroscope server configured
+// (or $PYROSCOPE_SERVER_ADDRESS) it sends continuous profiles as
+// application tollgate.analytics. The ClickHouse address defaults to
 // $TOLLGATE_CLICKHOUSE, else 127.0.0.1:9000 (native protocol); credentials
 // come from $CLICKHOUSE_USER and $CLICKHOUSE_PASSWORD. Several instances
 // may run: one loads, the others stand by.
@@ -20,7 +22,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"os"
 	"os/signal"
@@ -36,6 +37,7 @@ import (
 	"github.com/tollgate/tollgate/pkg/chstore"
 	"github.com/tollgate/tollgate/pkg/config"
 	"github.com/tollgate/tollgate/pkg/natsconn"
+	"github.com/tollgate/tollgate/pkg/profiling"
 )
 
 func main() {
@@ -72,7 +74,16 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 		cfg.NATS.URL = *natsURL
 	}
 
-	store, err := openStore(ctx, chstore.Options{
+	// The profiling section is shared with the gateway; its
+	// application_name is the gateway's, so this one is fixed.
+	stopProfiling, err := profiling.Start(profiling.Config{ServerAddress: cfg.Profiling.ServerAddress,
+		ApplicationName: "tollgate.analytics", Tags: cfg.Profiling.Tags, Getenv: getenv}, log)
+	if err != nil {
+		return err
+	}
+	defer stopProfiling()
+
+	store, err := chstore.OpenWait(ctx, chstore.Options{
 		Addr:     *chAddr,
 		Database: *database,
 		User:     getenv("CLICKHOUSE_USER"),
@@ -130,34 +141,6 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 	err = g.Wait()
 	log.Info("analytics loader stopped", "err", err)
 	return err
-}
-
-// openStore connects to ClickHouse and applies the schema, waiting while
-// ClickHouse is down. It returns a nil Store when ctx ends first.
-func openStore(ctx context.Context, o chstore.Options, log *slog.Logger) (*chstore.Store, error) {
-	wait := 500 * time.Millisecond
-	for {
-		store, err := chstore.Open(ctx, o)
-		if err == nil {
-			if err = store.Migrate(ctx); err == nil {
-				return store, nil
-			}
-			store.Close()
-		}
-		if errors.Is(err, chstore.ErrInvalidOptions) {
-			return nil, err
-		}
-		if ctx.Err() != nil {
-			return nil, nil
-		}
-		log.Warn("clickhouse not ready; retrying", "addr", o.Addr, "err", err, "retry_in", wait)
-		select {
-		case <-ctx.Done():
-			return nil, nil
-		case <-time.After(wait):
-		}
-		wait = min(2*wait, 30*time.Second)
-	}
 }
 
 func orDefault(v, def string) string {

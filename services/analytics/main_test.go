@@ -6,9 +6,12 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -24,8 +27,19 @@ import (
 
 // TestRun starts the program against a throwaway ClickHouse and an
 // embedded NATS server, waits until published events are in ClickHouse and
-// in the metrics, then stops it.
+// in the metrics, then stops it. It profiles to Pyroscope as
+// tollgate.analytics ($PYROSCOPE_SERVER_ADDRESS).
 func TestRun(t *testing.T) {
+	var mu sync.Mutex
+	var uploads []string
+	pyroscope := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/ingest" {
+			mu.Lock()
+			uploads = append(uploads, r.URL.Query().Get("name"))
+			mu.Unlock()
+		}
+	}))
+	t.Cleanup(pyroscope.Close)
 	chAddr := chtest.Start(t)
 	s := natstest.Start(t)
 	js, err := jetstream.New(natstest.Connect(t, s))
@@ -42,7 +56,7 @@ func TestRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	metrics := freeAddr(t)
-	env := map[string]string{"TOLLGATE_CLICKHOUSE": chAddr}
+	env := map[string]string{"TOLLGATE_CLICKHOUSE": chAddr, "PYROSCOPE_SERVER_ADDRESS": pyroscope.URL}
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() {
@@ -104,6 +118,12 @@ func TestRun(t *testing.T) {
 		}
 	case <-time.After(20 * time.Second):
 		t.Fatal("run did not stop")
+	}
+	// Stopping uploads what was collected since the last upload.
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.ContainsFunc(uploads, func(n string) bool { return strings.HasPrefix(n, "tollgate.analytics{") }) {
+		t.Errorf("profiles uploaded as %q, want tollgate.analytics", uploads)
 	}
 }
 

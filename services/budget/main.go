@@ -3,7 +3,9 @@
 // raises threshold alerts, until SIGTERM or interrupt, when it finishes the
 // batch it is writing and exits.
 //
-// It reads the nats and budgets sections of the shared config file.
+// It reads the nats, budgets and profiling sections of the shared config
+// file; with a Pyroscope server configured it sends continuous profiles as
+// application tollgate.budget.
 // Several instances may run at once.
 package main
 
@@ -28,6 +30,7 @@ import (
 	"github.com/tollgate/tollgate/pkg/budget"
 	"github.com/tollgate/tollgate/pkg/config"
 	"github.com/tollgate/tollgate/pkg/natsconn"
+	"github.com/tollgate/tollgate/pkg/profiling"
 )
 
 func main() {
@@ -61,6 +64,15 @@ func run(args []string) error {
 	if err := budget.ValidateHierarchy(limits, cfg.BudgetOvercommit); err != nil {
 		return err
 	}
+
+	// The profiling section is shared with the gateway; its
+	// application_name is the gateway's, so this one is fixed.
+	stopProfiling, err := profiling.Start(profiling.Config{ServerAddress: cfg.Profiling.ServerAddress,
+		ApplicationName: "tollgate.budget", Tags: cfg.Profiling.Tags}, log)
+	if err != nil {
+		return err
+	}
+	defer stopProfiling()
 
 	nc, err := natsconn.Connect(cfg.NATS, "tollgate-budget", log)
 	if err != nil {

@@ -2,8 +2,13 @@ package main
 
 import (
 	"context"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -16,9 +21,31 @@ import (
 	usagev1 "github.com/tollgate/tollgate/proto/tollgate/usage/v1"
 )
 
+// pyroscopeServer records the application names of the profiles uploaded
+// to it.
+func pyroscopeServer(t *testing.T) (url string, names func() []string) {
+	var mu sync.Mutex
+	var got []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/ingest" {
+			mu.Lock()
+			got = append(got, r.URL.Query().Get("name"))
+			mu.Unlock()
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL, func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(got)
+	}
+}
+
 // TestRun starts the program against an embedded server, waits until an
-// event is in the totals, then stops it with SIGTERM.
+// event is in the totals, then stops it with SIGTERM. It profiles to
+// Pyroscope as tollgate.budget.
 func TestRun(t *testing.T) {
+	pyroscope, uploads := pyroscopeServer(t)
 	s := natstest.Start(t)
 	js, err := jetstream.New(natstest.Connect(t, s))
 	if err != nil {
@@ -29,7 +56,8 @@ func TestRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := filepath.Join(t.TempDir(), "tollgate.yaml")
-	yaml := "log:\n  level: warn\nbudgets:\n  - {scope: dept, value: eng, amount_usd: \"10\", period: month}\n"
+	yaml := "log:\n  level: warn\nbudgets:\n  - {scope: dept, value: eng, amount_usd: \"10\", period: month}\n" +
+		"profiling:\n  server_address: " + pyroscope + "\n"
 	if err := os.WriteFile(cfg, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -79,5 +107,9 @@ func TestRun(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("run did not stop after SIGTERM")
+	}
+	// Stopping uploads what was collected since the last upload.
+	if got := uploads(); !slices.ContainsFunc(got, func(n string) bool { return strings.HasPrefix(n, "tollgate.budget{") }) {
+		t.Errorf("profiles uploaded as %q, want tollgate.budget", got)
 	}
 }

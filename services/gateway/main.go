@@ -4,7 +4,9 @@
 //	gateway [-config FILE] [-embed] [-data-dir DIR] [-nats-port N]
 //
 // The config file defaults to $TOLLGATE_CONFIG, else deploy/dev/tollgate.yaml.
-// -embed runs the all-in-one mode (see README). GET /admin/usage reads the
+// -embed runs the all-in-one mode (see README); built with -tags clickhouse
+// it also runs the analytics loaders when $TOLLGATE_CLICKHOUSE is set.
+// GET /admin/usage reads the
 // usage stream; built with -tags clickhouse it reads ClickHouse when
 // $TOLLGATE_CLICKHOUSE is set.
 package main
@@ -51,7 +53,7 @@ func run() error {
 		defConfig = "deploy/dev/tollgate.yaml"
 	}
 	cfgPath := flag.String("config", defConfig, "config file (env TOLLGATE_CONFIG)")
-	embed := flag.Bool("embed", false, "all-in-one mode: embedded NATS JetStream and the budget consumer in this process")
+	embed := flag.Bool("embed", false, "all-in-one mode: embedded NATS JetStream, the budget consumer and (built with -tags clickhouse, $TOLLGATE_CLICKHOUSE set) the analytics loaders in this process")
 	dataDir := flag.String("data-dir", "data", "data directory for -embed (NATS store under nats/, usage spool under spool/)")
 	natsPort := flag.Int("nats-port", 4222, "loopback port of the embedded NATS server with -embed (0 picks a free one)")
 	flag.Parse()
@@ -126,6 +128,9 @@ func run() error {
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return fmt.Errorf("jetstream: %w", err)
+	}
+	if *embed {
+		startAnalytics(bg, g, js, cfg.NATS.Replicas, reg, os.Getenv, log)
 	}
 	revoked, err := revoke.Start(bg, g, js, cfg.NATS.Replicas, m.RevocationPropagated)
 	if err != nil {

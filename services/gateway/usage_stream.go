@@ -8,6 +8,8 @@ import (
 	"os"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/tollgate/tollgate/pkg/billing"
 	"github.com/tollgate/tollgate/pkg/usage"
@@ -22,4 +24,13 @@ func usageExplainer(_ context.Context, js jetstream.JetStream, log *slog.Logger)
 		log.Warn("usage lookups read the stream: this gateway was built without clickhouse lookups (go build -tags clickhouse)", "addr", addr)
 	}
 	return &billing.Explainer{Stream: usage.StreamName, Window: billing.DefaultStreamWindow, JS: js}, func() {}
+}
+
+// startAnalytics would run the analytics loaders in -embed mode; this
+// gateway was built without the ClickHouse driver, so when
+// TOLLGATE_CLICKHOUSE is set it says how to get them.
+func startAnalytics(_ context.Context, _ *errgroup.Group, _ jetstream.JetStream, _ int, _ prometheus.Registerer, getenv func(string) string, log *slog.Logger) {
+	if addr := getenv("TOLLGATE_CLICKHOUSE"); addr != "" {
+		log.Warn("analytics not run in -embed: this gateway was built without clickhouse (go build -tags clickhouse); run the analytics service instead", "addr", addr)
+	}
 }

@@ -100,6 +100,16 @@ func commands() map[string]command {
 			summary: "write a department's signed, hash-chained month statement (JSON and CSV)",
 			setup:   setupStatement,
 		},
+		"export focus": {
+			args:    "--month YYYY-MM [--dept D] [--format csv|parquet] [--out FILE]",
+			summary: "write a month's usage as FOCUS 1.2 cost and usage rows (CSV or Parquet), equal to the ledger to the nano-dollar",
+			setup:   setupExportFocus,
+		},
+		"prices import": {
+			args:    "FILE --format litellm|models.dev [--provider P,...] [--out FILE] [--keep]",
+			summary: "read a public price file (LiteLLM, models.dev) into a versioned price table, showing added, changed and removed entries before writing",
+			setup:   setupPricesImport,
+		},
 		"statement verify": {
 			args:    "DIR|FILES",
 			summary: "check the signatures and hash chain of statements",
