@@ -85,7 +85,7 @@ func TestConsumerBatchOrderAndGaps(t *testing.T) {
 	mk(z, 1, evs[8])
 	mk(z, 3, evs[9])
 	late := e.batch(z, 2, evs[10:12]...) // never counted
-	var counted uint64 // the last first copy
+	var counted uint64                   // the last first copy
 	sent := map[string]bool{}
 	for i, id := range []string{"producer-a:1", "producer-b:1", "producer-a:3", "producer-b:3", "producer-a:1",
 		"producer-b:2", "producer-a:2", "producer-b:1", "producer-z:1", "producer-z:3", "producer-a:3"} {
