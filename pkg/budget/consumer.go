@@ -25,9 +25,10 @@ type ConsumerOptions struct {
 	Stream string
 	// Durable is the pull consumer's name. Default "budget".
 	Durable string
-	// Batch is the most events fetched and written at once. Default 4000:
-	// each batch writes every total it touches once, so under a backlog
-	// larger batches mean fewer KV writes per event.
+	// Batch is the most stream messages (legacy events or producers'
+	// batches of events) fetched and written at once. Default 4000: each
+	// fold writes every total it touches once, so under a backlog larger
+	// folds mean fewer KV writes per event.
 	Batch int
 	// MaxWait bounds how long a batch waits to fill after its first event.
 	// Default 50ms.
