@@ -8,6 +8,9 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/proto"
+
+	"github.com/tollgate/tollgate/pkg/usage"
+	usagev1 "github.com/tollgate/tollgate/proto/tollgate/usage/v1"
 )
 
 // benchEvent spreads events over 200 keys, 50 subjects, 20 teams, 5 depts
@@ -19,24 +22,54 @@ func benchEvent(i int, at time.Time) ev {
 }
 
 // BenchmarkConsumer measures events folded into KV totals per second: b.N
-// events are published first, then one Consumer applies them all.
+// events are published first, then one Consumer applies them all. Legacy
+// messages hold one event each (the stream before batches; the baseline);
+// batched ones hold a producer's batch of 100 events, from 4 producers
+// taking turns. batch is ConsumerOptions.Batch, in messages: 4000 events
+// per fold for legacy batch=4000 and for batched batch=40.
 func BenchmarkConsumer(b *testing.B) {
-	for _, batch := range []int{1000, 4000} {
-		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) { benchConsumer(b, batch) })
+	for _, tc := range []struct {
+		perMsg, batch int
+	}{{1, 1000}, {1, 4000}, {100, 40}, {100, 400}} {
+		shape := "legacy"
+		if tc.perMsg > 1 {
+			shape = fmt.Sprintf("batched=%d", tc.perMsg)
+		}
+		b.Run(fmt.Sprintf("%s/batch=%d", shape, tc.batch), func(b *testing.B) { benchConsumer(b, tc.perMsg, tc.batch) })
 	}
 }
 
-func benchConsumer(b *testing.B, batch int) {
+func benchConsumer(b *testing.B, perMsg, batch int) {
 	e := startEnv(b)
 	at := utc(2026, 12, 1, 0, 0, 0)
 	ctx := context.Background()
+	var ub usagev1.UsageBatch
+	seqs := map[string]uint64{}
 	for i := range b.N {
 		x := benchEvent(i, at)
-		data, err := proto.Marshal(x.proto(fmt.Sprintf("bench-%d", i)))
+		ev := x.proto(fmt.Sprintf("bench-%d", i))
+		var subj string
+		var data []byte
+		var err error
+		if perMsg == 1 {
+			subj = "tollgate.usage." + x.dept
+			data, err = proto.Marshal(ev)
+		} else {
+			ub.Events = append(ub.Events, ev)
+			if len(ub.Events) < perMsg && i < b.N-1 {
+				continue
+			}
+			ub.ProducerId = fmt.Sprintf("bench-producer-%d", (i/perMsg)%4)
+			seqs[ub.ProducerId]++
+			ub.Seq = seqs[ub.ProducerId]
+			subj = usage.BatchSubject(ub.ProducerId)
+			data, err = proto.Marshal(&ub)
+			ub.Events = ub.Events[:0]
+		}
 		if err != nil {
 			b.Fatal(err)
 		}
-		if _, err := e.js.PublishAsync("tollgate.usage."+x.dept, data); err != nil {
+		if _, err := e.js.PublishAsync(subj, data); err != nil {
 			b.Fatal(err)
 		}
 		if i%1000 == 999 || i == b.N-1 {

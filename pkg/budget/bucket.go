@@ -23,7 +23,7 @@ const (
 	Durable = "budget"
 )
 
-// EnsureBucket creates the spend and alert buckets, or updates their
+// EnsureBucket creates the spend, alert and dedup buckets, or updates their
 // configuration, with the given number of replicas (default 1), and returns
 // the spend bucket.
 func EnsureBucket(ctx context.Context, js jetstream.JetStream, replicas int) (jetstream.KeyValue, error) {
@@ -48,6 +48,15 @@ func EnsureBucket(ctx context.Context, js jetstream.JetStream, replicas int) (je
 		Replicas:    replicas,
 	}); err != nil {
 		return nil, fmt.Errorf("ensure bucket %s: %w", AlertBucket, err)
+	}
+	if _, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket:      DedupBucket,
+		Description: "Tollgate budget consumer: usage batches applied per producer",
+		History:     1,
+		Storage:     jetstream.FileStorage,
+		Replicas:    replicas,
+	}); err != nil {
+		return nil, fmt.Errorf("ensure bucket %s: %w", DedupBucket, err)
 	}
 	return kv, nil
 }

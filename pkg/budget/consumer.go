@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/tollgate/tollgate/pkg/usage"
 	usagev1 "github.com/tollgate/tollgate/proto/tollgate/usage/v1"
 )
 
@@ -24,9 +25,10 @@ type ConsumerOptions struct {
 	Stream string
 	// Durable is the pull consumer's name. Default "budget".
 	Durable string
-	// Batch is the most events fetched and written at once. Default 4000:
-	// each batch writes every total it touches once, so under a backlog
-	// larger batches mean fewer KV writes per event.
+	// Batch is the most stream messages (legacy events or producers'
+	// batches of events) fetched and written at once. Default 4000: each
+	// fold writes every total it touches once, so under a backlog larger
+	// folds mean fewer KV writes per event.
 	Batch int
 	// MaxWait bounds how long a batch waits to fill after its first event.
 	// Default 50ms.
@@ -64,7 +66,8 @@ type ConsumerOptions struct {
 	// HTTPClient posts to the webhook. Default a client with WebhookTimeout.
 	HTTPClient *http.Client
 
-	// Logger receives poison events, failed batches and webhook failures.
+	// Logger receives poison events, lost batches, failed batches and
+	// webhook failures.
 	// Default slog.Default().
 	Logger *slog.Logger
 	// Registerer receives the consumer's metrics when set.
@@ -86,8 +89,8 @@ type Consumer struct {
 	m      consumerMetrics
 	now    func() time.Time
 
-	spend, alertKV jetstream.KeyValue
-	hook           *webhook
+	spend, alertKV, dedupKV jetstream.KeyValue
+	hook                    *webhook
 
 	safe    uint64 // every event with a stream sequence <= safe is in all its totals
 	cache   map[TotalID]*cachedTotal
@@ -96,16 +99,43 @@ type Consumer struct {
 	absent  map[TotalID]struct{} // totals whose write expecting "absent" conflicted in this fold
 	events  []event
 	written []writtenTotal
-	decoded usagev1.UsageEvent
+	batch   usagev1.UsageBatch // the message being decoded
 
-	// beforeAck, when set (tests), runs after the writes of a batch and
-	// before its acks. An error fails the batch; errCrash ends Run at once
+	// applier says which batches count; its state is exact after every
+	// stream message up to safe (see loadCheckpoints). stale means a
+	// failed fold may have changed it: it is reloaded before the next.
+	applier usage.Applier
+	stale   bool
+	touched map[string]struct{} // producers whose Window the fold changed
+	cpRev   map[string]uint64   // producer -> revision of its checkpoint as last read or written
+	cpBuf   []byte
+	poison  []uint64 // stream seqs of the fold's undecodable messages
+	tally   foldTally
+
+	// beforeCheckpoint, when set (tests), runs after the totals of a batch
+	// are written and before its checkpoints; beforeAck after both and
+	// before the acks. An error fails the batch; errCrash ends Run at once
 	// without acking or naking, as a crash would.
-	beforeAck func() error
+	beforeCheckpoint, beforeAck func() error
+}
+
+// foldTally counts what one fold saw, added to the metrics once it is
+// written (a failed fold is redone and must not count twice).
+type foldTally struct {
+	dups, lost uint64
+	lostBy     []lostBatches
+}
+
+type lostBatches struct {
+	producer string
+	n        uint64
+	floor    uint64
 }
 
 type consumerMetrics struct {
 	events, poison, batches, failed, conflicts, gapFills, alerts, webhookFailed prometheus.Counter
+	dupBatches, lostBatches                                                     prometheus.Counter
+	missing                                                                     prometheus.Gauge
 }
 
 func newConsumerMetrics(reg prometheus.Registerer) consumerMetrics {
@@ -121,9 +151,14 @@ func newConsumerMetrics(reg prometheus.Registerer) consumerMetrics {
 		gapFills:      c("gap_fills_total", "Batches that first read events delivered elsewhere from the stream."),
 		alerts:        c("alerts_total", "Threshold alerts published."),
 		webhookFailed: c("webhook_failures_total", "Alerts the webhook did not accept or that were dropped."),
+		dupBatches:    c("duplicate_batches_total", "Usage batches skipped because the stream held them earlier (a republish)."),
+		lostBatches:   c("lost_batches_total", "Usage batches given up as lost: a producer's window moved past them before they arrived."),
+		missing: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "tollgate", Subsystem: "budget", Name: "producer_missing_batches",
+			Help: "Usage batches, summed over producers, between each producer's oldest missing batch and its newest applied one that have not arrived."}),
 	}
 	if reg != nil {
-		for _, x := range []prometheus.Collector{m.events, m.poison, m.batches, m.failed, m.conflicts, m.gapFills, m.alerts, m.webhookFailed} {
+		for _, x := range []prometheus.Collector{m.events, m.poison, m.batches, m.failed, m.conflicts, m.gapFills, m.alerts, m.webhookFailed,
+			m.dupBatches, m.lostBatches, m.missing} {
 			reg.MustRegister(x)
 		}
 	}
@@ -206,16 +241,18 @@ func NewConsumer(js jetstream.JetStream, o ConsumerOptions) (*Consumer, error) {
 		o.Now = time.Now
 	}
 	c := &Consumer{
-		js:     js,
-		o:      o,
-		log:    o.Logger,
-		limits: newLimitIndex(o.Limits),
-		m:      newConsumerMetrics(o.Registerer),
-		now:    o.Now,
-		cache:  make(map[TotalID]*cachedTotal),
-		alerts: make(map[TotalID]*alertRecord),
-		aggs:   make(map[TotalID]*agg),
-		absent: make(map[TotalID]struct{}),
+		js:      js,
+		o:       o,
+		log:     o.Logger,
+		limits:  newLimitIndex(o.Limits),
+		m:       newConsumerMetrics(o.Registerer),
+		now:     o.Now,
+		cache:   make(map[TotalID]*cachedTotal),
+		alerts:  make(map[TotalID]*alertRecord),
+		aggs:    make(map[TotalID]*agg),
+		absent:  make(map[TotalID]struct{}),
+		touched: make(map[string]struct{}),
+		cpRev:   make(map[string]uint64),
 	}
 	for _, t := range o.Thresholds {
 		if !(t > 0 && t <= 2) {
@@ -243,6 +280,9 @@ func (c *Consumer) Run(ctx context.Context) error {
 	if c.alertKV, err = c.js.KeyValue(ctx, AlertBucket); err != nil {
 		return fmt.Errorf("open bucket %s: %w", AlertBucket, err)
 	}
+	if c.dedupKV, err = c.js.KeyValue(ctx, DedupBucket); err != nil {
+		return fmt.Errorf("open bucket %s: %w", DedupBucket, err)
+	}
 	cons, err := c.js.CreateOrUpdateConsumer(ctx, c.o.Stream, jetstream.ConsumerConfig{
 		Durable:       c.o.Durable,
 		Description:   "Tollgate budget: folds usage events into spend totals",
@@ -260,6 +300,9 @@ func (c *Consumer) Run(ctx context.Context) error {
 		return fmt.Errorf("consumer %s info: %w", c.o.Durable, err)
 	}
 	c.safe = info.AckFloor.Stream
+	if err := c.loadCheckpoints(ctx); err != nil { // after reading safe, see loadCheckpoints
+		return err
+	}
 
 	var wg sync.WaitGroup
 	hookCtx, stopHook := context.WithCancel(context.WithoutCancel(ctx))
@@ -358,9 +401,8 @@ func (c *Consumer) pause(ctx context.Context) {
 
 // seqMsg is a fetched message and its stream sequence.
 type seqMsg struct {
-	m      jetstream.Msg
-	seq    uint64
-	poison bool
+	m   jetstream.Msg
+	seq uint64
 }
 
 // process folds one fetched batch into the totals and acknowledges it.
@@ -371,8 +413,20 @@ type seqMsg struct {
 // only acknowledged. If the new messages are not exactly safe+1, safe+2,
 // ... (the missing ones went to another instance, or await redelivery after
 // a crash or a Nak), the whole range is read from the stream instead, so
-// nothing below a written as_of_seq is ever left out.
-func (c *Consumer) process(ctx context.Context, msgs []jetstream.Msg) error {
+// nothing below a written as_of_seq is ever left out. The same order feeds
+// c.applier, so whether a batch counts is decided by the stream's order
+// alone, by every instance alike.
+func (c *Consumer) process(ctx context.Context, msgs []jetstream.Msg) (err error) {
+	if c.stale {
+		if err := c.loadCheckpoints(ctx); err != nil {
+			return err
+		}
+	}
+	defer func() {
+		if err != nil {
+			c.stale = true // the failed fold may have marked batches applied
+		}
+	}()
 	items := make([]seqMsg, 0, len(msgs))
 	for _, m := range msgs {
 		md, err := m.Metadata()
@@ -385,7 +439,6 @@ func (c *Consumer) process(ctx context.Context, msgs []jetstream.Msg) error {
 	}
 	slices.SortFunc(items, func(a, b seqMsg) int { return cmpU64(a.seq, b.seq) })
 
-	c.events = c.events[:0]
 	top, contiguous := c.safe, true
 	for i := range items {
 		it := &items[i]
@@ -396,18 +449,23 @@ func (c *Consumer) process(ctx context.Context, msgs []jetstream.Msg) error {
 			contiguous = false
 		}
 		top = it.seq
-		ev, err := c.decode(it.m.Data(), it.seq)
-		if err != nil {
-			c.m.poison.Inc()
-			c.log.Error("budget: undecodable usage event; terminating", "seq", it.seq, "subject", it.m.Subject(), "err", err)
-			_ = it.m.Term()
-			it.poison = true
-			continue
-		}
-		c.events = append(c.events, ev)
 	}
+	c.events = c.events[:0]
+	c.poison = c.poison[:0]
+	c.tally = foldTally{lostBy: c.tally.lostBy[:0]}
+	clear(c.touched)
 	if top > c.safe {
-		if !contiguous {
+		if contiguous {
+			last := c.safe
+			for i := range items {
+				if it := &items[i]; it.seq > last {
+					last = it.seq
+					if c.take(it.m.Data(), it.seq) != nil {
+						c.poison = append(c.poison, it.seq)
+					}
+				}
+			}
+		} else {
 			c.m.gapFills.Inc()
 			if err := c.readRange(ctx, c.safe+1, top); err != nil {
 				return err
@@ -416,19 +474,40 @@ func (c *Consumer) process(ctx context.Context, msgs []jetstream.Msg) error {
 		if err := c.fold(ctx); err != nil {
 			return err
 		}
+		if c.beforeCheckpoint != nil {
+			if err := c.beforeCheckpoint(); err != nil {
+				return err
+			}
+		}
+		if err := c.writeCheckpoints(ctx, top); err != nil {
+			return err
+		}
 	}
 	if c.beforeAck != nil {
 		if err := c.beforeAck(); err != nil {
 			return err
 		}
 	}
-	for _, it := range items {
-		if !it.poison {
-			_ = it.m.Ack()
+	for i := range items {
+		it := &items[i]
+		if _, bad := slices.BinarySearch(c.poison, it.seq); bad {
+			c.m.poison.Inc()
+			c.log.Error("budget: undecodable usage message; terminating", "seq", it.seq, "subject", it.m.Subject())
+			_ = it.m.Term()
+			continue
 		}
+		_ = it.m.Ack()
 	}
 	c.m.events.Add(float64(len(c.events)))
 	c.m.batches.Inc()
+	c.m.dupBatches.Add(float64(c.tally.dups))
+	c.m.lostBatches.Add(float64(c.tally.lost))
+	for _, l := range c.tally.lostBy {
+		c.log.Warn("budget: usage batches given up as lost", "producer", l.producer, "batches", l.n, "floor", l.floor)
+	}
+	if len(c.touched) > 0 {
+		c.m.missing.Set(float64(c.applier.Missing()))
+	}
 	c.safe = max(c.safe, top)
 	return nil
 }
@@ -443,25 +522,45 @@ func cmpU64(a, b uint64) int {
 	return 0
 }
 
-// decode extracts what the totals need from an encoded UsageEvent.
-func (c *Consumer) decode(data []byte, seq uint64) (event, error) {
-	u := &c.decoded
-	u.Reset()
-	if err := proto.Unmarshal(data, u); err != nil {
-		return event{}, fmt.Errorf("decode usage event: %w", err)
+// take decodes the message at stream sequence seq and appends the events
+// that count to c.events: a legacy event always (its totals' as_of_seq
+// keeps it from counting twice), a batch's events only when c.applier
+// finds the batch fresh. It returns an error for an undecodable message.
+func (c *Consumer) take(data []byte, seq uint64) error {
+	b := &c.batch
+	if err := usage.DecodeMessage(data, b); err != nil {
+		return err
 	}
-	ev := event{seq: seq, cost: u.CostNanoUsd, prompt: u.PromptTokens, complete: u.CompletionTokens,
-		starts: periodStarts(u.Timestamp)}
-	ev.vals[ScopeKey] = u.KeyId
-	ev.vals[ScopeSubject] = u.Subject
-	ev.vals[ScopeTeam] = u.Team
-	ev.vals[ScopeDept] = u.Dept
-	ev.vals[ScopeProject] = u.Project
-	return ev, nil
+	v, lost := c.applier.Apply(seq, b)
+	if lost > 0 {
+		c.tally.lost += lost
+		c.tally.lostBy = append(c.tally.lostBy, lostBatches{producer: b.ProducerId, n: lost, floor: c.applier.Window(b.ProducerId).Floor()})
+	}
+	switch v {
+	case usage.Repeat:
+		c.tally.dups++
+		return nil
+	case usage.Covered:
+		return nil
+	case usage.Fresh:
+		c.touched[b.ProducerId] = struct{}{}
+	}
+	for _, u := range b.Events {
+		ev := event{seq: seq, cost: u.CostNanoUsd, prompt: u.PromptTokens, complete: u.CompletionTokens,
+			starts: periodStarts(u.Timestamp)}
+		ev.vals[ScopeKey] = u.KeyId
+		ev.vals[ScopeSubject] = u.Subject
+		ev.vals[ScopeTeam] = u.Team
+		ev.vals[ScopeDept] = u.Dept
+		ev.vals[ScopeProject] = u.Project
+		c.events = append(c.events, ev)
+	}
+	return nil
 }
 
-// readRange replaces c.events by the decodable events of stream sequences
-// from..to, read with an ordered consumer.
+// readRange takes (see take) every message of stream sequences from..to,
+// read with an ordered consumer, recording the undecodable ones in
+// c.poison.
 func (c *Consumer) readRange(ctx context.Context, from, to uint64) error {
 	oc, err := c.js.OrderedConsumer(ctx, c.o.Stream, jetstream.OrderedConsumerConfig{
 		DeliverPolicy: jetstream.DeliverByStartSequencePolicy,
@@ -470,7 +569,6 @@ func (c *Consumer) readRange(ctx context.Context, from, to uint64) error {
 	if err != nil {
 		return fmt.Errorf("read stream %d..%d: %w", from, to, err)
 	}
-	c.events = c.events[:0]
 	for {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("read stream %d..%d: %w", from, to, err)
@@ -490,8 +588,8 @@ func (c *Consumer) readRange(ctx context.Context, from, to uint64) error {
 			if seq > to {
 				continue
 			}
-			if ev, err := c.decode(m.Data(), seq); err == nil {
-				c.events = append(c.events, ev)
+			if c.take(m.Data(), seq) != nil {
+				c.poison = append(c.poison, seq)
 			}
 			if seq == to {
 				return nil

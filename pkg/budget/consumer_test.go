@@ -198,6 +198,68 @@ func TestConsumerExactlyOnce(t *testing.T) {
 			},
 		},
 		{
+			name: "crash after the totals before the checkpoints, then restart",
+			scenario: func(t *testing.T, e *env, evs []ev) {
+				e.publish(t, evs...)
+				c := newConsumer(t, e.js, ConsumerOptions{Batch: 10})
+				var n atomic.Int32
+				c.beforeCheckpoint = func() error {
+					if n.Add(1) == 3 {
+						return errCrash
+					}
+					return nil
+				}
+				if err := c.Run(context.Background()); !errors.Is(err, errCrash) {
+					t.Fatalf("Run = %v, want the simulated crash", err)
+				}
+				run(t, newConsumer(t, e.js, ConsumerOptions{Batch: 10, AckWait: time.Second}))
+			},
+		},
+		{
+			name: "checkpoint not written, batch redelivered to the same instance",
+			scenario: func(t *testing.T, e *env, evs []ev) {
+				e.publish(t, evs...)
+				c := newConsumer(t, e.js, ConsumerOptions{Batch: 10, NakDelay: 100 * time.Millisecond})
+				var n atomic.Int32
+				c.beforeCheckpoint = func() error {
+					if k := n.Add(1); k == 2 || k == 3 {
+						return errors.New("transient")
+					}
+					return nil
+				}
+				run(t, c)
+			},
+		},
+		{
+			name: "crash before the checkpoints while a second instance shares the durable",
+			scenario: func(t *testing.T, e *env, evs []ev) {
+				run(t, newConsumer(t, e.newJS(t), ConsumerOptions{Batch: 4, AckWait: time.Second}))
+				a := newConsumer(t, e.js, ConsumerOptions{Batch: 6, AckWait: time.Second})
+				var n atomic.Int32
+				a.beforeCheckpoint = func() error {
+					if n.Add(1) == 3 {
+						return errCrash
+					}
+					return nil
+				}
+				done := make(chan error, 1)
+				go func() { done <- a.Run(context.Background()) }()
+				for i := 0; i < len(evs); i += 25 {
+					e.publish(t, evs[i:min(i+25, len(evs))]...)
+				}
+				select {
+				case err := <-done:
+					if !errors.Is(err, errCrash) {
+						t.Fatalf("Run = %v, want the simulated crash", err)
+					}
+				case <-time.After(20 * time.Second):
+					t.Fatal("the crashing instance got fewer than 3 batches")
+				}
+				// A restarted instance joins the survivor.
+				run(t, newConsumer(t, e.newJS(t), ConsumerOptions{Batch: 5, AckWait: time.Second}))
+			},
+		},
+		{
 			name: "failed batch is naked and redelivered",
 			scenario: func(t *testing.T, e *env, evs []ev) {
 				e.publish(t, evs...)
@@ -246,15 +308,22 @@ func TestConsumerExactlyOnce(t *testing.T) {
 		},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			e := startEnv(t)
-			evs := append(append([]ev(nil), knownEvents...), bulkEvents(200)...)
-			tt.scenario(t, e, evs)
-			e.waitApplied(t, uint64(len(evs)))
-			e.waitConsumed(t, Durable)
-			e.checkTotals(t, knownWant[:len(knownWant)-2]) // the global rows change with the bulk
-			e.checkAll(t, evs)
-		})
+		for _, batched := range []bool{false, true} {
+			name := tt.name + "/legacy events"
+			if batched {
+				name = tt.name + "/batches, each stored twice"
+			}
+			t.Run(name, func(t *testing.T) {
+				e := startEnv(t)
+				e.batched = batched
+				evs := append(append([]ev(nil), knownEvents...), bulkEvents(200)...)
+				tt.scenario(t, e, evs)
+				e.waitApplied(t, e.counted)
+				e.waitConsumed(t, Durable)
+				e.checkTotals(t, knownWant[:len(knownWant)-2]) // the global rows change with the bulk
+				e.checkAll(t, evs)
+			})
+		}
 	}
 }
 

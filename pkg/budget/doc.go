@@ -7,27 +7,63 @@
 // adds each event's cost, tokens and request count to every total the event
 // belongs to: its key, subject, team, dept and project (empty values are
 // skipped) and global, each for the UTC day and month of the event's
-// timestamp and for all time. A fetched batch is aggregated in memory and
-// every touched total is written once, with optimistic concurrency (the
-// write expects the revision last read; on conflict the total is re-read
-// and the batch re-applied to it). The batch is acknowledged only after all
-// its writes succeeded; a batch that cannot be written is redelivered
-// (NakWithDelay). Undecodable events are logged and terminated.
+// timestamp and for all time. The messages of one fetch (a fold) are
+// aggregated in memory and every touched total is written once, with
+// optimistic concurrency (the write expects the revision last read; on
+// conflict the total is re-read and the fold re-applied to it). The
+// messages are acknowledged only after all the fold's writes succeeded;
+// a fold that cannot be written is redelivered (NakWithDelay). Undecodable
+// messages are logged and terminated.
 //
 // # Exactly once
 //
-// Each total stores as_of_seq, the largest stream sequence it includes, and
-// an event is added to a total only if its sequence is larger. That is
-// exact only when whoever writes a total has applied, in stream order,
-// every earlier event that belongs to it. So each Consumer keeps a point
-// below which every event is in all its totals (at start, the durable's ack
-// floor), and when a fetched batch is not the exact continuation of that
-// point (messages went to another instance, or await redelivery after a
-// crash or a Nak), it reads the missing range straight from the stream and
-// applies it first. Hence redelivery, restarts, replays with a fresh
-// durable and several instances sharing the durable never count an event
-// twice or lose one. Instances sharing the durable add availability, not
-// throughput: each applies (or skips, by as_of_seq) every event.
+// The stream holds two kinds of message: a producer's batch of events
+// (usage.UsageBatch: producer id, batch seq) and, from before batches, a
+// legacy single event. A batch counts once per (producer, seq), at its
+// first appearance in stream order, with no time window: a copy the
+// stream stored again (published after the stream's duplicate window,
+// e.g. by a spool drain after a long outage) is skipped and counted in
+// tollgate_budget_duplicate_batches_total. A legacy event counts once per
+// stream message, as before batches existed.
+//
+// Two mechanisms make that hold under redelivery, crashes, restarts and
+// several instances. First, each total stores as_of_seq, the largest
+// stream sequence it includes, and a message's events are added to a total
+// only if its sequence is larger. That is exact only when whoever writes a
+// total has applied, in stream order, every earlier message that belongs to
+// it. So each Consumer keeps a point below which every message is in all
+// its totals (at start, the durable's ack floor), and when a fetched batch
+// is not the exact continuation of that point (messages went to another
+// instance, or await redelivery after a crash or a Nak), it reads the
+// missing range straight from the stream and applies it first.
+//
+// Second, which batches count is decided by a usage.Applier, one Window
+// per producer (constant size: WindowSize seqs), fed every message in
+// that same stream order, so its verdict on a message is a function of the
+// stream alone, whichever instance computes it. Its state is persisted in
+// DedupBucket, one checkpoint per producer: the producer's Window and the
+// stream sequence it covers. A fold writes the totals, then the checkpoint
+// of every producer whose Window it changed (never replacing one that
+// covers more), then acknowledges its messages. On start, and after a
+// failed fold, the Consumer reloads the checkpoints (after reading the ack
+// floor): a message at or below its producer's checkpoint is accounted
+// for already and skipped, a later one is judged by the Window. Crash
+// points: after the totals and before the checkpoints, the messages are
+// redelivered, judged fresh again by the old checkpoint, and skipped by
+// the totals' as_of_seq; after the checkpoints and before the acks, they
+// are redelivered and skipped as covered. Hence redelivery, restarts,
+// replays with a fresh durable and several instances sharing the durable
+// never count an event twice or lose one. Instances sharing the durable
+// add availability, not throughput: each applies (or skips) every message.
+//
+// Gaps: a producer's batches arrive at most WindowSize out of order (its
+// publisher never runs further ahead of its oldest unacknowledged batch).
+// tollgate_budget_producer_missing_batches sums, over producers, the
+// batches below a producer's newest applied one that have not arrived (a
+// spool still draining, or lost); a batch the Window has to move past is
+// given up, counted in tollgate_budget_lost_batches_total and logged, and
+// never applied if it arrives later. Undecodable messages are terminated
+// and counted in tollgate_budget_poison_events_total.
 //
 // # Enforcement
 //

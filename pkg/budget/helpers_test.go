@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/tollgate/tollgate/pkg/usage"
 	usagev1 "github.com/tollgate/tollgate/proto/tollgate/usage/v1"
 )
 
@@ -23,9 +24,22 @@ type env struct {
 	js jetstream.JetStream
 	kv jetstream.KeyValue
 	n  int // events published, for unique event ids
+
+	// batched makes publish send batches of up to 3 events, from two
+	// producers taking turns, each batch stored twice (a republish past the
+	// duplicate window), instead of one legacy message per event.
+	batched bool
+	seqs    map[string]uint64 // producer -> last batch seq used
+	// counted is the stream sequence of the last message published whose
+	// events count (the first copy of a batch, not its republish).
+	counted uint64
 }
 
-func startEnv(tb testing.TB) *env {
+// startEnv starts the server with the stream's duplicate window at 2 min.
+func startEnv(tb testing.TB) *env { return startEnvDup(tb, 2*time.Minute) }
+
+// startEnvDup starts the server with the stream's duplicate window at dup.
+func startEnvDup(tb testing.TB, dup time.Duration) *env {
 	tb.Helper()
 	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true,
 		StoreDir: tb.TempDir(), NoLog: true, NoSigs: true})
@@ -48,14 +62,14 @@ func startEnv(tb testing.TB) *env {
 	}
 	ctx := context.Background()
 	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: Stream, Subjects: []string{"tollgate.usage.>"},
-		Duplicates: 2 * time.Minute}); err != nil {
+		Duplicates: dup}); err != nil {
 		tb.Fatal(err)
 	}
 	kv, err := EnsureBucket(ctx, js, 1)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return &env{ns: ns, nc: nc, js: js, kv: kv}
+	return &env{ns: ns, nc: nc, js: js, kv: kv, seqs: map[string]uint64{}}
 }
 
 // newJS opens a second connection, as another process would.
@@ -87,9 +101,20 @@ func (e ev) proto(id string) *usagev1.UsageEvent {
 		PromptTokens: e.prompt, CompletionTokens: e.completion}
 }
 
-// publish sends events and returns the stream sequence of the last.
+// publish sends events and returns the stream sequence of the last
+// message whose events count (see env.batched and env.counted).
 func (e *env) publish(tb testing.TB, evs ...ev) uint64 {
 	tb.Helper()
+	if e.batched {
+		for i := 0; i < len(evs); i += 3 {
+			producer := testProducers[(i/3)%len(testProducers)]
+			e.seqs[producer]++
+			b := e.batch(producer, e.seqs[producer], evs[i:min(i+3, len(evs))]...)
+			e.counted = e.publishBatch(tb, b, "")
+			e.publishBatch(tb, b, "-republish")
+		}
+		return e.counted
+	}
 	var seq uint64
 	for _, x := range evs {
 		e.n++
@@ -107,7 +132,57 @@ func (e *env) publish(tb testing.TB, evs ...ev) uint64 {
 		}
 		seq = ack.Sequence
 	}
+	e.counted = max(e.counted, seq)
 	return seq
+}
+
+// testProducers are the producer ids of env.batched.
+var testProducers = []string{"gw1aaaaaaaaaaaaa", "gw2bbbbbbbbbbbbb"}
+
+// batch builds batch seq of producer holding evs, with fresh event ids.
+func (e *env) batch(producer string, seq uint64, evs ...ev) *usagev1.UsageBatch {
+	b := &usagev1.UsageBatch{ProducerId: producer, Seq: seq, CreatedUnixMs: 1}
+	for _, x := range evs {
+		e.n++
+		b.Events = append(b.Events, x.proto("ev-"+itoa(e.n)))
+	}
+	return b
+}
+
+// publishBatch stores b in the stream as a producer would (subject
+// usage.BatchSubject, Nats-Msg-Id usage.BatchMsgID) and returns its stream
+// sequence. A non-empty idSuffix changes the Nats-Msg-Id, so the stream
+// stores it even within the duplicate window: a republish after the window
+// as the consumers see it.
+func (e *env) publishBatch(tb testing.TB, b *usagev1.UsageBatch, idSuffix string) uint64 {
+	tb.Helper()
+	data, err := proto.Marshal(b)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ack, err := e.js.Publish(context.Background(), usage.BatchSubject(b.ProducerId), data,
+		jetstream.WithMsgID(usage.BatchMsgID(b.ProducerId, b.Seq)+idSuffix))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if ack.Duplicate {
+		tb.Fatalf("batch %s:%d dropped by the stream as a duplicate", b.ProducerId, b.Seq)
+	}
+	return ack.Sequence
+}
+
+// streamMsgs is the number of messages the stream holds.
+func (e *env) streamMsgs(tb testing.TB) uint64 {
+	tb.Helper()
+	s, err := e.js.Stream(context.Background(), Stream)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	info, err := s.Info(context.Background())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return info.State.Msgs
 }
 
 func itoa(n int) string {

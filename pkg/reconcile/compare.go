@@ -48,8 +48,8 @@ func compareBudgets(b, stream Source) []string {
 	out := compare(b, stream, "global totals")
 	out = append(out, compareFigures(SourceBudgets, b.Extra["dept_requests"], b.Extra["dept_cost_nano_usd"],
 		"stream", stream.Extra["dept_requests"], stream.Extra["dept_cost_nano_usd"], "dept totals")...)
-	if dups := stream.Extra["duplicates"]; len(out) > 0 && dups > 0 {
-		out = append(out, fmt.Sprintf("budgets: the stream holds %s of an event id already counted; the budget consumer adds every stream message, so the totals count each copy",
+	if dups := stream.Extra["legacy_duplicates"]; len(out) > 0 && dups > 0 {
+		out = append(out, fmt.Sprintf("budgets: the stream holds %s of an event id already counted; the budget consumer adds every legacy single-event message, so the totals count each copy (a republished batch counts once)",
 			count(dups, "duplicate message")))
 	}
 	return out

@@ -6,11 +6,15 @@
 // # Sources
 //
 //   - stream: the usage events in the JetStream stream TOLLGATE_USAGE, the
-//     reference. Requests and cost count each event id once; raw_requests
-//     counts stream messages, and duplicates is their difference. A
-//     duplicate is an event republished after the stream's deduplication
-//     window (a spool drain, an operator's replay of an NDJSON file): the
-//     stream holds two messages with one event id. The stream side also
+//     reference, read through replay, so each producer's batch counts once
+//     (usage.Applier, as the budget consumer decides); requests and cost
+//     also count each event id once. raw_requests counts the events of
+//     every stored message, and duplicates is the difference: a batch, or
+//     a legacy single-event message, republished after the stream's
+//     deduplication window (a spool drain, an operator's replay of an
+//     NDJSON file). duplicate_batches, lost_batches and missing_batches
+//     count republished batches, batches given up, and batches not yet
+//     arrived. The stream side also
 //     reports served_requests and served_cost_nano_usd, its events billed
 //     from the upstream's own usage (see mock below).
 //   - clickhouse: the rows of usage_events, deduplicated by event id (as
@@ -23,8 +27,9 @@
 //     totals of its days. The global scope's totals must equal the stream's
 //     events, and the sum of the dept scope's totals the stream's events
 //     that carry a dept (dept_requests, dept_cost_nano_usd on both sides).
-//     The budget consumer counts each stream message, so a duplicate in the
-//     stream shows here as a difference (the spend is counted twice).
+//     The budget consumer counts a republished batch once, but each legacy
+//     single-event message, so a republished legacy event shows here as a
+//     difference (the spend is counted twice; legacy_duplicates).
 //   - mock: the ledger of pkg/mockllm (GET /ledger), in tests and chaos
 //     runs. An answer is served when the mock completed it and reported its
 //     usage; each ledger group is priced with the price table given (the

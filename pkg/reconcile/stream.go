@@ -23,9 +23,11 @@ func (t *tally) add(cost int64) {
 // streamCount is what the stream holds in the window.
 type streamCount struct {
 	unique, raw, dept, served tally
+	legacyDups                int64 // legacy single-event messages of an event id already counted
 	undecodable               int
 	first, last               uint64
 	seen                      map[string]struct{}
+	batches                   replay.Stats // the batch figures of the whole read
 }
 
 func (c *streamCount) take(it *replay.Item) {
@@ -35,7 +37,13 @@ func (c *streamCount) take(it *replay.Item) {
 	}
 	c.last = it.Seq
 	c.raw.add(ev.CostNanoUsd)
+	if it.Duplicate {
+		return // a republished batch: the consumers skip it too
+	}
 	if _, dup := c.seen[ev.EventId]; dup {
+		if it.Producer == "" {
+			c.legacyDups++
+		}
 		return
 	}
 	c.seen[ev.EventId] = struct{}{}
@@ -57,7 +65,7 @@ func servedUpstream(ev *usagev1.UsageEvent) bool {
 // readStream counts the stream's events in the window.
 func readStream(ctx context.Context, src *Sources, o *Options, w window) (*streamCount, error) {
 	c := &streamCount{seen: map[string]struct{}{}}
-	ro := replay.Options{Stream: src.Stream, Batch: 2000}
+	ro := replay.Options{Stream: src.Stream, Batch: 2000, Duplicates: true}
 	if !w.openLo {
 		ro.Since = o.Since.Add(-o.Skew)
 	}
@@ -69,6 +77,7 @@ func readStream(ctx context.Context, src *Sources, o *Options, w window) (*strea
 		return nil, fmt.Errorf("read the usage stream: %w", err)
 	}
 	c.undecodable = st.Undecodable
+	c.batches = st
 	return c, nil
 }
 
@@ -100,6 +109,10 @@ func (c *streamCount) source() Source {
 		"served_requests":      c.served.n,
 		"served_cost_nano_usd": c.served.cost,
 		"undecodable":          int64(c.undecodable),
+		"duplicate_batches":    int64(c.batches.DuplicateBatches),
+		"legacy_duplicates":    c.legacyDups,
+		"lost_batches":         int64(c.batches.LostBatches),
+		"missing_batches":      int64(c.batches.MissingBatches),
 		"first_seq":            int64(c.first),
 		"last_seq":             int64(c.last),
 	}}

@@ -6,9 +6,18 @@
 // A range is a stream-sequence range (FromSeq..ToSeq) or a time range
 // (Since..Until) of the times the stream stored the messages, which follow
 // the requests' own times within the gateway's publish delay (seconds, or
-// longer after a spool drain). Reading starts at the first message of the
-// range and ends at its last, or at the stream's last message as it was when
-// Run started, so a replay always ends.
+// longer after a spool drain). Reading ends at the range's last message,
+// or at the stream's last message as it was when Run started, so a replay
+// always ends.
+//
+// Events travel in batches per producer (usage.UsageBatch), and a batch
+// republished after the stream's duplicate window is stored twice. A
+// replay hands each batch's events to the sink once, at the batch's first
+// appearance in the stream (usage.Applier, as the budget consumer
+// decides): so that the decision on a message in the range is the one the
+// budget consumer made, the messages before the range are read too (from
+// the stream's first message) and only fed to the Applier. Legacy
+// single-event messages are handed over each time they are stored.
 //
 // With a price table (Options.Reprice) each event's cost is recomputed from
 // its tokens with the price of its served model (or, failing that, its
@@ -25,7 +34,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/tollgate/tollgate/pkg/pricing"
 	"github.com/tollgate/tollgate/pkg/usage"
@@ -47,6 +55,13 @@ type Item struct {
 	// pricing_version as published.
 	OriginalCost    int64
 	OriginalVersion string
+	// Producer and Batch name the event's batch; empty and 0 for a legacy
+	// single-event message.
+	Producer string
+	Batch    uint64
+	// Duplicate marks an event of a batch the stream held earlier (only
+	// with Options.Duplicates).
+	Duplicate bool
 }
 
 // Sink receives replayed events in stream order, a batch at a time, and is
@@ -73,6 +88,10 @@ type Options struct {
 	Batch int
 	// Progress, when set, is called after each batch.
 	Progress func(Progress)
+	// Duplicates hands the sink the events of republished batches too,
+	// marked Item.Duplicate (reconcile counts them); by default they are
+	// skipped and counted in Stats.
+	Duplicates bool
 }
 
 // Progress reports how far a replay got. Total is the number of stream
@@ -89,8 +108,17 @@ type Stats struct {
 	Events, Undecodable int
 	// Repriced events got a new cost; Unpriced kept theirs (no price).
 	Repriced, Unpriced int
-	// FirstSeq and LastSeq are the first and last sequences read.
+	// FirstSeq and LastSeq are the first and last sequences of the range
+	// read.
 	FirstSeq, LastSeq uint64
+	// Batches in the range applied; DuplicateBatches (holding
+	// DuplicateEvents) skipped as republished.
+	Batches, DuplicateBatches, DuplicateEvents int
+	// LostBatches were given up in the range: a producer's window moved
+	// past them before they arrived (usage.Window.Apply). MissingBatches
+	// had not arrived at the end: below some later batch of their producer
+	// (still in a spool, or lost).
+	LostBatches, MissingBatches uint64
 }
 
 // Run replays the range of o into sink and closes the sink.
@@ -117,22 +145,16 @@ func Run(ctx context.Context, js jetstream.JetStream, o Options, sink Sink) (Sta
 	if info.State.Msgs == 0 || end < max(o.FromSeq, info.State.FirstSeq) {
 		return st, ErrEmptyRange
 	}
-	cfg := jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverAllPolicy}
-	switch {
-	case !o.Since.IsZero():
-		since := o.Since
-		cfg.DeliverPolicy, cfg.OptStartTime = jetstream.DeliverByStartTimePolicy, &since
-	case o.FromSeq > 0:
-		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, o.FromSeq
-	}
-	oc, err := js.OrderedConsumer(ctx, o.Stream, cfg)
+	// From the stream's first message: see the package doc.
+	oc, err := js.OrderedConsumer(ctx, o.Stream, jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverAllPolicy})
 	if err != nil {
 		return st, fmt.Errorf("read stream %s: %w", o.Stream, err)
 	}
-	r := reader{o: o, end: end, first: max(o.FromSeq, info.State.FirstSeq), start: time.Now(), st: &st}
+	r := reader{o: o, end: end, next: info.State.FirstSeq, start: time.Now(), st: &st}
 	if err := r.run(ctx, oc, sink); err != nil {
 		return st, err
 	}
+	st.MissingBatches = r.applier.Missing()
 	if st.Events == 0 && st.Undecodable == 0 {
 		return st, ErrEmptyRange
 	}
@@ -143,22 +165,21 @@ func Run(ctx context.Context, js jetstream.JetStream, o Options, sink Sink) (Sta
 }
 
 type reader struct {
-	o     Options
-	end   uint64
-	first uint64
-	start time.Time
-	st    *Stats
-	items []Item
-	done  bool
+	o       Options
+	end     uint64
+	next    uint64 // the lowest sequence the next message can have
+	start   time.Time
+	st      *Stats
+	items   []Item
+	done    bool
+	inRange bool
+	applier usage.Applier
+	batch   usagev1.UsageBatch
 }
 
 func (r *reader) run(ctx context.Context, oc jetstream.Consumer, sink Sink) error {
 	for !r.done {
-		next := r.first // the lowest sequence the next message can have
-		if r.st.LastSeq > 0 {
-			next = r.st.LastSeq + 1
-		}
-		n := int(min(uint64(r.o.Batch), r.end-next+1)) // no wait for messages past the end
+		n := int(min(uint64(r.o.Batch), r.end-min(r.next, r.end)+1)) // no wait for messages past the end
 		batch, err := oc.Fetch(max(n, 1), jetstream.FetchMaxWait(time.Second))
 		if err != nil {
 			return fmt.Errorf("read stream: %w", err)
@@ -192,43 +213,75 @@ func (r *reader) run(ctx context.Context, oc jetstream.Consumer, sink Sink) erro
 	return nil
 }
 
-// take adds one message to r.items, or marks the end of the range.
+// take adds the events of one message to r.items, feeds a message before
+// the range to the Applier only, or marks the end of the range.
 func (r *reader) take(m jetstream.Msg) {
 	md, err := m.Metadata()
 	if err != nil {
 		return
 	}
 	seq := md.Sequence.Stream
-	if seq > r.end || (r.o.FromSeq > 0 && seq < r.o.FromSeq) {
-		r.done = r.done || seq > r.end
+	r.next = seq + 1
+	if seq > r.end {
+		r.done = true
 		return
 	}
-	if !r.o.Until.IsZero() && !md.Timestamp.Before(r.o.Until) {
+	if !r.inRange && seq >= r.o.FromSeq && (r.o.Since.IsZero() || !md.Timestamp.Before(r.o.Since)) {
+		r.inRange = true
+	}
+	if r.inRange && !r.o.Until.IsZero() && !md.Timestamp.Before(r.o.Until) {
 		r.done = true
+		return
+	}
+	if seq == r.end {
+		r.done = true
+	}
+	b := &r.batch
+	decodeErr := usage.DecodeMessage(m.Data(), b)
+	var v usage.Verdict
+	var lost uint64
+	if decodeErr == nil {
+		v, lost = r.applier.Apply(seq, b)
+	}
+	if !r.inRange {
 		return
 	}
 	if r.st.FirstSeq == 0 {
 		r.st.FirstSeq = seq
 	}
 	r.st.LastSeq = seq
-	if seq == r.end {
-		r.done = true
-	}
-	ev := &usagev1.UsageEvent{}
-	if err := proto.Unmarshal(m.Data(), ev); err != nil {
+	if decodeErr != nil {
 		r.st.Undecodable++
 		return
 	}
-	it := Item{Seq: seq, Stored: md.Timestamp, Event: ev, OriginalCost: ev.CostNanoUsd, OriginalVersion: ev.PricingVersion}
-	if r.o.Reprice != nil {
-		if Reprice(ev, r.o.Reprice) {
-			r.st.Repriced++
-		} else {
-			r.st.Unpriced++
+	r.st.LostBatches += lost
+	switch v {
+	case usage.Repeat:
+		r.st.DuplicateBatches++
+		r.st.DuplicateEvents += len(b.Events)
+		if !r.o.Duplicates {
+			return
 		}
+	case usage.Fresh:
+		r.st.Batches++
 	}
-	r.st.Events++
-	r.items = append(r.items, it)
+	for _, ev := range b.Events { // DecodeMessage allocates them anew
+		it := Item{Seq: seq, Stored: md.Timestamp, Event: ev, OriginalCost: ev.CostNanoUsd, OriginalVersion: ev.PricingVersion,
+			Producer: b.ProducerId, Batch: b.Seq, Duplicate: v == usage.Repeat}
+		if it.Duplicate {
+			r.items = append(r.items, it)
+			continue
+		}
+		if r.o.Reprice != nil {
+			if Reprice(ev, r.o.Reprice) {
+				r.st.Repriced++
+			} else {
+				r.st.Unpriced++
+			}
+		}
+		r.st.Events++
+		r.items = append(r.items, it)
+	}
 }
 
 // Reprice sets ev's cost and pricing_version from table t and reports
