@@ -215,6 +215,17 @@ func (v *leaseView) others(me string, nowMs int64) (sum int64, active int, want 
 	return sum, active, want
 }
 
+// expiredSince reports whether a slice of another holder than me expired
+// in (fromMs, toMs].
+func (v *leaseView) expiredSince(me string, fromMs, toMs int64) bool {
+	for id, h := range v.rec.Holders {
+		if id != me && h.ExpMs > fromMs && h.ExpMs <= toMs {
+			return true
+		}
+	}
+	return false
+}
+
 // lease is this gateway's slice of one limited total.
 type lease struct {
 	key string
@@ -246,6 +257,16 @@ type lease struct {
 	// shrunkRev is the revision last shrunk for another gateway's want;
 	// only the refill loop touches it.
 	shrunkRev uint64
+	// wrote is this gateway's last write.
+	wrote atomic.Pointer[leaseWrite]
+}
+
+// leaseWrite is the revision of a gateway's write of a lease and the
+// applied spend it saw.
+type leaseWrite struct {
+	rev     uint64
+	applied int64
+	at      int64 // unix ns
 }
 
 // leases is the Tracker's lease state. mu guards byKey and list; the
@@ -432,7 +453,7 @@ func (t *Tracker) refillAll(ctx context.Context, kv jetstream.KeyValue) {
 		}
 		now := t.now().UnixNano()
 		if reason := t.refillReason(le, now); reason != refillNone {
-			t.refill(ctx, kv, le, reason == refillReturn)
+			t.refill(ctx, kv, le, reason)
 		}
 		if r, ok := le.room(now); ok && r > 0 {
 			held++
@@ -444,9 +465,10 @@ func (t *Tracker) refillAll(ctx context.Context, kv jetstream.KeyValue) {
 type refillKind int
 
 const (
-	refillNone refillKind = iota
-	refillGrow
-	refillReturn
+	refillNone   refillKind = iota
+	refillGrow              // draw more, or renew
+	refillShrink            // give back all but a share: another gateway wants room
+	refillReturn            // give back all room
 )
 
 // refillReason says whether le needs a refill now: a request waits, the
@@ -454,14 +476,26 @@ const (
 // gateway wants room this one holds, or the slice sits idle.
 func (t *Tracker) refillReason(le *lease, now int64) refillKind {
 	ls := t.leases
-	if le.need.Load() || !le.granted.Load() {
+	if !le.granted.Load() {
+		return refillGrow
+	}
+	v := le.view.Load()
+	if le.need.Load() {
+		// A write that could not give the waiting requests room is not
+		// retried until another gateway wrote, more spend was applied,
+		// another gateway's slice expired, or RefillWait passed.
+		if w := le.wrote.Load(); w != nil && v != nil && v.rev == w.rev && le.sl.spend.Load() == w.applied &&
+			now-w.at < int64(ls.o.RefillWait) && !le.idle.Load() {
+			if h := v.rec.Holders[ls.o.ID]; h.Want > 0 && !v.expiredSince(ls.o.ID, w.at/1e6, now/1e6) {
+				return refillNone
+			}
+		}
 		return refillGrow
 	}
 	if le.idle.Load() {
 		return refillNone
 	}
 	room, _ := le.room(now)
-	v := le.view.Load()
 	_, _, othersWant := v.others(ls.o.ID, now/1e6)
 	if now-le.lastUse.Load() > ls.ttl {
 		return refillReturn
@@ -472,16 +506,18 @@ func (t *Tracker) refillReason(le *lease, now int64) refillKind {
 	if room < le.low.Load() && le.drawable(ls.o.ID, le.limit.Load(), now) > room {
 		return refillGrow
 	}
-	if othersWant && room > 0 && v != nil && v.rev != le.shrunkRev {
+	if othersWant && v != nil && v.rev != le.shrunkRev && v.rec.Holders[ls.o.ID].Slice > le.sl.reserved.Load() {
+		// This gateway's recorded slice holds more than its spend in
+		// flight: unused room, or spend applied since.
 		le.shrunkRev = v.rev
-		return refillGrow
+		return refillShrink
 	}
 	return refillNone
 }
 
 // refill draws, renews or gives back le's slice with one CAS, retried on
 // conflicts. Only the refill loop (and ReturnLeases after it) calls it.
-func (t *Tracker) refill(ctx context.Context, kv jetstream.KeyValue, le *lease, giveBack bool) {
+func (t *Tracker) refill(ctx context.Context, kv jetstream.KeyValue, le *lease, kind refillKind) {
 	ls := t.leases
 	defer func() {
 		ch := make(chan struct{})
@@ -489,7 +525,7 @@ func (t *Tracker) refill(ctx context.Context, kv jetstream.KeyValue, le *lease, 
 		close(*old)
 	}()
 	for range 8 {
-		ok, err := t.casOnce(ctx, kv, le, giveBack)
+		ok, err := t.casOnce(ctx, kv, le, kind)
 		if ok {
 			ls.refills.Add(1)
 			return
@@ -506,22 +542,39 @@ func (t *Tracker) refill(ctx context.Context, kv jetstream.KeyValue, le *lease, 
 
 // casOnce makes one attempt. It reports false with a nil error after a
 // conflict, once it has re-read the entry.
-func (t *Tracker) casOnce(ctx context.Context, kv jetstream.KeyValue, le *lease, giveBack bool) (bool, error) {
+//
+// Until the write's outcome is known nothing is admitted past X, so this
+// gateway's admitted spend not yet applied is at most X - drained, read
+// after X is in force (requests waiting for room are not admitted, so they
+// are not in it). The new slice is that plus room, and the new cap X +
+// room. To draw more, X is the cap: requests go on being admitted while
+// the write is in flight. To give room back (kind refillShrink or
+// refillReturn), X is frozen at min(cap, reserved + drained), so requests
+// needing room wait for the write.
+func (t *Tracker) casOnce(ctx context.Context, kv jetstream.KeyValue, le *lease, kind refillKind) (bool, error) {
 	ls := t.leases
 	me := ls.o.ID
+	giveBack := kind == refillReturn
 	v := le.view.Load()
-	// The order matters: drained, then reserved, then the applied spend
-	// (see the proof sketch).
+	oldCap, hadGrant := le.cap.Load(), le.granted.Load()
+	frozen := oldCap
+	if hadGrant && kind != refillGrow {
+		frozen = min(oldCap, le.sl.reserved.Load()+le.sl.drained.Load())
+		le.cap.Store(frozen)
+	}
+	// The order matters: the freeze, then drained, then the applied spend
+	// (the proof sketch).
 	base := le.sl.drained.Load()
-	unapplied := max(le.sl.reserved.Load(), 0)
+	if !hadGrant {
+		frozen = base // nothing admitted on this lease yet
+	}
+	admitted := max(frozen-base, 0)
 	applied := le.sl.spend.Load()
 	now := t.now().UnixNano()
 	limit := le.limit.Load()
 	var rec leaseRecord
-	var old holder
 	if v != nil {
 		rec.Floor = v.rec.Floor
-		old = v.rec.Holders[me]
 	}
 	rec.Floor = max(rec.Floor, applied)
 	rec.Limit = limit
@@ -539,10 +592,9 @@ func (t *Tracker) casOnce(ctx context.Context, kv jetstream.KeyValue, le *lease,
 			}
 		}
 	}
-	free := limit - rec.Floor - others - unapplied
-	fits := free >= 0
+	free := limit - rec.Floor - others - admitted
 	room := int64(0)
-	if fits && !giveBack {
+	if free > 0 && !giveBack {
 		room = free
 		if active > 0 {
 			room = free / int64(active+1)
@@ -551,35 +603,25 @@ func (t *Tracker) casOnce(ctx context.Context, kv jetstream.KeyValue, le *lease,
 			room = min(room, ls.o.MaxSlice)
 		}
 	}
-	slice := unapplied + room
-	if !fits {
-		// Over the limit even with no room: the slice may only go down
-		// (the excess of unapplied over the old slice is requests waiting
-		// for room, not admitted).
-		prev := int64(0)
-		if old.ExpMs > now/1e6 {
-			prev = old.Slice
-		}
-		slice = min(unapplied, prev)
+	// Requests waiting here get the room they need when it is free;
+	// what they lack beyond it others give back when they see it.
+	waiting := le.sl.reserved.Load() + base - frozen
+	if !giveBack && free > 0 {
+		room = max(room, min(free, waiting))
 	}
-	h := holder{Slice: slice, ExpMs: (now + ls.ttl) / 1e6}
-	if le.need.Load() && !fits {
-		h.Want = -free
+	h := holder{Slice: admitted + room, ExpMs: (now + ls.ttl) / 1e6}
+	if le.need.Load() && !giveBack && waiting > room {
+		h.Want = waiting - room
 	}
-	if slice > 0 || h.Want > 0 {
+	if h.Slice > 0 || h.Want > 0 {
 		rec.Holders[me] = h
 	}
 	data, err := json.Marshal(&rec)
 	if err != nil {
+		if hadGrant {
+			le.cap.Store(oldCap)
+		}
 		return false, err
-	}
-	newCap := base + slice
-	oldCap, hadGrant := le.cap.Load(), le.granted.Load()
-	if hadGrant && !fits {
-		newCap = min(newCap, oldCap)
-	}
-	if hadGrant && newCap < oldCap {
-		le.cap.Store(newCap) // while in flight, the smaller cap holds
 	}
 	var rev uint64
 	if v == nil || v.rev == 0 {
@@ -588,21 +630,22 @@ func (t *Tracker) casOnce(ctx context.Context, kv jetstream.KeyValue, le *lease,
 		rev, err = kv.Update(ctx, le.key, data, v.rev)
 	}
 	if err != nil {
-		if hadGrant {
-			le.cap.Store(min(oldCap, newCap))
-		}
 		if errors.Is(err, jetstream.ErrKeyExists) || isConflict(err) {
+			if hadGrant {
+				le.cap.Store(oldCap) // not written: the old slice holds
+			}
 			return false, t.reread(ctx, kv, le)
 		}
-		return false, fmt.Errorf("write lease %s: %w", le.key, err)
+		return false, fmt.Errorf("write lease %s: %w", le.key, err) // outcome unknown: the frozen cap stays
 	}
 	le.view.Store(&leaseView{rev: rev, rec: rec})
-	le.cap.Store(newCap)
+	le.wrote.Store(&leaseWrite{rev: rev, applied: applied, at: now})
+	le.cap.Store(frozen + room)
 	le.exp.Store(now + ls.ttl)
-	le.low.Store((newCap - base - unapplied) / 2)
+	le.low.Store(room / 2)
 	le.granted.Store(true)
 	le.idle.Store(giveBack)
-	if fits || giveBack {
+	if h.Want == 0 {
 		le.need.Store(false)
 	}
 	return true, nil
@@ -641,7 +684,7 @@ func (t *Tracker) ReturnLeases(ctx context.Context, kv jetstream.KeyValue) {
 	for _, le := range list {
 		if le.granted.Load() {
 			le.lastUse.Store(0)
-			t.refill(ctx, kv, le, true)
+			t.refill(ctx, kv, le, refillReturn)
 		}
 	}
 }
