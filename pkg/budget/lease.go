@@ -559,8 +559,12 @@ func (t *Tracker) casOnce(ctx context.Context, kv jetstream.KeyValue, le *lease,
 	oldCap, hadGrant := le.cap.Load(), le.granted.Load()
 	frozen := oldCap
 	if hadGrant && kind != refillGrow {
-		frozen = min(oldCap, le.sl.reserved.Load()+le.sl.drained.Load())
-		le.cap.Store(frozen)
+		// A request that read the old cap before the store reserved
+		// before it too, so the second read includes it.
+		used := func() int64 { return le.sl.reserved.Load() + le.sl.drained.Load() }
+		first := min(oldCap, used())
+		le.cap.Store(first)
+		frozen = min(oldCap, max(first, used()))
 	}
 	// The order matters: the freeze, then drained, then the applied spend
 	// (the proof sketch).
