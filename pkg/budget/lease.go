@@ -261,12 +261,10 @@ type lease struct {
 	wrote atomic.Pointer[leaseWrite]
 }
 
-// leaseWrite is the revision of a gateway's write of a lease and the
-// applied spend it saw.
+// leaseWrite is what a gateway's last write of a lease saw.
 type leaseWrite struct {
-	rev     uint64
-	applied int64
-	at      int64 // unix ns
+	others int64 // the other gateways' slices
+	at     int64 // unix ns
 }
 
 // leases is the Tracker's lease state. mu guards byKey and list; the
@@ -460,6 +458,39 @@ func (t *Tracker) refillAll(ctx context.Context, kv jetstream.KeyValue) {
 		}
 	}
 	ls.held.Store(held)
+	t.pruneLeases(t.now().UnixNano())
+}
+
+// pruneLeases forgets the leases given back and unused for 10 x TTL
+// (totals of past days and months, limits removed), so that the refill
+// loop's work stays bounded by the totals in use. A request that looked
+// the lease up just before waits for a first grant of a new one.
+func (t *Tracker) pruneLeases(now int64) {
+	ls := t.leases
+	stale := func(le *lease) bool {
+		return le.idle.Load() && !le.need.Load() && now-le.lastUse.Load() > 10*ls.ttl && le.sl.reserved.Load() == 0
+	}
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	n := 0
+	for _, le := range ls.list {
+		if stale(le) {
+			n++
+		}
+	}
+	if n == 0 {
+		return
+	}
+	keep := make([]*lease, 0, len(ls.list)-n)
+	for _, le := range ls.list {
+		if !stale(le) {
+			keep = append(keep, le)
+			continue
+		}
+		le.sl.lease.CompareAndSwap(le, nil)
+		delete(ls.byKey, le.key)
+	}
+	ls.list = keep
 }
 
 type refillKind int
@@ -482,11 +513,12 @@ func (t *Tracker) refillReason(le *lease, now int64) refillKind {
 	v := le.view.Load()
 	if le.need.Load() {
 		// A write that could not give the waiting requests room is not
-		// retried until another gateway wrote, more spend was applied,
-		// another gateway's slice expired, or RefillWait passed.
-		if w := le.wrote.Load(); w != nil && v != nil && v.rev == w.rev && le.sl.spend.Load() == w.applied &&
-			now-w.at < int64(ls.o.RefillWait) && !le.idle.Load() {
-			if h := v.rec.Holders[ls.o.ID]; h.Want > 0 && !v.expiredSince(ls.o.ID, w.at/1e6, now/1e6) {
+		// retried until another gateway gave room back, another gateway's
+		// slice expired, or RefillWait passed: two starving gateways would
+		// otherwise rewrite the entry in turn.
+		if w := le.wrote.Load(); w != nil && v != nil && now-w.at < int64(ls.o.RefillWait) && !le.idle.Load() {
+			others, _, _ := v.others(ls.o.ID, now/1e6)
+			if h := v.rec.Holders[ls.o.ID]; h.Want > 0 && others >= w.others && !v.expiredSince(ls.o.ID, w.at/1e6, now/1e6) {
 				return refillNone
 			}
 		}
@@ -549,7 +581,8 @@ func (t *Tracker) refill(ctx context.Context, kv jetstream.KeyValue, le *lease, 
 // are not in it). The new slice is that plus room, and the new cap X +
 // room. To draw more, X is the cap: requests go on being admitted while
 // the write is in flight. To give room back (kind refillShrink or
-// refillReturn), X is frozen at min(cap, reserved + drained), so requests
+// refillReturn), or when another gateway wants room (its share is then
+// recomputed), X is frozen at min(cap, reserved + drained), so requests
 // needing room wait for the write.
 func (t *Tracker) casOnce(ctx context.Context, kv jetstream.KeyValue, le *lease, kind refillKind) (bool, error) {
 	ls := t.leases
@@ -558,7 +591,8 @@ func (t *Tracker) casOnce(ctx context.Context, kv jetstream.KeyValue, le *lease,
 	v := le.view.Load()
 	oldCap, hadGrant := le.cap.Load(), le.granted.Load()
 	frozen := oldCap
-	if hadGrant && kind != refillGrow {
+	_, _, othersWant := v.others(me, t.now().UnixNano()/1e6)
+	if hadGrant && (kind != refillGrow || othersWant) {
 		// A request that read the old cap before the store reserved
 		// before it too, so the second read includes it.
 		used := func() int64 { return le.sl.reserved.Load() + le.sl.drained.Load() }
@@ -643,7 +677,7 @@ func (t *Tracker) casOnce(ctx context.Context, kv jetstream.KeyValue, le *lease,
 		return false, fmt.Errorf("write lease %s: %w", le.key, err) // outcome unknown: the frozen cap stays
 	}
 	le.view.Store(&leaseView{rev: rev, rec: rec})
-	le.wrote.Store(&leaseWrite{rev: rev, applied: applied, at: now})
+	le.wrote.Store(&leaseWrite{others: others, at: now})
 	le.cap.Store(frozen + room)
 	le.exp.Store(now + ls.ttl)
 	le.low.Store(room / 2)

@@ -13,6 +13,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/tollgate/tollgate/pkg/config"
 )
 
 // gw is one gateway's Tracker with leases, on its own NATS connection.
@@ -294,4 +296,30 @@ func (e *env) kv0(t *testing.T) jetstream.KeyValue {
 		t.Fatal(err)
 	}
 	return kv
+}
+
+func TestLeaseOptionsFrom(t *testing.T) {
+	tests := []struct {
+		name    string
+		cfg     config.BudgetLeases
+		want    *LeaseOptions
+		wantErr bool
+	}{
+		{name: "defaults", cfg: config.BudgetLeases{}, want: &LeaseOptions{}},
+		{name: "disabled", cfg: config.BudgetLeases{Disabled: true}},
+		{name: "max slice", cfg: config.BudgetLeases{MaxSliceUSD: "0.25", TTL: time.Minute},
+			want: &LeaseOptions{MaxSlice: usd / 4, TTL: time.Minute}},
+		{name: "bad max slice", cfg: config.BudgetLeases{MaxSliceUSD: "a lot"}, wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := LeaseOptionsFrom(tt.cfg, nil)
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("err %v, want error %v", err, tt.wantErr)
+			}
+			if (got == nil) != (tt.want == nil) || got != nil && (got.MaxSlice != tt.want.MaxSlice || got.TTL != tt.want.TTL) {
+				t.Errorf("options %+v, want %+v", got, tt.want)
+			}
+		})
+	}
 }
