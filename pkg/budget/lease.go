@@ -276,7 +276,6 @@ type leases struct {
 	ready  chan struct{}
 	mu     sync.Mutex
 	byKey  map[string]*lease
-	views  map[string]*leaseView // records of totals not leased here yet
 	list   []*lease
 	limGen atomic.Uint64
 
@@ -287,7 +286,7 @@ type leases struct {
 func newLeases(o LeaseOptions) *leases {
 	o.setDefaults()
 	return &leases{o: o, ttl: int64(o.TTL), kick: make(chan struct{}, 1), ready: make(chan struct{}),
-		byKey: make(map[string]*lease), views: make(map[string]*leaseView)}
+		byKey: make(map[string]*lease)}
 }
 
 func (ls *leases) signal() {
@@ -311,10 +310,6 @@ func (t *Tracker) leaseFor(s *slot, id *TotalID, l *Limit) *lease {
 			le.wake.Store(&ch)
 			le.limit.Store(l.AmountNano)
 			le.gen.Store(ls.limGen.Load())
-			if v := ls.views[key]; v != nil {
-				le.view.Store(v)
-				delete(ls.views, key)
-			}
 			ls.byKey[key] = le
 			ls.list = append(ls.list, le)
 			s.lease.Store(le)
@@ -424,12 +419,7 @@ func (t *Tracker) applyLease(e jetstream.KeyValueEntry, _ bool) bool {
 	defer ls.mu.Unlock()
 	le := ls.byKey[e.Key()]
 	if le == nil {
-		if v.rev == 0 {
-			delete(ls.views, e.Key())
-		} else {
-			ls.views[e.Key()] = v
-		}
-		return true
+		return false // a total not limited here: its first write reads it
 	}
 	if old := le.view.Load(); old != nil && old.rev >= e.Revision() && v.rev != 0 {
 		return false // our own write, stored already
@@ -508,7 +498,10 @@ const (
 func (t *Tracker) refillReason(le *lease, now int64) refillKind {
 	ls := t.leases
 	if !le.granted.Load() {
-		return refillGrow
+		if le.need.Load() {
+			return refillGrow
+		}
+		return refillNone
 	}
 	v := le.view.Load()
 	if le.need.Load() {
@@ -731,7 +724,9 @@ func (t *Tracker) ReturnLeases(ctx context.Context, kv jetstream.KeyValue) {
 // on it, and wakes the refill loop when the room left is under the
 // low-water mark.
 func (t *Tracker) fitLease(le *lease, now int64) bool {
-	le.lastUse.Store(now)
+	if now-le.lastUse.Load() > int64(time.Millisecond) {
+		le.lastUse.Store(now) // at most once a millisecond: the line is shared
+	}
 	r, ok := le.room(now)
 	if ok && r < le.low.Load() {
 		t.leases.signal()
