@@ -29,36 +29,49 @@ import (
 //
 // Gateway g admits a request iff its spend charged to the current slice,
 // used_g, fits: used_g <= S_g. used_g is reserved + drained - base on the
-// total's slot: reserved is g's spend the totals do not include yet
-// (unapplied_g: a reservation lives until the total's as_of_seq covers its
-// event, await.go), drained is what left reserved because the totals came
-// to include it, and base is drained at the refill. So the check is local
-// (a few atomic loads, no network): reserved + drained <= cap, with
-// cap = S_g + base. In the background, and when a request does not fit, g
-// refills with one CAS that sets S_g = unapplied_g + room, allowed only if
+// total's slot: reserved is g's spend the totals do not include yet (a
+// reservation lives until the total's as_of_seq covers its event,
+// await.go; a request is reserved before it is checked), drained is what
+// left reserved because the totals came to include it (it moves to drained
+// before it leaves reserved, so a reader never misses it), and base is
+// drained at the refill. So the check is local (a few atomic loads, no
+// network): reserved + drained <= cap, with cap = S_g + base.
 //
-//	max(applied_view, Floor) + sum of all unexpired slices (new S_g included) <= limit
+// In the background, and when a request does not fit, g refills with one
+// CAS. It first fixes X, a cap nothing is admitted past until the write's
+// outcome is known: the current cap when drawing more (requests keep being
+// admitted meanwhile), or, to give room back, min(cap, reserved + drained),
+// stored before reserved and drained are read again (a request that read
+// the old cap reserved before that read, so it is counted). Then it reads
+// base = drained and the applied spend A_g. g's admitted spend not yet
+// applied is at most X - base (requests waiting for room are not in it),
+// and the write sets S_g = X - base + room, cap = X + room, allowed only if
 //
-// (a write that lowers S_g is always allowed). Room shrinks near the limit:
-// all that is free when no other gateway holds a slice (one gateway holds
-// the whole remaining headroom, so it is as exact as without leases),
-// free/(n+1) with n other active gateways, at most MaxSlice when set.
+//	max(A_g, Floor) + sum of all unexpired slices (new S_g included) <= limit
+//
+// (when it is not, room is 0 and S_g does not grow: X - base is spend g
+// admitted under its previous slice). Room shrinks near the limit: all that
+// is free when no other gateway holds a slice (one gateway holds the whole
+// remaining headroom, so it is as exact as without leases), else a
+// 1/(n+1) share of it with n other active gateways, or what the waiting
+// requests need if more and free, at most MaxSlice when set.
 //
 // # Proof sketch
 //
-// Let A* be the Floor of the entry (the largest applied view of any writer,
-// after its last write) and, for each gateway g, t_g its last successful
-// CAS with applied view A_g <= A* and unapplied U_g (read before A_g, so
-// whatever left reserved before the read is in A_g). g's spend not in A*
-// is at most its spend not in A_g, which is at most U_g plus what g charged
-// since t_g (its reservations, adjusted at settle), and admission keeps
-// that at or under S_g, up to settle excess (actual > reserved). Hence
-// total spend <= A* + sum_g S_g + sum_g excess_g <= limit + excess, because
-// the last CAS checked A* + sum S <= limit and every later change either
-// passed the same check or lowered a slice. While a CAS is in flight, a
-// request must fit both the old and the new cap (the smaller one), so the
-// bound holds whichever the server committed; after an unknown outcome the
-// smaller cap stays.
+// Let A* be the entry's Floor after the last write (the largest applied
+// view of any writer: applied spend only grows, and each writer read its
+// A_g after its base, so whatever left g's reserved before base was read
+// is in A_g <= A*). For each gateway g, its spend not in A* is at most its
+// spend not in A_g, which is at most X - base at its last write plus what
+// it admitted since, and admission keeps that at or under S_g, up to
+// settle excess (a request whose actual cost exceeds its reservation).
+// Hence total spend <= A* + sum_g S_g + excess <= limit + excess, because
+// the last write checked A* + sum S <= limit and every later change either
+// passed the same check or kept a slice from growing. While a write is in
+// flight the cap is at most the old one and at most the new one, so the
+// bound holds whichever the server committed; after a conflict the old cap
+// comes back (nothing was written), after an unknown outcome the lower
+// one stays.
 //
 // What breaks the bound, stated in the README: a gateway that dies holding
 // spend not yet applied (its slice expires after TTL and others may draw
