@@ -53,7 +53,8 @@ import (
 // admitted under its previous slice). Room shrinks near the limit: all that
 // is free when no other gateway holds a slice (one gateway holds the whole
 // remaining headroom, so it is as exact as without leases), else a
-// 1/(n+1) share of it with n other active gateways, or what the waiting
+// 1/(2(n+1)) share of it with n other active gateways (half stays unheld,
+// so a gateway short of room can draw it at once), or what the waiting
 // requests need if more and free, at most MaxSlice when set.
 //
 // # Proof sketch
@@ -641,7 +642,7 @@ func (t *Tracker) casOnce(ctx context.Context, kv jetstream.KeyValue, le *lease,
 	if free > 0 && !giveBack {
 		room = free
 		if active > 0 {
-			room = free / int64(active+1)
+			room = free / int64(2*(active+1)) // half stays unheld, for whoever needs it first
 		}
 		if ls.o.MaxSlice > 0 {
 			room = min(room, ls.o.MaxSlice)

@@ -157,7 +157,7 @@ func TestLeasesHoldAcrossGateways(t *testing.T) {
 				for misses < 5 {
 					actual := est/2 + rand.Int64N(est/2+1)
 					err := g.requestObserved(t, s, est, actual, func() {
-						time.Sleep(time.Duration(10+rand.IntN(20)) * time.Millisecond)
+						time.Sleep(time.Duration(150+rand.IntN(150)) * time.Millisecond) // the upstream
 						inflight.Add(-est)
 						served.Add(actual)
 					}, func() { inflight.Add(est) })
