@@ -149,7 +149,8 @@ type slot struct {
 	asOf     atomic.Uint64
 	reserved atomic.Int64
 	// drained is the sum of reservations released because the total came
-	// to include them (leases: what left the unapplied spend).
+	// to include them since the total was leased (what left the unapplied
+	// spend; kept only for leased totals).
 	drained atomic.Int64
 	lease   atomic.Pointer[lease] // this gateway's slice, once limited and leased
 	rev     uint64                // KV revision stored; only the watch goroutine touches it
@@ -602,8 +603,8 @@ func (r *Reservation) adjust(i int, d int64) {
 func (r *Reservation) release(i int, applied bool) {
 	if r.released&(1<<i) == 0 {
 		r.released |= 1 << i
-		if applied {
-			r.slots[i].drained.Add(r.amount)
+		if applied && r.slots[i].lease.Load() != nil {
+			r.slots[i].drained.Add(r.amount) // leases only: no write shared by every request otherwise
 		}
 		r.adjust(i, -r.amount)
 	}
