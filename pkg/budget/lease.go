@@ -287,6 +287,7 @@ type leases struct {
 	o      LeaseOptions
 	ttl    int64 // ns
 	kick   chan struct{}
+	kicked atomic.Bool // a wake-up is pending on kick
 	ready  chan struct{}
 	mu     sync.Mutex
 	byKey  map[string]*lease
@@ -303,7 +304,12 @@ func newLeases(o LeaseOptions) *leases {
 		byKey: make(map[string]*lease)}
 }
 
+// signal wakes the refill loop. Requests call it, so it sends only when no
+// wake-up is pending (a channel send takes the channel's lock).
 func (ls *leases) signal() {
+	if !ls.kicked.CompareAndSwap(false, true) {
+		return
+	}
 	select {
 	case ls.kick <- struct{}{}:
 	default:
@@ -403,6 +409,7 @@ func (t *Tracker) RunLeases(ctx context.Context, kv jetstream.KeyValue) error {
 		case <-ls.kick:
 		case <-tick.C:
 		}
+		ls.kicked.Store(false)
 		t.refillAll(ctx, kv)
 	}
 }
