@@ -693,7 +693,7 @@ func (t *Tracker) casOnce(ctx context.Context, kv jetstream.KeyValue, le *lease,
 	le.view.Store(&leaseView{rev: rev, rec: rec})
 	le.wrote.Store(&leaseWrite{others: others, at: now})
 	le.cap.Store(frozen + room)
-	le.exp.Store(now + ls.ttl)
+	le.exp.Store(now + ls.ttl - ls.ttl/10) // stop using it before the others may take it back
 	le.low.Store(room / 2)
 	le.granted.Store(true)
 	le.idle.Store(giveBack)
