@@ -1,6 +1,7 @@
 package budget
 
 import (
+	"context"
 	"errors"
 	"testing"
 )
@@ -59,7 +60,7 @@ func TestCheckReserved(t *testing.T) {
 			tr := NewTracker(TrackerOptions{Limits: limits, Now: fixedClock(now)})
 			tr.Reserve(alice, tt.other)
 			tr.Reserve(alice, tt.own)
-			got, err := tr.CheckReserved(alice, tt.claims, tt.own, make([]Checked, 0, tt.size))
+			got, _, err := tr.CheckReserved(context.Background(), alice, tt.claims, tt.own, make([]Checked, 0, tt.size))
 			if len(got) != len(tt.want) {
 				t.Fatalf("got %d checks %+v, want %d", len(got), got, len(tt.want))
 			}
@@ -94,7 +95,7 @@ func TestCheckReservedAllocs(t *testing.T) {
 	s := Scopes{Team: "ml", Dept: "eng"}
 	dst := make([]Checked, 0, 8)
 	allocs := testing.AllocsPerRun(100, func() {
-		if _, err := tr.CheckReserved(s, nil, 0, dst); err != nil {
+		if _, _, err := tr.CheckReserved(context.Background(), s, nil, 0, dst); err != nil {
 			t.Fatal(err)
 		}
 	})

@@ -24,7 +24,7 @@ func TestStartTracker(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	g, gctx := errgroup.WithContext(ctx)
-	tr, err := StartTracker(gctx, g, js, 1, limits)
+	tr, err := StartTracker(gctx, g, js, 1, limits, &LeaseOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,6 +35,9 @@ func TestStartTracker(t *testing.T) {
 	}
 	if _, err := js.KeyValue(ctx, Bucket); err != nil {
 		t.Fatalf("spend bucket: %v", err)
+	}
+	if _, err := js.KeyValue(ctx, LeaseBucket); err != nil {
+		t.Fatalf("leases bucket: %v", err)
 	}
 	if r := tr.Report(); len(r) != 1 {
 		t.Errorf("report %+v, want the one limit", r)

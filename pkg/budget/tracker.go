@@ -84,6 +84,11 @@ type TrackerOptions struct {
 	// (Await, OnAck) before the watch loop releases it: an event without an
 	// ack went to the publisher's spool. Default DefaultAckWait (2m).
 	AckWait time.Duration
+	// Leases, when set, make every limit hold across gateways: admission
+	// draws on this gateway's slice of each limited total (lease.go), kept
+	// by RunLeases. Nil: each gateway checks limits against the applied
+	// totals and its own reservations only.
+	Leases *LeaseOptions
 }
 
 // Tracker keeps every spend total of the KV bucket in memory, plus this
@@ -124,6 +129,8 @@ type Tracker struct {
 
 	readyOnce sync.Once
 	ready     chan struct{}
+
+	leases *leases // nil without TrackerOptions.Leases
 }
 
 const trackerShards = 64
@@ -141,7 +148,12 @@ type slot struct {
 	spend    atomic.Int64
 	asOf     atomic.Uint64
 	reserved atomic.Int64
-	rev      uint64 // KV revision stored; only the watch goroutine touches it
+	// drained is the sum of reservations released because the total came
+	// to include them since the total was leased (what left the unapplied
+	// spend; kept only for leased totals).
+	drained atomic.Int64
+	lease   atomic.Pointer[lease] // this gateway's slice, once limited and leased
+	rev     uint64                // KV revision stored; only the watch goroutine touches it
 }
 
 // limitIndex finds the limits for a scope value without allocating.
@@ -190,6 +202,9 @@ func NewTracker(o TrackerOptions) *Tracker {
 	for i := range t.await {
 		t.await[i].m = make(map[string]awaiting)
 	}
+	if o.Leases != nil {
+		t.leases = newLeases(*o.Leases)
+	}
 	t.SetLimits(o.Limits)
 	return t
 }
@@ -200,6 +215,9 @@ func (t *Tracker) SetLimits(limits []Limit) {
 	ix := newLimitIndex(limits)
 	ix.all = append([]Limit(nil), limits...)
 	t.limits.Store(&ix)
+	if t.leases != nil {
+		t.leases.limGen.Add(1) // each lease takes its limit afresh
+	}
 }
 
 // LimitStatus is one configured limit applied to one scope value, as the
@@ -311,7 +329,9 @@ func (t *Tracker) Reserved(scope Scope) int64 {
 // Check returns an *ExceededError for the first applicable limit, from the
 // configured limits and then claims (from FromClaims), that has no headroom
 // for estimateNano more: spend + reserved + estimate > limit. It returns nil
-// when every limit has room. It does not allocate unless it refuses.
+// when every limit has room. It does not allocate unless it refuses. It
+// does not consult leases: the gateway admits with Reserve and
+// CheckReserved.
 func (t *Tracker) Check(s Scopes, claims []Limit, estimateNano int64) error {
 	starts := periodStarts(t.now().UnixNano())
 	var err error
@@ -330,11 +350,20 @@ func (t *Tracker) Check(s Scopes, claims []Limit, estimateNano int64) error {
 
 // Headroom returns the smallest remaining amount (limit - spend - reserved,
 // at least 0) over every applicable limit, for clamping max_tokens; limited
-// is false when no limit applies.
+// is false when no limit applies. With leases, a limit's remaining amount
+// is at most what this gateway can admit: what its slice still admits, or
+// what a refill could draw, whichever is more.
 func (t *Tracker) Headroom(s Scopes, claims []Limit) (nano int64, limited bool) {
-	starts := periodStarts(t.now().UnixNano())
+	now := t.now().UnixNano()
+	starts := periodStarts(now)
 	t.eachLimit(&s, claims, func(l *Limit, v string, _ bool) bool {
-		left := l.AmountNano - t.used(TotalID{Scope: l.Scope, Value: v, Period: l.Period, Start: starts[l.Period]})
+		left := l.AmountNano
+		if sl := t.lookup(TotalID{Scope: l.Scope, Value: v, Period: l.Period, Start: starts[l.Period]}); sl != nil {
+			left -= sl.spend.Load() + sl.reserved.Load()
+			if le := sl.lease.Load(); le != nil && t.leases != nil {
+				left = min(left, t.leaseHeadroom(le, l.AmountNano, now))
+			}
+		}
 		if !limited || left < nano {
 			nano, limited = left, true
 		}
@@ -357,7 +386,9 @@ type Checked struct {
 	FromToken bool
 	// LimitNano is the limit; SpentNano the applied total plus this
 	// gateway's reservations for other requests, without the request's own
-	// reservation; both in nano-USD.
+	// reservation; both in nano-USD. With leases, SpentNano is LimitNano
+	// minus what the gateway could admit (Headroom) before the request, so
+	// it also counts what other gateways hold.
 	LimitNano, SpentNano int64
 }
 
@@ -369,17 +400,81 @@ func (c *Checked) HeadroomNano() int64 { return c.LimitNano - c.SpentNano }
 // (Reserve) is already in the totals, so it checks spend + reserved <=
 // limit, and it appends every limit it checks to dst with the spend seen
 // (own reservation excluded). It appends at most cap(dst)-len(dst) entries
-// and never grows dst, so it does not allocate unless it refuses; when dst
-// is full, the refusing limit replaces the last entry.
-func (t *Tracker) CheckReserved(s Scopes, claims []Limit, ownNano int64, dst []Checked) ([]Checked, error) {
-	starts := periodStarts(t.now().UnixNano())
+// and never grows dst, so it does not allocate unless it refuses or waits;
+// when dst is full, the refusing limit replaces the last entry.
+//
+// With leases, each limit must also fit this gateway's slice of the total
+// (no network: atomics). When one does not, it waits for a refill, at most
+// LeaseOptions.RefillWait (FirstGrantWait for a total this gateway holds no
+// slice of), or until ctx ends, then refuses; waited is how long it waited
+// (0 when it did not).
+func (t *Tracker) CheckReserved(ctx context.Context, s Scopes, claims []Limit, ownNano int64, dst []Checked) (checked []Checked, waited time.Duration, err error) {
+	n := len(dst)
+	checked, short, err := t.checkReserved(&s, claims, ownNano, dst)
+	if short.le == nil || err != nil {
+		return checked, 0, err
+	}
+	ls := t.leases
+	wait := ls.o.RefillWait
+	if !short.le.granted.Load() || short.le.idle.Load() {
+		wait = max(wait, ls.o.FirstGrantWait)
+	}
+	begin := time.Now()
+	deadline := begin.Add(wait)
+	ls.waits.Add(1)
+	for short.le != nil && err == nil {
+		if !t.waitRefill(ctx, short.le, deadline) {
+			checked, short, err = t.checkReserved(&s, claims, ownNano, dst[:n])
+			break
+		}
+		checked, short, err = t.checkReserved(&s, claims, ownNano, dst[:n])
+	}
+	waited = time.Since(begin)
+	ls.waitHist.observe(waited)
+	if err == nil && short.le != nil {
+		ls.refusedWithRoom.Add(1)
+		l := short.l
+		err = &ExceededError{Scope: l.Scope, Value: short.v, Period: l.Period, PeriodStart: short.periodStart,
+			LimitNano: l.AmountNano, SpendNano: l.AmountNano - short.headroom}
+	}
+	return checked, waited, err
+}
+
+// shortLease is a limit whose lease did not admit a reserved request.
+type shortLease struct {
+	le          *lease
+	l           *Limit
+	v           string
+	periodStart string
+	headroom    int64 // what the gateway could admit, own reservation included
+}
+
+// checkReserved is one pass of CheckReserved: err is a refusal by the
+// totals, short the first limit whose lease does not admit the request.
+func (t *Tracker) checkReserved(s *Scopes, claims []Limit, ownNano int64, dst []Checked) ([]Checked, shortLease, error) {
+	now := t.now().UnixNano()
+	starts := periodStarts(now)
 	names := t.periodNames(starts)
 	var err error
-	t.eachLimit(&s, claims, func(l *Limit, v string, fromToken bool) bool {
-		used := t.used(TotalID{Scope: l.Scope, Value: v, Period: l.Period, Start: starts[l.Period]})
+	var short shortLease
+	t.eachLimit(s, claims, func(l *Limit, v string, fromToken bool) bool {
+		id := TotalID{Scope: l.Scope, Value: v, Period: l.Period, Start: starts[l.Period]}
+		sl := t.lookup(id)
+		var used int64
+		if sl != nil {
+			used = sl.spend.Load() + sl.reserved.Load()
+		}
 		c := Checked{Scope: l.Scope, Value: v, Period: l.Period, PeriodStart: names.names[l.Period],
 			FromToken: fromToken, LimitNano: l.AmountNano, SpentNano: used - ownNano}
 		refuse := used > l.AmountNano && err == nil
+		if t.leases != nil && sl != nil && !refuse {
+			le := t.leaseFor(sl, &id, l)
+			hr := min(l.AmountNano-used, t.leaseHeadroom(le, l.AmountNano, now))
+			c.SpentNano = l.AmountNano - hr - ownNano
+			if !t.fitLease(le, now) && short.le == nil {
+				short = shortLease{le: le, l: l, v: v, periodStart: c.PeriodStart, headroom: hr}
+			}
+		}
 		switch {
 		case len(dst) < cap(dst):
 			dst = append(dst, c)
@@ -392,7 +487,7 @@ func (t *Tracker) CheckReserved(s Scopes, claims []Limit, ownNano int64, dst []C
 		}
 		return true
 	})
-	return dst, err
+	return dst, short, err
 }
 
 // periodStartNames caches the formatted starts of the current periods, so
@@ -502,10 +597,15 @@ func (r *Reservation) adjust(i int, d int64) {
 	}
 }
 
-// release drops slot i's reservation. r.mu is held.
-func (r *Reservation) release(i int) {
+// release drops slot i's reservation; applied says the total now includes
+// it (it moves to the slot's drained spend, before it leaves reserved, so
+// that a lease never sees it in neither). r.mu is held.
+func (r *Reservation) release(i int, applied bool) {
 	if r.released&(1<<i) == 0 {
 		r.released |= 1 << i
+		if applied && r.slots[i].lease.Load() != nil {
+			r.slots[i].drained.Add(r.amount) // leases only: no write shared by every request otherwise
+		}
 		r.adjust(i, -r.amount)
 	}
 }
@@ -530,7 +630,7 @@ func (r *Reservation) Settle(actualNano int64) {
 func (r *Reservation) Release() {
 	r.mu.Lock()
 	for i := range r.n {
-		r.release(i)
+		r.release(i, false)
 	}
 	r.mu.Unlock()
 }
@@ -556,7 +656,7 @@ func (r *Reservation) Published(seq uint64) {
 func (r *Reservation) releaseCovered() {
 	for i := range r.n {
 		if r.released&(1<<i) == 0 && r.slots[i].asOf.Load() >= r.seq {
-			r.release(i)
+			r.release(i, true)
 		}
 	}
 }
@@ -581,7 +681,7 @@ func (t *Tracker) sweep(now int64) {
 				r.coveredAt = now
 			} else if now-r.coveredAt >= t.grace {
 				for i := range r.n {
-					r.release(i)
+					r.release(i, false)
 				}
 			}
 		}

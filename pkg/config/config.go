@@ -50,12 +50,43 @@ type Config struct {
 	// BudgetOvercommit allows a child scope's limits to sum above its
 	// parent's (dept > team > project > subject > key). Default false.
 	BudgetOvercommit bool `yaml:"budget_overcommit"`
+	// Budget configures how the gateways enforce Budgets together.
+	Budget Budget `yaml:"budget"`
 	// RateLimits are per-principal request and token rates.
 	RateLimits []RateLimit `yaml:"rate_limits"`
 	NATS       NATS        `yaml:"nats"`
 	Usage      Usage       `yaml:"usage"`
 	// Prices override or add entries of the embedded price table, keyed by model.
 	Prices map[string]Price `yaml:"prices"`
+}
+
+// Budget configures budget enforcement in the gateway.
+type Budget struct {
+	// Leases make every limit hold across all gateways sharing one NATS:
+	// each gateway spends a slice of a limit's headroom drawn through KV
+	// compare-and-set (README: budgets across gateways).
+	Leases BudgetLeases `yaml:"leases"`
+}
+
+// BudgetLeases configures budget leases. Zero values take the defaults
+// shown.
+type BudgetLeases struct {
+	// Disabled turns leases off: each gateway then checks limits against
+	// the applied totals and its own reservations only, so N gateways may
+	// overshoot a limit by what the others have in flight. Default false.
+	Disabled bool `yaml:"disabled"`
+	// TTL is how long a gateway's slice stays valid without renewal; a
+	// dead gateway's slices return to the others after it. Default 30s.
+	TTL time.Duration `yaml:"ttl"`
+	// MaxSliceUSD caps the headroom one refill draws, a decimal string
+	// ("0.50"). Default "": no cap.
+	MaxSliceUSD string `yaml:"max_slice_usd"`
+	// RefillWait bounds how long a request that does not fit its gateway's
+	// slice waits for a refill before it is refused. Default 50ms.
+	RefillWait time.Duration `yaml:"refill_wait"`
+	// FirstGrantWait bounds the wait of the first request on a limited
+	// total this gateway holds no slice of. Default 1s.
+	FirstGrantWait time.Duration `yaml:"first_grant_wait"`
 }
 
 // BudgetLimit is one spend limit: (scope, value or *, amount, period).

@@ -147,6 +147,7 @@ func TestParseDefaults(t *testing.T) {
 		{"usage.sync_interval", c.Usage.SyncInterval, 100 * time.Millisecond},
 		{"usage.unpriced_model", c.Usage.UnpricedModel, "zero"},
 		{"budget_overcommit", c.BudgetOvercommit, false},
+		{"budget.leases on by default", c.Budget.Leases.Disabled, false},
 	}
 	for _, ck := range checks {
 		t.Run(ck.name, func(t *testing.T) {

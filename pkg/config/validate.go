@@ -54,6 +54,9 @@ func (c *Config) Validate() error {
 	v.rateLimits(c.RateLimits)
 	v.nats(&c.NATS)
 	v.usage(&c.Usage)
+	v.duration("budget.leases.ttl", c.Budget.Leases.TTL)
+	v.duration("budget.leases.refill_wait", c.Budget.Leases.RefillWait)
+	v.duration("budget.leases.first_grant_wait", c.Budget.Leases.FirstGrantWait)
 	v.prices(c.Prices)
 	return errors.Join(v.errs...)
 }

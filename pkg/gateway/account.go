@@ -129,7 +129,7 @@ func (g *Gateway) admit(c *fiber.Ctx, st *state, p *auth.Principal, rt *route, i
 	}
 	// Reserve first, then check including the reservation: two requests
 	// racing for the last headroom cannot both pass.
-	if aerr := g.reserve(&adm, scopes, claims, est); aerr != nil {
+	if aerr := g.reserve(c, &adm, scopes, claims, est); aerr != nil {
 		return adm, aerr
 	}
 	if adm.clamp > 0 {
@@ -167,12 +167,17 @@ func (g *Gateway) budgetScopes(adm *admission, p *auth.Principal) (budget.Scopes
 // reserve reserves est nano-USD on every total of scopes, then checks
 // every limit including it (reserve first: two requests racing for the
 // last headroom cannot both pass), recording the checks for the usage
-// event. A refusal drops the reservation and refunds the rate charges.
-func (g *Gateway) reserve(adm *admission, scopes budget.Scopes, claims []budget.Limit, est int64) *apiError {
+// event. A refusal drops the reservation and refunds the rate charges. A
+// request that waited for its gateway's budget lease to be refilled says
+// so in x-tollgate-budget-wait-ms.
+func (g *Gateway) reserve(c *fiber.Ctx, adm *admission, scopes budget.Scopes, claims []budget.Limit, est int64) *apiError {
 	t := g.acct.Tracker
 	adm.res = t.Reserve(scopes, est)
-	checks, err := t.CheckReserved(scopes, claims, est, adm.checks.a[:0])
+	checks, waited, err := t.CheckReserved(c.Context(), scopes, claims, est, adm.checks.a[:0])
 	adm.checks.n, adm.checks.reserved = len(checks), est
+	if waited > 0 {
+		c.Set("x-tollgate-budget-wait-ms", strconv.FormatFloat(float64(waited.Microseconds())/1000, 'f', 1, 64))
+	}
 	if err != nil {
 		adm.res.Release()
 		adm.res = nil

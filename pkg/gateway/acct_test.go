@@ -72,7 +72,15 @@ func newAcctRig(t *testing.T, mutate func(*config.Config)) *acctRig {
 	if limits, err = budget.ParseLimits(captured.Budgets); err != nil {
 		t.Fatal(err)
 	}
-	tracker := budget.NewTracker(budget.TrackerOptions{Limits: limits})
+	leases, err := budget.LeaseOptionsFrom(captured.Budget.Leases, nil) // on unless the test disables them, as in StartAccounting
+	if err != nil {
+		t.Fatal(err)
+	}
+	lkv, err := budget.EnsureLeaseBucket(ctx, js, 1, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tracker := budget.NewTracker(budget.TrackerOptions{Limits: limits, Leases: leases})
 	ucfg.OnAck = tracker.OnAck
 	pub, err := usage.NewPublisher(js, ucfg, slog.New(slog.DiscardHandler))
 	if err != nil {
@@ -84,6 +92,7 @@ func newAcctRig(t *testing.T, mutate func(*config.Config)) *acctRig {
 	}
 	for _, run := range []func(context.Context) error{
 		func(ctx context.Context) error { return tracker.Run(ctx, kv) },
+		func(ctx context.Context) error { return tracker.RunLeases(ctx, lkv) },
 		pub.Run,
 		consumer.Run,
 	} {
@@ -91,6 +100,7 @@ func newAcctRig(t *testing.T, mutate func(*config.Config)) *acctRig {
 		go func() { defer wg.Done(); _ = run(ctx) }()
 	}
 	<-tracker.Ready()
+	<-tracker.LeasesReady()
 	rkv, err := revoke.EnsureBucket(ctx, js, 1)
 	if err != nil {
 		t.Fatal(err)
@@ -352,7 +362,7 @@ func TestBudgetStopsSpending(t *testing.T) {
 	})
 	tok := a.token(nil)
 	body := `{"model":"mock-gpt","max_tokens":8,"messages":[{"role":"user","content":"spend some money please"}],"mock":{"chunks":8}}`
-	var ok, refused, clamped atomic.Int64
+	var ok, refused, clamped, waited atomic.Int64
 	var wg sync.WaitGroup
 	for w := 0; w < 200; w++ {
 		wg.Add(1)
@@ -366,6 +376,9 @@ func TestBudgetStopsSpending(t *testing.T) {
 					ok.Add(1)
 					if resp.Header.Get("X-Tollgate-Max-Tokens-Clamped") != "" {
 						clamped.Add(1)
+					}
+					if resp.Header.Get("X-Tollgate-Budget-Wait-Ms") != "" {
+						waited.Add(1)
 					}
 				case 429:
 					refused.Add(1)
@@ -384,7 +397,11 @@ func TestBudgetStopsSpending(t *testing.T) {
 	for _, ev := range events {
 		spent += ev.CostNanoUsd
 	}
-	t.Logf("served %d, refused %d, clamped %d, spent %d of %d nano-USD", ok.Load(), refused.Load(), clamped.Load(), spent, limitNano)
+	t.Logf("served %d, refused %d, clamped %d, waited for a budget lease %d, spent %d of %d nano-USD",
+		ok.Load(), refused.Load(), clamped.Load(), waited.Load(), spent, limitNano)
+	if waited.Load() == 0 {
+		t.Error("no answer says it waited for the first budget lease grant (x-tollgate-budget-wait-ms)")
+	}
 	if refused.Load() == 0 || ok.Load() == 0 {
 		t.Fatalf("the budget should both serve and refuse: served %d refused %d", ok.Load(), refused.Load())
 	}

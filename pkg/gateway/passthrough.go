@@ -293,7 +293,7 @@ func (g *Gateway) servePass(c *fiber.Ctx, pr *passRoute) error {
 	}
 	price, priced, aerr := st.passPrice(pc)
 	if aerr == nil {
-		rec.adm, aerr = g.admitPass(st, p, price, priced, pc.est)
+		rec.adm, aerr = g.admitPass(c, st, p, price, priced, pc.est)
 	}
 	if aerr != nil {
 		pc.done(router.Outcome{Class: router.Canceled})
@@ -488,7 +488,7 @@ func (st *state) passPrice(pc *passCall) (pricing.Price, bool, *apiError) {
 // request, no tokens) and budgets to a pass-through request, reserving the
 // cost of the units known before the call (images, characters; the
 // per_request price only for audio, whose length is known afterwards).
-func (g *Gateway) admitPass(st *state, p *auth.Principal, price pricing.Price, priced bool, est pricing.Usage) (admission, *apiError) {
+func (g *Gateway) admitPass(c *fiber.Ctx, st *state, p *auth.Principal, price pricing.Price, priced bool, est pricing.Usage) (admission, *apiError) {
 	adm := admission{price: price, priced: priced}
 	a := &g.acct
 	if aerr := g.backlogFull(); aerr != nil {
@@ -507,7 +507,7 @@ func (g *Gateway) admitPass(st *state, p *auth.Principal, price pricing.Price, p
 	if _, limited := a.Tracker.Headroom(scopes, claims); !limited {
 		return adm, nil
 	}
-	if aerr := g.reserve(&adm, scopes, claims, price.Cost(est)); aerr != nil {
+	if aerr := g.reserve(c, &adm, scopes, claims, price.Cost(est)); aerr != nil {
 		return adm, aerr
 	}
 	return adm, nil

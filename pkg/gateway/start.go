@@ -55,7 +55,11 @@ func StartAccounting(ctx context.Context, g group, nc *nats.Conn, s *Settings, c
 	if err := usage.EnsureStream(sctx, js, usage.StreamConfig{Replicas: cfg.NATS.Replicas, MaxAge: cfg.NATS.MaxAge, DuplicateWindow: cfg.NATS.DuplicateWindow}); err != nil {
 		return Accounting{}, nil, err
 	}
-	tracker, err := budget.StartTracker(ctx, g, js, cfg.NATS.Replicas, s.Limits)
+	leases, err := budget.LeaseOptionsFrom(cfg.Budget.Leases, log)
+	if err != nil {
+		return Accounting{}, nil, err
+	}
+	tracker, err := budget.StartTracker(ctx, g, js, cfg.NATS.Replicas, s.Limits, leases)
 	if err != nil {
 		return Accounting{}, nil, err
 	}
@@ -90,8 +94,8 @@ func PublishAlerts(nc *nats.Conn, log *slog.Logger) func(subject string, data []
 	}
 }
 
-// RegisterAccountingMetrics exports the publisher's counters and the
-// budget state at scrape time.
+// RegisterAccountingMetrics exports the publisher's counters, the budget
+// state and the budget leases' counters at scrape time.
 func RegisterAccountingMetrics(reg prometheus.Registerer, pub *usage.Publisher, tr *budget.Tracker) error {
 	err := metrics.RegisterPublisher(reg, func() metrics.PublisherStats {
 		st := pub.Stats()
@@ -102,6 +106,9 @@ func RegisterAccountingMetrics(reg prometheus.Registerer, pub *usage.Publisher, 
 			BatchesFailed: st.BatchesFailed, BatchesDropped: st.BatchesDropped, LastSeq: st.LastSeq}
 	})
 	if err != nil {
+		return err
+	}
+	if err := budget.RegisterLeaseMetrics(reg, tr); err != nil {
 		return err
 	}
 	return metrics.RegisterBudgets(reg, func() metrics.BudgetStats {
