@@ -162,7 +162,8 @@ func FuzzScan(f *testing.F) {
 			return
 		}
 		var obj map[string]json.RawMessage
-		if json.Unmarshal(b, &obj) != nil {
+		// null decodes into a map without error, and is not an object.
+		if json.Unmarshal(b, &obj) != nil || obj == nil {
 			if !errors.Is(err, ErrNotObject) {
 				t.Fatalf("Scan(%q) = %v, want ErrNotObject", b, err)
 			}
