@@ -10,9 +10,9 @@
 //   - begin (pipeline.go): request id, trace span, the state (config,
 //     routes, prices) the request will finish on;
 //   - authenticate: the bearer token (x-api-key too on /v1/messages);
-//   - parse: the endpoint's own (parseRequest for the chat family, one pass
-//     over the body with rawjson.Scan; the Messages and pass-through
-//     parsers for theirs);
+//   - parse: the endpoint's own (parseRequest for the chat family and
+//     scanMessages for the Messages API, each one pass over the body with
+//     rawjson.Scan; the pass-through parsers for theirs);
 //   - resolve (pipeline.go): model lookup (404 before the token's
 //     allow-list), wildcard capture, endpoint kind, allow-list, the budget
 //     degradation ladder;

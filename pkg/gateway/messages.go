@@ -12,6 +12,7 @@ import (
 	"github.com/tollgate/tollgate/pkg/auth"
 	"github.com/tollgate/tollgate/pkg/providers"
 	"github.com/tollgate/tollgate/pkg/providers/anthropic"
+	"github.com/tollgate/tollgate/pkg/rawjson"
 	"github.com/tollgate/tollgate/pkg/router"
 	"github.com/tollgate/tollgate/pkg/tracing"
 	"github.com/valyala/fasthttp"
@@ -34,18 +35,16 @@ func (g *Gateway) serveMessages(c *fiber.Ctx) error {
 	}
 	rec.principal = p
 	body := c.Body()
-	if len(body) == 0 || !providers.ValidJSON(body) {
-		return g.fail(c, rec, errBadRequest(codeInvalidJSON, "", "request body is not valid JSON"))
-	}
-	if aerr := checkUTF8(body); aerr != nil {
+	f, aerr := scanMessages(body)
+	if aerr != nil {
 		return g.fail(c, rec, aerr)
 	}
-	model := gjson.GetBytes(body, "model")
+	model := f.model
 	if model.Type != gjson.String || model.Str == "" {
 		return g.fail(c, rec, errBadRequest(codeMissingField, "model", "model: field required"))
 	}
 	rec.model = strings.Clone(model.Str)
-	rec.stream = gjson.GetBytes(body, "stream").Type == gjson.True
+	rec.stream = f.stream
 	plan, aerr := g.resolve(c, st, rec, model.Str)
 	if aerr != nil {
 		return g.fail(c, rec, aerr)
@@ -56,7 +55,7 @@ func (g *Gateway) serveMessages(c *fiber.Ctx) error {
 		return nil
 	}
 	cs := &rec.call
-	cs.g, cs.m = g, newMessagesRequest(body, model)
+	cs.g, cs.m = g, newMessagesRequest(body, &f)
 	m := &cs.m
 	adm, aerr := g.admit(c, st, p, st.priceRoute(rr, model.Str), &m.admInfo, m.admBody)
 	if aerr != nil {
@@ -66,6 +65,53 @@ func (g *Gateway) serveMessages(c *fiber.Ctx) error {
 	}
 	rec.adm, rec.body = adm, m.admBody
 	return g.attempts(c, st, plan, rec, (*messagesCaller)(cs))
+}
+
+// messagesFields is what the Messages endpoints read from a request body.
+// model is a gjson.Result for the code that takes one (Str, Raw, Index;
+// Type gjson.String only when the model is a string).
+type messagesFields struct {
+	model     gjson.Result
+	stream    bool
+	maxTokens int64
+}
+
+// messagesKeys are the top-level keys scanMessages reads, in the order of
+// the fields rawjson.Scan fills.
+var messagesKeys = [...]string{"model", "stream", "max_tokens"}
+
+// scanMessages checks a Messages API body and reads its model, stream and
+// max_tokens in one pass (rawjson.Scan, issue #18): valid JSON nesting at
+// most providers.MaxJSONDepth, and UTF-8 (a 400 naming the byte offset,
+// as on the OpenAI endpoints). A valid body that is not an object has no
+// model. Unlike the OpenAI endpoints, a repeated key is not refused here:
+// the first is read, as before.
+func scanMessages(body []byte) (messagesFields, *apiError) {
+	var mf messagesFields
+	var f [len(messagesKeys)]rawjson.Field
+	if err := rawjson.Scan(body, providers.MaxJSONDepth, messagesKeys[:], f[:]); err != nil {
+		var e *rawjson.Error
+		switch {
+		case errors.Is(err, rawjson.ErrNotObject):
+			return mf, nil
+		case errors.Is(err, rawjson.ErrUTF8) && errors.As(err, &e):
+			return mf, utf8Error(e.Offset)
+		}
+		return mf, errBadRequest(codeInvalidJSON, "", "request body is not valid JSON")
+	}
+	if m := f[0]; m.Raw != "" {
+		mf.model = gjson.Result{Type: gjson.Number, Raw: m.Raw, Index: m.Idx}
+		if rawjson.IsString(m.Raw) {
+			mf.model.Type, mf.model.Str = gjson.String, rawjson.Unquote(m.Raw)
+		}
+	}
+	mf.stream = f[1].Raw == "true"
+	mt := f[2].Raw
+	if rawjson.IsString(mt) {
+		mt = rawjson.Unquote(mt) // as gjson's Int read it
+	}
+	mf.maxTokens = rawjson.Int(mt)
+	return mf, nil
 }
 
 // messagesRequest is a Messages API request in the two forms its targets
@@ -85,10 +131,11 @@ type messagesRequest struct {
 	admInfo reqInfo
 }
 
-func newMessagesRequest(body []byte, model gjson.Result) messagesRequest {
+func newMessagesRequest(body []byte, f *messagesFields) messagesRequest {
+	model := f.model
 	m := messagesRequest{body: body, model: model, admBody: body,
 		admInfo: reqInfo{model: model.Str, modelRaw: model.Raw, modelIdx: model.Index,
-			stream: gjson.GetBytes(body, "stream").Type == gjson.True, maxTokens: gjson.GetBytes(body, "max_tokens").Int()}}
+			stream: f.stream, maxTokens: f.maxTokens}}
 	oa, _, _, err := anthropic.RequestToOpenAI(nil, body)
 	if err != nil {
 		var pe *providers.ParamError
@@ -236,13 +283,11 @@ func (g *Gateway) serveCountTokens(c *fiber.Ctx) error {
 		return writeAnthropicError(c, aerr)
 	}
 	body := c.Body()
-	if !providers.ValidJSON(body) {
-		return writeAnthropicError(c, errBadRequest(codeInvalidJSON, "", "request body is not valid JSON"))
-	}
-	if aerr := checkUTF8(body); aerr != nil {
+	f, aerr := scanMessages(body)
+	if aerr != nil {
 		return writeAnthropicError(c, aerr)
 	}
-	model := gjson.GetBytes(body, "model")
+	model := f.model
 	rt := st.routes[model.Str]
 	if rt == nil {
 		return writeAnthropicError(c, &apiError{Status: fiber.StatusNotFound, Type: typeNotFound, Message: "model: " + model.Str})

@@ -49,12 +49,14 @@ type reqInfo struct {
 	// maxAt locates max_tokens, max_completion_tokens and
 	// max_output_tokens (in that order), for the byte-level clamp.
 	maxAt [3]providers.Member
-	ep    endpoint
+	// background is the Responses API's "background": true (refused).
+	background bool
+	ep         endpoint
 }
 
 // watchedKeys are the top-level keys the gateway reads or edits, in the
 // order of the fields rawjson.Scan fills.
-var watchedKeys = [...]string{"model", "stream", "stream_options", "messages", "prompt", "input", "max_tokens", "max_completion_tokens", "max_output_tokens"}
+var watchedKeys = [...]string{"model", "stream", "stream_options", "messages", "prompt", "input", "max_tokens", "max_completion_tokens", "max_output_tokens", "background"}
 
 const (
 	keyModel = iota
@@ -63,7 +65,8 @@ const (
 	keyMessages
 	keyPrompt
 	keyInput
-	keyMaxTokens // keyMaxTokens+1, +2: max_completion_tokens, max_output_tokens
+	keyMaxTokens  // keyMaxTokens+1, +2: max_completion_tokens, max_output_tokens
+	keyBackground = keyMaxTokens + 3
 )
 
 // parseRequest checks the body and reads the fields the gateway needs in
@@ -104,6 +107,7 @@ func parseRequest(body []byte, ep endpoint) (reqInfo, *apiError) {
 		info.maxAt[i] = providers.Member{Raw: f[keyMaxTokens+i].Raw, Idx: f[keyMaxTokens+i].Idx}
 	}
 	info.maxTokens = maxTokens(&f, ep)
+	info.background = f[keyBackground].Raw == "true"
 	if info.model == "" {
 		return info, errBadRequest(codeMissingField, "model", "you must provide a model parameter")
 	}

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tidwall/gjson"
 	"github.com/tollgate/tollgate/pkg/providers"
 	"github.com/tollgate/tollgate/pkg/providers/openai"
 	"github.com/valyala/fasthttp"
@@ -105,6 +106,50 @@ func TestParseRequest(t *testing.T) {
 			}
 			if string(scanned.Body()) != string(searched.Body()) {
 				t.Errorf("edited from the scan: %s\nfrom a search: %s", scanned.Body(), searched.Body())
+			}
+		})
+	}
+}
+
+// TestScanMessages: the Messages endpoints' one pass over the body reads
+// what the gjson lookups it replaced read, and refuses what they refused.
+func TestScanMessages(t *testing.T) {
+	tests := []struct {
+		name, body string
+		model      string // model.Str; "" when absent or not a string
+		isString   bool
+		stream     bool
+		maxTokens  int64
+		code, msg  string // the refusal, "" when none
+	}{
+		{name: "fields", body: `{"max_tokens":256,"messages":[],"model":"claude-mock","stream":true}`, model: "claude-mock", isString: true, stream: true, maxTokens: 256},
+		{name: "escaped key", body: `{"mod\u0065l":"a\u00e9","stream":false}`, model: "aé", isString: true},
+		{name: "first of repeated keys", body: `{"model":"a","model":"b"}`, model: "a", isString: true},
+		{name: "model not a string", body: `{"model":7}`},
+		{name: "max_tokens as a string", body: `{"model":"m","max_tokens":"100"}`, model: "m", isString: true, maxTokens: 100},
+		{name: "not an object", body: `[{"model":"m"}]`},
+		{name: "empty", body: ``, code: "invalid_json", msg: "not valid JSON"},
+		{name: "broken", body: `{"model":"m",}`, code: "invalid_json", msg: "not valid JSON"},
+		{name: "too deep", body: `{"model":"m","x":` + strings.Repeat("[", 200) + strings.Repeat("]", 200) + `}`, code: "invalid_json", msg: "not valid JSON"},
+		{name: "not UTF-8", body: "{\"model\":\"m\",\"system\":\"\xff\"}", code: "invalid_json", msg: "byte offset 23"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f, aerr := scanMessages([]byte(tc.body))
+			if tc.code != "" {
+				if aerr == nil || aerr.Code != tc.code || !strings.Contains(aerr.Message, tc.msg) {
+					t.Fatalf("scanMessages(%q) = %+v, want %s (%s)", tc.body, aerr, tc.code, tc.msg)
+				}
+				return
+			}
+			if aerr != nil {
+				t.Fatalf("scanMessages(%q) = %+v", tc.body, aerr)
+			}
+			if f.model.Str != tc.model || (f.model.Type == gjson.String) != tc.isString || f.stream != tc.stream || f.maxTokens != tc.maxTokens {
+				t.Errorf("scanMessages(%q) = %+v", tc.body, f)
+			}
+			if f.model.Raw != "" && tc.body[f.model.Index:f.model.Index+len(f.model.Raw)] != f.model.Raw {
+				t.Errorf("model %q is not at %d", f.model.Raw, f.model.Index)
 			}
 		})
 	}

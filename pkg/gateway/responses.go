@@ -36,7 +36,8 @@ func speaksResponses(u *upstream) bool {
 // is picked, would fail at random). Background responses are refused: the
 // gateway bills a response when it completes, and a background one
 // completes after the request has ended. Other endpoints pass.
-func (st *state) checkEndpoint(rr *router.Route, ep endpoint, model string, body []byte) *apiError {
+func (st *state) checkEndpoint(rr *router.Route, info *reqInfo) *apiError {
+	ep, model := info.ep, info.model
 	if ep != epResponses {
 		return nil
 	}
@@ -45,7 +46,7 @@ func (st *state) checkEndpoint(rr *router.Route, ep endpoint, model string, body
 			return unsupportedResponses(model, u)
 		}
 	}
-	if gjson.GetBytes(body, "background").Type == gjson.True {
+	if info.background {
 		return errBadRequest("unsupported_parameter", "background",
 			"background responses are not supported: the gateway bills a response when it completes, within the request; send background: false")
 	}

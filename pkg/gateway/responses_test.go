@@ -238,6 +238,10 @@ func TestResponsesRouting(t *testing.T) {
 		{name: "no model", body: `{"input":"hi"}`, wantStatus: 400, wantCode: "missing_field"},
 		{name: "background refused", body: `{"model":"mock-gpt","input":"hi","background":true}`, wantStatus: 400, wantCode: "unsupported_parameter",
 			wantMsg: []string{"background"}},
+		{name: "escaped background refused", body: `{"model":"mock-gpt","input":"hi","backgr\u006fund":true}`, wantStatus: 400, wantCode: "unsupported_parameter"},
+		{name: "repeated background refused", body: `{"model":"mock-gpt","input":"hi","background":false,"background":true}`, wantStatus: 400, wantCode: "duplicate_key",
+			wantMsg: []string{"background"}},
+		{name: "background false served", body: `{"model":"mock-gpt","input":"hi","background":false}`, wantStatus: 200, wantAttempts: "1", wantModel: "mock-gpt"},
 		{name: "fallback before the first byte", body: `{"model":"primary","input":"hi"}`, wantStatus: 200, wantAttempts: "2", wantModel: "mock-gpt"},
 		{name: "stream fallback before the first byte", body: `{"model":"primary","input":"hi","stream":true}`, wantStatus: 200, wantAttempts: "2", wantModel: "mock-gpt"},
 		{name: "fallback skips an anthropic model", body: `{"model":"via-claude","input":"hi"}`, wantStatus: 200, wantAttempts: "2", wantModel: "mock-gpt"},
@@ -286,7 +290,7 @@ func TestResponsesRouting(t *testing.T) {
 		})
 	}
 	labels := map[string]string{"model": "mock-gpt", "provider": "mock", "endpoint": "/v1/responses", "status": "200"}
-	waitFor(t, 2*time.Second, "responses metrics", func() bool { return counter(t, reg, "tollgate_requests_total", labels) == 4 })
+	waitFor(t, 2*time.Second, "responses metrics", func() bool { return counter(t, reg, "tollgate_requests_total", labels) == 5 }) // the rows served by mock-gpt
 	if !strings.Contains(r.logs.String(), `"endpoint":"/v1/responses"`) {
 		t.Errorf("no request log line for /v1/responses")
 	}

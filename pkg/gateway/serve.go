@@ -101,7 +101,7 @@ func (g *Gateway) serve(c *fiber.Ctx, ep endpoint) error {
 		return g.fail(c, rec, aerr)
 	}
 	rr := plan.Route()
-	if aerr := st.checkEndpoint(rr, ep, info.model, body); aerr != nil {
+	if aerr := st.checkEndpoint(rr, info); aerr != nil {
 		plan.Release()
 		return g.fail(c, rec, aerr)
 	}

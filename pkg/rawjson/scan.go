@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/bits"
+	"unicode/utf8"
 	"unsafe"
 )
 
@@ -63,7 +64,7 @@ func Scan(b []byte, maxDepth int, keys []string, fields []Field) error {
 	keys = keys[:min(len(keys), MaxKeys)]
 	fields = fields[:len(keys)]
 	clear(fields)
-	s := scanner{b: b, max: maxDepth, bad: -1, keys: keys, fields: fields}
+	s := scanner{b: b, max: maxDepth, keys: keys, fields: fields}
 	i := skipSpace(b, 0)
 	obj := i < len(b) && b[i] == '{'
 	i = s.value(i, true)
@@ -86,8 +87,8 @@ func Scan(b []byte, maxDepth int, keys []string, fields []Field) error {
 		return &Error{Err: ErrDepth}
 	case s.err != 0:
 		return &Error{Err: sentinels[s.err], Offset: s.at}
-	case s.bad >= 0:
-		return &Error{Err: ErrUTF8, Offset: s.bad}
+	case s.notUTF8:
+		return &Error{Err: ErrUTF8, Offset: firstNotUTF8(b)}
 	case !obj:
 		return &Error{Err: ErrNotObject}
 	}
@@ -101,7 +102,7 @@ const MaxKeys = 16
 // that nests at most maxDepth deep. Like encoding/json it accepts strings
 // holding bytes that are not UTF-8.
 func Valid(b []byte, maxDepth int) bool {
-	s := scanner{b: b, max: maxDepth, bad: -1}
+	s := scanner{b: b, max: maxDepth}
 	i := s.value(skipSpace(b, 0), false)
 	return i >= 0 && skipSpace(b, i) == len(b)
 }
@@ -141,16 +142,18 @@ func Shallow(b []byte, max int) bool {
 // scanner is one Scan or Valid. Its methods return the index just past
 // what they read, or -1 after recording the failure in err and at.
 type scanner struct {
-	b      []byte
-	depth  int
-	max    int
-	bad    int // offset of the first byte that is not UTF-8, -1 if none
-	esc    bool
-	err    errKind
-	at     int
-	keys   []string
-	fields []Field // Idx and Repeat, set while scanning
-	ends   [MaxKeys]int
+	b     []byte
+	depth int
+	max   int
+	// notUTF8 is set when a string holds a byte sequence that is not
+	// UTF-8 (Scan then finds the offset of the first).
+	notUTF8 bool
+	esc     bool
+	err     errKind
+	at      int
+	keys    []string
+	fields  []Field // Idx and Repeat, set while scanning
+	ends    [MaxKeys]int
 }
 
 // errKind is a failure while scanning: an index into sentinels.
@@ -345,52 +348,155 @@ const (
 )
 
 // str reads the string starting at b[i] == '"'. It checks escapes, refuses
-// control characters and notes the first byte that is not UTF-8; it sets
-// s.esc when the string has an escape. Runs of plain ASCII are skipped
-// eight bytes at a time.
+// control characters and notes (in s.notUTF8) a byte sequence that is not
+// UTF-8; it sets s.esc when the string has an escape.
+//
+// The strings of a chat history are nearly all of a request body (issue
+// #18), so they are read eight bytes at a time: a word of plain ASCII costs
+// a few ALU operations and one well-predicted branch. Non-ASCII text goes
+// to utf8Run, which checks it a word at a time without a branch per byte
+// or per character.
 func (s *scanner) str(i int) int {
 	b := s.b
 	i++
 	for {
-		for ; i+8 <= len(b); i += 8 {
-			x := binary.LittleEndian.Uint64(b[i:])
-			// A byte is special when it is below 0x20, a quote, a
-			// backslash or not ASCII. The lowest flagged byte is always a
-			// special one (borrows only flag bytes above it).
-			q, bs := x^(ones*'"'), x^(ones*'\\')
-			m := ((x - ones*0x20) | (q - ones) | (bs - ones)) &^ x
-			m = (m | x) & highs
-			if m == 0 {
-				continue
+		var x, m uint64
+		w := b[i:]
+		for ; len(w) >= 8; w = w[8:] {
+			x = binary.LittleEndian.Uint64(w)
+			if m = special(x); m != 0 {
+				break
 			}
-			i += bits.TrailingZeros64(m) >> 3
+		}
+		i = len(b) - len(w)
+		if m == 0 {
+			// The last bytes: past the end the text reads as zero bytes,
+			// control bytes, so m is not 0.
+			x = loadTail(b, i)
+			m = special(x)
+		}
+		// The special bytes of the word x at i, lowest first, while they
+		// are two-byte escapes within the word.
+		for {
+			p := bits.TrailingZeros64(m) >> 3
+			j := i + p
+			if j >= len(b) {
+				return s.fail(errSyntax, len(b))
+			}
+			switch c := byte(x >> (8 * p)); {
+			case c == '\\':
+				s.esc = true
+				if p < 7 && simpleEscape[byte(x>>(8*p+8))] {
+					if m = exact(x) & (^uint64(0) << (8*p + 16)); m != 0 {
+						continue
+					}
+					i += 8
+				} else if j+6 <= len(b) && b[j+1] == 'u' && hexDigit[b[j+2]]&hexDigit[b[j+3]]&hexDigit[b[j+4]]&hexDigit[b[j+5]] != 0 {
+					i = j + 6 // \uXXXX, as pasted code's <, > and & are sent
+				} else if i = s.escape(j); i < 0 {
+					return -1
+				}
+			case c == '"':
+				return j + 1
+			case c >= utf8.RuneSelf:
+				i = s.utf8Run(j)
+			default: // a control byte
+				return s.fail(errSyntax, j)
+			}
 			break
-		}
-		if i >= len(b) {
-			return s.fail(errSyntax, i)
-		}
-		switch c := b[i]; {
-		case c == '"':
-			return i + 1
-		case c == '\\':
-			s.esc = true
-			if i+1 < len(b) && simpleEscape[b[i+1]] {
-				i += 2
-			} else if i = s.escape(i); i < 0 {
-				return -1
-			}
-		case c < 0x20:
-			return s.fail(errSyntax, i)
-		case c < 0x80:
-			i++
-		default:
-			// Runs of non-ASCII text (CJK, Cyrillic) stay here.
-			for i = s.utf8(i); i < len(b) && b[i] >= 0x80; {
-				i = s.utf8(i)
-			}
 		}
 	}
 }
+
+// special flags (in the high bit of its byte) each byte of the word x that
+// str cannot skip: '"', '\\', a control byte (below 0x20) or a byte that is
+// not ASCII. Only the lowest flag is sure to be right: a borrow from a
+// flagged byte may flag the byte above it too (exact gives exact flags).
+func special(x uint64) uint64 {
+	q, bs := x^(ones*'"'), x^(ones*'\\')
+	m := ((x - ones*0x20) | (q - ones) | (bs - ones)) &^ x
+	return (m | x) & highs
+}
+
+// exact flags the bytes special flags, each flag exact: no sum carries
+// from one byte into the next, so str can clear the bytes it has read and
+// take the next flag of the same word. It costs a few operations more.
+func exact(x uint64) uint64 { return (x | stops(x)) & highs }
+
+// stops flags (in the high bit of its byte) each ASCII byte of the word x
+// that is '"', '\\' or a control byte, exactly.
+func stops(x uint64) uint64 {
+	low := x &^ highs                       // each byte's low 7 bits
+	ctl := low + ones*(0x80-0x20)           // high bit clear: below 0x20
+	quote := (low ^ ones*'"') + ones*0x7F   // clear: '"'
+	bslash := (low ^ ones*'\\') + ones*0x7F // clear: '\\'
+	return ^(ctl & quote & bslash) &^ x & highs
+}
+
+// utf8Run checks the text of a string from b[i], a byte that is not ASCII,
+// up to a quote, backslash or control byte, or up to the end of a word of
+// plain ASCII: it returns the index there. The text goes through the UTF-8
+// automaton (utf8DFA) eight bytes at a time, its state carried from word
+// to word, so text mixing ASCII, accents, CJK and emoji costs no branch
+// per character. A sequence cut short by a special byte (or the end of the
+// text) ends in a state other than accept, as the bytes from the special
+// one on read as zero bytes.
+func (s *scanner) utf8Run(i int) int {
+	b := s.b
+	st := uint64(dfaAccept)
+	t := &utf8DFA
+	for {
+		var x uint64
+		if i+8 <= len(b) {
+			x = binary.LittleEndian.Uint64(b[i:])
+		} else {
+			x = loadTail(b, i)
+		}
+		m := stops(x)
+		if m|x&highs == 0 && st == dfaAccept {
+			return i + 8
+		}
+		n := 8
+		if m != 0 {
+			n = bits.TrailingZeros64(m) >> 3
+			x &= 1<<(8*n) - 1
+		}
+		st = t[byte(x)] >> (st & 63)
+		st = t[byte(x>>8)] >> (st & 63)
+		st = t[byte(x>>16)] >> (st & 63)
+		st = t[byte(x>>24)] >> (st & 63)
+		st = t[byte(x>>32)] >> (st & 63)
+		st = t[byte(x>>40)] >> (st & 63)
+		st = t[byte(x>>48)] >> (st & 63)
+		st = t[byte(x>>56)] >> (st & 63)
+		st &= 63
+		if m != 0 {
+			if st != dfaAccept {
+				s.notUTF8 = true
+			}
+			return i + n
+		}
+		i += 8
+	}
+}
+
+// loadTail returns the bytes of b from i on (fewer than eight) as a
+// little-endian word, zero bytes standing in for those past the end.
+func loadTail(b []byte, i int) uint64 {
+	var w [8]byte
+	if i < len(b) {
+		copy(w[:], b[i:])
+	}
+	return binary.LittleEndian.Uint64(w[:])
+}
+
+// hexDigit is 1 for the hexadecimal digits, 0 for other bytes.
+var hexDigit = func() (t [256]uint8) {
+	for _, c := range "0123456789abcdefABCDEF" {
+		t[c] = 1
+	}
+	return t
+}()
 
 // simpleEscape marks the bytes that end a two-byte escape sequence.
 var simpleEscape = [256]bool{'"': true, '\\': true, '/': true, 'b': true, 'f': true, 'n': true, 'r': true, 't': true}
@@ -418,45 +524,80 @@ func (s *scanner) escape(i int) int {
 	return s.fail(errSyntax, i+1)
 }
 
-// utf8 checks the sequence starting at the non-ASCII byte b[i] inside a
-// string and returns the index past it; a byte that does not start a
-// valid sequence is noted (the first one) and skipped.
-func (s *scanner) utf8(i int) int {
-	b := s.b
-	c := b[i]
-	n, lo, hi := 0, byte(0x80), byte(0xBF)
-	switch {
-	case c < 0xC2:
-	case c < 0xE0:
-		n = 2
-	case c < 0xF0:
-		n = 3
-		if c == 0xE0 {
-			lo = 0xA0
-		} else if c == 0xED {
-			hi = 0x9F
-		}
-	case c < 0xF5:
-		n = 4
-		if c == 0xF0 {
-			lo = 0x90
-		} else if c == 0xF4 {
-			hi = 0x8F
+// The UTF-8 automaton: a shift DFA. A state is a bit offset (a multiple of
+// 6); utf8DFA[c] holds, at each state's offset, the offset of the state
+// that byte c leads to, so a step is one lookup and one shift:
+// st = utf8DFA[c] >> (st & 63). It accepts exactly what utf8.Valid
+// accepts: no overlong forms, no surrogates, nothing above U+10FFFF. The
+// error state is offset 0, which every byte leads back to.
+const (
+	dfaError  = 0 * 6
+	dfaAccept = 1 * 6
+	dfaNeed1  = 2 * 6 // one continuation byte (80-BF) to go
+	dfaNeed2  = 3 * 6
+	dfaNeed3  = 4 * 6
+	dfaE0     = 5 * 6 // after E0: A0-BF, then one more
+	dfaED     = 6 * 6 // after ED: 80-9F (no surrogates), then one more
+	dfaF0     = 7 * 6 // after F0: 90-BF, then two more
+	dfaF4     = 8 * 6 // after F4: 80-8F (at most U+10FFFF), then two more
+)
+
+var utf8DFA = func() (t [256]uint64) {
+	set := func(from uint64, lo, hi int, to uint64) {
+		for c := lo; c <= hi; c++ {
+			t[c] |= to << from
 		}
 	}
-	if n > 0 && i+n <= len(b) && b[i+1] >= lo && b[i+1] <= hi &&
-		(n < 3 || b[i+2]&0xC0 == 0x80) && (n < 4 || b[i+3]&0xC0 == 0x80) {
-		return i + n
+	set(dfaAccept, 0x00, 0x7F, dfaAccept)
+	set(dfaAccept, 0xC2, 0xDF, dfaNeed1)
+	set(dfaAccept, 0xE0, 0xE0, dfaE0)
+	set(dfaAccept, 0xE1, 0xEC, dfaNeed2)
+	set(dfaAccept, 0xED, 0xED, dfaED)
+	set(dfaAccept, 0xEE, 0xEF, dfaNeed2)
+	set(dfaAccept, 0xF0, 0xF0, dfaF0)
+	set(dfaAccept, 0xF1, 0xF3, dfaNeed3)
+	set(dfaAccept, 0xF4, 0xF4, dfaF4)
+	set(dfaNeed1, 0x80, 0xBF, dfaAccept)
+	set(dfaNeed2, 0x80, 0xBF, dfaNeed1)
+	set(dfaNeed3, 0x80, 0xBF, dfaNeed2)
+	set(dfaE0, 0xA0, 0xBF, dfaNeed1)
+	set(dfaED, 0x80, 0x9F, dfaNeed1)
+	set(dfaF0, 0x90, 0xBF, dfaNeed2)
+	set(dfaF4, 0x80, 0x8F, dfaNeed2)
+	return t
+}()
+
+// firstNotUTF8 is the offset of the first byte of b that does not start a
+// valid UTF-8 sequence, len(b) when b is UTF-8. Scan reports it for a text
+// whose strings were found not to be UTF-8: outside strings a valid text is
+// ASCII, so the first such byte is in a string.
+func firstNotUTF8(b []byte) int {
+	for i := 0; i < len(b); {
+		if b[i] < utf8.RuneSelf {
+			i++
+			continue
+		}
+		r, n := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && n == 1 {
+			return i
+		}
+		i += n
 	}
-	if s.bad < 0 {
-		s.bad = i
-	}
-	return i + 1
+	return len(b)
 }
 
+// skipSpace returns the index of the first byte at or after i that is not
+// JSON whitespace. Most bodies have none or single spaces, which cost one
+// compare; indented ones skip their indentation eight spaces at a time.
 func skipSpace(b []byte, i int) int {
-	for i < len(b) && (b[i] == ' ' || b[i] == '\n' || b[i] == '\r' || b[i] == '\t') {
+	for i < len(b) && b[i] <= ' ' {
+		if c := b[i]; c != ' ' && c != '\n' && c != '\r' && c != '\t' {
+			break
+		}
 		i++
+		for i+8 <= len(b) && binary.LittleEndian.Uint64(b[i:]) == ones*' ' {
+			i += 8
+		}
 	}
 	return i
 }

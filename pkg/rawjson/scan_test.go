@@ -23,6 +23,8 @@ func TestScan(t *testing.T) {
 				"messages": {Raw: `[{"role":"user"}]`, Idx: 38}, "max_tokens": {Raw: "16", Idx: 69}}},
 		{name: "spaces around members", in: " {\n\t\"model\" : \"m\" ,\r\n \"other\": {\"model\": 1} } ",
 			want: map[string]Field{"model": {Raw: `"m"`, Idx: 14}}},
+		{name: "indented", in: "{\n            \"model\": \"m\"\n}", want: map[string]Field{"model": {Raw: `"m"`, Idx: 23}}},
+		{name: "control byte after indentation", in: "{         \x01\"a\":1}", err: ErrSyntax, offset: 10},
 		{name: "nested keys are not top-level", in: `{"a":{"model":"x"},"b":[{"stream":true}]}`, want: map[string]Field{}},
 		{name: "duplicate key", in: `{"model":"a","x":1,"model":"b"}`,
 			want: map[string]Field{"model": {Raw: `"a"`, Idx: 9, Repeat: 27}}},
@@ -33,6 +35,9 @@ func TestScan(t *testing.T) {
 		{name: "long escaped key", in: `{"` + strings.Repeat(`\u0041`, 40) + `":1}`, want: map[string]Field{}},
 		{name: "escapes and unicode in values", in: `{"model":"a\"\\\/\b\f\n\r\t\u00e9\ud83d\ude80 é 网 🚀"}`,
 			want: map[string]Field{"model": {Raw: `"a\"\\\/\b\f\n\r\t\u00e9\ud83d\ude80 é 网 🚀"`, Idx: 9}}},
+		{name: "escape then a byte one above a quote", in: `{"model":"\"#\\]"}`, want: map[string]Field{"model": {Raw: `"\"#\\]"`, Idx: 9}}},
+		{name: "escapes and text in one word", in: `{"a":"x\ny\tz\"w","model":"\\\\\/é\n"}`,
+			want: map[string]Field{"model": {Raw: `"\\\\\/é\n"`, Idx: 26}}},
 		{name: "lone surrogate escape is valid", in: `{"model":"\ud800"}`, want: map[string]Field{"model": {Raw: `"\ud800"`, Idx: 9}}},
 		{name: "numbers", in: `{"max_tokens":-0.5e+10,"a":[0,1.0,2E-3,-7]}`, want: map[string]Field{"max_tokens": {Raw: "-0.5e+10", Idx: 14}}},
 		{name: "depth at the limit", in: `{"a":` + deep(127) + `}`, want: map[string]Field{}},
@@ -122,6 +127,10 @@ func FuzzScan(f *testing.F) {
 		`{"a":"\ud83d\ude80 é"}`, ` 1 `, `{"a":01}`, `{"a":"x`, ``} {
 		f.Add([]byte(s))
 	}
+	for _, s := range alignmentSeeds() {
+		f.Add([]byte(s))
+	}
+	f.Add([]byte("{\n        \"model\": \"m\",\n\t\t\"messages\": [\r\n                {}\n        ]\n}"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		const max = 16
 		shallow := Shallow(b, max)
@@ -153,7 +162,8 @@ func FuzzScan(f *testing.F) {
 			return
 		}
 		var obj map[string]json.RawMessage
-		if json.Unmarshal(b, &obj) != nil {
+		// null decodes into a map without error, and is not an object.
+		if json.Unmarshal(b, &obj) != nil || obj == nil {
 			if !errors.Is(err, ErrNotObject) {
 				t.Fatalf("Scan(%q) = %v, want ErrNotObject", b, err)
 			}
@@ -191,4 +201,52 @@ func firstInvalid(b []byte) int {
 		off += n
 	}
 	return off
+}
+
+// alignmentSeeds are string bodies that put each kind of byte str treats
+// apart (an escape, a quote, a control byte, valid and invalid UTF-8) at
+// every offset of an eight-byte word, in short and in long strings, and at
+// the end of the text.
+func alignmentSeeds() []string {
+	pieces := []string{`\"`, `\\`, `\n`, `\/`, `\u00e9`, `\ud83d\ude80`, `\u12`, `\x`, `\`, `"`, `\"#`, `\\]`,
+		"\x00", "\x1f", "\n", "\x7f", "é", "网", "🚀", "\xff", "\xc3", "\xe6\x9c", "\xf0\x9f\x9a",
+		"\xc0\xaf", "\xed\xa0\x80", "\xf4\x90\x80\x80", "\xe0\x80\xaf", "\xf0\x80\x80\xaf", "\x80"}
+	var out []string
+	for _, p := range pieces {
+		for k := range 16 {
+			pre := strings.Repeat("a", k)
+			out = append(out,
+				`{"model":"`+pre+p+`"}`,
+				`{"model":"`+pre+p+strings.Repeat("b", 40)+p+pre+`","x":"`+p+`"}`,
+				`{"model":"`+pre+p)
+		}
+	}
+	return out
+}
+
+// TestScanAlignments checks Scan's verdict on alignmentSeeds against
+// encoding/json and utf8, in a plain test run (FuzzScan's seeds also do,
+// with the fields).
+func TestScanAlignments(t *testing.T) {
+	for _, s := range alignmentSeeds() {
+		b := []byte(s)
+		var fields [4]Field
+		err := Scan(b, 16, scanKeys, fields[:])
+		var e *Error
+		errors.As(err, &e)
+		switch {
+		case !json.Valid(b):
+			if !errors.Is(err, ErrSyntax) {
+				t.Errorf("Scan(%q) = %v, want ErrSyntax", s, err)
+			}
+		case !utf8.Valid(b):
+			if !errors.Is(err, ErrUTF8) || e.Offset != firstInvalid(b) {
+				t.Errorf("Scan(%q) = %v, want ErrUTF8 at %d", s, err, firstInvalid(b))
+			}
+		case err != nil:
+			t.Errorf("Scan(%q) = %v", s, err)
+		case fields[0].Raw == "" || fields[0].Idx != 9:
+			t.Errorf("Scan(%q): model = %+v", s, fields[0])
+		}
+	}
 }
