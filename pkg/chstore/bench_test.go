@@ -141,8 +141,7 @@ func BenchmarkPrepare(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		bt.msgs = append(bt.msgs, &fakeMsg{data: data})
-		bt.seqs = append(bt.seqs, uint64(i+1))
+		bt.add(&fakeMsg{data: data}, uint64(i+1))
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -157,7 +156,7 @@ func BenchmarkColumnsAdd(b *testing.B) {
 	const batch = 1000
 	evs := make([]*pendingEvent, batch)
 	for i := range evs {
-		evs[i] = &pendingEvent{ev: testEvent(i), seq: uint64(i + 1)}
+		evs[i] = &pendingEvent{ev: testEvent(i), src: Source{StreamSeq: uint64(i + 1)}}
 	}
 	var c columns
 	now := time.Now()
@@ -168,6 +167,6 @@ func BenchmarkColumnsAdd(b *testing.B) {
 			c.reset()
 		}
 		p := evs[i%batch]
-		c.add(p.ev, p.seq, now)
+		c.add(p.ev, p.src, now)
 	}
 }

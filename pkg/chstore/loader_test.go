@@ -109,6 +109,8 @@ type eventRow struct {
 	Hedged           uint8     `ch:"hedged"`
 	Units            uint64    `ch:"units"`
 	Unit             string    `ch:"unit"`
+	ProducerID       string    `ch:"producer_id"`
+	BatchSeq         uint64    `ch:"batch_seq"`
 }
 
 func TestRowFields(t *testing.T) {
@@ -440,7 +442,7 @@ func TestWatermarkAhead(t *testing.T) {
 	publish(t, js, 0, 10)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := s.writeWatermark(ctx, DefaultStream, DefaultDurable, 1000, time.Now()); err != nil {
+	if err := s.writeWatermark(ctx, DefaultStream, DefaultDurable, 1000, nil, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	l, err := NewLoader(s, js, testOptions(100))
@@ -591,13 +593,12 @@ func TestPrepare(t *testing.T) {
 			l.wm = tt.wm
 			var b batch
 			for _, d := range tt.in {
-				b.msgs = append(b.msgs, &fakeMsg{data: d.data})
-				b.seqs = append(b.seqs, d.seq)
+				b.add(&fakeMsg{data: d.data}, d.seq)
 			}
 			top, topMsg := l.prepare(&b)
 			var seqs []uint64
 			for _, p := range l.pending {
-				seqs = append(seqs, p.seq)
+				seqs = append(seqs, p.src.StreamSeq)
 			}
 			if !slices.Equal(seqs, tt.wantSeqs) || top != tt.wantTop || topMsg == nil {
 				t.Fatalf("pending %v top %d (msg %v), want %v top %d", seqs, top, topMsg, tt.wantSeqs, tt.wantTop)
