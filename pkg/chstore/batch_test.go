@@ -127,7 +127,7 @@ func runUntilLoaded(t *testing.T, js jetstream.JetStream, s *Store, l *Loader) {
 }
 
 // checkSources fails t unless every row's producer_id and batch_seq are
-// those of the batch that carried its event ('' and 0 for legacy ones).
+// those of the batch that carried its event (” and 0 for legacy ones).
 func checkSources(t *testing.T, s *Store, plan []planned, n int) {
 	t.Helper()
 	want := make(map[string]planned, n)

@@ -16,14 +16,23 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/tollgate/tollgate/pkg/budget"
+	"github.com/tollgate/tollgate/pkg/usage"
 	usagev1 "github.com/tollgate/tollgate/proto/tollgate/usage/v1"
 )
 
 // counts is what each store holds for one scenario's department.
 type counts struct {
-	// StreamMsgs counts messages on tollgate.usage.<dept>; StreamUnique the
-	// distinct request ids among them.
+	// StreamMsgs counts the dept's events in the stream as a consumer
+	// applies them: batches deduplicated by (producer, seq), legacy
+	// single-event messages each once. StreamUnique counts the distinct
+	// request ids among them, so StreamMsgs - StreamUnique is events
+	// repeated (one event id applied twice).
 	StreamMsgs, StreamUnique int64
+	// StreamRepublished counts batch messages holding a (producer, seq)
+	// seen earlier in the stream: republishes after the duplicate window,
+	// which consumers skip, so not duplicates. Over the whole stream, not
+	// only the dept.
+	StreamRepublished int64
 	StreamCost               int64 // nano-USD, over distinct request ids
 	// StreamMaxCost is the largest cost of one event.
 	StreamMaxCost int64
@@ -48,7 +57,7 @@ func (c counts) agree() bool {
 func (r *rig) count(ctx context.Context, dept string) (counts, error) {
 	var c counts
 	var err error
-	if c.StreamMsgs, c.StreamUnique, c.StreamCost, c.StreamMaxCost, err = r.countStream(ctx, dept); err != nil {
+	if err = r.countStream(ctx, dept, &c); err != nil {
 		return c, err
 	}
 	out, err := r.chQuery(fmt.Sprintf("SELECT count(), uniqExact(request_id), sum(cost_nano_usd) FROM tollgate.usage_events WHERE dept = '%s' FORMAT TSV", dept))
@@ -66,55 +75,73 @@ func (r *rig) count(ctx context.Context, dept string) (counts, error) {
 	return c, err
 }
 
-// countStream reads every event of dept from the usage stream.
-func (r *rig) countStream(ctx context.Context, dept string) (msgs, unique, cost, maxCost int64, err error) {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+// countStream reads every message of the usage stream (batches and legacy
+// single events) and counts dept's events into c's Stream fields.
+func (r *rig) countStream(ctx context.Context, dept string, c *counts) error {
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
-	subj := "tollgate.usage." + dept
 	s, err := r.js.Stream(ctx, budget.Stream)
 	if err != nil {
-		return 0, 0, 0, 0, fmt.Errorf("usage stream: %w", err)
+		return fmt.Errorf("usage stream: %w", err)
 	}
-	info, err := s.Info(ctx, jetstream.WithSubjectFilter(subj))
+	info, err := s.Info(ctx)
 	if err != nil {
-		return 0, 0, 0, 0, fmt.Errorf("usage stream info: %w", err)
+		return fmt.Errorf("usage stream info: %w", err)
 	}
-	n := int64(info.State.Subjects[subj])
+	n := int64(info.State.Msgs)
 	if n == 0 {
-		return 0, 0, 0, 0, nil
+		return nil
 	}
-	cons, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subj}})
+	cons, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{})
 	if err != nil {
-		return 0, 0, 0, 0, fmt.Errorf("read usage stream: %w", err)
+		return fmt.Errorf("read usage stream: %w", err)
 	}
-	seen := make(map[string]bool, n)
-	for msgs < n {
-		batch, err := cons.Fetch(int(min(n-msgs, 1000)), jetstream.FetchMaxWait(5*time.Second))
+	seen := make(map[string]bool)
+	applied := make(map[string]map[uint64]bool) // producer -> batch seqs
+	var b usagev1.UsageBatch
+	for read := int64(0); read < n; {
+		batch, err := cons.Fetch(int(min(n-read, 1000)), jetstream.FetchMaxWait(5*time.Second))
 		if err != nil {
-			return 0, 0, 0, 0, fmt.Errorf("read usage stream: %w", err)
+			return fmt.Errorf("read usage stream: %w", err)
 		}
 		got := 0
 		for m := range batch.Messages() {
 			got++
-			msgs++
-			var ev usagev1.UsageEvent
-			if err := proto.Unmarshal(m.Data(), &ev); err != nil {
-				return 0, 0, 0, 0, fmt.Errorf("decode usage event: %w", err)
+			read++
+			if err := usage.DecodeMessage(m.Data(), &b); err != nil {
+				return fmt.Errorf("decode usage message: %w", err)
 			}
-			if !seen[ev.GetRequestId()] {
-				seen[ev.GetRequestId()] = true
-				cost += ev.GetCostNanoUsd()
-				maxCost = max(maxCost, ev.GetCostNanoUsd())
+			if p := b.ProducerId; p != "" {
+				if applied[p] == nil {
+					applied[p] = make(map[uint64]bool)
+				}
+				if applied[p][b.Seq] {
+					c.StreamRepublished++
+					continue
+				}
+				applied[p][b.Seq] = true
+			}
+			for _, ev := range b.Events {
+				if ev.GetDept() != dept {
+					continue
+				}
+				c.StreamMsgs++
+				if !seen[ev.GetRequestId()] {
+					seen[ev.GetRequestId()] = true
+					c.StreamCost += ev.GetCostNanoUsd()
+					c.StreamMaxCost = max(c.StreamMaxCost, ev.GetCostNanoUsd())
+				}
 			}
 		}
 		if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) {
-			return 0, 0, 0, 0, fmt.Errorf("read usage stream: %w", err)
+			return fmt.Errorf("read usage stream: %w", err)
 		}
 		if got == 0 {
-			return 0, 0, 0, 0, fmt.Errorf("read usage stream: %d of %d messages, then nothing", msgs, n)
+			return fmt.Errorf("read usage stream: %d of %d messages, then nothing", read, n)
 		}
 	}
-	return msgs, int64(len(seen)), cost, maxCost, nil
+	c.StreamUnique = int64(len(seen))
+	return nil
 }
 
 // spendTotal reads the dept's all-time spend total.
