@@ -124,6 +124,12 @@ func (o LoaderOptions) withDefaults() (LoaderOptions, error) {
 	return o, nil
 }
 
+// firstFetch is how many messages the first fetch of a batch asks for,
+// before the batch's events per message are known: it bounds how far a
+// batch can overshoot BatchSize events (firstFetch messages of a
+// producer's largest batches).
+const firstFetch = 64
+
 // minFetchWait is the shortest fetch worth asking for; a batch whose time
 // is closer to its end than this is inserted as it is.
 const minFetchWait = 5 * time.Millisecond
@@ -150,7 +156,6 @@ type Loader struct {
 	ids     map[string]struct{}
 	seen    map[uint64]struct{}
 	cols    columns
-	perMsg  int // events per message in the last batch fetched, at least 1
 
 	// dedup records the batches applied from the messages up to wm; it is
 	// stored with the watermark (windows) and read back by setup.
@@ -190,7 +195,6 @@ func NewLoader(store *Store, js jetstream.JetStream, o LoaderOptions) (*Loader, 
 		m:      m,
 		ids:    make(map[string]struct{}, o.BatchSize),
 		seen:   make(map[uint64]struct{}, o.BatchSize),
-		perMsg: 1,
 		dedup:  &usage.Dedup{},
 	}, nil
 }
@@ -543,9 +547,6 @@ func (l *Loader) collect(ctx context.Context, b *batch) {
 	b.release()
 	b.reset()
 	b.gap, b.err = l.fetch(ctx, b)
-	if len(b.msgs) > 0 {
-		l.perMsg = max(1, b.events/len(b.msgs))
-	}
 	if len(b.msgs) > 0 && !b.gap {
 		b.stop = l.heartbeat(b.msgs)
 	}
@@ -560,13 +561,14 @@ func (l *Loader) fetch(ctx context.Context, b *batch) (gap bool, err error) {
 				break
 			}
 		}
-		// Ask for about as many messages as the events still wanted fill:
-		// a batched message carries many events.
-		per := l.perMsg
+		// A batched message carries many events: the first fetch asks for
+		// a few messages, the next ones for as many as the events still
+		// wanted fill at the events per message seen so far.
+		n := min(firstFetch, l.o.BatchSize)
 		if len(b.msgs) > 0 {
-			per = max(1, b.events/len(b.msgs))
+			per := max(1, b.events/len(b.msgs))
+			n = min(max(1, (l.o.BatchSize-b.events)/per), l.o.BatchSize-len(b.msgs))
 		}
-		n := min(max(1, (l.o.BatchSize-b.events)/per), l.o.BatchSize-len(b.msgs))
 		mb, err := l.cons.Fetch(n, jetstream.FetchMaxWait(wait))
 		if err != nil {
 			return false, fmt.Errorf("fetch from %s: %w", l.o.Durable, err)
