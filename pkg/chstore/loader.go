@@ -188,14 +188,14 @@ func NewLoader(store *Store, js jetstream.JetStream, o LoaderOptions) (*Loader, 
 		return nil, err
 	}
 	return &Loader{
-		store:  store,
-		js:     js,
-		o:      o,
-		log:    o.Logger,
-		m:      m,
-		ids:    make(map[string]struct{}, o.BatchSize),
-		seen:   make(map[uint64]struct{}, o.BatchSize),
-		dedup:  &usage.Dedup{},
+		store: store,
+		js:    js,
+		o:     o,
+		log:   o.Logger,
+		m:     m,
+		ids:   make(map[string]struct{}, o.BatchSize),
+		seen:  make(map[uint64]struct{}, o.BatchSize),
+		dedup: &usage.Dedup{},
 	}, nil
 }
 
