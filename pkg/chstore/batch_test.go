@@ -286,3 +286,31 @@ func TestWindowsEncoding(t *testing.T) {
 		})
 	}
 }
+
+func TestCountEvents(t *testing.T) {
+	enc := func(m proto.Message) []byte {
+		b, err := proto.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	tests := []struct {
+		name string
+		data []byte
+		want int
+	}{
+		{name: "legacy event", data: enc(testEvent(1)), want: 1},
+		{name: "batch of 3", data: enc(testBatch("gwaaaaaaaaaaaaaa", 1, 0, 3)), want: 3},
+		{name: "batch of 100", data: enc(testBatch("gwaaaaaaaaaaaaaa", 1, 0, 100)), want: 100},
+		{name: "empty batch", data: enc(testBatch("gwaaaaaaaaaaaaaa", 1, 0, 0)), want: 1},
+		{name: "malformed", data: []byte{0xff, 0xff}, want: 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := countEvents(tt.data); got != tt.want {
+				t.Fatalf("countEvents = %d, want %d", got, tt.want)
+			}
+		})
+	}
+}

@@ -224,6 +224,7 @@ func BenchmarkPrepare(b *testing.B) {
 				for j, m := range msgs {
 					bt.add(m, uint64(j+1))
 				}
+				bt.decode()
 				l.prepare(&bt)
 			}
 		})

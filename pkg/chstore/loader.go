@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/tollgate/tollgate/pkg/usage"
 	usagev1 "github.com/tollgate/tollgate/proto/tollgate/usage/v1"
@@ -281,32 +282,60 @@ func (l *Loader) holding(margin time.Duration) bool {
 // server may still be finishing it a while after.
 func (l *Loader) writeMargin() time.Duration { return 2 * l.o.InsertTimeout }
 
-// batch is a fetched batch in hand: stream messages, decoded as they
-// arrive (while the previous batch is being stored).
+// batch is a fetched batch in hand: stream messages, decoded once fetched
+// (while the previous batch is being stored).
 type batch struct {
 	msgs   []jetstream.Msg
 	seqs   []uint64              // stream sequence of msgs[i]
 	dec    []*usagev1.UsageBatch // msgs[i] decoded, when errs[i] is nil
 	errs   []error               // why msgs[i] could not be decoded
-	events int                   // events in dec
+	events int                   // events in msgs (counted by add)
 	gap    bool                  // a delivery before or among msgs went missing
 	err    error                 // the fetch failed (msgs may hold what came before)
 	stop   func()                // stops the heartbeat of msgs; nil when none runs
 }
 
-// add appends message m, stored at stream sequence seq, and decodes it.
+// add appends message m, stored at stream sequence seq, and counts its
+// events; decode decodes what was added.
 func (b *batch) add(m jetstream.Msg, seq uint64) {
-	i := len(b.msgs)
 	b.msgs = append(b.msgs, m)
 	b.seqs = append(b.seqs, seq)
-	if i == len(b.dec) {
+	b.events += countEvents(m.Data())
+}
+
+// decode decodes b's messages into dec and errs.
+func (b *batch) decode() {
+	for len(b.dec) < len(b.msgs) {
 		b.dec = append(b.dec, new(usagev1.UsageBatch))
 	}
-	err := usage.DecodeMessage(m.Data(), b.dec[i])
-	b.errs = append(b.errs, err)
-	if err == nil {
-		b.events += len(b.dec[i].Events)
+	for i, m := range b.msgs {
+		b.errs = append(b.errs, usage.DecodeMessage(m.Data(), b.dec[i]))
 	}
+}
+
+// eventsField is the field number of UsageBatch.events.
+const eventsField = 1002
+
+// countEvents counts the events of an encoded message without decoding
+// it: the events fields of a batch, or 1 for a legacy single event (or a
+// malformed message). It sizes fetches, so it need not be exact.
+func countEvents(data []byte) int {
+	n := 0
+	for len(data) > 0 {
+		num, typ, k := protowire.ConsumeTag(data)
+		if k < 0 {
+			break
+		}
+		data = data[k:]
+		if num == eventsField && typ == protowire.BytesType {
+			n++
+		}
+		if k = protowire.ConsumeFieldValue(num, typ, data); k < 0 {
+			break
+		}
+		data = data[k:]
+	}
+	return max(n, 1)
 }
 
 // reset empties b, keeping its memory (the decoded batches are reset as
@@ -547,6 +576,9 @@ func (l *Loader) collect(ctx context.Context, b *batch) {
 	b.release()
 	b.reset()
 	b.gap, b.err = l.fetch(ctx, b)
+	if !b.gap {
+		b.decode()
+	}
 	if len(b.msgs) > 0 && !b.gap {
 		b.stop = l.heartbeat(b.msgs)
 	}

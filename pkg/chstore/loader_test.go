@@ -595,6 +595,7 @@ func TestPrepare(t *testing.T) {
 			for _, d := range tt.in {
 				b.add(&fakeMsg{data: d.data}, d.seq)
 			}
+			b.decode()
 			top, topMsg := l.prepare(&b)
 			var seqs []uint64
 			for _, p := range l.pending {
