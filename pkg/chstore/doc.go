@@ -25,8 +25,8 @@
 // is a batch of events from one producer (usage.DecodeMessage; a legacy
 // message is a batch of one without a producer). The Loader collects
 // messages (until they hold BatchSize events, or what arrived within
-// BatchInterval of the first), decoding each as it arrives, inserts their
-// events with one native batch insert, records the highest stream sequence
+// BatchInterval of the first; a field scan counts each message's events),
+// decodes them, inserts their events with one native batch insert, records the highest stream sequence
 // in the watermarks table, and only then acknowledges them (the consumer's
 // ack policy is AckAll, so one ack covers them). The first fetch of a
 // batch asks for 64 messages and the next ones for as many as the events
