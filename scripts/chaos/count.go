@@ -33,7 +33,7 @@ type counts struct {
 	// which consumers skip, so not duplicates. Over the whole stream, not
 	// only the dept.
 	StreamRepublished int64
-	StreamCost               int64 // nano-USD, over distinct request ids
+	StreamCost        int64 // nano-USD, over distinct request ids
 	// StreamMaxCost is the largest cost of one event.
 	StreamMaxCost int64
 	// CHRows counts rows in tollgate.usage_events (without FINAL, so an
