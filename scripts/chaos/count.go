@@ -30,8 +30,8 @@ type counts struct {
 	StreamMsgs, StreamUnique int64
 	// StreamRepublished counts batch messages holding a (producer, seq)
 	// seen earlier in the stream: republishes after the duplicate window,
-	// which consumers skip, so not duplicates. Over the whole stream, not
-	// only the dept.
+	// which consumers skip, so not duplicates. Over the whole stream (a
+	// batch holds several depts' events), not only the dept.
 	StreamRepublished int64
 	StreamCost        int64 // nano-USD, over distinct request ids
 	// StreamMaxCost is the largest cost of one event.
@@ -75,8 +75,23 @@ func (r *rig) count(ctx context.Context, dept string) (counts, error) {
 	return c, err
 }
 
-// countStream reads every message of the usage stream (batches and legacy
-// single events) and counts dept's events into c's Stream fields.
+// streamScan is what countStream has read of the usage stream: it reads
+// each message once, across calls and scenarios, and keeps counts per dept.
+type streamScan struct {
+	next        uint64                     // the next stream sequence to read
+	applied     map[string]map[uint64]bool // producer -> batch seqs seen
+	republished int64
+	depts       map[string]*deptCount
+}
+
+// deptCount is one dept's events in the stream.
+type deptCount struct {
+	events, cost, maxCost int64
+	requests              map[string]bool // request ids seen
+}
+
+// countStream reads the usage stream's messages (batches and legacy single
+// events) not read yet and fills c's Stream fields with dept's counts.
 func (r *rig) countStream(ctx context.Context, dept string, c *counts) error {
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
@@ -88,60 +103,91 @@ func (r *rig) countStream(ctx context.Context, dept string, c *counts) error {
 	if err != nil {
 		return fmt.Errorf("usage stream info: %w", err)
 	}
-	n := int64(info.State.Msgs)
-	if n == 0 {
+	sc := &r.scan
+	if sc.depts == nil || info.State.LastSeq+1 < sc.next {
+		// First call, or the stream was recreated: start over.
+		*sc = streamScan{next: 1, applied: map[string]map[uint64]bool{}, depts: map[string]*deptCount{}}
+	}
+	if err := sc.read(ctx, s, info.State.LastSeq); err != nil {
+		return err
+	}
+	c.StreamRepublished = sc.republished
+	if d := sc.depts[dept]; d != nil {
+		c.StreamMsgs, c.StreamUnique, c.StreamCost, c.StreamMaxCost = d.events, int64(len(d.requests)), d.cost, d.maxCost
+	}
+	return nil
+}
+
+// read reads the stream from sc.next up to last.
+func (sc *streamScan) read(ctx context.Context, s jetstream.Stream, last uint64) error {
+	if last < sc.next {
 		return nil
 	}
-	cons, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{})
+	cons, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
+		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: sc.next,
+	})
 	if err != nil {
 		return fmt.Errorf("read usage stream: %w", err)
 	}
-	seen := make(map[string]bool)
-	applied := make(map[string]map[uint64]bool) // producer -> batch seqs
 	var b usagev1.UsageBatch
-	for read := int64(0); read < n; {
-		batch, err := cons.Fetch(int(min(n-read, 1000)), jetstream.FetchMaxWait(5*time.Second))
+	for done := false; !done && sc.next <= last; {
+		batch, err := cons.Fetch(1000, jetstream.FetchMaxWait(5*time.Second))
 		if err != nil {
 			return fmt.Errorf("read usage stream: %w", err)
 		}
 		got := 0
 		for m := range batch.Messages() {
 			got++
-			read++
+			md, err := m.Metadata()
+			if err != nil {
+				return fmt.Errorf("read usage stream: %w", err)
+			}
+			if md.Sequence.Stream > last {
+				done = true // read up to last only: the counts are of one moment
+				break
+			}
+			sc.next = md.Sequence.Stream + 1
 			if err := usage.DecodeMessage(m.Data(), &b); err != nil {
-				return fmt.Errorf("decode usage message: %w", err)
+				return fmt.Errorf("decode usage message %d: %w", md.Sequence.Stream, err)
 			}
-			if p := b.ProducerId; p != "" {
-				if applied[p] == nil {
-					applied[p] = make(map[uint64]bool)
-				}
-				if applied[p][b.Seq] {
-					c.StreamRepublished++
-					continue
-				}
-				applied[p][b.Seq] = true
-			}
-			for _, ev := range b.Events {
-				if ev.GetDept() != dept {
-					continue
-				}
-				c.StreamMsgs++
-				if !seen[ev.GetRequestId()] {
-					seen[ev.GetRequestId()] = true
-					c.StreamCost += ev.GetCostNanoUsd()
-					c.StreamMaxCost = max(c.StreamMaxCost, ev.GetCostNanoUsd())
-				}
-			}
+			sc.add(&b)
 		}
 		if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) {
 			return fmt.Errorf("read usage stream: %w", err)
 		}
 		if got == 0 {
-			return fmt.Errorf("read usage stream: %d of %d messages, then nothing", read, n)
+			return fmt.Errorf("read usage stream: stopped at %d of %d", sc.next, last)
 		}
 	}
-	c.StreamUnique = int64(len(seen))
 	return nil
+}
+
+// add counts one decoded message: a batch whose (producer, seq) came
+// before is a republish and adds nothing.
+func (sc *streamScan) add(b *usagev1.UsageBatch) {
+	if p := b.ProducerId; p != "" {
+		if sc.applied[p] == nil {
+			sc.applied[p] = make(map[uint64]bool)
+		}
+		if sc.applied[p][b.Seq] {
+			sc.republished++
+			return
+		}
+		sc.applied[p][b.Seq] = true
+	}
+	for _, ev := range b.Events {
+		d := sc.depts[ev.GetDept()]
+		if d == nil {
+			d = &deptCount{requests: map[string]bool{}}
+			sc.depts[ev.GetDept()] = d
+		}
+		d.events++
+		if !d.requests[ev.GetRequestId()] {
+			d.requests[ev.GetRequestId()] = true
+			d.cost += ev.GetCostNanoUsd()
+			d.maxCost = max(d.maxCost, ev.GetCostNanoUsd())
+		}
+	}
 }
 
 // spendTotal reads the dept's all-time spend total.
