@@ -28,9 +28,10 @@
 // BatchInterval of the first; a field scan counts each message's events),
 // decodes them, inserts their events with one native batch insert, records the highest stream sequence
 // in the watermarks table, and only then acknowledges them (the consumer's
-// ack policy is AckAll, so one ack covers them). The first fetch of a
-// batch asks for 64 messages and the next ones for as many as the events
-// still wanted fill, so batched messages do not swell an insert. The next
+// ack policy is AckAll, so one ack covers them). A fetch asks for as many
+// messages as the events still wanted fill, at the events per message seen
+// last, and for at most max(8 MiB, BatchSize KiB), so batched messages do
+// not swell an insert when the guess is wrong. The next
 // batch is collected (and decoded) while one is stored, so at most two are
 // in memory; while ClickHouse is down the Loader retries the same
 // batch with exponential backoff, marks the messages it holds in progress,

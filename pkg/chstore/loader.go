@@ -37,8 +37,12 @@ type LoaderOptions struct {
 	// Durable is the pull consumer's name, and the watermark's key. Default
 	// "analytics". One Loader runs per durable (see the package doc).
 	Durable string
-	// BatchSize is the most events inserted at once, and the most stream
-	// messages fetched for one insert. Default 10000.
+	// BatchSize is how many events a batch collects before it is
+	// inserted, and the most stream messages it fetches. Messages are
+	// fetched at the events per message of the last batch, so the first
+	// batch after a start, or where the stream turns from legacy to
+	// batched messages, may hold more events: at most
+	// max(8 MiB, BatchSize KiB) of messages. Default 10000.
 	BatchSize int
 	// BatchInterval is the longest the first event of a batch waits for the
 	// batch to fill before it is inserted anyway. Default 1s.
@@ -125,11 +129,16 @@ func (o LoaderOptions) withDefaults() (LoaderOptions, error) {
 	return o, nil
 }
 
-// firstFetch is how many messages the first fetch of a batch asks for,
-// before the batch's events per message are known: it bounds how far a
-// batch can overshoot BatchSize events (firstFetch messages of a
-// producer's largest batches).
-const firstFetch = 64
+// fetchBytesPerEvent and minFetchBytes cap the bytes of one fetch at
+// max(minFetchBytes, BatchSize × fetchBytesPerEvent): events per message
+// are guessed from the last batch, and the cap bounds a batch when the
+// guess is wrong (the first batch after a start, or where the stream
+// turns from legacy messages to batched ones). A message larger than the
+// cap is fetched alone, without it.
+const (
+	fetchBytesPerEvent = 1 << 10
+	minFetchBytes      = 8 << 20
+)
 
 // minFetchWait is the shortest fetch worth asking for; a batch whose time
 // is closer to its end than this is inserted as it is.
@@ -157,6 +166,7 @@ type Loader struct {
 	ids     map[string]struct{}
 	seen    map[uint64]struct{}
 	cols    columns
+	perMsg  int // events per message in the last batch collected, at least 1
 
 	// dedup records the batches applied from the messages up to wm; it is
 	// stored with the watermark (windows) and read back by setup.
@@ -189,14 +199,15 @@ func NewLoader(store *Store, js jetstream.JetStream, o LoaderOptions) (*Loader, 
 		return nil, err
 	}
 	return &Loader{
-		store: store,
-		js:    js,
-		o:     o,
-		log:   o.Logger,
-		m:     m,
-		ids:   make(map[string]struct{}, o.BatchSize),
-		seen:  make(map[uint64]struct{}, o.BatchSize),
-		dedup: &usage.Dedup{},
+		store:  store,
+		js:     js,
+		o:      o,
+		log:    o.Logger,
+		m:      m,
+		ids:    make(map[string]struct{}, o.BatchSize),
+		seen:   make(map[uint64]struct{}, o.BatchSize),
+		dedup:  &usage.Dedup{},
+		perMsg: 1,
 	}, nil
 }
 
@@ -576,6 +587,9 @@ func (l *Loader) collect(ctx context.Context, b *batch) {
 	b.release()
 	b.reset()
 	b.gap, b.err = l.fetch(ctx, b)
+	if len(b.msgs) > 0 {
+		l.perMsg = max(1, b.events/len(b.msgs))
+	}
 	if !b.gap {
 		b.decode()
 	}
@@ -586,6 +600,7 @@ func (l *Loader) collect(ctx context.Context, b *batch) {
 
 func (l *Loader) fetch(ctx context.Context, b *batch) (gap bool, err error) {
 	var deadline time.Time
+	capBytes := true
 	for len(b.msgs) < l.o.BatchSize && b.events < l.o.BatchSize && ctx.Err() == nil {
 		wait := l.o.BatchInterval
 		if len(b.msgs) > 0 {
@@ -593,15 +608,20 @@ func (l *Loader) fetch(ctx context.Context, b *batch) (gap bool, err error) {
 				break
 			}
 		}
-		// A batched message carries many events: the first fetch asks for
-		// a few messages, the next ones for as many as the events still
-		// wanted fill at the events per message seen so far.
-		n := min(firstFetch, l.o.BatchSize)
+		// A batched message carries many events: ask for as many
+		// messages as the events still wanted fill, at the events per
+		// message of this batch so far, or of the last one.
+		per := l.perMsg
 		if len(b.msgs) > 0 {
-			per := max(1, b.events/len(b.msgs))
-			n = min(max(1, (l.o.BatchSize-b.events)/per), l.o.BatchSize-len(b.msgs))
+			per = max(1, b.events/len(b.msgs))
 		}
-		mb, err := l.cons.Fetch(n, jetstream.FetchMaxWait(wait))
+		n := min(max(1, (l.o.BatchSize-b.events)/per), l.o.BatchSize-len(b.msgs))
+		opts := []jetstream.FetchOpt{jetstream.FetchMaxWait(wait)}
+		if capBytes {
+			opts = append(opts, jetstream.FetchMaxBytes(max(minFetchBytes, l.o.BatchSize*fetchBytesPerEvent)))
+		}
+		began, had := time.Now(), len(b.msgs)
+		mb, err := l.cons.Fetch(n, opts...)
 		if err != nil {
 			return false, fmt.Errorf("fetch from %s: %w", l.o.Durable, err)
 		}
@@ -621,6 +641,11 @@ func (l *Loader) fetch(ctx context.Context, b *batch) (gap bool, err error) {
 				return true, nil
 			}
 			return false, fmt.Errorf("fetch from %s: %w", l.o.Durable, err)
+		}
+		if len(b.msgs) == had && capBytes && time.Since(began) < wait/2 {
+			// Nothing, early: the next message is larger than the cap.
+			capBytes = false
+			continue
 		}
 		if len(b.msgs) == 0 {
 			return false, nil // idle for a whole interval
