@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/tollgate/tollgate/pkg/pricing"
+	"github.com/tollgate/tollgate/pkg/usage"
 	usagev1 "github.com/tollgate/tollgate/proto/tollgate/usage/v1"
 )
 
@@ -20,7 +20,10 @@ const DefaultStreamWindow = 24 * time.Hour
 // FromStream finds the usage event of requestID in the JetStream stream
 // (the usage stream, TOLLGATE_USAGE) among the events stored since from,
 // reading them in order up to the stream's last sequence at the start of
-// the scan, and returns the first match. The window bounds the work: a
+// the scan, and returns the first match. Messages are batches of events
+// (usage.DecodeMessage; legacy single-event messages too): a batch stored
+// twice (a republish) holds the same event, so the first match is the
+// event. The window bounds the work: a
 // day of events at 1,000 requests/s is 86 million messages, so keep it
 // short or use ClickHouse. ErrNotFound when no event in the window has
 // the request id.
@@ -44,7 +47,7 @@ func FromStream(ctx context.Context, js jetstream.JetStream, stream, requestID s
 		return nil, fmt.Errorf("scan stream %s: %w", stream, err)
 	}
 	needle := []byte(requestID)
-	var ev usagev1.UsageEvent
+	var b usagev1.UsageBatch
 	for {
 		if err := ctx.Err(); err != nil {
 			return nil, fmt.Errorf("scan stream %s for %s: %w", stream, requestID, err)
@@ -60,8 +63,12 @@ func FromStream(ctx context.Context, js jetstream.JetStream, stream, requestID s
 			if err != nil {
 				return nil, fmt.Errorf("scan stream %s: %w", stream, err)
 			}
-			if bytes.Contains(m.Data(), needle) && proto.Unmarshal(m.Data(), &ev) == nil && ev.RequestId == requestID {
-				return FromEvent(&ev, tables...), nil
+			if bytes.Contains(m.Data(), needle) && usage.DecodeMessage(m.Data(), &b) == nil {
+				for _, ev := range b.Events {
+					if ev.RequestId == requestID {
+						return FromEvent(ev, tables...), nil
+					}
+				}
 			}
 			if md.Sequence.Stream >= last {
 				return nil, fmt.Errorf("%w %s", ErrNotFound, requestID)

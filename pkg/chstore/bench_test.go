@@ -1,6 +1,7 @@
 package chstore
 
 import (
+	"context"
 	"io"
 	"log/slog"
 	"slices"
@@ -8,8 +9,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/tollgate/tollgate/pkg/usage"
 )
 
 // benchOptions are the defaults (batches of 10,000 or 1s) without logs.
@@ -21,17 +25,36 @@ func benchOptions() LoaderOptions {
 }
 
 // BenchmarkLoad measures load throughput: b.N events already in the stream
-// are loaded into ClickHouse by one Loader with default batching. Run with
-// e.g. -benchtime=200000x; events/s is the figure that matters. It also
-// reports the CPU the ClickHouse server (server-cpu-%) and this process
-// (self-cpu-%: the loader, and the embedded NATS server delivering the
-// events) used while loading, as a share of one core: on this machine's
-// 2 cores, the side near 100% or the pair near 200% is the limit. The
-// CPU microseconds per event of each side are what the machine's cores
-// must supply: they depend far less than events/s on what else runs.
+// are loaded into ClickHouse by one Loader with default batching, once as
+// legacy single-event messages and once as batched messages of 100 events
+// (the gateway's envelope). Run with e.g. -benchtime=200000x; events/s is
+// the figure that matters. It also reports the CPU the ClickHouse server
+// (server-cpu-%) and this process (self-cpu-%: the loader, and the
+// embedded NATS server delivering the events) used while loading, as a
+// share of one core: on this machine's 2 cores, the side near 100% or the
+// pair near 200% is the limit. The CPU microseconds per event of each side
+// are what the machine's cores must supply: they depend far less than
+// events/s on what else runs.
 func BenchmarkLoad(b *testing.B) {
+	for _, bc := range []struct {
+		name string
+		per  int // events per message; 0: legacy single events
+	}{
+		{name: "legacy"},
+		{name: "batches-100", per: 100},
+	} {
+		b.Run(bc.name, func(b *testing.B) { benchLoad(b, bc.per) })
+	}
+}
+
+func benchLoad(b *testing.B, per int) {
 	js, s := newJS(b), newStore(b, ch.Addr(b))
-	last := publish(b, js, 0, b.N)
+	var last uint64
+	if per == 0 {
+		last = publish(b, js, 0, b.N)
+	} else {
+		last = publishBatches(b, js, b.N, per)
+	}
 	l, err := NewLoader(s, js, benchOptions())
 	if err != nil {
 		b.Fatal(err)
@@ -65,6 +88,41 @@ func BenchmarkLoad(b *testing.B) {
 	if got := readTotals(b, s).rows; got != uint64(b.N) {
 		b.Fatalf("%d rows, want %d", got, b.N)
 	}
+}
+
+// publishBatches publishes test events 0..n-1 as batches of per events of
+// one producer, and returns the last one's stream sequence.
+func publishBatches(b *testing.B, js jetstream.JetStream, n, per int) uint64 {
+	b.Helper()
+	const producer = "gwbenchbenchbenc"
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	var futures []jetstream.PubAckFuture
+	seq := uint64(0)
+	for i := 0; i < n; i += per {
+		seq++
+		data, err := proto.Marshal(testBatch(producer, seq, i, min(i+per, n)))
+		if err != nil {
+			b.Fatal(err)
+		}
+		f, err := js.PublishAsync(usage.BatchSubject(producer), data, jetstream.WithMsgID(usage.BatchMsgID(producer, seq)))
+		if err != nil {
+			b.Fatal(err)
+		}
+		futures = append(futures, f)
+	}
+	var last uint64
+	for _, f := range futures {
+		select {
+		case ack := <-f.Ok():
+			last = max(last, ack.Sequence)
+		case err := <-f.Err():
+			b.Fatalf("publish: %v", err)
+		case <-ctx.Done():
+			b.Fatal("publish: no ack")
+		}
+	}
+	return last
 }
 
 // BenchmarkFreshness measures how long an event takes from publish to
@@ -127,27 +185,49 @@ func BenchmarkFreshness(b *testing.B) {
 	b.ReportMetric(q(0.99), "p99-ms")
 }
 
-// BenchmarkPrepare measures decoding and deduplicating a fetched batch, per
-// event. Allocations are the decoded strings (about 20 per event).
+// BenchmarkPrepare measures decoding and deduplicating a fetched batch of
+// 1000 events, per event: as legacy single-event messages and as 10
+// batched messages of 100. Allocations are the decoded strings (about 20
+// per event).
 func BenchmarkPrepare(b *testing.B) {
 	const size = 1000
-	l, err := NewLoader(nil, nil, testOptions(size))
-	if err != nil {
-		b.Fatal(err)
-	}
-	var bt batch
-	for i := range size {
-		data, err := proto.Marshal(testEvent(i))
-		if err != nil {
-			b.Fatal(err)
-		}
-		bt.msgs = append(bt.msgs, &fakeMsg{data: data})
-		bt.seqs = append(bt.seqs, uint64(i+1))
-	}
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := 0; i < b.N; i += size {
-		l.prepare(&bt)
+	for _, bc := range []struct {
+		name string
+		per  int // events per message; 0: legacy single events
+	}{
+		{name: "legacy"},
+		{name: "batches-100", per: 100},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			l, err := NewLoader(nil, nil, testOptions(size))
+			if err != nil {
+				b.Fatal(err)
+			}
+			var msgs []jetstream.Msg
+			for i := 0; i < size; i += max(1, bc.per) {
+				var m proto.Message = testEvent(i)
+				if bc.per > 0 {
+					m = testBatch("gwbenchbenchbenc", uint64(len(msgs)+1), i, i+bc.per)
+				}
+				data, err := proto.Marshal(m)
+				if err != nil {
+					b.Fatal(err)
+				}
+				msgs = append(msgs, &fakeMsg{data: data})
+			}
+			var bt batch
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i += size {
+				bt.reset()
+				l.dedup = &usage.Dedup{}
+				for j, m := range msgs {
+					bt.add(m, uint64(j+1))
+				}
+				bt.decode()
+				l.prepare(&bt)
+			}
+		})
 	}
 }
 
@@ -157,7 +237,7 @@ func BenchmarkColumnsAdd(b *testing.B) {
 	const batch = 1000
 	evs := make([]*pendingEvent, batch)
 	for i := range evs {
-		evs[i] = &pendingEvent{ev: testEvent(i), seq: uint64(i + 1)}
+		evs[i] = &pendingEvent{ev: testEvent(i), src: Source{StreamSeq: uint64(i + 1)}}
 	}
 	var c columns
 	now := time.Now()
@@ -168,6 +248,6 @@ func BenchmarkColumnsAdd(b *testing.B) {
 			c.reset()
 		}
 		p := evs[i%batch]
-		c.add(p.ev, p.seq, now)
+		c.add(p.ev, p.src, now)
 	}
 }

@@ -17,7 +17,7 @@ const eventColumns = "event_id, request_id, ts, ts_ms, issuer, subject, key_id, 
 	"stream_seq, ingested_at, " +
 	"budget_scope, budget_value, budget_period, budget_period_start, budget_from_token, " +
 	"budget_limit_nano_usd, budget_spent_nano_usd, budget_reserved_nano_usd, budget_headroom_nano_usd, " +
-	"hedged, units, unit"
+	"hedged, units, unit, producer_id, batch_seq"
 
 // columns holds a batch of usage_events rows column by column, the form a
 // native insert sends. Its slices are reused from batch to batch.
@@ -48,6 +48,8 @@ type columns struct {
 	hedged                                            []uint8
 	units                                             []uint64
 	unit                                              []string
+	producerID                                        []string
+	batchSeq                                          []uint64
 	minTS, maxTS                                      uint32
 	minSeq, maxSeq                                    uint64
 }
@@ -117,7 +119,7 @@ func (c *columns) slices() []any {
 		c.streamSeq, c.ingestedAt,
 		c.budgets.scope, c.budgets.value, c.budgets.period, c.budgets.periodStart, c.budgets.fromToken,
 		c.budgets.limit, c.budgets.spent, c.budgets.reserved, c.budgets.headroom,
-		c.hedged, c.units, c.unit,
+		c.hedged, c.units, c.unit, c.producerID, c.batchSeq,
 	}
 }
 
@@ -142,6 +144,7 @@ func (c *columns) reset() {
 		degradationStep: c.degradationStep[:0], clampedMaxTokens: c.clampedMaxTokens[:0],
 		streamSeq: c.streamSeq[:0], ingestedAt: c.ingestedAt[:0],
 		hedged: c.hedged[:0], units: c.units[:0], unit: c.unit[:0],
+		producerID: c.producerID[:0], batchSeq: c.batchSeq[:0],
 	}
 }
 
@@ -151,9 +154,18 @@ func clearStrings(s [][]string) [][]string {
 	return s[:0]
 }
 
-// add appends one event, stored at stream sequence seq and loaded at
-// ingested.
-func (c *columns) add(e *usagev1.UsageEvent, seq uint64, ingested time.Time) {
+// Source is where a usage_events row came from: the stream message that
+// carried the event and, for a batched message, the batch's producer and
+// seq. A legacy single-event message has no producer and BatchSeq 0.
+type Source struct {
+	StreamSeq uint64
+	Producer  string
+	BatchSeq  uint64
+}
+
+// add appends one event, carried by src and loaded at ingested.
+func (c *columns) add(e *usagev1.UsageEvent, src Source, ingested time.Time) {
+	seq := src.StreamSeq
 	sec := unixSeconds(e.Timestamp)
 	if c.len() == 0 || sec < c.minTS {
 		c.minTS = sec
@@ -215,6 +227,8 @@ func (c *columns) add(e *usagev1.UsageEvent, seq uint64, ingested time.Time) {
 	c.hedged = append(c.hedged, flag(e.Hedged))
 	c.units = append(c.units, e.Units)
 	c.unit = append(c.unit, e.Unit)
+	c.producerID = append(c.producerID, src.Producer)
+	c.batchSeq = append(c.batchSeq, src.BatchSeq)
 }
 
 // unixSeconds converts Unix nanoseconds to the seconds a DateTime holds,

@@ -14,18 +14,26 @@
 // ordered by (dept, ts, event_id), partitioned by month) and watermarks.
 // 0002_rollups.sql: usage_hourly and usage_daily (SummingMergeTree), kept
 // by materialized views on usage_events. 0003_spend_views.sql: spend_hourly
-// and spend_daily views in USD. The files explain each choice;
-// deploy/clickhouse/README.md tells operators how to use them.
+// and spend_daily views in USD. 0008_batches.sql: the producer_id and
+// batch_seq of each row (the batch that carried it; empty and 0 for legacy
+// single-event messages) and watermarks.windows. The files explain each
+// choice; deploy/clickhouse/README.md tells operators how to use them.
 //
 // # Loading
 //
-// The Loader reads a durable pull consumer ("analytics"). It collects a
-// batch (BatchSize events, or what arrived within BatchInterval of the
-// first), decodes it, inserts it with one native batch insert, records the
-// batch's highest stream sequence in the watermarks table, and only then
-// acknowledges the batch (the consumer's ack policy is AckAll, so one ack
-// covers it). The next batch is collected while one is stored, so at most
-// two are in memory; while ClickHouse is down the Loader retries the same
+// The Loader reads a durable pull consumer ("analytics"). A stream message
+// is a batch of events from one producer (usage.DecodeMessage; a legacy
+// message is a batch of one without a producer). The Loader collects
+// messages (until they hold BatchSize events, or what arrived within
+// BatchInterval of the first; a field scan counts each message's events),
+// decodes them, inserts their events with one native batch insert, records the highest stream sequence
+// in the watermarks table, and only then acknowledges them (the consumer's
+// ack policy is AckAll, so one ack covers them). A fetch asks for as many
+// messages as the events still wanted fill, at the events per message seen
+// last, and for at most max(8 MiB, BatchSize KiB), so batched messages do
+// not swell an insert when the guess is wrong. The next
+// batch is collected (and decoded) while one is stored, so at most two are
+// in memory; while ClickHouse is down the Loader retries the same
 // batch with exponential backoff, marks the messages it holds in progress,
 // and fetches nothing more. Nothing is lost: what is not acknowledged is
 // delivered again.
@@ -63,6 +71,25 @@
 //     since the next insert starts only after the watermark write. The
 //     writes go insert, then watermark, then ack: dying after the watermark
 //     only causes redelivery, which W skips.
+//   - Batches, however late: a producer numbers its batches, and the
+//     stream holds a batch twice when it was republished after the
+//     stream's duplicate window (a gateway's spool held it longer). The
+//     Loader applies each (producer, seq) once with a usage.Dedup, one
+//     usage.Window per producer: a batch already applied is skipped
+//     (counted in republished_batches_total). The Dedup is stored in the
+//     same watermarks row as the watermark (column windows), so the two
+//     always describe the same point of the stream, and read back at start
+//     and at every lease takeover; what the Loader applied in memory past
+//     the stored watermark is dropped with the batches in hand. A crash
+//     after an insert and before its watermark leaves batches stored that
+//     the Dedup does not know: their messages come again at the same
+//     stream sequences, and the lookup above finds their rows (by stream
+//     sequence and event id), so they are recorded and not inserted twice.
+//     The state grows with the number of producers only (a few dozen bytes
+//     each once their batches are contiguous), never with time or events.
+//     A batch arriving WindowSize seqs or more after one that never came
+//     gives that one up (lost_batches_total); the producer's window
+//     rules this out for a working gateway.
 //   - Within a batch, a repeated delivery or event id is inserted once.
 //   - One writer: Loaders of the same durable share a lease in a NATS KV
 //     bucket. The holder loads; the others stand by and take over when it
@@ -70,10 +97,12 @@
 //     write only while its lease has at least 2 × InsertTimeout to run, and
 //     a new holder waits for running inserts before its first lookup.
 //
-// Events republished with a new stream sequence after the stream's
-// deduplication window are distinct messages to the stream and are loaded
-// twice: usage_events collapses them (read with FINAL), the rollups count
-// both, as the budget totals do. The check for running inserts sees one
+// So duplicates are never inserted, and neither raw-row queries nor the
+// rollups depend on FINAL or on merges for correctness. The exception is
+// the legacy path: a legacy single-event message republished with a new
+// stream sequence after the duplicate window (written by gateways from
+// before batches) is a distinct message without a producer, and is loaded
+// twice, as it always was. The check for running inserts sees one
 // server: behind a load balancer or with several ClickHouse addresses, an
 // insert abandoned on one server is not waited for on another.
 //

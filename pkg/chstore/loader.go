@@ -10,8 +10,9 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
-	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/encoding/protowire"
 
+	"github.com/tollgate/tollgate/pkg/usage"
 	usagev1 "github.com/tollgate/tollgate/proto/tollgate/usage/v1"
 )
 
@@ -36,7 +37,12 @@ type LoaderOptions struct {
 	// Durable is the pull consumer's name, and the watermark's key. Default
 	// "analytics". One Loader runs per durable (see the package doc).
 	Durable string
-	// BatchSize is the most events inserted at once. Default 10000.
+	// BatchSize is how many events a batch collects before it is
+	// inserted, and the most stream messages it fetches. Messages are
+	// fetched at the events per message of the last batch, so the first
+	// batch after a start, or where the stream turns from legacy to
+	// batched messages, may hold more events: at most
+	// max(8 MiB, BatchSize KiB) of messages. Default 10000.
 	BatchSize int
 	// BatchInterval is the longest the first event of a batch waits for the
 	// batch to fill before it is inserted anyway. Default 1s.
@@ -123,6 +129,17 @@ func (o LoaderOptions) withDefaults() (LoaderOptions, error) {
 	return o, nil
 }
 
+// fetchBytesPerEvent and minFetchBytes cap the bytes of one fetch at
+// max(minFetchBytes, BatchSize × fetchBytesPerEvent): events per message
+// are guessed from the last batch, and the cap bounds a batch when the
+// guess is wrong (the first batch after a start, or where the stream
+// turns from legacy messages to batched ones). A message larger than the
+// cap is fetched alone, without it.
+const (
+	fetchBytesPerEvent = 1 << 10
+	minFetchBytes      = 8 << 20
+)
+
 // minFetchWait is the shortest fetch worth asking for; a batch whose time
 // is closer to its end than this is inserted as it is.
 const minFetchWait = 5 * time.Millisecond
@@ -146,10 +163,15 @@ type Loader struct {
 
 	bufs    [2]batch // the batch being stored and the next one
 	pending []pendingEvent
-	pool    []*usagev1.UsageEvent
 	ids     map[string]struct{}
 	seen    map[uint64]struct{}
 	cols    columns
+	perMsg  int // events per message in the last batch collected, at least 1
+
+	// dedup records the batches applied from the messages up to wm; it is
+	// stored with the watermark (windows) and read back by setup.
+	dedup  *usage.Dedup
+	winBuf []byte
 
 	// afterInsert and afterWatermark, when set (tests), run after a batch's
 	// insert and after its watermark write. An error ends Run at once with
@@ -163,7 +185,7 @@ type Loader struct {
 // pendingEvent is a decoded event waiting to be inserted.
 type pendingEvent struct {
 	ev  *usagev1.UsageEvent
-	seq uint64
+	src Source
 }
 
 // NewLoader validates o and returns a Loader; Run starts it.
@@ -177,13 +199,15 @@ func NewLoader(store *Store, js jetstream.JetStream, o LoaderOptions) (*Loader, 
 		return nil, err
 	}
 	return &Loader{
-		store: store,
-		js:    js,
-		o:     o,
-		log:   o.Logger,
-		m:     m,
-		ids:   make(map[string]struct{}, o.BatchSize),
-		seen:  make(map[uint64]struct{}, o.BatchSize),
+		store:  store,
+		js:     js,
+		o:      o,
+		log:    o.Logger,
+		m:      m,
+		ids:    make(map[string]struct{}, o.BatchSize),
+		seen:   make(map[uint64]struct{}, o.BatchSize),
+		dedup:  &usage.Dedup{},
+		perMsg: 1,
 	}, nil
 }
 
@@ -269,13 +293,68 @@ func (l *Loader) holding(margin time.Duration) bool {
 // server may still be finishing it a while after.
 func (l *Loader) writeMargin() time.Duration { return 2 * l.o.InsertTimeout }
 
-// batch is a fetched batch in hand.
+// batch is a fetched batch in hand: stream messages, decoded once fetched
+// (while the previous batch is being stored).
 type batch struct {
-	msgs []jetstream.Msg
-	seqs []uint64 // stream sequence of msgs[i]
-	gap  bool     // a delivery before or among msgs went missing
-	err  error    // the fetch failed (msgs may hold what came before)
-	stop func()   // stops the heartbeat of msgs; nil when none runs
+	msgs   []jetstream.Msg
+	seqs   []uint64              // stream sequence of msgs[i]
+	dec    []*usagev1.UsageBatch // msgs[i] decoded, when errs[i] is nil
+	errs   []error               // why msgs[i] could not be decoded
+	events int                   // events in msgs (counted by add)
+	gap    bool                  // a delivery before or among msgs went missing
+	err    error                 // the fetch failed (msgs may hold what came before)
+	stop   func()                // stops the heartbeat of msgs; nil when none runs
+}
+
+// add appends message m, stored at stream sequence seq, and counts its
+// events; decode decodes what was added.
+func (b *batch) add(m jetstream.Msg, seq uint64) {
+	b.msgs = append(b.msgs, m)
+	b.seqs = append(b.seqs, seq)
+	b.events += countEvents(m.Data())
+}
+
+// decode decodes b's messages into dec and errs.
+func (b *batch) decode() {
+	for len(b.dec) < len(b.msgs) {
+		b.dec = append(b.dec, new(usagev1.UsageBatch))
+	}
+	for i, m := range b.msgs {
+		b.errs = append(b.errs, usage.DecodeMessage(m.Data(), b.dec[i]))
+	}
+}
+
+// eventsField is the field number of UsageBatch.events.
+const eventsField = 1002
+
+// countEvents counts the events of an encoded message without decoding
+// it: the events fields of a batch, or 1 for a legacy single event (or a
+// malformed message). It sizes fetches, so it need not be exact.
+func countEvents(data []byte) int {
+	n := 0
+	for len(data) > 0 {
+		num, typ, k := protowire.ConsumeTag(data)
+		if k < 0 {
+			break
+		}
+		data = data[k:]
+		if num == eventsField && typ == protowire.BytesType {
+			n++
+		}
+		if k = protowire.ConsumeFieldValue(num, typ, data); k < 0 {
+			break
+		}
+		data = data[k:]
+	}
+	return max(n, 1)
+}
+
+// reset empties b, keeping its memory (the decoded batches are reset as
+// they are reused).
+func (b *batch) reset() {
+	clear(b.msgs)
+	clear(b.errs)
+	b.msgs, b.seqs, b.errs, b.events, b.gap, b.err = b.msgs[:0], b.seqs[:0], b.errs[:0], 0, false, nil
 }
 
 // release stops the batch's heartbeat. Its messages, unless acknowledged,
@@ -410,8 +489,14 @@ func (l *Loader) setup(ctx context.Context) error {
 	if l.stream, err = l.js.Stream(c, l.o.Stream); err != nil {
 		return fmt.Errorf("open stream %s: %w", l.o.Stream, err)
 	}
-	if l.wm, err = l.store.Watermark(c, l.o.Stream, l.o.Durable); err != nil {
+	var windows []byte
+	if l.wm, windows, err = l.store.loadState(c, l.o.Stream, l.o.Durable); err != nil {
 		return err
+	}
+	// The batches applied up to the watermark: those in hand when the last
+	// run ended may not be stored.
+	if l.dedup, err = decodeWindows(windows); err != nil {
+		return fmt.Errorf("read batch windows of %s: %w", l.o.Durable, err)
 	}
 	l.m.watermark.Set(float64(l.wm))
 	l.verify = true // the last process may have inserted without recording it
@@ -500,8 +585,14 @@ func (l *Loader) checkStream(ctx context.Context) error {
 // what it kept. After a cancel it fetches nothing more.
 func (l *Loader) collect(ctx context.Context, b *batch) {
 	b.release()
-	b.msgs, b.seqs, b.gap, b.err = b.msgs[:0], b.seqs[:0], false, nil
+	b.reset()
 	b.gap, b.err = l.fetch(ctx, b)
+	if len(b.msgs) > 0 {
+		l.perMsg = max(1, b.events/len(b.msgs))
+	}
+	if !b.gap {
+		b.decode()
+	}
 	if len(b.msgs) > 0 && !b.gap {
 		b.stop = l.heartbeat(b.msgs)
 	}
@@ -509,14 +600,28 @@ func (l *Loader) collect(ctx context.Context, b *batch) {
 
 func (l *Loader) fetch(ctx context.Context, b *batch) (gap bool, err error) {
 	var deadline time.Time
-	for len(b.msgs) < l.o.BatchSize && ctx.Err() == nil {
+	capBytes := true
+	for len(b.msgs) < l.o.BatchSize && b.events < l.o.BatchSize && ctx.Err() == nil {
 		wait := l.o.BatchInterval
 		if len(b.msgs) > 0 {
 			if wait = time.Until(deadline); wait < minFetchWait {
 				break
 			}
 		}
-		mb, err := l.cons.Fetch(l.o.BatchSize-len(b.msgs), jetstream.FetchMaxWait(wait))
+		// A batched message carries many events: ask for as many
+		// messages as the events still wanted fill, at the events per
+		// message of this batch so far, or of the last one.
+		per := l.perMsg
+		if len(b.msgs) > 0 {
+			per = max(1, b.events/len(b.msgs))
+		}
+		n := min(max(1, (l.o.BatchSize-b.events)/per), l.o.BatchSize-len(b.msgs))
+		opts := []jetstream.FetchOpt{jetstream.FetchMaxWait(wait)}
+		if capBytes {
+			opts = append(opts, jetstream.FetchMaxBytes(max(minFetchBytes, l.o.BatchSize*fetchBytesPerEvent)))
+		}
+		began, had := time.Now(), len(b.msgs)
+		mb, err := l.cons.Fetch(n, opts...)
 		if err != nil {
 			return false, fmt.Errorf("fetch from %s: %w", l.o.Durable, err)
 		}
@@ -529,14 +634,18 @@ func (l *Loader) fetch(ctx context.Context, b *batch) (gap bool, err error) {
 			if len(b.msgs) == 0 {
 				deadline = time.Now().Add(l.o.BatchInterval)
 			}
-			b.msgs = append(b.msgs, m)
-			b.seqs = append(b.seqs, md.Sequence.Stream)
+			b.add(m, md.Sequence.Stream)
 		}
 		if err := mb.Error(); err != nil {
 			if errors.Is(err, jetstream.ErrConsumerDeleted) || errors.Is(err, jetstream.ErrConsumerNotFound) {
 				return true, nil
 			}
 			return false, fmt.Errorf("fetch from %s: %w", l.o.Durable, err)
+		}
+		if len(b.msgs) == had && capBytes && time.Since(began) < wait/2 {
+			// Nothing, early: the next message is larger than the cap.
+			capBytes = false
+			continue
 		}
 		if len(b.msgs) == 0 {
 			return false, nil // idle for a whole interval
@@ -596,11 +705,14 @@ func (l *Loader) heartbeat(msgs []jetstream.Msg) (stop func()) {
 	}
 }
 
-// prepare decodes b's new events into l.pending, skipping those at
-// or below the watermark, deliveries repeated within the batch, events whose
-// id came earlier in the batch, and undecodable ones. It returns the
-// batch's highest stream sequence and its message.
+// prepare collects b's new events into l.pending, skipping messages at or
+// below the watermark, deliveries repeated within the batch, batches
+// applied before (a republish: same producer and seq, see usage.Dedup),
+// events whose id came earlier in the batch, and undecodable messages. It
+// records the batches it keeps in l.dedup. It returns the batch's highest
+// stream sequence and its message.
 func (l *Loader) prepare(b *batch) (top uint64, topMsg jetstream.Msg) {
+	clear(l.pending)
 	l.pending = l.pending[:0]
 	clear(l.ids)
 	clear(l.seen)
@@ -609,41 +721,46 @@ func (l *Loader) prepare(b *batch) (top uint64, topMsg jetstream.Msg) {
 		if topMsg == nil || seq >= top {
 			top, topMsg = seq, m // the latest delivery of the highest sequence
 		}
+		d, err := b.dec[i], b.errs[i]
 		if seq <= l.wm {
-			l.m.skippedStored.Inc()
+			l.m.skippedStored.Add(float64(max(1, len(d.Events))))
 			continue
 		}
 		if _, dup := l.seen[seq]; dup {
-			l.m.skippedDup.Inc()
+			l.m.skippedDup.Add(float64(max(1, len(d.Events))))
 			continue
 		}
 		l.seen[seq] = struct{}{}
-		ev := l.event(len(l.pending))
-		if err := proto.Unmarshal(m.Data(), ev); err != nil {
+		if err != nil {
 			l.m.skippedPoison.Inc()
-			l.log.Error("analytics: undecodable usage event; skipping", "seq", seq, "subject", m.Subject(), "err", err)
+			l.log.Error("analytics: undecodable usage message; skipping", "seq", seq, "subject", m.Subject(), "err", err)
 			continue
 		}
-		if ev.EventId != "" {
-			if _, dup := l.ids[ev.EventId]; dup {
-				l.m.skippedDup.Inc()
+		src := Source{StreamSeq: seq, Producer: d.ProducerId, BatchSeq: d.Seq}
+		if src.Producer != "" {
+			fresh, lost := l.dedup.Apply(src.Producer, src.BatchSeq)
+			if lost > 0 {
+				l.m.lostBatches.Add(float64(lost))
+				l.log.Warn("analytics: batches given up as lost", "producer", src.Producer, "below_seq", src.BatchSeq, "count", lost)
+			}
+			if !fresh {
+				l.m.republished.Inc()
+				l.m.skippedRepublished.Add(float64(len(d.Events)))
 				continue
 			}
-			l.ids[ev.EventId] = struct{}{}
 		}
-		l.pending = append(l.pending, pendingEvent{ev: ev, seq: seq})
+		for _, ev := range d.Events {
+			if ev.EventId != "" {
+				if _, dup := l.ids[ev.EventId]; dup {
+					l.m.skippedDup.Inc()
+					continue
+				}
+				l.ids[ev.EventId] = struct{}{}
+			}
+			l.pending = append(l.pending, pendingEvent{ev: ev, src: src})
+		}
 	}
 	return top, topMsg
-}
-
-// event returns the i-th pooled event, reset.
-func (l *Loader) event(i int) *usagev1.UsageEvent {
-	if i == len(l.pool) {
-		l.pool = append(l.pool, new(usagev1.UsageEvent))
-	}
-	ev := l.pool[i]
-	ev.Reset()
-	return ev
 }
 
 // commit stores l.pending and the watermark top, retrying with backoff
@@ -668,9 +785,13 @@ func (l *Loader) commit(ctx context.Context, top uint64) error {
 		if !l.holding(l.writeMargin()) {
 			return errLeaseLost
 		}
+		var err error
+		if l.winBuf, err = appendWindows(l.winBuf[:0], l.dedup); err != nil {
+			return err
+		}
 		c, cancel := context.WithTimeout(work, l.o.InsertTimeout)
 		defer cancel()
-		if err := l.store.writeWatermark(c, l.o.Stream, l.o.Durable, top, l.o.Now()); err != nil {
+		if err := l.store.writeWatermark(c, l.o.Stream, l.o.Durable, top, l.winBuf, l.o.Now()); err != nil {
 			return err
 		}
 		if l.afterWatermark != nil {
@@ -698,9 +819,9 @@ func (l *Loader) insert(ctx context.Context) error {
 		lo, hi, minTS, maxTS := l.bounds()
 		c, cancel := context.WithTimeout(ctx, l.o.InsertTimeout)
 		err := l.store.waitInserts(c)
-		var found map[uint64]string
+		var found map[storedRow]struct{}
 		if err == nil {
-			found, err = l.store.storedSeqs(c, lo, hi, minTS, maxTS)
+			found, err = l.store.storedRows(c, lo, hi, minTS, maxTS)
 		}
 		cancel()
 		if err != nil {
@@ -710,8 +831,8 @@ func (l *Loader) insert(ctx context.Context) error {
 			kept := l.pending[:0]
 			for _, p := range l.pending {
 				// The event id must match too: a recreated stream reuses
-				// sequence numbers.
-				if id, ok := found[p.seq]; !ok || id != p.ev.EventId {
+				// sequence numbers, and a batched message holds many.
+				if _, ok := found[storedRow{p.src.StreamSeq, p.ev.EventId}]; !ok {
 					kept = append(kept, p)
 				}
 			}
@@ -729,7 +850,7 @@ func (l *Loader) insert(ctx context.Context) error {
 	now := l.o.Now()
 	l.cols.reset()
 	for _, p := range l.pending {
-		l.cols.add(p.ev, p.seq, now)
+		l.cols.add(p.ev, p.src, now)
 	}
 	c, cancel := context.WithTimeout(ctx, l.o.InsertTimeout)
 	defer cancel()
@@ -750,10 +871,10 @@ func (l *Loader) bounds() (lo, hi uint64, minTS, maxTS uint32) {
 	for i, p := range l.pending {
 		ts := unixSeconds(p.ev.Timestamp)
 		if i == 0 {
-			lo, hi, minTS, maxTS = p.seq, p.seq, ts, ts
+			lo, hi, minTS, maxTS = p.src.StreamSeq, p.src.StreamSeq, ts, ts
 			continue
 		}
-		lo, hi = min(lo, p.seq), max(hi, p.seq)
+		lo, hi = min(lo, p.src.StreamSeq), max(hi, p.src.StreamSeq)
 		minTS, maxTS = min(minTS, ts), max(maxTS, ts)
 	}
 	return lo, hi, minTS, maxTS

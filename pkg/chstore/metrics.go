@@ -11,6 +11,8 @@ import (
 type loaderMetrics struct {
 	batches, rows, rewinds                   prometheus.Counter
 	skippedStored, skippedDup, skippedPoison prometheus.Counter
+	skippedRepublished                       prometheus.Counter
+	republished, lostBatches                 prometheus.Counter
 	errors                                   *prometheus.CounterVec
 	insertSeconds                            prometheus.Histogram
 	backoff, lag, watermark, leader          prometheus.Gauge
@@ -21,16 +23,21 @@ func newLoaderMetrics(reg prometheus.Registerer) (loaderMetrics, error) {
 		return prometheus.Opts{Namespace: "tollgate", Subsystem: "analytics", Name: name, Help: help}
 	}
 	skipped := prometheus.NewCounterVec(prometheus.CounterOpts(opts("skipped_events_total",
-		"Delivered events not inserted, by reason: stored (at or below the watermark, or found already stored), duplicate (event id or delivery seen earlier in the batch), poison (undecodable).")),
+		"Delivered events not inserted, by reason: stored (at or below the watermark, or found already stored), duplicate (event id or delivery seen earlier in the batch), republished (their batch, same producer and seq, was applied before), poison (undecodable messages).")),
 		[]string{"reason"})
 	m := loaderMetrics{
 		batches: prometheus.NewCounter(prometheus.CounterOpts(opts("batches_total", "Batches stored and acknowledged."))),
 		rows:    prometheus.NewCounter(prometheus.CounterOpts(opts("rows_total", "Events inserted into usage_events."))),
 		rewinds: prometheus.NewCounter(prometheus.CounterOpts(opts("rewinds_total",
 			"Times the consumer was recreated at the watermark because a delivery went missing."))),
-		skippedStored: skipped.WithLabelValues("stored"),
-		skippedDup:    skipped.WithLabelValues("duplicate"),
-		skippedPoison: skipped.WithLabelValues("poison"),
+		skippedStored:      skipped.WithLabelValues("stored"),
+		skippedDup:         skipped.WithLabelValues("duplicate"),
+		skippedPoison:      skipped.WithLabelValues("poison"),
+		skippedRepublished: skipped.WithLabelValues("republished"),
+		republished: prometheus.NewCounter(prometheus.CounterOpts(opts("republished_batches_total",
+			"Batch messages skipped because their producer and seq were applied before: a republish after the stream's duplicate window, not a duplicate."))),
+		lostBatches: prometheus.NewCounter(prometheus.CounterOpts(opts("lost_batches_total",
+			"Batch seqs given up as lost: a producer's batch arrived usage.WindowSize or more seqs after one that never came."))),
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts(opts("errors_total",
 			"Failed operations, by op: lease, start, fetch, rewind, store (insert or watermark), ack.")), []string{"op"}),
 		insertSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
@@ -50,7 +57,7 @@ func newLoaderMetrics(reg prometheus.Registerer) (loaderMetrics, error) {
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.batches, m.rows, m.rewinds, skipped, m.errors,
+	for _, c := range []prometheus.Collector{m.batches, m.rows, m.rewinds, skipped, m.republished, m.lostBatches, m.errors,
 		m.insertSeconds, m.backoff, m.lag, m.watermark, m.leader} {
 		if err := reg.Register(c); err != nil {
 			return m, fmt.Errorf("register analytics metrics: %w", err)

@@ -155,14 +155,27 @@ func (s *Store) Watermark(ctx context.Context, stream, consumer string) (uint64,
 	return seq, nil
 }
 
+// loadState returns consumer's watermark and the encoded batch windows
+// stored with it (” before any batch was applied).
+func (s *Store) loadState(ctx context.Context, stream, consumer string) (uint64, []byte, error) {
+	var seq uint64
+	var windows string
+	err := s.conn.QueryRow(ctx, "SELECT max(seq), argMax(windows, seq) FROM watermarks WHERE stream = ? AND consumer = ?",
+		stream, consumer).Scan(&seq, &windows)
+	if err != nil {
+		return 0, nil, fmt.Errorf("read watermark of %s/%s: %w", stream, consumer, err)
+	}
+	return seq, []byte(windows), nil
+}
+
 // writeWatermark records that consumer has stored every event of stream up
-// to seq.
-func (s *Store) writeWatermark(ctx context.Context, stream, consumer string, seq uint64, now time.Time) error {
-	b, err := s.conn.PrepareBatch(ctx, "INSERT INTO watermarks (stream, consumer, seq, updated_at)")
+// to seq, and windows, the encoded record of the batches applied up to it.
+func (s *Store) writeWatermark(ctx context.Context, stream, consumer string, seq uint64, windows []byte, now time.Time) error {
+	b, err := s.conn.PrepareBatch(ctx, "INSERT INTO watermarks (stream, consumer, seq, updated_at, windows)")
 	if err != nil {
 		return fmt.Errorf("write watermark %d: %w", seq, err)
 	}
-	if err := b.Append(stream, consumer, seq, now); err != nil {
+	if err := b.Append(stream, consumer, seq, now, string(windows)); err != nil {
 		_ = b.Abort()
 		return fmt.Errorf("write watermark %d: %w", seq, err)
 	}
@@ -185,14 +198,29 @@ func (s *Store) insertEvents(ctx context.Context, c *columns) error {
 // InsertEvents inserts events into the usage_events table of conn's
 // database in one native batch, as the loader writes them: seqs[i] is
 // events[i]'s stream sequence, and ingested the load time of every row.
-// It does not look for rows already stored (tollctl replay does).
+// The rows have no producer (legacy messages); InsertSourced writes the
+// batch a row came from. It does not look for rows already stored
+// (tollctl replay does).
 func InsertEvents(ctx context.Context, conn driver.Conn, events []*usagev1.UsageEvent, seqs []uint64, ingested time.Time) error {
 	if len(seqs) != len(events) {
 		return fmt.Errorf("insert events: %d events but %d sequences", len(events), len(seqs))
 	}
+	src := make([]Source, len(seqs))
+	for i, s := range seqs {
+		src[i].StreamSeq = s
+	}
+	return InsertSourced(ctx, conn, events, src, ingested)
+}
+
+// InsertSourced is InsertEvents with each row's whole Source: src[i] is
+// where events[i] came from (stream sequence, producer, batch seq).
+func InsertSourced(ctx context.Context, conn driver.Conn, events []*usagev1.UsageEvent, src []Source, ingested time.Time) error {
+	if len(src) != len(events) {
+		return fmt.Errorf("insert events: %d events but %d sources", len(events), len(src))
+	}
 	var c columns
 	for i, e := range events {
-		c.add(e, seqs[i], ingested)
+		c.add(e, src[i], ingested)
 	}
 	return insertColumns(ctx, conn, &c)
 }
@@ -279,10 +307,17 @@ func (s *Store) waitInserts(ctx context.Context) error {
 	}
 }
 
-// storedSeqs returns the event ids stored under the stream sequences in
-// [lo, hi] among rows with ts in [minTS, maxTS] (Unix seconds). The ts bounds
-// let ClickHouse read only the partitions and granules of those times.
-func (s *Store) storedSeqs(ctx context.Context, lo, hi uint64, minTS, maxTS uint32) (map[uint64]string, error) {
+// storedRow names a stored row: the stream sequence of its message and its
+// event id (a batched message holds many).
+type storedRow struct {
+	seq uint64
+	id  string
+}
+
+// storedRows returns the rows stored under the stream sequences in [lo, hi]
+// among rows with ts in [minTS, maxTS] (Unix seconds). The ts bounds let
+// ClickHouse read only the partitions and granules of those times.
+func (s *Store) storedRows(ctx context.Context, lo, hi uint64, minTS, maxTS uint32) (map[storedRow]struct{}, error) {
 	rows, err := s.conn.Query(ctx, `SELECT stream_seq, event_id FROM usage_events
 		WHERE ts >= toDateTime(?) AND ts <= toDateTime(?) AND stream_seq >= ? AND stream_seq <= ?`,
 		minTS, maxTS, lo, hi)
@@ -290,14 +325,13 @@ func (s *Store) storedSeqs(ctx context.Context, lo, hi uint64, minTS, maxTS uint
 		return nil, fmt.Errorf("look up stored events %d..%d: %w", lo, hi, err)
 	}
 	defer rows.Close()
-	found := make(map[uint64]string)
+	found := make(map[storedRow]struct{})
 	for rows.Next() {
-		var seq uint64
-		var id string
-		if err := rows.Scan(&seq, &id); err != nil {
+		var r storedRow
+		if err := rows.Scan(&r.seq, &r.id); err != nil {
 			return nil, fmt.Errorf("look up stored events %d..%d: %w", lo, hi, err)
 		}
-		found[seq] = id
+		found[r] = struct{}{}
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("look up stored events %d..%d: %w", lo, hi, err)

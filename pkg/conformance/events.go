@@ -8,7 +8,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/tollgate/tollgate/pkg/usage"
 	usagev1 "github.com/tollgate/tollgate/proto/tollgate/usage/v1"
@@ -73,12 +72,14 @@ func (r *eventReader) collect(ctx context.Context, ids []string, wait time.Durat
 			}
 			return nil, fmt.Errorf("read usage stream %s: %w", usage.StreamName, err)
 		}
-		ev := &event{}
-		if err := proto.Unmarshal(msg.Data(), ev); err != nil {
-			continue // not ours to judge; a malformed event never matches a request id
+		var b usagev1.UsageBatch
+		if err := usage.DecodeMessage(msg.Data(), &b); err != nil {
+			continue // not ours to judge; a malformed message never matches a request id
 		}
-		if want[ev.RequestId] && found[ev.RequestId] == nil {
-			found[ev.RequestId] = ev
+		for _, ev := range b.Events { // a legacy message is a batch of one
+			if want[ev.RequestId] && found[ev.RequestId] == nil {
+				found[ev.RequestId] = ev
+			}
 		}
 	}
 	return found, nil

@@ -7,8 +7,9 @@ import (
 )
 
 // Scenario departments: every scenario's requests carry their own dept
-// claim, so its usage events are on their own stream subject
-// (tollgate.usage.<dept>), ClickHouse rows and spend totals.
+// claim, so its usage events (told apart by their dept, inside batches
+// shared with other scenarios), ClickHouse rows and spend totals are its
+// own.
 const (
 	// budgetDept is the department of the budget-overshoot scenario, the
 	// only one with a limit.

@@ -16,15 +16,24 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/tollgate/tollgate/pkg/budget"
+	"github.com/tollgate/tollgate/pkg/usage"
 	usagev1 "github.com/tollgate/tollgate/proto/tollgate/usage/v1"
 )
 
 // counts is what each store holds for one scenario's department.
 type counts struct {
-	// StreamMsgs counts messages on tollgate.usage.<dept>; StreamUnique the
-	// distinct request ids among them.
+	// StreamMsgs counts the dept's events in the stream as a consumer
+	// applies them: batches deduplicated by (producer, seq), legacy
+	// single-event messages each once. StreamUnique counts the distinct
+	// request ids among them, so StreamMsgs - StreamUnique is events
+	// repeated (one event id applied twice).
 	StreamMsgs, StreamUnique int64
-	StreamCost               int64 // nano-USD, over distinct request ids
+	// StreamRepublished counts batch messages holding a (producer, seq)
+	// seen earlier in the stream: republishes after the duplicate window,
+	// which consumers skip, so not duplicates. Over the whole stream (a
+	// batch holds several depts' events), not only the dept.
+	StreamRepublished int64
+	StreamCost        int64 // nano-USD, over distinct request ids
 	// StreamMaxCost is the largest cost of one event.
 	StreamMaxCost int64
 	// CHRows counts rows in tollgate.usage_events (without FINAL, so an
@@ -48,7 +57,7 @@ func (c counts) agree() bool {
 func (r *rig) count(ctx context.Context, dept string) (counts, error) {
 	var c counts
 	var err error
-	if c.StreamMsgs, c.StreamUnique, c.StreamCost, c.StreamMaxCost, err = r.countStream(ctx, dept); err != nil {
+	if err = r.countStream(ctx, dept, &c); err != nil {
 		return c, err
 	}
 	out, err := r.chQuery(fmt.Sprintf("SELECT count(), uniqExact(request_id), sum(cost_nano_usd) FROM tollgate.usage_events WHERE dept = '%s' FORMAT TSV", dept))
@@ -66,55 +75,119 @@ func (r *rig) count(ctx context.Context, dept string) (counts, error) {
 	return c, err
 }
 
-// countStream reads every event of dept from the usage stream.
-func (r *rig) countStream(ctx context.Context, dept string) (msgs, unique, cost, maxCost int64, err error) {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+// streamScan is what countStream has read of the usage stream: it reads
+// each message once, across calls and scenarios, and keeps counts per dept.
+type streamScan struct {
+	next        uint64                     // the next stream sequence to read
+	applied     map[string]map[uint64]bool // producer -> batch seqs seen
+	republished int64
+	depts       map[string]*deptCount
+}
+
+// deptCount is one dept's events in the stream.
+type deptCount struct {
+	events, cost, maxCost int64
+	requests              map[string]bool // request ids seen
+}
+
+// countStream reads the usage stream's messages (batches and legacy single
+// events) not read yet and fills c's Stream fields with dept's counts.
+func (r *rig) countStream(ctx context.Context, dept string, c *counts) error {
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
-	subj := "tollgate.usage." + dept
 	s, err := r.js.Stream(ctx, budget.Stream)
 	if err != nil {
-		return 0, 0, 0, 0, fmt.Errorf("usage stream: %w", err)
+		return fmt.Errorf("usage stream: %w", err)
 	}
-	info, err := s.Info(ctx, jetstream.WithSubjectFilter(subj))
+	info, err := s.Info(ctx)
 	if err != nil {
-		return 0, 0, 0, 0, fmt.Errorf("usage stream info: %w", err)
+		return fmt.Errorf("usage stream info: %w", err)
 	}
-	n := int64(info.State.Subjects[subj])
-	if n == 0 {
-		return 0, 0, 0, 0, nil
+	sc := &r.scan
+	if sc.depts == nil || info.State.LastSeq+1 < sc.next {
+		// First call, or the stream was recreated: start over.
+		*sc = streamScan{next: 1, applied: map[string]map[uint64]bool{}, depts: map[string]*deptCount{}}
 	}
-	cons, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subj}})
+	if err := sc.read(ctx, s, info.State.LastSeq); err != nil {
+		return err
+	}
+	c.StreamRepublished = sc.republished
+	if d := sc.depts[dept]; d != nil {
+		c.StreamMsgs, c.StreamUnique, c.StreamCost, c.StreamMaxCost = d.events, int64(len(d.requests)), d.cost, d.maxCost
+	}
+	return nil
+}
+
+// read reads the stream from sc.next up to last.
+func (sc *streamScan) read(ctx context.Context, s jetstream.Stream, last uint64) error {
+	if last < sc.next {
+		return nil
+	}
+	cons, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
+		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: sc.next,
+	})
 	if err != nil {
-		return 0, 0, 0, 0, fmt.Errorf("read usage stream: %w", err)
+		return fmt.Errorf("read usage stream: %w", err)
 	}
-	seen := make(map[string]bool, n)
-	for msgs < n {
-		batch, err := cons.Fetch(int(min(n-msgs, 1000)), jetstream.FetchMaxWait(5*time.Second))
+	var b usagev1.UsageBatch
+	for done := false; !done && sc.next <= last; {
+		batch, err := cons.Fetch(1000, jetstream.FetchMaxWait(5*time.Second))
 		if err != nil {
-			return 0, 0, 0, 0, fmt.Errorf("read usage stream: %w", err)
+			return fmt.Errorf("read usage stream: %w", err)
 		}
 		got := 0
 		for m := range batch.Messages() {
 			got++
-			msgs++
-			var ev usagev1.UsageEvent
-			if err := proto.Unmarshal(m.Data(), &ev); err != nil {
-				return 0, 0, 0, 0, fmt.Errorf("decode usage event: %w", err)
+			md, err := m.Metadata()
+			if err != nil {
+				return fmt.Errorf("read usage stream: %w", err)
 			}
-			if !seen[ev.GetRequestId()] {
-				seen[ev.GetRequestId()] = true
-				cost += ev.GetCostNanoUsd()
-				maxCost = max(maxCost, ev.GetCostNanoUsd())
+			if md.Sequence.Stream > last {
+				done = true // read up to last only: the counts are of one moment
+				break
 			}
+			sc.next = md.Sequence.Stream + 1
+			if err := usage.DecodeMessage(m.Data(), &b); err != nil {
+				return fmt.Errorf("decode usage message %d: %w", md.Sequence.Stream, err)
+			}
+			sc.add(&b)
 		}
 		if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) {
-			return 0, 0, 0, 0, fmt.Errorf("read usage stream: %w", err)
+			return fmt.Errorf("read usage stream: %w", err)
 		}
 		if got == 0 {
-			return 0, 0, 0, 0, fmt.Errorf("read usage stream: %d of %d messages, then nothing", msgs, n)
+			return fmt.Errorf("read usage stream: stopped at %d of %d", sc.next, last)
 		}
 	}
-	return msgs, int64(len(seen)), cost, maxCost, nil
+	return nil
+}
+
+// add counts one decoded message: a batch whose (producer, seq) came
+// before is a republish and adds nothing.
+func (sc *streamScan) add(b *usagev1.UsageBatch) {
+	if p := b.ProducerId; p != "" {
+		if sc.applied[p] == nil {
+			sc.applied[p] = make(map[uint64]bool)
+		}
+		if sc.applied[p][b.Seq] {
+			sc.republished++
+			return
+		}
+		sc.applied[p][b.Seq] = true
+	}
+	for _, ev := range b.Events {
+		d := sc.depts[ev.GetDept()]
+		if d == nil {
+			d = &deptCount{requests: map[string]bool{}}
+			sc.depts[ev.GetDept()] = d
+		}
+		d.events++
+		if !d.requests[ev.GetRequestId()] {
+			d.requests[ev.GetRequestId()] = true
+			d.cost += ev.GetCostNanoUsd()
+			d.maxCost = max(d.maxCost, ev.GetCostNanoUsd())
+		}
+	}
 }
 
 // spendTotal reads the dept's all-time spend total.

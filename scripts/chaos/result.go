@@ -141,6 +141,9 @@ func (res *result) measured() string {
 	if n := res.unanswered(); n > 0 {
 		parts = append(parts, fmt.Sprintf("%d events of requests whose client saw no status", n))
 	}
+	if n := res.counts.StreamRepublished; n > 0 {
+		parts = append(parts, fmt.Sprintf("%d batch messages republished (same producer and seq; applied once)", n))
+	}
 	parts = append(parts, res.notes...)
 	if res.reconcile != "" {
 		parts = append(parts, "reconcile: "+res.reconcile)

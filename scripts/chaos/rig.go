@@ -76,6 +76,8 @@ type rig struct {
 
 	nc *nats.Conn
 	js jetstream.JetStream
+
+	scan streamScan // what countStream has read of the usage stream so far
 }
 
 // natsURLs is the cluster's client URLs, comma-separated.
