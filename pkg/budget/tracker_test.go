@@ -384,3 +384,36 @@ func TestAlertJumpCrossesSeveral(t *testing.T) {
 		}
 	}
 }
+
+// TestAlertAnyDeptLimit: a "*/ml" limit alerts for the ml team of the
+// department that reached it, by its qualified value, and not for another
+// department's ml below it.
+func TestAlertAnyDeptLimit(t *testing.T) {
+	e := startEnv(t)
+	sub, err := e.nc.SubscribeSync(AlertSubjectPrefix + ">")
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(t, newConsumer(t, e.js, ConsumerOptions{
+		Limits:     []Limit{{Scope: ScopeTeam, Value: "*/ml", Period: PeriodDay, AmountNano: 10 * usd}},
+		Thresholds: []float64{1},
+	}))
+	at := utc(2026, 12, 3, 10, 0, 0)
+	e.waitApplied(t, e.publish(t,
+		ev{at: at, dept: "finance", team: "ml", costNano: 9 * usd},
+		ev{at: at, dept: "research", team: "ml", costNano: 10 * usd}))
+	m, err := sub.NextMsg(5 * time.Second)
+	if err != nil {
+		t.Fatalf("no alert: %v", err)
+	}
+	var a Alert
+	if err := json.Unmarshal(m.Data, &a); err != nil {
+		t.Fatal(err)
+	}
+	if a.Scope != "team" || a.Value != "research/ml" || a.SpendNanoUSD != 10*usd {
+		t.Fatalf("alert %+v, want team research/ml at 10 USD", a)
+	}
+	if m, err := sub.NextMsg(200 * time.Millisecond); err == nil {
+		t.Fatalf("second alert %s", m.Data)
+	}
+}
