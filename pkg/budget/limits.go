@@ -137,10 +137,12 @@ func (l *Limit) Matches(v string) bool {
 	return l.Value == v
 }
 
-// anyDept reports a "*/name" limit: one name in every department, each
-// department's total separately.
+// anyDept reports a "*/name" limit of team or project: one name in every
+// department, each department's total separately. (Dept, subject and key
+// values are not qualified, so there "*/x" is a plain value.)
 func (l *Limit) anyDept() bool {
-	return len(l.Value) > 2 && l.Value[0] == '*' && l.Value[1] == '/'
+	return (l.Scope == ScopeTeam || l.Scope == ScopeProject) &&
+		len(l.Value) > 2 && l.Value[0] == '*' && l.Value[1] == '/'
 }
 
 // perValue reports whether l applies to many values, each separately (Star
@@ -152,10 +154,10 @@ func (l *Limit) perValue() bool { return l.Value == Star || l.anyDept() }
 // required except for global (where it is ignored); "*" means each value
 // separately. Team and project values name their department
 // (config.CheckLimitValue): "research/ml", "*/ml" (ml of every department,
-// each separately) or "*"; a bare "ml" is an error. AmountUSD is a non-negative decimal with at most nine
-// fractional digits, parsed exactly ("0" refuses every request). Period
-// defaults to month. Two limits on the same scope, value and period are an
-// error.
+// each separately) or "*"; a bare "ml" is an error. AmountUSD is a
+// non-negative decimal with at most nine fractional digits, parsed exactly
+// ("0" refuses every request). Period defaults to month. Two limits on the
+// same scope, value and period are an error.
 func ParseLimits(cfg []config.BudgetLimit) ([]Limit, error) {
 	out := make([]Limit, 0, len(cfg))
 	seen := make(map[Limit]bool, len(cfg))
@@ -211,9 +213,8 @@ func parseLimit(scope, value, period string) (Limit, error) {
 // bare "ml", as tokens minted before values were qualified carry, is read
 // as "*/ml": the holder has one department, so it limits the holder's own
 // team ml (research/ml for a holder of research), never another
-// department's. AmountUSD is
-// converted to nano-USD through its decimal form rounded to nine fractional
-// digits (strconv.FormatFloat(v, 'f', 9, 64)), i.e. the nano-USD amount
+// department's. AmountUSD is converted to nano-USD through its decimal
+// form rounded to nine fractional digits (strconv.FormatFloat(v, 'f', 9, 64)), i.e. the nano-USD amount
 // nearest to the float, never by multiplying floats; so 12.5 is exactly
 // 12_500_000_000 and 0.1 is exactly 100_000_000. NaN, infinities, negative
 // amounts and amounts above math.MaxInt64 nano-USD are errors.

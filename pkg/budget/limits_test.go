@@ -444,6 +444,8 @@ func TestLimitMatches(t *testing.T) {
 		{ScopeTeam, Star, "finance/web", true},
 		{ScopeProject, "finance/p1", "finance/p1", true},
 		{ScopeProject, "finance/p1", "research/p1", false},
+		{ScopeDept, "*/b", "a/b", false}, // dept values are not qualified
+		{ScopeDept, "*/b", "*/b", true},
 		{ScopeDept, "research", "research", true},
 		{ScopeDept, "research", "finance", false},
 		{ScopeGlobal, "", "", true},

@@ -450,7 +450,8 @@ func (t *Tracker) eachLimit(s *Scopes, claims []Limit, f func(l *Limit, v string
 				}
 			}
 		}
-		if ls, ok := ix.anyDept[sc][qualifiedName(v)]; ok {
+		if m := ix.anyDept[sc]; m != nil {
+			ls := m[qualifiedName(v)]
 			for i := range ls {
 				if !f(&ls[i], v, false) {
 					return
