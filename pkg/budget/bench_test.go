@@ -106,8 +106,8 @@ func BenchmarkTrackerCheckReserve(b *testing.B) {
 
 // BenchmarkNewScopes is the per-request cost of qualifying team and project
 // by department, against the flat struct literal it replaced (baseline).
-// Expected: 0 allocs/op flat; 2 allocs/op qualified (one string each for
-// team and project; 1 without a project).
+// Expected: 0 allocs/op flat; 1 alloc/op qualified (team and project share
+// one string).
 func BenchmarkNewScopes(b *testing.B) {
 	var sink Scopes
 	b.Run("flat", func(b *testing.B) {

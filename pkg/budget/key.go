@@ -271,10 +271,18 @@ func qualifiedName(v string) string {
 
 // ScopeValues returns the value of every scope of a request or usage event
 // by the principal's fields, indexed by Scope: team and project qualified
-// by the department (Qualify), the others as they are, "" for global.
+// by the department (Qualify), the others as they are, "" for global. It
+// makes one allocation when there are both a team and a project (both
+// values share one string), at most two otherwise.
 func ScopeValues(key, subject, dept, team, project string) [NumScopes]string {
 	var v [NumScopes]string
 	v[ScopeKey], v[ScopeSubject], v[ScopeDept] = key, subject, dept
+	if team != "" && project != "" && strings.IndexAny(dept, "%/*") < 0 {
+		both := dept + "/" + team + dept + "/" + project
+		n := len(dept) + 1 + len(team)
+		v[ScopeTeam], v[ScopeProject] = both[:n], both[n:]
+		return v
+	}
 	v[ScopeTeam], v[ScopeProject] = Qualify(dept, team), Qualify(dept, project)
 	return v
 }

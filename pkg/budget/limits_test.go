@@ -459,3 +459,17 @@ func TestLimitMatches(t *testing.T) {
 		})
 	}
 }
+
+func TestScopeValuesShareOneString(t *testing.T) {
+	for _, tt := range []struct{ dept, team, project string }{
+		{"research", "ml", "p1"}, {"", "ml", "p1"}, {"a/b", "c", "d"}, {"research", "ml", ""}, {"research", "", "p1"}, {"", "", ""},
+	} {
+		v := ScopeValues("k", "s", tt.dept, tt.team, tt.project)
+		if v[ScopeTeam] != Qualify(tt.dept, tt.team) || v[ScopeProject] != Qualify(tt.dept, tt.project) {
+			t.Errorf("ScopeValues(%q, %q, %q) = %q, %q", tt.dept, tt.team, tt.project, v[ScopeTeam], v[ScopeProject])
+		}
+	}
+	if n := testing.AllocsPerRun(100, func() { _ = NewScopes("k1", "alice", "research", "ml", "p1") }); n != 1 {
+		t.Errorf("NewScopes allocates %v times, want 1", n)
+	}
+}
