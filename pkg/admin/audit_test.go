@@ -134,7 +134,7 @@ func TestDiff(t *testing.T) {
 		{"same", func(*config.Config) {}, nil},
 		{"budget amount", func(c *config.Config) { c.Budgets[0].AmountUSD = "10" }, []string{`budgets[0].amount_usd: "5" -> "10"`}},
 		{"budget added", func(c *config.Config) {
-			c.Budgets = append(c.Budgets, config.BudgetLimit{Scope: "team", Value: "ml", AmountUSD: "1", Period: "day"})
+			c.Budgets = append(c.Budgets, config.BudgetLimit{Scope: "team", Value: "research/ml", AmountUSD: "1", Period: "day"})
 		}, nil},
 		{"url password", func(c *config.Config) { c.NATS.URL = "nats://tollgate:pw-two@nats:4222" }, []string{"nats.url: changed"}},
 		{"api key", func(c *config.Config) { c.Providers[0].APIKey = "sk-other-0000" }, []string{"providers[0].api_key: changed"}},

@@ -164,6 +164,7 @@ func TestCreateChecks(t *testing.T) {
 		{"negative rpm", Key{Subject: "s", Dept: "d", RPM: -1}},
 		{"bad budget scope", Key{Subject: "s", Dept: "d", Budgets: []auth.BudgetClaim{{Scope: "org", Period: "day"}}}},
 		{"bad budget period", Key{Subject: "s", Dept: "d", Budgets: []auth.BudgetClaim{{Scope: "key", Period: "week"}}}},
+		{"budget for each team of one dept", Key{Subject: "s", Dept: "d", Budgets: []auth.BudgetClaim{{Scope: "team", Value: "research/*", Period: "day"}}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if _, _, err := s.Create(context.Background(), tc.spec); err == nil {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/pkg/auth"
+	"github.com/tollgate/tollgate/pkg/budget"
 )
 
 // Prefix starts every API key. A bearer value with it is an API key; any
@@ -103,6 +104,11 @@ func (k *Key) check() error {
 		if !(b.AmountUSD >= 0 && b.AmountUSD <= 1e9) {
 			return fmt.Errorf("%w: budget %d: amount_usd out of range", ErrInvalid, i)
 		}
+	}
+	// The gateway reads the budgets as a token's claim: refuse here what
+	// it would refuse on every request (a team value "research/*").
+	if _, err := budget.FromClaims(k.Budgets); err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
 	return nil
 }

@@ -101,6 +101,11 @@ func (c *Consumer) alertTotal(ctx context.Context, id TotalID, spend int64) erro
 				ls = append(ls, l)
 			}
 		}
+		for _, l := range c.limits.anyDept[id.Scope][qualifiedName(id.Value)] {
+			if l.Period == id.Period {
+				ls = append(ls, l)
+			}
+		}
 	}
 	reached := false
 	for _, l := range ls {

@@ -548,11 +548,7 @@ func (c *Consumer) take(data []byte, seq uint64) error {
 	for _, u := range b.Events {
 		ev := event{seq: seq, cost: u.CostNanoUsd, prompt: u.PromptTokens, complete: u.CompletionTokens,
 			starts: periodStarts(u.Timestamp)}
-		ev.vals[ScopeKey] = u.KeyId
-		ev.vals[ScopeSubject] = u.Subject
-		ev.vals[ScopeTeam] = u.Team
-		ev.vals[ScopeDept] = u.Dept
-		ev.vals[ScopeProject] = u.Project
+		ev.vals = ScopeValues(u.KeyId, u.Subject, u.Dept, u.Team, u.Project)
 		c.events = append(c.events, ev)
 	}
 	return nil

@@ -38,9 +38,14 @@ var knownWant = []wantTotal{
 	{scope: ScopeDept, value: "eng", period: PeriodDay, start: "2026-12-02", absent: true},
 	{scope: ScopeDept, value: "eng", period: PeriodTotal, cost: 6_750_000_001, reqs: 4},
 	{scope: ScopeDept, value: "finance", period: PeriodTotal, cost: 10_000_000_000, reqs: 1},
-	{scope: ScopeTeam, value: "ml", period: PeriodDay, start: "2026-12-01", cost: 5_250_000_001, reqs: 3},
-	{scope: ScopeProject, value: "p1", period: PeriodMonth, start: "2026-11", cost: 11_500_000_000, reqs: 2},
-	{scope: ScopeProject, value: "p1", period: PeriodTotal, cost: 13_750_000_000, reqs: 3},
+	{scope: ScopeTeam, value: "eng/ml", period: PeriodDay, start: "2026-12-01", cost: 5_250_000_001, reqs: 3},
+	{scope: ScopeTeam, value: "ml", period: PeriodDay, start: "2026-12-01", absent: true}, // no flat total
+	// Project p1 of eng and project p1 of finance are two totals.
+	{scope: ScopeProject, value: "eng/p1", period: PeriodMonth, start: "2026-11", cost: 1_500_000_000, reqs: 1},
+	{scope: ScopeProject, value: "finance/p1", period: PeriodMonth, start: "2026-11", cost: 10_000_000_000, reqs: 1},
+	{scope: ScopeProject, value: "eng/p1", period: PeriodTotal, cost: 3_750_000_000, reqs: 2},
+	{scope: ScopeProject, value: "finance/p1", period: PeriodTotal, cost: 10_000_000_000, reqs: 1},
+	{scope: ScopeProject, value: "p1", period: PeriodTotal, absent: true},
 	{scope: ScopeKey, value: "k.3/é", period: PeriodTotal, cost: 10_000_000_000, reqs: 1},
 	{scope: ScopeKey, value: "k2", period: PeriodDay, start: "2026-12-01", cost: 3_000_000_001, reqs: 2},
 	{scope: ScopeSubject, value: "alice", period: PeriodDay, start: "2026-11-30", cost: 1_500_000_000, reqs: 1},
@@ -70,8 +75,13 @@ func bulkEvents(n int) []ev {
 func expected(evs []ev) map[string]wantTotal {
 	out := map[string]wantTotal{}
 	for _, e := range evs {
-		vals := map[Scope]string{ScopeGlobal: "", ScopeDept: e.dept, ScopeTeam: e.team, ScopeProject: e.project,
-			ScopeSubject: e.subject, ScopeKey: e.key}
+		vals := map[Scope]string{ScopeGlobal: "", ScopeDept: e.dept, ScopeSubject: e.subject, ScopeKey: e.key}
+		if e.team != "" {
+			vals[ScopeTeam] = e.dept + "/" + e.team // test departments hold no "%", "/" or "*"
+		}
+		if e.project != "" {
+			vals[ScopeProject] = e.dept + "/" + e.project
+		}
 		u := e.at.UTC()
 		for sc, v := range vals {
 			if sc != ScopeGlobal && v == "" {
@@ -169,6 +179,35 @@ func TestConsumerTotals(t *testing.T) {
 	}
 	e.checkTotals(t, knownWant)
 	e.checkAll(t, knownEvents)
+}
+
+// TestConsumerQualifiesTeams: two events of team ml, one of research and
+// one of finance, make two team totals, never one shared.
+func TestConsumerQualifiesTeams(t *testing.T) {
+	e := startEnv(t)
+	at := utc(2026, 12, 1, 12, 0, 0)
+	evs := []ev{
+		{at: at, key: "k1", subject: "alice", dept: "research", team: "ml", project: "p", costNano: 7},
+		{at: at, key: "k2", subject: "bob", dept: "finance", team: "ml", project: "p", costNano: 11},
+		{at: at, key: "k3", subject: "carol", team: "ml", costNano: 13},           // no dept
+		{at: at, key: "k4", subject: "dan", dept: "a/b", team: "c", costNano: 17}, // "/" in a dept
+	}
+	seq := e.publish(t, evs...)
+	stop := run(t, newConsumer(t, e.js, ConsumerOptions{}))
+	e.waitApplied(t, seq)
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	e.checkTotals(t, []wantTotal{
+		{scope: ScopeTeam, value: "research/ml", period: PeriodTotal, cost: 7, reqs: 1},
+		{scope: ScopeTeam, value: "finance/ml", period: PeriodTotal, cost: 11, reqs: 1},
+		{scope: ScopeTeam, value: "/ml", period: PeriodTotal, cost: 13, reqs: 1},
+		{scope: ScopeTeam, value: "a%2Fb/c", period: PeriodTotal, cost: 17, reqs: 1},
+		{scope: ScopeTeam, value: "ml", period: PeriodTotal, absent: true},
+		{scope: ScopeProject, value: "research/p", period: PeriodMonth, start: "2026-12", cost: 7, reqs: 1},
+		{scope: ScopeProject, value: "finance/p", period: PeriodMonth, start: "2026-12", cost: 11, reqs: 1},
+		{scope: ScopeDept, value: "a/b", period: PeriodTotal, cost: 17, reqs: 1},
+	})
 }
 
 func TestConsumerExactlyOnce(t *testing.T) {

@@ -7,7 +7,9 @@
 // adds each event's cost, tokens and request count to every total the event
 // belongs to: its key, subject, team, dept and project (empty values are
 // skipped) and global, each for the UTC day and month of the event's
-// timestamp and for all time. The messages of one fetch (a fold) are
+// timestamp and for all time. Team and project values are qualified by the
+// event's department (Qualify: "research/ml"), so equal team names in two
+// departments are two totals. The messages of one fetch (a fold) are
 // aggregated in memory and every touched total is written once, with
 // optimistic concurrency (the write expects the revision last read; on
 // conflict the total is re-read and the fold re-applied to it). The

@@ -196,3 +196,105 @@ func parseStart(p Period, tok string) (int32, error) {
 	}
 	return 0, nil
 }
+
+// Qualify returns the total value of a team or project named name in the
+// department dept: "research/ml". Team and project totals and limits are
+// qualified so that team ml of research and team ml of finance are two
+// totals (issue #13). A token without a department gives "/ml"; an empty
+// name gives "" (no total). In the department part "%", "/" and "*" are
+// written "%25", "%2F" and "%2A", so the first "/" always ends the
+// department and the name after it is kept as is ("a%2Fb/c" is team c of
+// department a/b; "a/b/c" is team b/c of department a). The KV key escapes
+// the whole value again (TotalID.Key).
+func Qualify(dept, name string) string {
+	if name == "" {
+		return ""
+	}
+	if strings.IndexAny(dept, "%/*") < 0 {
+		return dept + "/" + name
+	}
+	var b strings.Builder
+	b.Grow(len(dept) + len(name) + 8)
+	for i := 0; i < len(dept); i++ {
+		switch c := dept[i]; c {
+		case '%', '/', '*':
+			b.WriteByte('%')
+			b.WriteByte(hexDigits[c>>4])
+			b.WriteByte(hexDigits[c&15])
+		default:
+			b.WriteByte(c)
+		}
+	}
+	b.WriteByte('/')
+	b.WriteString(name)
+	return b.String()
+}
+
+// SplitQualified returns the department and name of a value made by
+// Qualify, and false for a value without "/" (a flat team or project total
+// written before values were qualified) or with a malformed department.
+func SplitQualified(v string) (dept, name string, ok bool) {
+	d, name, ok := strings.Cut(v, "/")
+	switch {
+	case !ok || name == "" || strings.IndexByte(d, '*') >= 0:
+		return "", "", false
+	case strings.IndexByte(d, '%') < 0:
+		return d, name, true
+	}
+	out := make([]byte, 0, len(d))
+	for i := 0; i < len(d); i++ {
+		c := d[i]
+		switch {
+		case c != '%':
+			out = append(out, c)
+		case strings.HasPrefix(d[i+1:], "25"):
+			out, i = append(out, '%'), i+2
+		case strings.HasPrefix(d[i+1:], "2F"):
+			out, i = append(out, '/'), i+2
+		case strings.HasPrefix(d[i+1:], "2A"):
+			out, i = append(out, '*'), i+2
+		default:
+			return "", "", false
+		}
+	}
+	return string(out), name, true
+}
+
+// qualifiedName returns the name part of a qualified value (after the
+// first "/"), without allocating; "" when v has none.
+func qualifiedName(v string) string {
+	if i := strings.IndexByte(v, '/'); i >= 0 {
+		return v[i+1:]
+	}
+	return ""
+}
+
+// ScopeValues returns the value of every scope of a request or usage event
+// by the principal's fields, indexed by Scope: team and project qualified
+// by the department (Qualify), the others as they are, "" for global. It
+// makes one allocation when there are both a team and a project (both
+// values share one string), at most two otherwise.
+func ScopeValues(key, subject, dept, team, project string) [NumScopes]string {
+	var v [NumScopes]string
+	v[ScopeKey], v[ScopeSubject], v[ScopeDept] = key, subject, dept
+	if team != "" && project != "" && strings.IndexAny(dept, "%/*") < 0 {
+		both := dept + "/" + team + dept + "/" + project
+		n := len(dept) + 1 + len(team)
+		v[ScopeTeam], v[ScopeProject] = both[:n], both[n:]
+		return v
+	}
+	v[ScopeTeam], v[ScopeProject] = Qualify(dept, team), Qualify(dept, project)
+	return v
+}
+
+// NewScopes returns the Scopes a request of this principal is accounted
+// under (ScopeValues).
+func NewScopes(key, subject, dept, team, project string) Scopes {
+	v := ScopeValues(key, subject, dept, team, project)
+	return Scopes{Key: v[ScopeKey], Subject: v[ScopeSubject], Dept: v[ScopeDept], Team: v[ScopeTeam], Project: v[ScopeProject]}
+}
+
+// PeriodStarts returns the Start of the day, month and total periods
+// containing ts (unix ns), indexed by Period: the totals an event of that
+// timestamp counts towards.
+func PeriodStarts(ts int64) [NumPeriods]int32 { return periodStarts(ts) }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 
 	"github.com/tollgate/tollgate/pkg/auth"
 	"github.com/tollgate/tollgate/pkg/config"
@@ -63,6 +64,9 @@ const (
 	numPeriods
 )
 
+// NumPeriods is the number of periods, for arrays indexed by Period.
+const NumPeriods = int(numPeriods)
+
 var periodNames = [numPeriods]string{"day", "month", "total"}
 
 // String returns the period's config name: day, month or total.
@@ -113,19 +117,47 @@ func (l *Limit) appliesTo(s *Scopes) (string, bool) {
 		return "", true
 	}
 	v := s.value(l.Scope)
-	if v == "" || (l.Value != Star && l.Value != v) {
+	if v == "" || !l.Matches(v) {
 		return "", false
 	}
 	return v, true
 }
 
+// Matches reports whether l limits the total of value v of its scope:
+// Star matches every value, "*/ml" (team and project) every value named ml
+// in any department (research/ml, finance/ml), any other value only
+// itself. A global limit matches everything.
+func (l *Limit) Matches(v string) bool {
+	switch {
+	case l.Scope == ScopeGlobal || l.Value == Star:
+		return true
+	case l.anyDept():
+		return qualifiedName(v) == l.Value[2:]
+	}
+	return l.Value == v
+}
+
+// anyDept reports a "*/name" limit of team or project: one name in every
+// department, each department's total separately. (Dept, subject and key
+// values are not qualified, so there "*/x" is a plain value.)
+func (l *Limit) anyDept() bool {
+	return (l.Scope == ScopeTeam || l.Scope == ScopeProject) &&
+		len(l.Value) > 2 && l.Value[0] == '*' && l.Value[1] == '/'
+}
+
+// perValue reports whether l applies to many values, each separately (Star
+// or "*/name"), rather than to one total.
+func (l *Limit) perValue() bool { return l.Value == Star || l.anyDept() }
+
 // ParseLimits validates the budgets section of the config and converts it.
 // Scope must be one of global, dept, team, project, subject or key. Value is
 // required except for global (where it is ignored); "*" means each value
-// separately. AmountUSD is a non-negative decimal with at most nine
-// fractional digits, parsed exactly ("0" refuses every request). Period
-// defaults to month. Two limits on the same scope, value and period are an
-// error.
+// separately. Team and project values name their department
+// (config.CheckLimitValue): "research/ml", "*/ml" (ml of every department,
+// each separately) or "*"; a bare "ml" is an error. AmountUSD is a
+// non-negative decimal with at most nine fractional digits, parsed exactly
+// ("0" refuses every request). Period defaults to month. Two limits on the
+// same scope, value and period are an error.
 func ParseLimits(cfg []config.BudgetLimit) ([]Limit, error) {
 	out := make([]Limit, 0, len(cfg))
 	seen := make(map[Limit]bool, len(cfg))
@@ -167,15 +199,22 @@ func parseLimit(scope, value, period string) (Limit, error) {
 	case value == "":
 		return l, fmt.Errorf("budget scope %s needs a value (or %q for each value)", l.Scope, Star)
 	default:
+		if err := config.CheckLimitValue(l.Scope.String(), value); err != nil {
+			return l, err
+		}
 		l.Value = value
 	}
 	return l, nil
 }
 
 // FromClaims converts the budgets signed into a token. A claim's value ""
-// or "*" means the principal's own value of that scope. AmountUSD is
-// converted to nano-USD through its decimal form rounded to nine fractional
-// digits (strconv.FormatFloat(v, 'f', 9, 64)), i.e. the nano-USD amount
+// or "*" means the principal's own value of that scope. A team or project
+// claim may name its department ("research/ml", "*/ml", as in config); a
+// bare "ml", as tokens minted before values were qualified carry, is read
+// as "*/ml": the holder has one department, so it limits the holder's own
+// team ml (research/ml for a holder of research), never another
+// department's. AmountUSD is converted to nano-USD through its decimal
+// form rounded to nine fractional digits (strconv.FormatFloat(v, 'f', 9, 64)), i.e. the nano-USD amount
 // nearest to the float, never by multiplying floats; so 12.5 is exactly
 // 12_500_000_000 and 0.1 is exactly 100_000_000. NaN, infinities, negative
 // amounts and amounts above math.MaxInt64 nano-USD are errors.
@@ -186,8 +225,11 @@ func FromClaims(claims []auth.BudgetClaim) ([]Limit, error) {
 	out := make([]Limit, 0, len(claims))
 	for i, c := range claims {
 		v := c.Value
-		if v == "" {
+		switch {
+		case v == "":
 			v = Star
+		case config.Qualified(c.Scope) && v != Star && strings.IndexByte(v, '/') < 0:
+			v = "*/" + v
 		}
 		l, err := parseLimit(c.Scope, v, c.Period)
 		if err == nil {
@@ -269,16 +311,18 @@ func formatUSD(nano int64) string {
 }
 
 // ValidateHierarchy checks that configured limits do not promise a child
-// more than its parent can give, unless overcommit is true. Config names no
-// parent of a value (it does not say which dept a team belongs to), so for
-// each period it checks two simple rules:
+// more than its parent can give, unless overcommit is true. For each period
+// it checks three rules:
 //
-//  1. For each scope below global, the explicit (non-"*") limits added
-//     together must not exceed the global limit.
-//  2. A "*" limit of a scope must not exceed any limit of a wider scope,
-//     and an explicit limit must not exceed a "*" limit of a wider scope:
-//     each value of the narrower scope sits inside some value of the wider
-//     one, which has that limit.
+//  1. For each scope below global, the explicit (not "*" or "*/name")
+//     limits added together must not exceed the global limit.
+//  2. A "*" or "*/name" limit of a scope must not exceed any limit of a
+//     wider scope, and an explicit limit must not exceed a "*" limit of a
+//     wider scope: each value of the narrower scope sits inside some value
+//     of the wider one, which has that limit.
+//  3. Team and project values name their department, so the explicit team
+//     limits of a department added together, and likewise its project
+//     limits, must not exceed that department's explicit limit.
 func ValidateHierarchy(limits []Limit, overcommit bool) error {
 	if overcommit {
 		return nil
@@ -293,7 +337,7 @@ func ValidateHierarchy(limits []Limit, overcommit bool) error {
 			}
 			if l.Scope == ScopeGlobal {
 				global = l.AmountNano
-			} else if l.Value != Star {
+			} else if !l.perValue() {
 				sums[l.Scope] = satAdd(sums[l.Scope], l.AmountNano)
 			}
 		}
@@ -308,7 +352,7 @@ func ValidateHierarchy(limits []Limit, overcommit bool) error {
 		for _, child := range limits {
 			for _, parent := range limits {
 				if child.Period != p || parent.Period != p || parent.Scope >= child.Scope ||
-					(child.Value != Star && parent.Value != Star) {
+					(!child.perValue() && parent.Value != Star) {
 					continue
 				}
 				if child.AmountNano > parent.AmountNano {
@@ -316,6 +360,7 @@ func ValidateHierarchy(limits []Limit, overcommit bool) error {
 				}
 			}
 		}
+		errs = append(errs, deptSums(limits, p)...)
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("budget hierarchy (set budget_overcommit to allow): %w", errors.Join(errs...))
@@ -328,4 +373,30 @@ func satAdd(a, b int64) int64 {
 		return math.MaxInt64
 	}
 	return a + b
+}
+
+// deptSums is ValidateHierarchy's rule 3 for period p.
+func deptSums(limits []Limit, p Period) []error {
+	var errs []error
+	for _, parent := range limits {
+		if parent.Period != p || parent.Scope != ScopeDept || parent.Value == Star {
+			continue
+		}
+		for _, sc := range []Scope{ScopeTeam, ScopeProject} {
+			var sum int64
+			for _, child := range limits {
+				if child.Period != p || child.Scope != sc || child.perValue() {
+					continue
+				}
+				if d, _, ok := SplitQualified(child.Value); ok && d == parent.Value {
+					sum = satAdd(sum, child.AmountNano)
+				}
+			}
+			if sum > parent.AmountNano {
+				errs = append(errs, fmt.Errorf("%s limits of scope %s in dept %q add up to %s USD, above its limit of %s USD",
+					p, sc, parent.Value, formatUSD(sum), formatUSD(parent.AmountNano)))
+			}
+		}
+	}
+	return errs
 }

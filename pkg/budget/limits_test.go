@@ -95,6 +95,30 @@ func TestParseLimits(t *testing.T) {
 		{name: "unknown period", in: []config.BudgetLimit{{Scope: "dept", Value: "x", AmountUSD: "1", Period: "week"}}, wantErr: "unknown budget period"},
 		{name: "missing value", in: []config.BudgetLimit{{Scope: "dept", AmountUSD: "1"}}, wantErr: "needs a value"},
 		{name: "float amount", in: []config.BudgetLimit{{Scope: "dept", Value: "x", AmountUSD: "1e3"}}, wantErr: "parse amount"},
+		{
+			name: "team and project values name their department",
+			in: []config.BudgetLimit{
+				{Scope: "team", Value: "research/ml", AmountUSD: "5", Period: "day"},
+				{Scope: "team", Value: "*/ml", AmountUSD: "3", Period: "day"},
+				{Scope: "project", Value: "/p1", AmountUSD: "1", Period: "day"},
+				{Scope: "project", Value: "a%2Fb/x/y", AmountUSD: "1", Period: "day"},
+			},
+			want: []Limit{
+				{Scope: ScopeTeam, Value: "research/ml", Period: PeriodDay, AmountNano: 5 * NanoPerUSD},
+				{Scope: ScopeTeam, Value: "*/ml", Period: PeriodDay, AmountNano: 3 * NanoPerUSD},
+				{Scope: ScopeProject, Value: "/p1", Period: PeriodDay, AmountNano: NanoPerUSD},
+				{Scope: ScopeProject, Value: "a%2Fb/x/y", Period: PeriodDay, AmountNano: NanoPerUSD},
+			},
+		},
+		{name: "bare team refused, naming the new syntax", in: []config.BudgetLimit{{Scope: "team", Value: "ml", AmountUSD: "1"}},
+			wantErr: `budgets[0]: team value "ml" must name its department: write "<dept>/ml" for team ml of one department, "*/ml" for team ml of every department, or "*" for every team`},
+		{name: "bare project refused", in: []config.BudgetLimit{{Scope: "project", Value: "p1", AmountUSD: "1"}}, wantErr: `"*/p1"`},
+		{name: "each team of one dept", in: []config.BudgetLimit{{Scope: "team", Value: "research/*", AmountUSD: "1"}}, wantErr: "not supported"},
+		{name: "no name", in: []config.BudgetLimit{{Scope: "team", Value: "research/", AmountUSD: "1"}}, wantErr: "no team name"},
+		{name: "raw star in a dept", in: []config.BudgetLimit{{Scope: "team", Value: "r*/ml", AmountUSD: "1"}}, wantErr: "%2A"},
+		{name: "bad escape in a dept", in: []config.BudgetLimit{{Scope: "team", Value: "r%41/ml", AmountUSD: "1"}}, wantErr: "%25"},
+		{name: "dept values are not qualified", in: []config.BudgetLimit{{Scope: "dept", Value: "a/b", AmountUSD: "1"}},
+			want: []Limit{{Scope: ScopeDept, Value: "a/b", Period: PeriodMonth, AmountNano: NanoPerUSD}}},
 		{name: "duplicate", in: []config.BudgetLimit{
 			{Scope: "dept", Value: "x", AmountUSD: "1", Period: "day"},
 			{Scope: "dept", Value: "x", AmountUSD: "2", Period: "day"},
@@ -128,6 +152,10 @@ func TestFromClaims(t *testing.T) {
 	got, err := FromClaims([]auth.BudgetClaim{
 		{Scope: "team", Value: "", AmountUSD: 0.1, Period: "day"},
 		{Scope: "key", Value: "k1", AmountUSD: 5},
+		{Scope: "team", Value: "ml", AmountUSD: 1},        // minted before values were qualified
+		{Scope: "project", Value: "eng/p1", AmountUSD: 2}, // qualified
+		{Scope: "subject", Value: "a/b", AmountUSD: 3},    // not a qualified scope
+		{Scope: "project", Value: "*", AmountUSD: 4},      // own project
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -135,6 +163,13 @@ func TestFromClaims(t *testing.T) {
 	want := []Limit{
 		{Scope: ScopeTeam, Value: Star, Period: PeriodDay, AmountNano: 100_000_000},
 		{Scope: ScopeKey, Value: "k1", Period: PeriodMonth, AmountNano: 5_000_000_000},
+		{Scope: ScopeTeam, Value: "*/ml", Period: PeriodMonth, AmountNano: 1_000_000_000},
+		{Scope: ScopeProject, Value: "eng/p1", Period: PeriodMonth, AmountNano: 2_000_000_000},
+		{Scope: ScopeSubject, Value: "a/b", Period: PeriodMonth, AmountNano: 3_000_000_000},
+		{Scope: ScopeProject, Value: Star, Period: PeriodMonth, AmountNano: 4_000_000_000},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("got %+v, want %+v", got, want)
 	}
 	for i := range want {
 		if got[i] != want[i] {
@@ -184,6 +219,34 @@ func TestValidateHierarchy(t *testing.T) {
 		{name: "explicit team and explicit dept are unrelated", limits: []Limit{
 			{Scope: ScopeDept, Value: "a", Period: PeriodDay, AmountNano: usd(100)},
 			{Scope: ScopeTeam, Value: "t", Period: PeriodDay, AmountNano: usd(150)},
+		}},
+		{name: "explicit team above its own dept", limits: []Limit{
+			{Scope: ScopeDept, Value: "research", Period: PeriodDay, AmountNano: usd(100)},
+			{Scope: ScopeTeam, Value: "research/ml", Period: PeriodDay, AmountNano: usd(101)},
+		}, wantErr: true},
+		{name: "teams of a dept sum above it", limits: []Limit{
+			{Scope: ScopeDept, Value: "research", Period: PeriodDay, AmountNano: usd(100)},
+			{Scope: ScopeTeam, Value: "research/ml", Period: PeriodDay, AmountNano: usd(60)},
+			{Scope: ScopeTeam, Value: "research/web", Period: PeriodDay, AmountNano: usd(41)},
+		}, wantErr: true},
+		{name: "projects of a dept sum above it", limits: []Limit{
+			{Scope: ScopeDept, Value: "research", Period: PeriodDay, AmountNano: usd(100)},
+			{Scope: ScopeProject, Value: "research/p1", Period: PeriodDay, AmountNano: usd(60)},
+			{Scope: ScopeProject, Value: "research/p2", Period: PeriodDay, AmountNano: usd(41)},
+		}, wantErr: true},
+		{name: "team of another dept is not summed", limits: []Limit{
+			{Scope: ScopeDept, Value: "research", Period: PeriodDay, AmountNano: usd(100)},
+			{Scope: ScopeTeam, Value: "research/ml", Period: PeriodDay, AmountNano: usd(60)},
+			{Scope: ScopeTeam, Value: "finance/ml", Period: PeriodDay, AmountNano: usd(60)},
+		}},
+		{name: "any-dept team above an explicit dept", limits: []Limit{
+			{Scope: ScopeDept, Value: "research", Period: PeriodDay, AmountNano: usd(100)},
+			{Scope: ScopeTeam, Value: "*/ml", Period: PeriodDay, AmountNano: usd(150)},
+		}, wantErr: true},
+		{name: "any-dept teams are not summed under global", limits: []Limit{
+			{Scope: ScopeGlobal, Period: PeriodDay, AmountNano: usd(100)},
+			{Scope: ScopeTeam, Value: "*/ml", Period: PeriodDay, AmountNano: usd(60)},
+			{Scope: ScopeTeam, Value: "*/web", Period: PeriodDay, AmountNano: usd(60)},
 		}},
 		{name: "star below global", limits: []Limit{
 			{Scope: ScopeGlobal, Period: PeriodTotal, AmountNano: usd(100)},
@@ -260,7 +323,7 @@ func TestPeriodStart(t *testing.T) {
 }
 
 func FuzzKeyRoundTrip(f *testing.F) {
-	for _, s := range []string{"finance", "a.b", "=", "é", "_", "-"} {
+	for _, s := range []string{"finance", "a.b", "=", "é", "_", "-", "research/ml", "/ml", "a%2Fb/c", "*/ml", "%2A/x/y"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, v string) {
@@ -289,5 +352,124 @@ func TestExceededErrorIs(t *testing.T) {
 	}
 	if !strings.Contains(err.Error(), `dept "eng"`) || !strings.Contains(err.Error(), "month") {
 		t.Fatalf("message %q does not name scope and period", err)
+	}
+}
+
+func TestQualify(t *testing.T) {
+	tests := []struct {
+		name, dept, team, want string
+	}{
+		{name: "plain", dept: "research", team: "ml", want: "research/ml"},
+		{name: "same team, other dept", dept: "finance", team: "ml", want: "finance/ml"},
+		{name: "no dept", dept: "", team: "ml", want: "/ml"},
+		{name: "no team", dept: "research", team: "", want: ""},
+		{name: "slash in the team is kept", dept: "a", team: "b/c", want: "a/b/c"},
+		{name: "slash in the dept is escaped", dept: "a/b", team: "c", want: "a%2Fb/c"},
+		{name: "percent and star in the dept", dept: "50%*", team: "x", want: "50%25%2A/x"},
+		{name: "dept named star", dept: "*", team: "ml", want: "%2A/ml"},
+		{name: "dot and unicode pass (the KV key escapes them)", dept: "r.d", team: "é", want: "r.d/é"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := Qualify(tt.dept, tt.team)
+			if got != tt.want {
+				t.Fatalf("Qualify(%q, %q) = %q, want %q", tt.dept, tt.team, got, tt.want)
+			}
+			if got == "" {
+				return
+			}
+			d, n, ok := SplitQualified(got)
+			if !ok || d != tt.dept || n != tt.team {
+				t.Fatalf("SplitQualified(%q) = %q, %q, %v; want %q, %q", got, d, n, ok, tt.dept, tt.team)
+			}
+			if err := config.CheckLimitValue("team", got); err != nil {
+				t.Fatalf("a qualified value is not a valid limit value: %v", err)
+			}
+		})
+	}
+	for _, flat := range []string{"ml", "", "a%4/b", "r*/ml", "research/"} {
+		if d, n, ok := SplitQualified(flat); ok {
+			t.Errorf("SplitQualified(%q) = %q, %q, true; want false", flat, d, n)
+		}
+	}
+	v := ScopeValues("k1", "alice", "research", "ml", "p1")
+	if v != [NumScopes]string{ScopeDept: "research", ScopeTeam: "research/ml", ScopeProject: "research/p1", ScopeSubject: "alice", ScopeKey: "k1"} {
+		t.Fatalf("ScopeValues = %q", v)
+	}
+	if s := NewScopes("k1", "alice", "research", "ml", ""); s != (Scopes{Key: "k1", Subject: "alice", Dept: "research", Team: "research/ml"}) {
+		t.Fatalf("NewScopes = %+v", s)
+	}
+}
+
+func FuzzQualify(f *testing.F) {
+	for _, s := range [][2]string{{"research", "ml"}, {"", "x"}, {"a/b", "c/d"}, {"%2F", "*"}, {"*", "*"}} {
+		f.Add(s[0], s[1])
+	}
+	f.Fuzz(func(t *testing.T, dept, name string) {
+		if name == "" {
+			return
+		}
+		v := Qualify(dept, name)
+		d, n, ok := SplitQualified(v)
+		if !ok || d != dept || n != name {
+			t.Fatalf("SplitQualified(Qualify(%q, %q) = %q) = %q, %q, %v", dept, name, v, d, n, ok)
+		}
+		if name != "*" {
+			if err := config.CheckLimitValue("project", v); err != nil {
+				t.Fatalf("CheckLimitValue(%q): %v", v, err)
+			}
+		}
+	})
+}
+
+func TestLimitMatches(t *testing.T) {
+	tests := []struct {
+		scope Scope
+		limit string
+		value string
+		want  bool
+	}{
+		{ScopeTeam, "research/ml", "research/ml", true},
+		{ScopeTeam, "research/ml", "finance/ml", false},
+		{ScopeTeam, "research/ml", "/ml", false},
+		{ScopeTeam, "*/ml", "research/ml", true},
+		{ScopeTeam, "*/ml", "finance/ml", true},
+		{ScopeTeam, "*/ml", "/ml", true},
+		{ScopeTeam, "*/ml", "research/mlx", false},
+		{ScopeTeam, "*/ml", "research/web", false},
+		{ScopeTeam, "*/b/c", "a/b/c", true},
+		{ScopeTeam, "*/c", "a%2Fb/c", true},
+		{ScopeTeam, "*/c", "a/b/c", false},
+		{ScopeTeam, Star, "research/ml", true},
+		{ScopeTeam, Star, "finance/web", true},
+		{ScopeProject, "finance/p1", "finance/p1", true},
+		{ScopeProject, "finance/p1", "research/p1", false},
+		{ScopeDept, "*/b", "a/b", false}, // dept values are not qualified
+		{ScopeDept, "*/b", "*/b", true},
+		{ScopeDept, "research", "research", true},
+		{ScopeDept, "research", "finance", false},
+		{ScopeGlobal, "", "", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.scope.String()+" "+tt.limit+" vs "+tt.value, func(t *testing.T) {
+			l := Limit{Scope: tt.scope, Value: tt.limit}
+			if got := l.Matches(tt.value); got != tt.want {
+				t.Fatalf("Matches = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestScopeValuesShareOneString(t *testing.T) {
+	for _, tt := range []struct{ dept, team, project string }{
+		{"research", "ml", "p1"}, {"", "ml", "p1"}, {"a/b", "c", "d"}, {"research", "ml", ""}, {"research", "", "p1"}, {"", "", ""},
+	} {
+		v := ScopeValues("k", "s", tt.dept, tt.team, tt.project)
+		if v[ScopeTeam] != Qualify(tt.dept, tt.team) || v[ScopeProject] != Qualify(tt.dept, tt.project) {
+			t.Errorf("ScopeValues(%q, %q, %q) = %q, %q", tt.dept, tt.team, tt.project, v[ScopeTeam], v[ScopeProject])
+		}
+	}
+	if n := testing.AllocsPerRun(100, func() { _ = NewScopes("k1", "alice", "research", "ml", "p1") }); n != 1 {
+		t.Errorf("NewScopes allocates %v times, want 1", n)
 	}
 }

@@ -1,6 +1,7 @@
 package budget
 
 import (
+	"strings"
 	"testing"
 	"time"
 )
@@ -30,4 +31,25 @@ func TestReportAndSetLimits(t *testing.T) {
 		t.Errorf("after raising the limit: %v", err)
 	}
 	r.Release()
+}
+
+// TestReportQualified: /admin/budgets lists a "*/ml" limit once per
+// department's ml, by its qualified value, and an exact one once.
+func TestReportQualified(t *testing.T) {
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	tr := NewTracker(TrackerOptions{Now: func() time.Time { return now }, Limits: []Limit{
+		{Scope: ScopeTeam, Value: "*/ml", Period: PeriodDay, AmountNano: 1000},
+		{Scope: ScopeTeam, Value: "research/web", Period: PeriodDay, AmountNano: 1000},
+	}})
+	for _, s := range []Scopes{NewScopes("", "", "research", "ml", ""), NewScopes("", "", "finance", "ml", ""),
+		NewScopes("", "", "research", "web", ""), NewScopes("", "", "finance", "web", "")} {
+		tr.Reserve(s, 100)
+	}
+	var got []string
+	for _, st := range tr.Report() {
+		got = append(got, st.Scope+" "+st.Value)
+	}
+	if want := "team finance/ml,team research/ml,team research/web"; strings.Join(got, ",") != want {
+		t.Fatalf("report rows %q, want %s", got, want)
+	}
 }

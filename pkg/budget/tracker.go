@@ -160,20 +160,26 @@ type slot struct {
 type limitIndex struct {
 	star  [numScopes][]Limit
 	exact [numScopes]map[string][]Limit
-	all   []Limit // as configured, for Report
+	// anyDept holds the "*/name" limits of team and project by name.
+	anyDept [numScopes]map[string][]Limit
+	all     []Limit // as configured, for Report
 }
 
 func newLimitIndex(limits []Limit) limitIndex {
 	var ix limitIndex
 	for _, l := range limits {
-		if l.Scope == ScopeGlobal || l.Value == Star {
+		m, v := &ix.exact[l.Scope], l.Value
+		switch {
+		case l.Scope == ScopeGlobal || l.Value == Star:
 			ix.star[l.Scope] = append(ix.star[l.Scope], l)
 			continue
+		case l.anyDept():
+			m, v = &ix.anyDept[l.Scope], l.Value[2:]
 		}
-		if ix.exact[l.Scope] == nil {
-			ix.exact[l.Scope] = make(map[string][]Limit)
+		if *m == nil {
+			*m = make(map[string][]Limit)
 		}
-		ix.exact[l.Scope][l.Value] = append(ix.exact[l.Scope][l.Value], l)
+		(*m)[v] = append((*m)[v], l)
 	}
 	return ix
 }
@@ -235,8 +241,8 @@ type LimitStatus struct {
 }
 
 // Report lists every configured limit with its current spend: an exact
-// limit once, a "*" limit once per value with a total in the current
-// period.
+// limit once, a "*" or "*/name" limit once per value it matches with a
+// total in the current period.
 func (t *Tracker) Report() []LimitStatus {
 	ix := t.limits.Load()
 	starts := periodStarts(t.now().UnixNano())
@@ -252,7 +258,7 @@ func (t *Tracker) Report() []LimitStatus {
 		out = append(out, st)
 	}
 	for _, l := range ix.all {
-		if l.Scope == ScopeGlobal || l.Value != Star {
+		if !l.perValue() {
 			add(l, l.Value)
 			continue
 		}
@@ -261,7 +267,7 @@ func (t *Tracker) Report() []LimitStatus {
 			sh := &t.shards[i]
 			sh.mu.RLock()
 			for id := range sh.m {
-				if id.Scope == l.Scope && id.Period == l.Period && id.Start == starts[l.Period] {
+				if id.Scope == l.Scope && id.Period == l.Period && id.Start == starts[l.Period] && l.Matches(id.Value) {
 					values = append(values, id.Value)
 				}
 			}
@@ -533,6 +539,14 @@ func (t *Tracker) eachLimit(s *Scopes, claims []Limit, f func(l *Limit, v string
 			}
 		}
 		if ls, ok := ix.exact[sc][v]; ok {
+			for i := range ls {
+				if !f(&ls[i], v, false) {
+					return
+				}
+			}
+		}
+		if m := ix.anyDept[sc]; m != nil {
+			ls := m[qualifiedName(v)]
 			for i := range ls {
 				if !f(&ls[i], v, false) {
 					return

@@ -106,6 +106,56 @@ func TestTrackerCheck(t *testing.T) {
 	}
 }
 
+// TestTrackerHierarchy: a team limit names its department, so team ml of
+// research and team ml of finance are two totals under two limits.
+func TestTrackerHierarchy(t *testing.T) {
+	now := utc(2026, 12, 1, 12, 0, 0)
+	research := NewScopes("k1", "alice", "research", "ml", "p1")
+	finance := NewScopes("k2", "bob", "finance", "ml", "p1")
+	nodept := NewScopes("k3", "carol", "", "ml", "")
+	tests := []struct {
+		name    string
+		limit   Limit
+		scopes  Scopes
+		refused string // the value refused, "" when admitted
+	}{
+		{name: "research/ml refuses research's ml", limit: Limit{Scope: ScopeTeam, Value: "research/ml"}, scopes: research, refused: "research/ml"},
+		{name: "research/ml admits finance's ml", limit: Limit{Scope: ScopeTeam, Value: "research/ml"}, scopes: finance},
+		{name: "research/ml admits ml without a dept", limit: Limit{Scope: ScopeTeam, Value: "research/ml"}, scopes: nodept},
+		{name: "*/ml refuses research's ml", limit: Limit{Scope: ScopeTeam, Value: "*/ml"}, scopes: research, refused: "research/ml"},
+		{name: "*/ml admits finance's ml (its own total)", limit: Limit{Scope: ScopeTeam, Value: "*/ml"}, scopes: finance},
+		{name: "*/web admits research's ml", limit: Limit{Scope: ScopeTeam, Value: "*/web"}, scopes: research},
+		{name: "* refuses research's ml", limit: Limit{Scope: ScopeTeam, Value: Star}, scopes: research, refused: "research/ml"},
+		{name: "* admits finance's ml", limit: Limit{Scope: ScopeTeam, Value: Star}, scopes: finance},
+		{name: "project research/p1", limit: Limit{Scope: ScopeProject, Value: "research/p1"}, scopes: research, refused: "research/p1"},
+		{name: "project finance/p1 admits research's p1", limit: Limit{Scope: ScopeProject, Value: "finance/p1"}, scopes: research},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l := tt.limit
+			l.Period, l.AmountNano = PeriodDay, 5*usd
+			tr := NewTracker(TrackerOptions{Limits: []Limit{l}, Now: fixedClock(now)})
+			tr.Reserve(research, 4_500_000_000) // research's ml has 0.50 USD left
+			err := tr.Check(tt.scopes, nil, usd)
+			var ex *ExceededError
+			switch {
+			case tt.refused == "" && err != nil:
+				t.Fatalf("Check = %v, want admitted", err)
+			case tt.refused != "" && !errors.As(err, &ex):
+				t.Fatalf("Check = %v, want refused on %s", err, tt.refused)
+			case tt.refused != "" && (ex.Value != tt.refused || ex.SpendNano != 4_500_000_000):
+				t.Fatalf("refused on %+v, want %s at 4.5 USD", ex, tt.refused)
+			}
+			// The same limit from a token claim decides the same way.
+			tr = NewTracker(TrackerOptions{Now: fixedClock(now)})
+			tr.Reserve(research, 4_500_000_000)
+			if err := tr.Check(tt.scopes, []Limit{l}, usd); (err != nil) != (tt.refused != "") {
+				t.Fatalf("as a claim: Check = %v, want refused %v", err, tt.refused != "")
+			}
+		})
+	}
+}
+
 func TestReservationLifecycle(t *testing.T) {
 	now := utc(2026, 12, 1, 12, 0, 0)
 	tr := NewTracker(TrackerOptions{Now: fixedClock(now)})
@@ -332,5 +382,38 @@ func TestAlertJumpCrossesSeveral(t *testing.T) {
 		if a.Threshold != th || a.Scope != "global" || a.SpendNanoUSD != 11*usd {
 			t.Errorf("alert %+v, want threshold %v of global", a, th)
 		}
+	}
+}
+
+// TestAlertAnyDeptLimit: a "*/ml" limit alerts for the ml team of the
+// department that reached it, by its qualified value, and not for another
+// department's ml below it.
+func TestAlertAnyDeptLimit(t *testing.T) {
+	e := startEnv(t)
+	sub, err := e.nc.SubscribeSync(AlertSubjectPrefix + ">")
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(t, newConsumer(t, e.js, ConsumerOptions{
+		Limits:     []Limit{{Scope: ScopeTeam, Value: "*/ml", Period: PeriodDay, AmountNano: 10 * usd}},
+		Thresholds: []float64{1},
+	}))
+	at := utc(2026, 12, 3, 10, 0, 0)
+	e.waitApplied(t, e.publish(t,
+		ev{at: at, dept: "finance", team: "ml", costNano: 9 * usd},
+		ev{at: at, dept: "research", team: "ml", costNano: 10 * usd}))
+	m, err := sub.NextMsg(5 * time.Second)
+	if err != nil {
+		t.Fatalf("no alert: %v", err)
+	}
+	var a Alert
+	if err := json.Unmarshal(m.Data, &a); err != nil {
+		t.Fatal(err)
+	}
+	if a.Scope != "team" || a.Value != "research/ml" || a.SpendNanoUSD != 10*usd {
+		t.Fatalf("alert %+v, want team research/ml at 10 USD", a)
+	}
+	if m, err := sub.NextMsg(200 * time.Millisecond); err == nil {
+		t.Fatalf("second alert %s", m.Data)
 	}
 }

@@ -94,7 +94,9 @@ type BudgetLimit struct {
 	// Scope is key, subject, team, dept, project or global.
 	Scope string `yaml:"scope"`
 	// Value is the scope value the limit applies to, or "*" for each value
-	// separately (every dept gets its own limit of Amount).
+	// separately (every dept gets its own limit of Amount). Team and
+	// project values name their department: "research/ml", or "*/ml" for
+	// ml of every department (CheckLimitValue).
 	Value string `yaml:"value"`
 	// AmountUSD is a decimal string ("250", "12.50"), parsed exactly into
 	// nano-USD; never a float.

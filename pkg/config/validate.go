@@ -397,6 +397,11 @@ func (v *validator) budgets(bs []BudgetLimit) {
 	for i, b := range bs {
 		p := fmt.Sprintf("budgets[%d]", i)
 		v.scope(p+".scope", b.Scope, true)
+		if b.Value == "" && b.Scope != "global" && b.Scope != "" {
+			v.addf(p+".value", "required (a value of scope %s, or \"*\" for each value)", b.Scope)
+		} else if err := CheckLimitValue(b.Scope, b.Value); err != nil {
+			v.addf(p+".value", "%v", err)
+		}
 		if b.Period == "" {
 			v.addf(p+".period", "required (day, month or total)")
 		} else {

@@ -204,6 +204,14 @@ func TestValidateErrors(t *testing.T) {
 		{"budget amount trailing dot", func(c *Config) { c.Budgets[0].AmountUSD = "12." }, `"12." is not a decimal amount`},
 		{"budget amount leading dot", func(c *Config) { c.Budgets[0].AmountUSD = ".5" }, `".5" is not a decimal amount`},
 		{"budget amount too precise", func(c *Config) { c.Budgets[0].AmountUSD = "0.0000000001" }, `budgets[0].amount_usd: "0.0000000001" has more than 9 decimal places`},
+		{"budget value missing", func(c *Config) { c.Budgets[0].Value = "" }, `budgets[0].value: required (a value of scope dept, or "*" for each value)`},
+		{"budget team without its dept", func(c *Config) { c.Budgets[0].Scope, c.Budgets[0].Value = "team", "ml" },
+			`budgets[0].value: team value "ml" must name its department: write "<dept>/ml" for team ml of one department, "*/ml" for team ml of every department, or "*" for every team`},
+		{"budget project without its dept", func(c *Config) { c.Budgets[0].Scope, c.Budgets[0].Value = "project", "p1" }, `budgets[0].value: project value "p1" must name its department`},
+		{"budget each team of one dept", func(c *Config) { c.Budgets[0].Scope, c.Budgets[0].Value = "team", "research/*" }, `budgets[0].value: team value "research/*": a limit for each team of one department is not supported`},
+		{"budget team name missing", func(c *Config) { c.Budgets[0].Scope, c.Budgets[0].Value = "team", "research/" }, `budgets[0].value: team value "research/" has no team name after the department`},
+		{"budget dept part raw star", func(c *Config) { c.Budgets[0].Scope, c.Budgets[0].Value = "team", "r*/ml" }, `write a department named with "*" as %2A`},
+		{"budget dept part bad escape", func(c *Config) { c.Budgets[0].Scope, c.Budgets[0].Value = "team", "r%2/ml" }, `% must start %25, %2F or %2A`},
 		{"rate limit scope", func(c *Config) { c.RateLimits[0].Scope = "global" }, `rate_limits[0].scope: unknown scope "global" (want key, subject, team, dept or project)`},
 		{"rate limit rpm", func(c *Config) { c.RateLimits[0].RPM = -1 }, "rate_limits[0].rpm: must not be negative"},
 		{"rate limit tpm", func(c *Config) { c.RateLimits[0].TPM = -1 }, "rate_limits[0].tpm: must not be negative"},
@@ -268,5 +276,20 @@ func TestValidateCollectsAll(t *testing.T) {
 		if !strings.HasPrefix(got[i].Error(), w+":") {
 			t.Errorf("problem %d = %q, want prefix %q", i, got[i], w)
 		}
+	}
+}
+
+// TestValidateQualifiedLimits: team and project values that name their
+// department are accepted.
+func TestValidateQualifiedLimits(t *testing.T) {
+	for _, v := range []string{"research/ml", "*/ml", "*", "/ml", "a%2Fb/c", "%2A/x", "research/a/b", "50%25/x"} {
+		t.Run(v, func(t *testing.T) {
+			c := validConfig()
+			c.Budgets = append(c.Budgets, BudgetLimit{Scope: "team", Value: v, AmountUSD: "1", Period: "day"},
+				BudgetLimit{Scope: "project", Value: v, AmountUSD: "1", Period: "day"})
+			if err := c.Validate(); err != nil {
+				t.Fatal(err)
+			}
+		})
 	}
 }

@@ -139,7 +139,9 @@ func TestSimulate(t *testing.T) {
 	}{
 		{"none hit", []config.BudgetLimit{{Scope: "dept", Value: "*", AmountUSD: "100", Period: "month"}}, nil, 0},
 		// 8 USD reached after a2: a3, a4 refused; web and sales unaffected.
-		{"team month", []config.BudgetLimit{{Scope: "team", Value: "ml", AmountUSD: "8", Period: "month"}}, []string{"a3", "a4"}, 8 * usd},
+		{"team month", []config.BudgetLimit{{Scope: "team", Value: "eng/ml", AmountUSD: "8", Period: "month"}}, []string{"a3", "a4"}, 8 * usd},
+		{"team of every dept", []config.BudgetLimit{{Scope: "team", Value: "*/ml", AmountUSD: "8", Period: "month"}}, []string{"a3", "a4"}, 8 * usd},
+		{"team of another dept", []config.BudgetLimit{{Scope: "team", Value: "sales/ml", AmountUSD: "8", Period: "month"}}, nil, 0},
 		// Headroom left (4 < 5) lets a2 through; a day limit resets on March 2.
 		{"team day", []config.BudgetLimit{{Scope: "team", Value: "*", AmountUSD: "5", Period: "day"}}, []string{"a3"}, 4 * usd},
 		{"dept and global", []config.BudgetLimit{

@@ -64,6 +64,8 @@ func Simulate(ctx context.Context, conn driver.Conn, limits []budget.Limit, sinc
 			return nil, fmt.Errorf("read history: %w", err)
 		}
 		sim.Events++
+		vals = budget.ScopeValues(vals[budget.ScopeKey], vals[budget.ScopeSubject], vals[budget.ScopeDept],
+			vals[budget.ScopeTeam], vals[budget.ScopeProject])
 		ts := time.UnixMilli(int64(ms)).UTC()
 		ids := make([]budget.TotalID, 0, len(limits))
 		refused := false
@@ -71,7 +73,7 @@ func Simulate(ctx context.Context, conn driver.Conn, limits []budget.Limit, sinc
 			v := ""
 			if l.Scope != budget.ScopeGlobal {
 				v = vals[l.Scope]
-				if v == "" || (l.Value != budget.Star && l.Value != v) {
+				if v == "" || !l.Matches(v) {
 					continue
 				}
 			}

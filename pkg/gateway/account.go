@@ -152,7 +152,7 @@ func (g *Gateway) backlogFull() *apiError {
 // carries. A malformed budgets claim refunds adm's rate charges and
 // answers 401.
 func (g *Gateway) budgetScopes(adm *admission, p *auth.Principal) (budget.Scopes, []budget.Limit, *apiError) {
-	scopes := budget.Scopes{Key: p.KeyID, Subject: p.Subject, Team: p.Team, Dept: p.Dept, Project: p.Project}
+	scopes := budget.NewScopes(p.KeyID, p.Subject, p.Dept, p.Team, p.Project)
 	if len(p.Budgets) == 0 {
 		return scopes, nil, nil
 	}

@@ -484,6 +484,34 @@ func TestRevocationRefusesEverywhere(t *testing.T) {
 	}
 }
 
+// TestDegradationByTeam: a ladder on team research/nlp applies to the
+// token's team nlp of research; one on finance/nlp never does.
+func TestDegradationByTeam(t *testing.T) {
+	a := newAcctRig(t, func(c *config.Config) {
+		c.Budgets = []config.BudgetLimit{
+			{Scope: "team", Value: "research/nlp", AmountUSD: "0.0001", Period: "day", Degrade: []config.DegradeStep{
+				{At: 0.3, Priorities: []string{"batch"}, Refuse: true}}},
+			{Scope: "team", Value: "finance/nlp", AmountUSD: "0.0001", Period: "day", Degrade: []config.DegradeStep{
+				{At: 0.01, Refuse: true}}},
+		}
+	})
+	tok := a.token(nil)
+	body := `{"model":"mock-gpt","max_tokens":8,"messages":[{"role":"user","content":"spend"}]}`
+	used := func() float64 {
+		return float64(a.tracker.Used(budget.ScopeTeam, "research/nlp", budget.PeriodDay)) / 100_000
+	}
+	for used() < 0.3 {
+		resp := a.post("/v1/chat/completions", tok, body)
+		if b := readBody(t, resp); resp.StatusCode != 200 {
+			t.Fatalf("interactive at %.0f%% of research/nlp: %d %s", 100*used(), resp.StatusCode, b)
+		}
+	}
+	resp := a.post("/v1/chat/completions", tok, body, "X-Tollgate-Priority", "batch")
+	if b := readBody(t, resp); resp.StatusCode != 429 || !strings.Contains(string(b), "budget_degraded") {
+		t.Fatalf("batch at %.0f%% of research/nlp: %d %s", 100*used(), resp.StatusCode, b)
+	}
+}
+
 // TestDegradationLadder: past 30% of the department's budget, batch traffic
 // is served by a cheaper model; past 60% it is refused while interactive
 // traffic still passes; each step is recorded in the event and alerted once.

@@ -28,14 +28,14 @@ func TestUsageEventRecordsBudgets(t *testing.T) {
 			name: "admitted", limit: "500", status: 200,
 			want: []*usagev1.BudgetCheck{
 				{Scope: "dept", Value: "research", Period: "month", LimitNanoUsd: 500_000_000_000, SpentNanoUsd: spentNano, HeadroomNanoUsd: 287_700_000_000},
-				{Scope: "team", Value: "nlp", Period: "day", LimitNanoUsd: 10_000_000_000, HeadroomNanoUsd: 10_000_000_000},
+				{Scope: "team", Value: "research/nlp", Period: "day", LimitNanoUsd: 10_000_000_000, HeadroomNanoUsd: 10_000_000_000},
 			},
 		},
 		{
 			name: "refused", limit: "212.30", status: 429,
 			want: []*usagev1.BudgetCheck{
 				{Scope: "dept", Value: "research", Period: "month", LimitNanoUsd: spentNano, SpentNanoUsd: spentNano, HeadroomNanoUsd: 0},
-				{Scope: "team", Value: "nlp", Period: "day", LimitNanoUsd: 10_000_000_000, HeadroomNanoUsd: 10_000_000_000},
+				{Scope: "team", Value: "research/nlp", Period: "day", LimitNanoUsd: 10_000_000_000, HeadroomNanoUsd: 10_000_000_000},
 			},
 		},
 	}

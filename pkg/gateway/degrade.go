@@ -21,7 +21,7 @@ const headerPriority = "X-Tollgate-Priority"
 // ladder is one budget limit's degradation steps, highest first.
 type ladder struct {
 	scope     budget.Scope
-	value     string // or budget.Star
+	value     string // as in budgets[].value: "research/ml", "*/ml", budget.Star
 	period    budget.Period
 	limitNano int64
 	steps     []config.DegradeStep
@@ -63,12 +63,11 @@ func (g *Gateway) degrade(c *fiber.Ctx, st *state, p *auth.Principal) *degradati
 	if prio == "" {
 		prio = "interactive"
 	}
+	vals := budget.ScopeValues(p.KeyID, p.Subject, p.Dept, p.Team, p.Project)
 	for i := range st.ladders {
 		l := &st.ladders[i]
-		v := scopeValue(p, l.scope.String())
-		if l.scope == budget.ScopeGlobal {
-			v = ""
-		} else if v == "" || l.value != budget.Star && l.value != v {
+		v := vals[l.scope]
+		if lim := (budget.Limit{Scope: l.scope, Value: l.value}); l.scope != budget.ScopeGlobal && (v == "" || !lim.Matches(v)) {
 			continue
 		}
 		used := float64(g.acct.Tracker.Used(l.scope, v, l.period)) / float64(l.limitNano)

@@ -81,8 +81,7 @@ func (b *Budgets) Write(_ context.Context, items []Item) error {
 		if periodStart(b.period, time.Unix(0, e.Timestamp)) != b.start {
 			continue
 		}
-		vals := [budget.NumScopes]string{budget.ScopeDept: e.Dept, budget.ScopeTeam: e.Team,
-			budget.ScopeProject: e.Project, budget.ScopeSubject: e.Subject, budget.ScopeKey: e.KeyId}
+		vals := budget.ScopeValues(e.KeyId, e.Subject, e.Dept, e.Team, e.Project)
 		for sc := range budget.Scope(budget.NumScopes) {
 			v := vals[sc]
 			if sc != budget.ScopeGlobal && v == "" {

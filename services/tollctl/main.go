@@ -71,9 +71,14 @@ func commands() map[string]command {
 			setup:   setupRevocations,
 		},
 		"budget show": {
-			args:    "[--dept D] [--team T] [--period month] [--config FILE]",
+			args:    "[--dept D] [--team D/T] [--project D/P] [--period month] [--config FILE]",
 			summary: "print spend totals (with limits and utilisation given --config)",
 			setup:   setupBudgetShow,
+		},
+		"budget migrate": {
+			args:    "[--apply] [--nats URL]",
+			summary: "rebuild team and project totals by department (research/ml) from the usage stream and delete the flat ones (dry run unless --apply)",
+			setup:   setupBudgetMigrate,
 		},
 		"replay": {
 			args:    "--to clickhouse|budgets|ndjson [--since T] [--until T] [--from-seq N] [--to-seq N] [--reprice FILE]",
@@ -81,7 +86,7 @@ func commands() map[string]command {
 			setup:   setupReplay,
 		},
 		"reconcile": {
-			args:    "[--nats URL] [--clickhouse DSN] [--mock URL] [--since T] [--until T] [--wait D] [--json]",
+			args:    "[--nats URL] [--clickhouse DSN] [--mock URL] [--since T] [--until T] [--wait D] [--by-scope] [--json]",
 			summary: "check that the mock, the usage stream, ClickHouse and the budget totals agree exactly (exit 1 when not)",
 			setup:   setupReconcile,
 		},

@@ -264,6 +264,8 @@ auth:
     - {name: dev, issuer: d, algorithms: [RS256], keys: [{public_key_file: `+filepath.Join(dir, "missing.pem")+`}]}
 `)
 	noIssuers := writeFile(t, dir, "noauth.yaml", "providers: [{name: m, kind: mock}]\n")
+	flatTeam := writeFile(t, dir, "flatteam.yaml", "providers: [{name: m, kind: mock}]\n"+
+		"budgets: [{scope: team, value: ml, amount_usd: '5', period: day}, {scope: team, value: research/ml, amount_usd: '5', period: day}]\n")
 	env := map[string]string{"TOLLGATE_DEV_SECRET": devSecret}
 
 	tests := []struct {
@@ -285,6 +287,8 @@ auth:
 				bad + `: models[0].targets[0].provider: unknown provider "x"`,
 			},
 		},
+		{name: "team limit without its dept", args: []string{flatTeam}, code: 1, wantErrLen: 1, wantErr: []string{
+			flatTeam + `: budgets[0].value: team value "ml" must name its department: write "<dept>/ml" for team ml of one department, "*/ml" for team ml of every department, or "*" for every team`}},
 		{name: "unknown key", args: []string{unknownKey}, code: 1, wantErr: []string{"line 2: field providrs not found"}},
 		{name: "unset secret", args: []string{good}, code: 1, wantErr: []string{"auth.issuers[0].keys[0]: no key material"}},
 		{name: "key file", args: []string{badKeyFile}, code: 1, wantErr: []string{"read public_key_file"}},

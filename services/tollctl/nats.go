@@ -140,7 +140,11 @@ func setupBudgetShow(a *app, fs *flag.FlagSet) func([]string) error {
 	nf.register(fs)
 	filters := map[string]*string{}
 	for _, s := range []string{"dept", "team", "project", "subject", "key"} {
-		filters[s] = fs.String(s, "", "show only this "+s)
+		help := "show only this " + s
+		if config.Qualified(s) {
+			help += ", named with its department: research/ml, or */ml for ml of every department"
+		}
+		filters[s] = fs.String(s, "", help)
 	}
 	period := fs.String("period", "", "day, month or total (default: all)")
 	asJSON := fs.Bool("json", false, "print JSON")
@@ -176,7 +180,8 @@ func setupBudgetShow(a *app, fs *flag.FlagSet) func([]string) error {
 			if err != nil {
 				continue
 			}
-			if f := filters[id.Scope.String()]; id.Scope != budget.ScopeGlobal && f != nil && *f != "" && *f != id.Value {
+			if f := filters[id.Scope.String()]; id.Scope != budget.ScopeGlobal && f != nil && *f != "" &&
+				!(&budget.Limit{Scope: id.Scope, Value: *f}).Matches(id.Value) {
 				continue
 			}
 			if any := anyFilter(filters); any && (id.Scope == budget.ScopeGlobal || filters[id.Scope.String()] == nil || *filters[id.Scope.String()] == "") {
@@ -197,7 +202,7 @@ func setupBudgetShow(a *app, fs *flag.FlagSet) func([]string) error {
 				SpendUSD: pricing.FormatUSD(t.CostNanoUsd), Requests: t.Requests, PromptTokens: t.PromptTokens,
 				CompletionTokens: t.CompletionTokens, AsOfSeq: t.AsOfSeq}
 			for _, l := range limits {
-				if l.Scope == id.Scope && l.Period == id.Period && (l.Value == budget.Star || l.Value == id.Value || l.Scope == budget.ScopeGlobal) {
+				if l.Scope == id.Scope && l.Period == id.Period && l.Matches(id.Value) {
 					row.LimitUSD = pricing.FormatUSD(l.AmountNano)
 					if l.AmountNano > 0 {
 						row.Utilization = float64(t.CostNanoUsd) / float64(l.AmountNano)

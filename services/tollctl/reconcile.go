@@ -42,6 +42,7 @@ func setupReconcile(a *app, fs *flag.FlagSet) func([]string) error {
 	until := fs.String("until", "", "end of the range (exclusive), same forms as --since")
 	wait := fs.Duration("wait", 0, "read the sources again until they agree or this time is up (the consumers lag the stream)")
 	asJSON := fs.Bool("json", false, "print the report as one JSON object")
+	byScope := fs.Bool("by-scope", false, "also print, per scope, the spend in the stream minus the spend applied to the all-time totals (the budget service's lag; whole stream, so not with --since/--until)")
 	return func(args []string) error {
 		if len(args) > 0 {
 			return fmt.Errorf("%w: unexpected arguments %q", errUsage, args)
@@ -57,17 +58,26 @@ func setupReconcile(a *app, fs *flag.FlagSet) func([]string) error {
 		if *wait < 0 {
 			return fmt.Errorf("%w: --wait must not be negative", errUsage)
 		}
-		rep, err := a.reconcile(nf, *stream, *chDSN, *mock, o)
+		if *byScope && (*since != "" || *until != "") {
+			return fmt.Errorf("%w: --by-scope compares all-time totals; drop --since/--until", errUsage)
+		}
+		rep, drift, err := a.reconcile(nf, *stream, *chDSN, *mock, o, *byScope)
 		if err != nil {
 			return exitStatus{code: 2, err: err}
 		}
 		if *asJSON {
 			enc := json.NewEncoder(a.stdout)
-			if err := enc.Encode(rep); err != nil {
+			out := struct {
+				reconcile.Report
+				ByScope []scopeDrift `json:"by_scope,omitempty"`
+			}{rep, drift}
+			if err := enc.Encode(out); err != nil {
 				return exitStatus{code: 2, err: err}
 			}
 		} else if err := writeReport(a, rep); err != nil {
 			return exitStatus{code: 2, err: err}
+		} else if drift != nil {
+			writeDrift(a.stdout, drift)
 		}
 		if !rep.OK {
 			return errReported
@@ -76,39 +86,45 @@ func setupReconcile(a *app, fs *flag.FlagSet) func([]string) error {
 	}
 }
 
-// reconcile connects to the sources and runs the reconciliation.
-func (a *app) reconcile(nf natsFlags, stream, chDSN, mockURL string, o reconcile.Options) (reconcile.Report, error) {
+// reconcile connects to the sources and runs the reconciliation, then
+// measures the per-scope drift when byScope is set.
+func (a *app) reconcile(nf natsFlags, stream, chDSN, mockURL string, o reconcile.Options, byScope bool) (reconcile.Report, []scopeDrift, error) {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	src := reconcile.Sources{Stream: stream, Budgets: true, MockURL: mockURL}
 	if nf.config != "" {
 		cfg, err := a.loadConfig(nf.config)
 		if err != nil {
-			return reconcile.Report{}, err
+			return reconcile.Report{}, nil, err
 		}
 		if src.Prices, err = priceTable(cfg); err != nil {
-			return reconcile.Report{}, err
+			return reconcile.Report{}, nil, err
 		}
 	}
 	nc, js, err := nf.connect()
 	if err != nil {
-		return reconcile.Report{}, err
+		return reconcile.Report{}, nil, err
 	}
 	defer nc.Close()
 	src.JetStream = js
 	if chDSN != "" {
 		co, err := parseClickHouseDSN(chDSN, a.getenv("TOLLGATE_CLICKHOUSE_PASSWORD"))
 		if err != nil {
-			return reconcile.Report{}, err
+			return reconcile.Report{}, nil, err
 		}
 		st, err := chstore.Open(ctx, co)
 		if err != nil {
-			return reconcile.Report{}, err
+			return reconcile.Report{}, nil, err
 		}
 		defer st.Close()
 		src.ClickHouse = st.Conn()
 	}
-	return reconcile.Run(ctx, src, o)
+	rep, err := reconcile.Run(ctx, src, o)
+	if err != nil || !byScope {
+		return rep, nil, err
+	}
+	drift, err := measureDrift(ctx, js, stream)
+	return rep, drift, err
 }
 
 // priceTable is the embedded table with the config's overrides, as the
