@@ -15,7 +15,6 @@ import (
 	"github.com/tollgate/tollgate/pkg/config"
 	"github.com/tollgate/tollgate/pkg/usage"
 	usagev1 "github.com/tollgate/tollgate/proto/tollgate/usage/v1"
-	"google.golang.org/protobuf/proto"
 )
 
 const (
@@ -122,11 +121,11 @@ func checkBilled(t *testing.T, js jetstream.JetStream) {
 		if err != nil {
 			break // no more: the publisher sends within milliseconds
 		}
-		ev := &usagev1.UsageEvent{}
-		if err := proto.Unmarshal(msg.Data(), ev); err != nil {
+		var b usagev1.UsageBatch
+		if err := usage.DecodeMessage(msg.Data(), &b); err != nil {
 			t.Fatal(err)
 		}
-		got = append(got, ev)
+		got = append(got, b.Events...)
 	}
 	for _, ev := range got {
 		if ev.StatusCode != 200 || ev.Estimated || ev.PromptTokens == 0 || !strings.HasPrefix(ev.Endpoint, "/v1/") {
