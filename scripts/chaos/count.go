@@ -36,6 +36,10 @@ type counts struct {
 	StreamCost        int64 // nano-USD, over distinct request ids
 	// StreamMaxCost is the largest cost of one event.
 	StreamMaxCost int64
+	// SpentAtFirstRefusal is the cost of the dept's requests that had
+	// ended when its first budget_exceeded refusal arrived (-1 when none
+	// was refused): how much of a limit was spent before a refusal.
+	SpentAtFirstRefusal int64
 	// CHRows counts rows in tollgate.usage_events (without FINAL, so an
 	// uncollapsed duplicate shows), CHUnique the distinct request ids.
 	CHRows, CHUnique int64
@@ -88,6 +92,22 @@ type streamScan struct {
 type deptCount struct {
 	events, cost, maxCost int64
 	requests              map[string]bool // request ids seen
+	ends                  []spendEnd      // every charged request's end
+	firstRefusal          int64           // unix ns of the first budget refusal; 0 if none
+}
+
+// spendEnd is one charged request: when it ended (unix ns) and its cost.
+type spendEnd struct{ at, cost int64 }
+
+// spentBefore sums the cost of the requests that ended by t.
+func (d *deptCount) spentBefore(t int64) int64 {
+	var n int64
+	for _, e := range d.ends {
+		if e.at <= t {
+			n += e.cost
+		}
+	}
+	return n
 }
 
 // countStream reads the usage stream's messages (batches and legacy single
@@ -114,6 +134,10 @@ func (r *rig) countStream(ctx context.Context, dept string, c *counts) error {
 	c.StreamRepublished = sc.republished
 	if d := sc.depts[dept]; d != nil {
 		c.StreamMsgs, c.StreamUnique, c.StreamCost, c.StreamMaxCost = d.events, int64(len(d.requests)), d.cost, d.maxCost
+		c.SpentAtFirstRefusal = -1
+		if d.firstRefusal != 0 {
+			c.SpentAtFirstRefusal = d.spentBefore(d.firstRefusal)
+		}
 	}
 	return nil
 }
@@ -186,6 +210,12 @@ func (sc *streamScan) add(b *usagev1.UsageBatch) {
 			d.requests[ev.GetRequestId()] = true
 			d.cost += ev.GetCostNanoUsd()
 			d.maxCost = max(d.maxCost, ev.GetCostNanoUsd())
+			if c := ev.GetCostNanoUsd(); c > 0 {
+				d.ends = append(d.ends, spendEnd{at: ev.GetTimestamp() + int64(ev.GetLatencyTotalUs())*1000, cost: c})
+			}
+			if ev.GetErrorType() == "budget_exceeded" && (d.firstRefusal == 0 || ev.GetTimestamp() < d.firstRefusal) {
+				d.firstRefusal = ev.GetTimestamp()
+			}
 		}
 	}
 }

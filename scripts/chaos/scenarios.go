@@ -338,5 +338,10 @@ func runBudgetOvershoot(ctx context.Context, r *rig, res *result) error {
 	res.note("bound %d = %d gateways x one request's cost (largest %d nano-USD); P %s", res.overshootBound,
 		gateways, res.counts.StreamMaxCost, p.Round(time.Millisecond))
 	res.note("P is the largest delay of %d spend-total updates, stream store to KV watch", updates)
+	if s := res.counts.SpentAtFirstRefusal; s >= 0 {
+		res.note("first refusal with %d nano-USD spent (%.1f%% of the limit)", s, 100*float64(s)/budgetLimitNano)
+	} else {
+		res.note("no request was refused")
+	}
 	return nil
 }
