@@ -40,6 +40,10 @@ type counts struct {
 	// ended when its first budget_exceeded refusal arrived (-1 when none
 	// was refused): how much of a limit was spent before a refusal.
 	SpentAtFirstRefusal int64
+	// FirstRefusal is the dept limit's check recorded on that refusal's
+	// event (what the refusing gateway could still admit, and the
+	// request's own worst case), nil when none was refused.
+	FirstRefusal *usagev1.BudgetCheck
 	// CHRows counts rows in tollgate.usage_events (without FINAL, so an
 	// uncollapsed duplicate shows), CHUnique the distinct request ids.
 	CHRows, CHUnique int64
@@ -94,6 +98,7 @@ type deptCount struct {
 	requests              map[string]bool // request ids seen
 	ends                  []spendEnd      // every charged request's end
 	firstRefusal          int64           // unix ns of the first budget refusal; 0 if none
+	refusalCheck          *usagev1.BudgetCheck
 }
 
 // spendEnd is one charged request: when it ended (unix ns) and its cost.
@@ -137,6 +142,7 @@ func (r *rig) countStream(ctx context.Context, dept string, c *counts) error {
 		c.SpentAtFirstRefusal = -1
 		if d.firstRefusal != 0 {
 			c.SpentAtFirstRefusal = d.spentBefore(d.firstRefusal)
+			c.FirstRefusal = d.refusalCheck
 		}
 	}
 	return nil
@@ -215,6 +221,12 @@ func (sc *streamScan) add(b *usagev1.UsageBatch) {
 			}
 			if ev.GetErrorType() == "budget_exceeded" && (d.firstRefusal == 0 || ev.GetTimestamp() < d.firstRefusal) {
 				d.firstRefusal = ev.GetTimestamp()
+				d.refusalCheck = nil
+				for _, b := range ev.GetBudgets() {
+					if b.GetScope() == "dept" && b.GetPeriod() == "total" {
+						d.refusalCheck = b
+					}
+				}
 			}
 		}
 	}

@@ -339,7 +339,11 @@ func runBudgetOvershoot(ctx context.Context, r *rig, res *result) error {
 		gateways, res.counts.StreamMaxCost, p.Round(time.Millisecond))
 	res.note("P is the largest delay of %d spend-total updates, stream store to KV watch", updates)
 	if s := res.counts.SpentAtFirstRefusal; s >= 0 {
-		res.note("first refusal with %d nano-USD spent (%.1f%% of the limit)", s, 100*float64(s)/budgetLimitNano)
+		res.note("first refusal with %d nano-USD spent by ended requests (%.1f%% of the limit)", s, 100*float64(s)/budgetLimitNano)
+		if b := res.counts.FirstRefusal; b != nil {
+			res.note("the refusing gateway could admit %d more (the limit less spend, worst-case reservations in flight and the other gateway's slice); the request's worst case was %d",
+				b.GetHeadroomNanoUsd(), b.GetReservedNanoUsd())
+		}
 	} else {
 		res.note("no request was refused")
 	}
