@@ -73,7 +73,7 @@ func TestMigrate(t *testing.T) {
 	for _, m := range ms {
 		all = append(all, m.Version)
 	}
-	wantTables := []string{"audit_events", "schema_migrations", "spend_daily", "spend_hourly", "usage_daily", "usage_daily_mv",
+	wantTables := []string{"audit_events", "budget_limits", "budget_limits_current", "schema_migrations", "spend_daily", "spend_hourly", "usage_daily", "usage_daily_mv",
 		"usage_events", "usage_events_repriced", "usage_hourly", "usage_hourly_mv", "watermarks"}
 
 	steps := []struct {
