@@ -8,13 +8,19 @@
 //	analytics [-config FILE] [-nats URL] [-clickhouse HOST:PORT] [-database NAME]
 //	          [-batch-size N] [-batch-interval D] [-metrics ADDR]
 //
-// It reads the nats, log and profiling sections of the shared config file
+// It reads the nats, log, profiling and budgets sections of the shared config file
 // ($TOLLGATE_CONFIG; none by default); with a Pyroscope server configured
 // (or $PYROSCOPE_SERVER_ADDRESS) it sends continuous profiles as
 // application tollgate.analytics. The ClickHouse address defaults to
 // $TOLLGATE_CLICKHOUSE, else 127.0.0.1:9000 (native protocol); credentials
 // come from $CLICKHOUSE_USER and $CLICKHOUSE_PASSWORD. Several instances
 // may run: one loads, the others stand by.
+//
+// With a config file it also writes the config's budget limits (the limits
+// the gateways enforce) to the table budget_limits, at start and again
+// each time it receives SIGHUP, re-reading the file; the dashboards compare
+// spend with them. A file that no longer loads is logged and the limits
+// stay as last written.
 package main
 
 import (
@@ -22,6 +28,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"os"
 	"os/signal"
@@ -34,6 +41,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/tollgate/tollgate/pkg/budget"
 	"github.com/tollgate/tollgate/pkg/chstore"
 	"github.com/tollgate/tollgate/pkg/config"
 	"github.com/tollgate/tollgate/pkg/natsconn"
@@ -43,15 +51,20 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	if err := run(ctx, os.Args[1:], os.Getenv); err != nil {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	if err := run(ctx, os.Args[1:], os.Getenv, hup); err != nil {
 		fmt.Fprintln(os.Stderr, "analytics:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, args []string, getenv func(string) string) error {
+// run runs the program until ctx ends. Each value received on reload
+// (SIGHUP) rewrites the budget limits from the config file.
+func run(ctx context.Context, args []string, getenv func(string) string, reload <-chan os.Signal) error {
 	fs := flag.NewFlagSet("analytics", flag.ContinueOnError)
-	cfgPath := fs.String("config", getenv("TOLLGATE_CONFIG"), "config file; its nats and log sections are used (env TOLLGATE_CONFIG)")
+	cfgPath := fs.String("config", getenv("TOLLGATE_CONFIG"), "config file; its nats, log, profiling and budgets sections are used (env TOLLGATE_CONFIG)")
 	natsURL := fs.String("nats", "", "NATS URL; overrides the config's nats.url")
 	chAddr := fs.String("clickhouse", orDefault(getenv("TOLLGATE_CLICKHOUSE"), "127.0.0.1:9000"),
 		"ClickHouse native-protocol address(es), comma-separated (env TOLLGATE_CLICKHOUSE)")
@@ -119,6 +132,28 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return loader.Run(ctx) })
+	g.Go(func() error {
+		if *cfgPath != "" {
+			writeLimits(ctx, store, cfg, log)
+		}
+		for {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-reload:
+				if *cfgPath == "" {
+					log.Warn("reload: no config file, budget limits not written")
+					continue
+				}
+				c, err := config.Load(*cfgPath)
+				if err != nil {
+					log.Error("reload: budget limits not written", "err", err)
+					continue
+				}
+				writeLimits(ctx, store, c, log)
+			}
+		}
+	})
 	auditLoader := chstore.NewAuditLoader(store, js, 0, log)
 	g.Go(func() error { return auditLoader.Run(ctx) })
 	if *metrics != "" {
@@ -141,6 +176,29 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 	err = g.Wait()
 	log.Info("analytics loader stopped", "err", err)
 	return err
+}
+
+// writeLimits stores cfg's budget limits as the current set of
+// budget_limits. Errors are logged: the usage loaders go on without them.
+func writeLimits(ctx context.Context, store *chstore.Store, cfg *config.Config, log *slog.Logger) {
+	limits, err := budget.ParseLimits(cfg.Budgets)
+	if err == nil {
+		err = budget.ValidateHierarchy(limits, cfg.BudgetOvercommit)
+	}
+	if err != nil {
+		log.Error("budget limits not written", "err", err)
+		return
+	}
+	rows := make([]chstore.Limit, len(limits))
+	for i, l := range limits {
+		rows[i] = chstore.Limit{Scope: l.Scope.String(), Value: l.Value, Period: l.Period.String(), AmountNano: l.AmountNano}
+	}
+	version, err := store.WriteLimits(ctx, rows, time.Now())
+	if err != nil {
+		log.Error("budget limits not written", "err", err)
+		return
+	}
+	log.Info("budget limits written", "limits", len(rows), "version", version)
 }
 
 func orDefault(v, def string) string {

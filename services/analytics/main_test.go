@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -27,7 +28,8 @@ import (
 
 // TestRun starts the program against a throwaway ClickHouse and an
 // embedded NATS server, waits until published events are in ClickHouse and
-// in the metrics, then stops it. It profiles to Pyroscope as
+// in the metrics, and until the config's budget limits are in
+// budget_limits, before and after a reload, then stops it. It profiles to Pyroscope as
 // tollgate.analytics ($PYROSCOPE_SERVER_ADDRESS).
 func TestRun(t *testing.T) {
 	var mu sync.Mutex
@@ -52,16 +54,15 @@ func TestRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := filepath.Join(t.TempDir(), "tollgate.yaml")
-	if err := os.WriteFile(cfg, []byte("log:\n  level: warn\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	writeConfig(t, cfg, limitsBefore)
 	metrics := freeAddr(t)
 	env := map[string]string{"TOLLGATE_CLICKHOUSE": chAddr, "PYROSCOPE_SERVER_ADDRESS": pyroscope.URL}
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
+	reload := make(chan os.Signal, 1)
 	go func() {
 		done <- run(runCtx, []string{"-config", cfg, "-nats", s.ClientURL(), "-database", "svc",
-			"-batch-interval", "50ms", "-metrics", metrics}, func(k string) string { return env[k] })
+			"-batch-interval", "50ms", "-metrics", metrics}, func(k string) string { return env[k] }, reload)
 	}()
 
 	const events = 25
@@ -98,6 +99,13 @@ func TestRun(t *testing.T) {
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+	// The config's limits are in budget_limits at start, and the edited
+	// file's after a reload (SIGHUP).
+	waitLimits(ctx, t, conn, done, "at start", "dept * month 2000000000,dept eng month 10000000000,global  total 1000000000000")
+	writeConfig(t, cfg, limitsAfter)
+	reload <- syscall.SIGHUP
+	waitLimits(ctx, t, conn, done, "after reload", "dept eng month 12500000000,team research/ml day 500000000")
+
 	want := fmt.Sprintf("tollgate_analytics_rows_total %d", events)
 	for {
 		body, err := get("http://" + metrics + "/metrics")
@@ -127,6 +135,48 @@ func TestRun(t *testing.T) {
 	}
 }
 
+const (
+	limitsBefore = `
+  - {scope: dept, value: eng, amount_usd: "10", period: month}
+  - {scope: dept, value: "*", amount_usd: "2", period: month}
+  - {scope: global, amount_usd: "1000", period: total}
+`
+	limitsAfter = `
+  - {scope: dept, value: eng, amount_usd: "12.5", period: month}
+  - {scope: team, value: research/ml, amount_usd: "0.5", period: day}
+`
+)
+
+// writeConfig writes a config file whose budgets section is budgets.
+func writeConfig(t *testing.T, path, budgets string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte("log:\n  level: warn\nbudgets:"+budgets), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitLimits waits until budget_limits_current holds want: "scope value
+// period amount_nano_usd" rows ordered, joined by commas.
+func waitLimits(ctx context.Context, t *testing.T, conn clickhouse.Conn, done <-chan error, when, want string) {
+	t.Helper()
+	var got string
+	for {
+		err := conn.QueryRow(ctx, `SELECT arrayStringConcat(groupArray(l), ',') FROM
+			(SELECT concat(scope, ' ', value, ' ', period, ' ', toString(amount_nano_usd)) AS l
+			 FROM svc.budget_limits_current ORDER BY scope, value, period)`).Scan(&got)
+		if err == nil && got == want {
+			return
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("run ended early: %v", err)
+		case <-ctx.Done():
+			t.Fatalf("limits %s: %q (%v), want %q", when, got, err, want)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
 func TestRunFlags(t *testing.T) {
 	tests := []struct {
 		name    string
@@ -140,7 +190,7 @@ func TestRunFlags(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			err := run(context.Background(), tt.args, func(string) string { return "" })
+			err := run(context.Background(), tt.args, func(string) string { return "" }, nil)
 			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 				t.Fatalf("run = %v, want an error containing %q", err, tt.wantErr)
 			}
