@@ -177,16 +177,16 @@ func TestExpand(t *testing.T) {
 
 // event is one seeded usage event.
 type event struct {
-	id, subject, dept, team, project, model, provider string
-	ts                                                time.Time
-	cost                                              int64 // nano-USD
-	in, out                                           uint64
-	status                                            uint32
-	errType                                           string
-	stream                                            bool
-	ttft, overhead                                    uint64 // µs
-	attempts                                          uint32
-	fallbacks                                         []string
+	id, key, subject, dept, team, project, model, provider string
+	ts                                                     time.Time
+	cost                                                   int64 // nano-USD
+	in, out                                                uint64
+	status                                                 uint32
+	errType                                                string
+	stream                                                 bool
+	ttft, overhead                                         uint64 // µs
+	attempts                                               uint32
+	fallbacks                                              []string
 }
 
 func at(s string) time.Time {
@@ -199,14 +199,14 @@ func at(s string) time.Time {
 
 // seed is the known history: March 2024 plus one event on each side.
 var seed = []event{
-	{id: "e1", subject: "alice", dept: "eng", team: "platform", project: "gw", model: "gpt-4o", provider: "openai", ts: at("2024-03-02 10:15:00"), cost: 1_500_000_000, in: 1000, out: 200, status: 200, stream: true, ttft: 120_000, overhead: 300, attempts: 1},
-	{id: "e2", subject: "bob", dept: "eng", team: "platform", project: "gw", model: "gpt-4o", provider: "openai", ts: at("2024-03-02 11:30:00"), cost: 250_000_000, in: 400, out: 100, status: 200, overhead: 500, attempts: 1},
-	{id: "e3", subject: "alice", dept: "eng", team: "search", project: "idx", model: "claude-sonnet", provider: "anthropic", ts: at("2024-03-05 09:00:00"), cost: 3_000_000_001, in: 2000, out: 800, status: 200, stream: true, ttft: 300_000, overhead: 700, attempts: 2, fallbacks: []string{"openai/gpt-4o"}},
-	{id: "e4", subject: "carol", dept: "eng", team: "search", project: "idx", model: "claude-sonnet", provider: "anthropic", ts: at("2024-03-05 09:10:00"), status: 502, errType: "upstream_error", overhead: 900, attempts: 3},
-	{id: "e5", subject: "dave", dept: "sales", team: "crm", project: "leads", model: "gpt-4o-mini", provider: "openai", ts: at("2024-03-10 14:00:00"), cost: 12_345_678, in: 300, out: 50, status: 200, stream: true, ttft: 80_000, overhead: 400, attempts: 1},
-	{id: "e6", subject: "dave", dept: "sales", team: "crm", project: "leads", model: "gpt-4o-mini", provider: "openai", ts: at("2024-03-20 14:00:00"), cost: 500_000_000, in: 100, out: 10, status: 429, overhead: 200, attempts: 1},
-	{id: "e7", subject: "erin", dept: "sales", team: "crm", project: "leads", model: "gpt-4o-mini", provider: "openai", ts: at("2024-02-28 23:59:59"), cost: 7_000_000_000, in: 5, out: 5, status: 200, overhead: 100, attempts: 1},
-	{id: "e8", subject: "alice", dept: "eng", team: "platform", project: "gw", model: "gpt-4o", provider: "openai", ts: at("2024-04-01 00:00:00"), cost: 9_000_000_000, in: 5, out: 5, status: 200, overhead: 100, attempts: 1},
+	{id: "e1", key: "k-alice-1", subject: "alice", dept: "eng", team: "platform", project: "gw", model: "gpt-4o", provider: "openai", ts: at("2024-03-02 10:15:00"), cost: 1_500_000_000, in: 1000, out: 200, status: 200, stream: true, ttft: 120_000, overhead: 300, attempts: 1},
+	{id: "e2", key: "k-bob", subject: "bob", dept: "eng", team: "platform", project: "gw", model: "gpt-4o", provider: "openai", ts: at("2024-03-02 11:30:00"), cost: 250_000_000, in: 400, out: 100, status: 200, overhead: 500, attempts: 1},
+	{id: "e3", key: "k-alice-2", subject: "alice", dept: "eng", team: "search", project: "idx", model: "claude-sonnet", provider: "anthropic", ts: at("2024-03-05 09:00:00"), cost: 3_000_000_001, in: 2000, out: 800, status: 200, stream: true, ttft: 300_000, overhead: 700, attempts: 2, fallbacks: []string{"openai/gpt-4o"}},
+	{id: "e4", key: "k-carol", subject: "carol", dept: "eng", team: "search", project: "idx", model: "claude-sonnet", provider: "anthropic", ts: at("2024-03-05 09:10:00"), status: 502, errType: "upstream_error", overhead: 900, attempts: 3},
+	{id: "e5", key: "k-dave", subject: "dave", dept: "sales", team: "crm", project: "leads", model: "gpt-4o-mini", provider: "openai", ts: at("2024-03-10 14:00:00"), cost: 12_345_678, in: 300, out: 50, status: 200, stream: true, ttft: 80_000, overhead: 400, attempts: 1},
+	{id: "e6", key: "k-dave", subject: "dave", dept: "sales", team: "crm", project: "leads", model: "gpt-4o-mini", provider: "openai", ts: at("2024-03-20 14:00:00"), cost: 500_000_000, in: 100, out: 10, status: 429, overhead: 200, attempts: 1},
+	{id: "e7", key: "k-erin", subject: "erin", dept: "sales", team: "crm", project: "leads", model: "gpt-4o-mini", provider: "openai", ts: at("2024-02-28 23:59:59"), cost: 7_000_000_000, in: 5, out: 5, status: 200, overhead: 100, attempts: 1},
+	{id: "e8", key: "k-alice-1", subject: "alice", dept: "eng", team: "platform", project: "gw", model: "gpt-4o", provider: "openai", ts: at("2024-04-01 00:00:00"), cost: 9_000_000_000, in: 5, out: 5, status: 200, overhead: 100, attempts: 1},
 }
 
 var (
@@ -216,7 +216,7 @@ var (
 
 func seedEvents(ctx context.Context, t *testing.T, conn driver.Conn) {
 	t.Helper()
-	b, err := conn.PrepareBatch(ctx, `INSERT INTO usage_events (event_id, request_id, ts, ts_ms, subject, dept, team, project,
+	b, err := conn.PrepareBatch(ctx, `INSERT INTO usage_events (event_id, request_id, ts, ts_ms, key_id, subject, dept, team, project,
 		requested_model, served_model, provider, attempts, fallbacks, prompt_tokens, completion_tokens, cost_nano_usd,
 		pricing_version, stream, status_code, error_type, ttft_us, overhead_us, stream_seq, ingested_at)`)
 	if err != nil {
@@ -231,7 +231,7 @@ func seedEvents(ctx context.Context, t *testing.T, conn driver.Conn) {
 		if e.stream {
 			stream = 1
 		}
-		if err := b.Append(e.id, "req-"+e.id, e.ts, uint64(e.ts.UnixMilli()), e.subject, e.dept, e.team, e.project,
+		if err := b.Append(e.id, "req-"+e.id, e.ts, uint64(e.ts.UnixMilli()), e.key, e.subject, e.dept, e.team, e.project,
 			e.model, e.model, e.provider, e.attempts, fb, e.in, e.out, e.cost,
 			"test", stream, e.status, e.errType, e.ttft, e.overhead, uint64(i+1), time.Now()); err != nil {
 			t.Fatalf("append: %v", err)
@@ -324,7 +324,39 @@ func openStore(t *testing.T) *chstore.Store {
 	}
 	seedEvents(ctx, t, s.Conn())
 	seedAudit(ctx, t, s.Conn())
+	seedLimits(ctx, t, s)
 	return s
+}
+
+// limitWrites are two successive configs' budget limits, written the way
+// the analytics service writes them. The second changes eng's monthly
+// limit, drops sales' (sales then has the "*" limit) and adds limits of
+// other scopes and periods, which the dept panel must not read.
+var limitWrites = [][]chstore.Limit{
+	{
+		{Scope: "dept", Value: "eng", Period: "month", AmountNano: 5e9},
+		{Scope: "dept", Value: "sales", Period: "month", AmountNano: 99e9},
+		{Scope: "dept", Value: "*", Period: "month", AmountNano: 2e9},
+	},
+	{
+		{Scope: "dept", Value: "eng", Period: "month", AmountNano: 10e9},
+		{Scope: "dept", Value: "*", Period: "month", AmountNano: 2e9},
+		{Scope: "dept", Value: "eng", Period: "day", AmountNano: 1e9},
+		{Scope: "team", Value: "sales/crm", Period: "month", AmountNano: 3_500_000_000},
+		{Scope: "global", Value: "", Period: "total", AmountNano: 1000e9},
+	},
+}
+
+// limitsWritten is when the last of limitWrites was written.
+var limitsWritten = at("2024-03-15 12:00:00")
+
+func seedLimits(ctx context.Context, t *testing.T, s *chstore.Store) {
+	t.Helper()
+	for i, ls := range limitWrites {
+		if _, err := s.WriteLimits(ctx, ls, limitsWritten.Add(time.Duration(i+1-len(limitWrites))*time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 // auditSeed are audit_events rows: two in the test range, one before it,
@@ -376,8 +408,6 @@ func (f filter) events() []event {
 	}
 	return out
 }
-
-const budgets = "eng=10,*=2"
 
 func TestPanels(t *testing.T) {
 	s := openStore(t)
@@ -449,14 +479,12 @@ func TestPanels(t *testing.T) {
 
 // resolveVars sets e.vars in dashboard order: selected values, or for All
 // every value the variable's query returns (as Grafana does without a
-// custom all value), constants from their query or the test's budgets.
+// custom all value), constants from their query.
 func resolveVars(ctx context.Context, t *testing.T, conn driver.Conn, d dashboard, e *expander, selected map[string][]string) {
 	t.Helper()
 	for _, v := range d.Templating.List {
 		q, _ := v.Query.(string)
 		switch {
-		case v.Name == "dept_budgets":
-			e.vars[v.Name] = []string{budgets}
 		case selected[v.Name] != nil:
 			e.vars[v.Name] = selected[v.Name]
 		case v.Type == "constant" || v.Type == "custom" || v.Type == "textbox":
@@ -579,6 +607,7 @@ var checks = map[string]func(t *testing.T, f filter, rows []row){
 	"Month-to-date spend against budget": func(t *testing.T, f filter, rows []row) {
 		// The month of rangeTo, up to rangeTo: all of the range here.
 		want := group(f.events(), func(e event) string { return e.dept })
+		// eng's own limit as last written; sales' was removed, so "*".
 		limits := map[string]float64{"eng": 10, "sales": 2}
 		checkGroups(t, rows, want, func(r row) string { return r.s("dept") },
 			map[string]func(*sums) float64{"spend_usd": costCol})
@@ -612,6 +641,26 @@ var checks = map[string]func(t *testing.T, f filter, rows []row){
 			map[string]func(*sums) float64{"cost_usd": costCol, "requests": reqCol,
 				"tokens_in": func(s *sums) float64 { return s.in }, "tokens_out": func(s *sums) float64 { return s.out }})
 		sorted(t, rows, "cost_usd")
+	},
+	"Top keys by cost": func(t *testing.T, f filter, rows []row) {
+		checkGroups(t, rows, group(f.events(), func(e event) string { return e.key + "/" + e.subject + "@" + e.dept }),
+			func(r row) string { return r.s("key_id") + "/" + r.s("subject") + "@" + r.s("dept") },
+			map[string]func(*sums) float64{"cost_usd": costCol, "requests": reqCol})
+		sorted(t, rows, "cost_usd")
+	},
+	"Budget limits in force": func(t *testing.T, _ filter, rows []row) {
+		// The last write's limits, each once, ordered by scope, value, period.
+		want := []string{"dept * month 2", "dept eng day 1", "dept eng month 10", "global - total 1000", "team sales/crm month 3.5"}
+		var got []string
+		for _, r := range rows {
+			got = append(got, fmt.Sprintf("%s %s %s %v", r.s("scope"), r.s("value"), r.s("period"), r.f("amount_usd")))
+			if ts, ok := r["updated_at"].(time.Time); !ok || !ts.Equal(limitsWritten) {
+				t.Errorf("updated_at %v, want %v", r["updated_at"], limitsWritten)
+			}
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("limits\n got %q\nwant %q", got, want)
+		}
 	},
 	"Tokens in/out": func(t *testing.T, f filter, rows []row) {
 		checkGroups(t, rows, group(f.events(), func(event) string { return "" }), func(row) string { return "" },

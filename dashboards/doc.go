@@ -4,9 +4,9 @@
 //
 //   - spend-by-department.json, "Spend by department": spend over time per
 //     dept, month-to-date spend against budget, top teams, projects,
-//     subjects and models by cost, tokens in/out, cost per 1k requests;
-//     variables dept, team, model (multi-value, All) and the constant
-//     dept_budgets.
+//     subjects, keys and models by cost, tokens in/out, cost per 1k
+//     requests, the budget limits in force; variables dept, team, model
+//     (multi-value, All).
 //   - gateway-traffic.json, "Gateway traffic": requests by provider, errors
 //     by type, fallbacks and retries, time to first token and gateway
 //     overhead p50/p99 per provider, and the recent operator changes
@@ -19,13 +19,15 @@
 //
 // # Budgets
 //
-// Budget limits live in the gateway config, not in ClickHouse. The panel
-// "Month-to-date spend against budget" reads them from the dashboard
-// constant dept_budgets: comma-separated dept=USD pairs such as
-// "eng=5000,sales=2000,*=1000", where "*" is the limit of every dept not
-// named (as in a config limit with value "*"). Set it to the config's
-// budgets with scope dept and period month. Month-to-date means the UTC
+// The panel "Month-to-date spend against budget" compares each dept's
+// spend with the limits the gateways enforce: the config's budgets (scope
+// dept, period month; a dept without a limit of its own has the "*" one),
+// which the analytics service writes to the table budget_limits at start
+// and on every reload (SIGHUP). Panels read the view budget_limits_current
+// (the newest write of each limit, removed ones left out), never the
+// table; "Budget limits in force" lists it. Month-to-date means the UTC
 // calendar month of the end of the dashboard's time range, up to that end.
+// Limits signed into tokens are per token and not in ClickHouse.
 //
 // # SQL
 //
@@ -34,8 +36,9 @@
 // $__timeInterval(col) expands to toStartOfInterval, so panels bucket time
 // with intDiv(toUInt32(col), $__interval_s) instead. Spend and token panels
 // read the hourly rollup usage_hourly (time buckets are never finer than an
-// hour); panels that need subjects or latency distributions read
-// usage_events. Multi-value variables are used as IN (${var:singlequote}).
-// Months are matched with toYYYYMM(col) = toYYYYMM($__toTime, 'UTC'):
+// hour); panels that need subjects, keys or latency distributions read
+// usage_events, whose rows the loader stores once each, so no panel uses
+// FINAL (the test refuses it). Multi-value variables are used as
+// IN (${var:singlequote}). Months are matched with toYYYYMM(col) = toYYYYMM($__toTime, 'UTC'):
 // 18.16 compares a DateTime('UTC') column with a Date wrongly.
 package dashboards
