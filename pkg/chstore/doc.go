@@ -115,4 +115,14 @@
 // its own durable consumer (analytics-audit), inserts a batch and only
 // then acknowledges it; before inserting it looks up the batch's ids and
 // skips those already stored, so a redelivery is stored once.
+//
+// # Budget limits
+//
+// migrations/0009_budget_limits.sql: budget_limits, the config's budget
+// limits (the ones the gateways enforce), and the view
+// budget_limits_current, the newest row of each (scope, value, period)
+// without the removed ones. Store.WriteLimits makes a set of limits the
+// current one (the analytics service calls it at start and on SIGHUP);
+// dashboards read the view, never the table, so they need neither FINAL
+// nor merges.
 package chstore
