@@ -32,9 +32,12 @@ func (l Limit) key() limitKey { return limitKey{l.Scope, l.Value, l.Period} }
 // and a removed row for every current limit not in limits, all with one
 // version larger than any stored (now in milliseconds since the epoch, or
 // one more than the largest stored when the clock is behind). Several
-// writers with the same config leave the same current set; of two
-// different configs written at once the one with the larger version wins.
-// It returns the version written.
+// writers with the same config leave the same current set. Two different
+// configs written at the same moment (a reload reaching two instances
+// mid-change) may leave a mix of both, since each writer removes only the
+// limits it read; the next write of either settles it. With nothing to
+// write and nothing stored it writes nothing. It returns the version of the
+// current set.
 func (s *Store) WriteLimits(ctx context.Context, limits []Limit, now time.Time) (uint64, error) {
 	current, latest, err := s.currentLimits(ctx)
 	if err != nil {
