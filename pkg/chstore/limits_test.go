@@ -24,13 +24,11 @@ func TestWriteLimits(t *testing.T) {
 	eng20.AmountNano = 20e9
 
 	steps := []struct {
-		name   string
-		write  []Limit
-		at     time.Time
-		want   []Limit // ordered by scope, value, period
-		wantV  uint64
-		sameV  bool // the version stays: nothing written
-		before bool // the clock is behind the stored version
+		name  string
+		write []Limit
+		at    time.Time
+		want  []Limit // ordered by scope, value, period
+		wantV uint64  // the current set's version
 	}{
 		{name: "first config", write: []Limit{eng, star, global}, at: t0,
 			want: []Limit{star, eng, global}, wantV: uint64(t0.UnixMilli())},
