@@ -148,6 +148,8 @@ func TestParseDefaults(t *testing.T) {
 		{"usage.unpriced_model", c.Usage.UnpricedModel, "zero"},
 		{"budget_overcommit", c.BudgetOvercommit, false},
 		{"budget.leases on by default", c.Budget.Leases.Disabled, false},
+		{"rate limits divided across gateways by default", c.RateLimit.Local, false},
+		{"rate_limit.presence_ttl (ratelimit.DefaultPresenceTTL applies)", c.RateLimit.PresenceTTL, time.Duration(0)},
 	}
 	for _, ck := range checks {
 		t.Run(ck.name, func(t *testing.T) {
