@@ -145,18 +145,28 @@ func StartPresence(ctx context.Context, kv presenceKV, o PresenceOptions) (*Pres
 }
 
 // Share returns the Share this Presence keeps; give it to every Limiter
-// (Options.Share).
-func (p *Presence) Share() *Share { return &p.share }
+// (Options.Share). A nil Presence returns nil: one gateway.
+func (p *Presence) Share() *Share {
+	if p == nil {
+		return nil
+	}
+	return &p.share
+}
 
 // ID returns this gateway's id in the bucket.
 func (p *Presence) ID() string { return p.o.ID }
 
-// Errors returns how many announcements failed.
-func (p *Presence) Errors() uint64 { return p.errs.Load() }
+// Errors returns how many announcements failed (0 for a nil Presence).
+func (p *Presence) Errors() uint64 {
+	if p == nil {
+		return 0
+	}
+	return p.errs.Load()
+}
 
 // Stale reports whether the last announcement failed, so that N is held at
-// its last known value.
-func (p *Presence) Stale() bool { return p.stale.Load() }
+// its last known value (false for a nil Presence).
+func (p *Presence) Stale() bool { return p != nil && p.stale.Load() }
 
 // Run renews this gateway's entry and follows the others' until ctx ends,
 // then deletes the entry (within 2s) so the others take its share back.
@@ -278,7 +288,8 @@ func (p *Presence) count(now int64) {
 }
 
 // RegisterMetrics exports the gateway count N this gateway divides its rate
-// limits by, and the presence announcements that failed.
+// limits by, and the presence announcements that failed. p may be nil
+// (rate_limit.local): N is then 1.
 func RegisterMetrics(reg prometheus.Registerer, p *Presence) error {
 	cs := []prometheus.Collector{
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "tollgate_ratelimit_gateways",

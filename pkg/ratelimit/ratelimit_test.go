@@ -237,24 +237,37 @@ func TestConcurrentExact(t *testing.T) {
 	}
 }
 
+// BenchmarkAllow: 0 allocs/op expected, local or shared (the share costs
+// one atomic load and two divisions).
 func BenchmarkAllow(b *testing.B) {
+	three := &Share{}
+	three.Set(3)
 	for _, keys := range []int{1, 10_000} {
-		b.Run(fmt.Sprintf("keys=%d", keys), func(b *testing.B) {
-			l := New(Options{})
-			names := make([]string, keys)
-			for i := range names {
-				names[i] = "key-" + strconv.Itoa(i)
-				l.Allow(names[i], 1e9, 1e12, 1)
-			}
-			b.ReportAllocs()
-			b.ResetTimer()
-			b.RunParallel(func(pb *testing.PB) {
-				i := 0
-				for pb.Next() {
-					l.Allow(names[i%keys], 1e9, 1e12, 100)
-					i++
-				}
+		for _, sh := range []struct {
+			name  string
+			share *Share
+		}{{"local", nil}, {"shared=3", three}} {
+			b.Run(fmt.Sprintf("keys=%d/%s", keys, sh.name), func(b *testing.B) {
+				benchAllow(b, keys, sh.share)
 			})
-		})
+		}
 	}
+}
+
+func benchAllow(b *testing.B, keys int, share *Share) {
+	l := New(Options{Share: share})
+	names := make([]string, keys)
+	for i := range names {
+		names[i] = "key-" + strconv.Itoa(i)
+		l.Allow(names[i], 1e9, 1e12, 1)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		i := 0
+		for pb.Next() {
+			l.Allow(names[i%keys], 1e9, 1e12, 100)
+			i++
+		}
+	})
 }
