@@ -18,10 +18,10 @@
 // this gateway's alone.
 //
 // The table is sharded so that no lock is shared by every request, and
-// bounded: keys idle longer than IdleAfter are
-// evicted (a bucket idle for a minute is full again, so evicting it changes
-// nothing), and when a shard is still full the least recently used of a small
-// sample is evicted.
+// bounded: keys idle longer than IdleAfter are evicted (a bucket idle for a
+// minute is full again, divided or not, so evicting it changes nothing), and
+// when a shard is still full the least recently used of a small sample is
+// evicted.
 package ratelimit
 
 import (
