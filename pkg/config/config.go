@@ -54,8 +54,11 @@ type Config struct {
 	Budget Budget `yaml:"budget"`
 	// RateLimits are per-principal request and token rates.
 	RateLimits []RateLimit `yaml:"rate_limits"`
-	NATS       NATS        `yaml:"nats"`
-	Usage      Usage       `yaml:"usage"`
+	// RateLimit configures how the gateways enforce RateLimits and the
+	// tokens' rpm/tpm claims together.
+	RateLimit RateLimiting `yaml:"rate_limit"`
+	NATS      NATS         `yaml:"nats"`
+	Usage     Usage        `yaml:"usage"`
 	// Prices override or add entries of the embedded price table, keyed by model.
 	Prices map[string]Price `yaml:"prices"`
 }
@@ -127,6 +130,22 @@ type RateLimit struct {
 	Value string `yaml:"value"` // or "*"
 	RPM   int64  `yaml:"rpm"`   // requests per minute, 0 = none
 	TPM   int64  `yaml:"tpm"`   // tokens per minute, 0 = none
+}
+
+// RateLimiting configures rate limits across gateways. Zero values take the
+// defaults shown.
+type RateLimiting struct {
+	// Local makes every gateway enforce each rpm/tpm limit alone, so N
+	// gateways allow up to N times the limit. Default false: the gateways
+	// sharing one NATS announce themselves in a KV bucket, and each
+	// enforces limit/N with N the live gateways it sees (README: rate
+	// limits across gateways).
+	Local bool `yaml:"local"`
+	// PresenceTTL is how long a gateway counts as live after its last
+	// announcement (renewed every third of it): a gateway that dies gives
+	// its share back within PresenceTTL plus a third. Default 15s, at
+	// least 1s.
+	PresenceTTL time.Duration `yaml:"presence_ttl"`
 }
 
 // NATS says where the usage stream and the spend bucket live.

@@ -148,6 +148,8 @@ func TestParseDefaults(t *testing.T) {
 		{"usage.unpriced_model", c.Usage.UnpricedModel, "zero"},
 		{"budget_overcommit", c.BudgetOvercommit, false},
 		{"budget.leases on by default", c.Budget.Leases.Disabled, false},
+		{"rate limits divided across gateways by default", c.RateLimit.Local, false},
+		{"rate_limit.presence_ttl (ratelimit.DefaultPresenceTTL applies)", c.RateLimit.PresenceTTL, time.Duration(0)},
 	}
 	for _, ck := range checks {
 		t.Run(ck.name, func(t *testing.T) {
@@ -194,6 +196,7 @@ budgets:
   - {scope: global, amount_usd: "1000.5", period: total}
 rate_limits:
   - {scope: team, value: search, rpm: 600, tpm: 100000}
+rate_limit: {local: true, presence_ttl: 5s}
 nats:
   url: nats://a:4222,nats://b:4222
   replicas: 3
@@ -237,6 +240,7 @@ prices:
 		{"model type", c.Models[0].Type, "embeddings"},
 		{"budget", c.Budgets[0], BudgetLimit{Scope: "dept", Value: "*", AmountUSD: "250", Period: "month"}},
 		{"rate limit", c.RateLimits[0], RateLimit{Scope: "team", Value: "search", RPM: 600, TPM: 100000}},
+		{"rate limits local", c.RateLimit, RateLimiting{Local: true, PresenceTTL: 5 * time.Second}},
 		{"replicas", c.NATS.Replicas, 3},
 		{"max_age", c.NATS.MaxAge, 720 * time.Hour},
 		{"usage buffer", c.Usage.Buffer, 100},

@@ -52,6 +52,9 @@ func (c *Config) Validate() error {
 	}
 	v.budgets(c.Budgets)
 	v.rateLimits(c.RateLimits)
+	if d := c.RateLimit.PresenceTTL; d != 0 && d < time.Second {
+		v.addf("rate_limit.presence_ttl", "must be at least 1s (got %s)", d)
+	}
 	v.nats(&c.NATS)
 	v.usage(&c.Usage)
 	v.duration("budget.leases.ttl", c.Budget.Leases.TTL)

@@ -98,6 +98,8 @@ func TestValidateErrors(t *testing.T) {
 		{"write_timeout", func(c *Config) { c.WriteTimeout = -1 }, "write_timeout: must not be negative"},
 		{"budget.leases.ttl", func(c *Config) { c.Budget.Leases.TTL = -1 }, "budget.leases.ttl: must not be negative"},
 		{"budget.leases.refill_wait", func(c *Config) { c.Budget.Leases.RefillWait = -1 }, "budget.leases.refill_wait: must not be negative"},
+		{"rate_limit.presence_ttl negative", func(c *Config) { c.RateLimit.PresenceTTL = -1 }, "rate_limit.presence_ttl: must be at least 1s (got -1ns)"},
+		{"rate_limit.presence_ttl short", func(c *Config) { c.RateLimit.PresenceTTL = 100 * time.Millisecond }, "rate_limit.presence_ttl: must be at least 1s (got 100ms)"},
 		{"max_header_bytes", func(c *Config) { c.MaxHeaderBytes = -1 }, "max_header_bytes: must not be negative (got -1)"},
 		{"log format", func(c *Config) { c.Log.Format = "xml" }, `log.format: unknown format "xml" (want json or text)`},
 		{"log level", func(c *Config) { c.Log.Level = "trace" }, `log.level: unknown level "trace" (want debug, info, warn or error)`},

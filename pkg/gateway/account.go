@@ -35,8 +35,13 @@ type Accounting struct {
 	// Prices is the price table at start (default: the embedded one);
 	// Reload replaces it. Rate limits and the unpriced-model policy come
 	// from the config.
-	Prices    *pricing.Table
-	Limiter   *ratelimit.Limiter
+	Prices *pricing.Table
+	// Limiter enables rate limits; the gateway's limiters divide them by
+	// its Share (ratelimit.Options.Share).
+	Limiter *ratelimit.Limiter
+	// Presence keeps the Limiter's Share; nil when the limits are this
+	// gateway's alone. Only its metrics are read (ratelimit.RegisterMetrics).
+	Presence  *ratelimit.Presence
 	Estimator *tokenize.Estimator
 	// OutputReserve is the completion tokens reserved for a request
 	// without max_tokens. Default 4096.
@@ -246,9 +251,15 @@ func (g *Gateway) allow(adm *admission, l *ratelimit.Limiter, key string, rpm, t
 	ok, wait := l.Allow(key, rpm, tpm, tokens)
 	if !ok {
 		g.refundRate(adm)
-		secs := int((wait + time.Second - 1) / time.Second)
-		return &apiError{Status: fiber.StatusTooManyRequests, Type: typeRateLimit, Code: "rate_limit_exceeded", RetryAfter: max(secs, 1),
-			Message: fmt.Sprintf("rate limit reached for %s (rpm %d, tpm %d); retry in %d s", what, rpm, tpm, max(secs, 1))}
+		secs := max(int((wait+time.Second-1)/time.Second), 1)
+		rs := &rateShare{rpm: rpm, tpm: tpm, gateways: l.Share().Gateways()}
+		msg := fmt.Sprintf("rate limit reached for %s (rpm %d, tpm %d); retry in %d s", what, rpm, tpm, secs)
+		if rs.gateways > 1 {
+			msg = fmt.Sprintf("rate limit reached for %s (rpm %d, tpm %d across %d gateways: this one allows rpm %s, tpm %s); retry in %d s",
+				what, rpm, tpm, rs.gateways, rs.share(rpm), rs.share(tpm), secs)
+		}
+		return &apiError{Status: fiber.StatusTooManyRequests, Type: typeRateLimit, Code: "rate_limit_exceeded", RetryAfter: secs,
+			Message: msg, Rate: rs}
 	}
 	if adm.nRateKeys < len(adm.rateKeys) {
 		adm.rateKeys[adm.nRateKeys] = rateCharge{l, key, tpm}

@@ -117,10 +117,14 @@ func newAcctRig(t *testing.T, mutate func(*config.Config)) *acctRig {
 	wg.Add(1)
 	go func() { defer wg.Done(); _ = keys.Run(ctx, keysKV) }()
 	<-keys.Ready()
+	presence, err := startPresence(ctx, wgGroup{&wg}, js, r.cfg, slog.New(slog.DiscardHandler)) // as in StartAccounting
+	if err != nil {
+		t.Fatal(err)
+	}
 	// Swap the rig's gateway for one with accounting, on the same config.
 	gw, err := New(Options{Config: r.cfg, Verifier: r.gw.state.Load().verifier, Logger: r.gw.log, Accounting: Accounting{
 		Publisher: pub, Tracker: tracker, Prices: pricing.Default(),
-		Limiter: ratelimit.New(ratelimit.Options{}), Estimator: tokenize.New(),
+		Limiter: ratelimit.New(ratelimit.Options{Share: presence.Share()}), Presence: presence, Estimator: tokenize.New(),
 	}, Revocations: revoked, Keys: keys, Alert: func(subject string, data []byte) { _ = nc.Publish(subject, data) }})
 	if err != nil {
 		t.Fatal(err)
@@ -135,6 +139,11 @@ func newAcctRig(t *testing.T, mutate func(*config.Config)) *acctRig {
 	r.gw, r.url = gw, "http://"+ln.Addr().String()
 	return &acctRig{rig: r, js: js, pub: pub, tracker: tracker, revokedKV: rkv, keys: apikey.NewStore(keysKV, nil, nil), nc: nc}
 }
+
+// wgGroup runs a group's loops on a WaitGroup, dropping their errors.
+type wgGroup struct{ wg *sync.WaitGroup }
+
+func (g wgGroup) Go(f func() error) { g.wg.Go(func() { _ = f() }) }
 
 // events reads every usage event in the stream, waiting until n arrived.
 func (a *acctRig) events(t *testing.T, n int) []*usagev1.UsageEvent {
@@ -346,6 +355,60 @@ func TestRateLimitFromClaims(t *testing.T) {
 		t.Fatalf("third request: %d, retry-after %q: %s", resp.StatusCode, resp.Header.Get("Retry-After"), body)
 	}
 	errorShape(t, body, typeRateLimit, "rate_limit_exceeded")
+	for h, want := range map[string]string{"x-ratelimit-limit-requests": "2", "x-ratelimit-global-limit-requests": "2", "x-ratelimit-gateways": "1"} {
+		if got := resp.Header.Get(h); got != want {
+			t.Errorf("%s = %q, want %q", h, got, want)
+		}
+	}
+}
+
+// TestRateLimitSharedAcrossGateways runs the rig's gateway beside a second
+// gateway's presence on the same NATS: each enforces half of the token's
+// rpm, and the refusal says both the share and the limit.
+func TestRateLimitSharedAcrossGateways(t *testing.T) {
+	a := newAcctRig(t, nil)
+	kv, err := ratelimit.EnsurePresenceBucket(context.Background(), a.js, 1, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	other, err := ratelimit.StartPresence(ctx, kv, ratelimit.PresenceOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- other.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	deadline := time.Now().Add(5 * time.Second)
+	for a.gw.acct.Presence.Share().Gateways() != 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the gateway sees %d gateways, want 2", a.gw.acct.Presence.Share().Gateways())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	tok := a.token(func(o *auth.MintOptions) { o.RPM = 4; o.TPM = 1 << 20 })
+	for i := range 2 {
+		if resp := a.post("/v1/chat/completions", tok, chatBody); resp.StatusCode != 200 {
+			t.Fatalf("request %d: %d", i, resp.StatusCode)
+		}
+	}
+	resp := a.post("/v1/chat/completions", tok, chatBody)
+	body := readBody(t, resp)
+	if resp.StatusCode != 429 {
+		t.Fatalf("third request on a gateway holding half of rpm 4: %d: %s", resp.StatusCode, body)
+	}
+	errorShape(t, body, typeRateLimit, "rate_limit_exceeded")
+	for h, want := range map[string]string{
+		"x-ratelimit-limit-requests": "2", "x-ratelimit-global-limit-requests": "4",
+		"x-ratelimit-limit-tokens": "524288", "x-ratelimit-global-limit-tokens": "1048576", "x-ratelimit-gateways": "2",
+	} {
+		if got := resp.Header.Get(h); got != want {
+			t.Errorf("%s = %q, want %q", h, got, want)
+		}
+	}
+	if !strings.Contains(string(body), "across 2 gateways: this one allows rpm 2") {
+		t.Errorf("message does not give the share: %s", body)
+	}
 }
 
 // TestBudgetStopsSpending runs 200 concurrent clients against one

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 
 	"github.com/gofiber/fiber/v2"
@@ -35,6 +36,34 @@ type apiError struct {
 	Message string
 	// RetryAfter, in seconds, is sent as Retry-After when positive.
 	RetryAfter int
+	// Rate, on a rate limit refusal, is sent as x-ratelimit-* headers.
+	Rate *rateShare
+}
+
+// rateShare is the rate limit a request was refused by: the global rpm and
+// tpm (0: none) and the gateways they are divided among.
+type rateShare struct {
+	rpm, tpm, gateways int64
+}
+
+// share formats this gateway's share of limit, to two decimals.
+func (r *rateShare) share(limit int64) string {
+	return strconv.FormatFloat(math.Floor(float64(limit)*100/float64(r.gateways))/100, 'f', -1, 64)
+}
+
+// setHeaders sets x-ratelimit-limit-requests and -tokens to the share this
+// gateway enforces, x-ratelimit-global-limit-requests and -tokens to the
+// limits, and x-ratelimit-gateways to the gateways dividing them.
+func (r *rateShare) setHeaders(c *fiber.Ctx) {
+	if r.rpm > 0 {
+		c.Set("x-ratelimit-limit-requests", r.share(r.rpm))
+		c.Set("x-ratelimit-global-limit-requests", strconv.FormatInt(r.rpm, 10))
+	}
+	if r.tpm > 0 {
+		c.Set("x-ratelimit-limit-tokens", r.share(r.tpm))
+		c.Set("x-ratelimit-global-limit-tokens", strconv.FormatInt(r.tpm, 10))
+	}
+	c.Set("x-ratelimit-gateways", strconv.FormatInt(r.gateways, 10))
 }
 
 func (e *apiError) Error() string { return e.Message }
@@ -70,6 +99,9 @@ func (e *apiError) body() []byte {
 func writeError(c *fiber.Ctx, e *apiError) error {
 	c.Status(e.Status)
 	c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
+	if e.Rate != nil {
+		e.Rate.setHeaders(c)
+	}
 	switch {
 	case e.RetryAfter > 0:
 		c.Set(fiber.HeaderRetryAfter, strconv.Itoa(e.RetryAfter))

@@ -129,7 +129,7 @@ func New(o Options) (*Gateway, error) {
 	}
 	if g.acct.Limiter != nil {
 		for i := range g.limiters {
-			g.limiters[i] = ratelimit.New(ratelimit.Options{})
+			g.limiters[i] = ratelimit.New(ratelimit.Options{Share: g.acct.Limiter.Share()})
 		}
 	}
 	if g.metrics != nil {

@@ -342,6 +342,9 @@ func (g *Gateway) authenticateAnthropic(c *fiber.Ctx, st *state) (*auth.Principa
 func writeAnthropicError(c *fiber.Ctx, e *apiError) error {
 	c.Status(e.Status)
 	c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
+	if e.Rate != nil {
+		e.Rate.setHeaders(c)
+	}
 	if e.RetryAfter > 0 {
 		c.Set(fiber.HeaderRetryAfter, fmt.Sprint(e.RetryAfter))
 	} else if e.Status >= 400 && e.Status < 500 && (e.Status != 429 || e.Type == typeBudget) {

@@ -76,12 +76,46 @@ func StartAccounting(ctx context.Context, g group, nc *nats.Conn, s *Settings, c
 		}
 		g.Go(func() error { return consumer.Run(ctx) })
 	}
+	presence, err := startPresence(ctx, g, js, cfg, log)
+	if err != nil {
+		return Accounting{}, nil, err
+	}
 	acct := Accounting{
 		Publisher: pub, Tracker: tracker, Prices: s.Prices,
-		Limiter:   ratelimit.New(ratelimit.Options{}),
+		Limiter:   ratelimit.New(ratelimit.Options{Share: presence.Share()}),
+		Presence:  presence,
 		Estimator: tokenize.New(),
 	}
 	return acct, pub, nil
+}
+
+// startPresence announces this gateway in the rate limit presence bucket
+// and runs its renewals in g until ctx ends, so that every gateway divides
+// rate limits by the live gateways (README: rate limits across gateways).
+// It returns nil with rate_limit.local.
+func startPresence(ctx context.Context, g group, js jetstream.JetStream, cfg *config.Config, log *slog.Logger) (*ratelimit.Presence, error) {
+	if cfg.RateLimit.Local {
+		return nil, nil
+	}
+	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	kv, err := ratelimit.EnsurePresenceBucket(sctx, js, cfg.NATS.Replicas, cfg.RateLimit.PresenceTTL)
+	if err != nil {
+		return nil, err
+	}
+	p, err := ratelimit.StartPresence(ctx, kv, ratelimit.PresenceOptions{TTL: cfg.RateLimit.PresenceTTL, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	log.Info("rate limits divided across gateways", "gateways", p.Share().Gateways(), "id", p.ID())
+	g.Go(func() error {
+		if err := p.Run(ctx); err != nil {
+			// The entry ages out after its TTL instead.
+			log.Warn("rate limit presence not withdrawn", "err", err)
+		}
+		return nil
+	})
+	return p, nil
 }
 
 // PublishAlerts is an Options.Alert that publishes each alert on nc, and

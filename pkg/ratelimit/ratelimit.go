@@ -8,12 +8,20 @@
 // and change between calls; a bucket above a lowered capacity is clamped to
 // it.
 //
-// Limits are local to one gateway: with N gateways behind a load balancer a
-// principal gets up to N times its rate. The table is sharded so that no lock
-// is shared by every request, and bounded: keys idle longer than IdleAfter are
-// evicted (a bucket idle for a minute is full again, so evicting it changes
-// nothing), and when a shard is still full the least recently used of a small
-// sample is evicted.
+// Across gateways (issue #13): with a Share (Options.Share) that counts N
+// live gateways (Presence keeps it from a NATS KV bucket), each gateway
+// enforces limit/N: both capacity and refill are divided, so the gateways
+// together admit at most the limit, plus one request per gateway when the
+// share is below one request (a request passes once its bucket is full and
+// leaves it in debt, as large token counts do). The check stays local: one
+// atomic load of N, no network. Without a Share, N is 1 and every limit is
+// this gateway's alone.
+//
+// The table is sharded so that no lock is shared by every request, and
+// bounded: keys idle longer than IdleAfter are evicted (a bucket idle for a
+// minute is full again, divided or not, so evicting it changes nothing), and
+// when a shard is still full the least recently used of a small sample is
+// evicted.
 package ratelimit
 
 import (
@@ -40,13 +48,17 @@ type Options struct {
 	IdleAfter time.Duration
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
+	// Share divides every limit by the number of gateways it counts.
+	// Default nil: this gateway enforces every limit alone.
+	Share *Share
 }
 
 // Limiter holds the buckets of every key. It is safe for concurrent use.
 type Limiter struct {
 	seed      maphash.Seed
 	now       func() time.Time
-	idleAfter int64 // ns
+	share     *Share // nil: N = 1
+	idleAfter int64  // ns
 	perShard  int
 	shards    [shardCount]shard
 }
@@ -83,6 +95,7 @@ func New(o Options) *Limiter {
 	l := &Limiter{
 		seed:      maphash.MakeSeed(),
 		now:       o.Now,
+		share:     o.Share,
 		idleAfter: int64(o.IdleAfter),
 		perShard:  max(1, o.MaxKeys/shardCount),
 	}
@@ -95,32 +108,38 @@ func New(o Options) *Limiter {
 // Allow reports whether key may make one request that uses tokens tokens
 // under limits of rpm requests and tpm tokens per minute (0 or less means
 // unlimited), and if so takes them from its buckets. When it may not,
-// nothing is taken and retryAfter says how long until it may.
+// nothing is taken and retryAfter says how long until it may. rpm and tpm
+// are the global limits: this gateway enforces rpm/N and tpm/N (Share).
 //
-// A request larger than tpm passes once the token bucket is full and then
-// leaves it in debt, so that large requests are slowed, not refused forever.
+// A request larger than tpm/N passes once the token bucket is full and then
+// leaves it in debt, so that large requests are slowed, not refused forever;
+// so does a request when rpm/N is below one.
 // tokens is usually an estimate; Charge corrects it once the real count is
 // known.
 func (l *Limiter) Allow(key string, rpm, tpm, tokens int64) (ok bool, retryAfter time.Duration) {
 	if rpm <= 0 && tpm <= 0 {
 		return true, 0
 	}
+	n := float64(l.share.Gateways())
+	crpm, ctpm := float64(rpm)/n, float64(tpm)/n // this gateway's share
 	now := l.now().UnixNano()
 	s := l.shard(key)
 	s.mu.Lock()
 	b, found := s.m[key]
 	if !found {
-		b = bucket{reqs: float64(rpm), tokens: float64(tpm), last: now}
+		b = bucket{reqs: max(crpm, 0), tokens: max(ctpm, 0), last: now}
 	}
-	b.refill(now, rpm, tpm)
+	b.refill(now, crpm, ctpm)
 	var wait float64 // minutes
-	if rpm > 0 && b.reqs < 1 {
-		wait = (1 - b.reqs) / float64(rpm)
+	if rpm > 0 {
+		if need := math.Min(1, crpm); b.reqs < need {
+			wait = (need - b.reqs) / crpm
+		}
 	}
 	if tpm > 0 && tokens > 0 {
-		need := math.Min(float64(tokens), float64(tpm))
+		need := math.Min(float64(tokens), ctpm)
 		if b.tokens < need {
-			wait = math.Max(wait, (need-b.tokens)/float64(tpm))
+			wait = math.Max(wait, (need-b.tokens)/ctpm)
 		}
 	}
 	if wait == 0 {
@@ -146,7 +165,7 @@ func (l *Limiter) Allow(key string, rpm, tpm, tokens int64) (ok bool, retryAfter
 // Charge adds tokens (negative to refund) to what key has used of its tpm
 // bucket, without checking: the gateway calls it with actual minus estimated
 // tokens once a response's usage is known. A refund never fills the bucket
-// above tpm. Unknown keys and tpm <= 0 are ignored.
+// above this gateway's share of tpm. Unknown keys and tpm <= 0 are ignored.
 func (l *Limiter) Charge(key string, tpm, tokens int64) {
 	if tpm <= 0 || tokens == 0 {
 		return
@@ -156,11 +175,15 @@ func (l *Limiter) Charge(key string, tpm, tokens int64) {
 	if b, ok := s.m[key]; ok {
 		// No refill here: Allow refills from b.last, and the request bucket
 		// (whose rpm is unknown here) must not lose what accrued.
-		b.tokens = math.Min(b.tokens-float64(tokens), float64(tpm))
+		b.tokens = math.Min(b.tokens-float64(tokens), float64(tpm)/float64(l.share.Gateways()))
 		s.m[key] = b
 	}
 	s.mu.Unlock()
 }
+
+// Share returns the Share the limiter divides by (Options.Share), nil
+// when it enforces its limits alone.
+func (l *Limiter) Share() *Share { return l.share }
 
 // Len returns the number of keys currently kept.
 func (l *Limiter) Len() int {
@@ -178,19 +201,20 @@ func (l *Limiter) shard(key string) *shard {
 	return &l.shards[maphash.String(l.seed, key)%shardCount]
 }
 
-// refill adds what accrued since b.last, capped at the capacities. A limit
-// of 0 leaves its bucket unchanged.
-func (b *bucket) refill(now, rpm, tpm int64) {
+// refill adds what accrued since b.last, capped at the capacities (per
+// minute: rpm requests, tpm tokens). A limit of 0 leaves its bucket
+// unchanged.
+func (b *bucket) refill(now int64, rpm, tpm float64) {
 	elapsed := now - b.last
 	if elapsed < 0 {
 		elapsed = 0 // clock stepped back: refill nothing
 	}
 	minutes := float64(elapsed) / float64(time.Minute)
 	if rpm > 0 {
-		b.reqs = math.Min(b.reqs+minutes*float64(rpm), float64(rpm))
+		b.reqs = math.Min(b.reqs+minutes*rpm, rpm)
 	}
 	if tpm > 0 {
-		b.tokens = math.Min(b.tokens+minutes*float64(tpm), float64(tpm))
+		b.tokens = math.Min(b.tokens+minutes*tpm, tpm)
 	}
 	b.last = now
 }

@@ -122,23 +122,37 @@ func TestAllow(t *testing.T) {
 			},
 		},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			clk := newClock()
-			l := New(Options{Now: clk.Now})
-			for i, s := range tt.steps {
-				clk.Advance(s.advance)
-				if s.charge {
-					l.Charge(s.key, s.tpm, s.tokens)
-					continue
-				}
-				ok, retry := l.Allow(s.key, s.rpm, s.tpm, s.tokens)
-				if d := retry - s.wantRetry; ok != s.wantOK || d > time.Microsecond || d < -time.Microsecond {
-					t.Fatalf("step %d: Allow(%q, %d, %d, %d) = %v, %v; want %v, %v",
-						i, s.key, s.rpm, s.tpm, s.tokens, ok, retry, s.wantOK, s.wantRetry)
-				}
-			}
-		})
+	// Every scenario holds as well for a gateway that shares its limits
+	// but sees itself alone (N=1): today's behaviour, unchanged.
+	shares := []struct {
+		name  string
+		share *Share
+	}{{"local", nil}, {"shared N=1", &Share{}}}
+	for _, sh := range shares {
+		for _, tt := range tests {
+			t.Run(sh.name+"/"+tt.name, func(t *testing.T) {
+				clk := newClock()
+				l := New(Options{Now: clk.Now, Share: sh.share})
+				runSteps(t, clk, l, tt.steps)
+			})
+		}
+	}
+}
+
+// runSteps plays steps on l and checks each Allow's answer.
+func runSteps(t *testing.T, clk *fakeClock, l *Limiter, steps []step) {
+	t.Helper()
+	for i, s := range steps {
+		clk.Advance(s.advance)
+		if s.charge {
+			l.Charge(s.key, s.tpm, s.tokens)
+			continue
+		}
+		ok, retry := l.Allow(s.key, s.rpm, s.tpm, s.tokens)
+		if d := retry - s.wantRetry; ok != s.wantOK || d > time.Microsecond || d < -time.Microsecond {
+			t.Fatalf("step %d: Allow(%q, %d, %d, %d) = %v, %v; want %v, %v",
+				i, s.key, s.rpm, s.tpm, s.tokens, ok, retry, s.wantOK, s.wantRetry)
+		}
 	}
 }
 
@@ -223,24 +237,37 @@ func TestConcurrentExact(t *testing.T) {
 	}
 }
 
+// BenchmarkAllow: 0 allocs/op expected, local or shared (the share costs
+// one atomic load and two divisions).
 func BenchmarkAllow(b *testing.B) {
+	three := &Share{}
+	three.Set(3)
 	for _, keys := range []int{1, 10_000} {
-		b.Run(fmt.Sprintf("keys=%d", keys), func(b *testing.B) {
-			l := New(Options{})
-			names := make([]string, keys)
-			for i := range names {
-				names[i] = "key-" + strconv.Itoa(i)
-				l.Allow(names[i], 1e9, 1e12, 1)
-			}
-			b.ReportAllocs()
-			b.ResetTimer()
-			b.RunParallel(func(pb *testing.PB) {
-				i := 0
-				for pb.Next() {
-					l.Allow(names[i%keys], 1e9, 1e12, 100)
-					i++
-				}
+		for _, sh := range []struct {
+			name  string
+			share *Share
+		}{{"local", nil}, {"shared=3", three}} {
+			b.Run(fmt.Sprintf("keys=%d/%s", keys, sh.name), func(b *testing.B) {
+				benchAllow(b, keys, sh.share)
 			})
-		})
+		}
 	}
+}
+
+func benchAllow(b *testing.B, keys int, share *Share) {
+	l := New(Options{Share: share})
+	names := make([]string, keys)
+	for i := range names {
+		names[i] = "key-" + strconv.Itoa(i)
+		l.Allow(names[i], 1e9, 1e12, 1)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		i := 0
+		for pb.Next() {
+			l.Allow(names[i%keys], 1e9, 1e12, 100)
+			i++
+		}
+	})
 }

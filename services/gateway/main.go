@@ -35,6 +35,7 @@ import (
 	"github.com/tollgate/tollgate/pkg/mockllm"
 	"github.com/tollgate/tollgate/pkg/natsconn"
 	"github.com/tollgate/tollgate/pkg/profiling"
+	"github.com/tollgate/tollgate/pkg/ratelimit"
 	"github.com/tollgate/tollgate/pkg/respcache"
 	"github.com/tollgate/tollgate/pkg/revoke"
 	"github.com/tollgate/tollgate/pkg/tracing"
@@ -123,6 +124,9 @@ func run() error {
 		return err
 	}
 	if err := gateway.RegisterAccountingMetrics(reg, pub, acct.Tracker); err != nil {
+		return err
+	}
+	if err := ratelimit.RegisterMetrics(reg, acct.Presence); err != nil {
 		return err
 	}
 	js, err := jetstream.New(nc)
