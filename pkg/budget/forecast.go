@@ -1,6 +1,7 @@
 package budget
 
 import (
+	"encoding/json"
 	"math/bits"
 	"time"
 )
@@ -42,11 +43,25 @@ type Forecast struct {
 	// ExhaustsAt is when the spend reaches the limit at that rate: now when
 	// it already has, zero when it does not before the period ends (for a
 	// total limit: within a year).
-	ExhaustsAt time.Time `json:"exhausts_at"`
+	ExhaustsAt time.Time `json:"-"`
 	// Crosses is true when the spend projected at the period's end is over
 	// the limit while the spend so far is not: what the forecast alert
 	// announces. Always false for a total limit.
 	Crosses bool `json:"crosses"`
+}
+
+// MarshalJSON writes ExhaustsAt as RFC 3339 in UTC, omitted when zero.
+func (f Forecast) MarshalJSON() ([]byte, error) {
+	var at string
+	if !f.ExhaustsAt.IsZero() {
+		at = f.ExhaustsAt.UTC().Format(time.RFC3339)
+	}
+	return json.Marshal(struct {
+		RateNanoPerHour int64  `json:"rate_nano_usd_per_hour"`
+		ProjectedNano   int64  `json:"projected_nano_usd"`
+		ExhaustsAt      string `json:"exhausts_at,omitempty"`
+		Crosses         bool   `json:"crosses"`
+	}{f.RateNanoPerHour, f.ProjectedNano, at, f.Crosses})
 }
 
 // Project forecasts a limit of limitNano whose period has spent spentNano

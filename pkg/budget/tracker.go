@@ -260,6 +260,9 @@ type LimitStatus struct {
 	Reserved    int64   `json:"reserved_nano_usd"`
 	Utilization float64 `json:"utilization"`
 	AsOfSeq     uint64  `json:"as_of_seq"`
+	// Forecast projects the applied spend at the rate of the scope value's
+	// day totals over the trailing window (Project).
+	Forecast Forecast `json:"forecast"`
 }
 
 // Report lists every configured limit with its current spend: an exact
@@ -267,13 +270,15 @@ type LimitStatus struct {
 // total in the current period.
 func (t *Tracker) Report() []LimitStatus {
 	ix := t.limits.Load()
-	starts := periodStarts(t.now().UnixNano())
+	now := t.now()
+	starts := periodStarts(now.UnixNano())
 	var out []LimitStatus
 	add := func(l Limit, v string) {
 		id := TotalID{Scope: l.Scope, Value: v, Period: l.Period, Start: starts[l.Period]}
 		spend, res, seq := t.Spend(id)
 		st := LimitStatus{Scope: l.Scope.String(), Value: v, Period: l.Period.String(), PeriodStart: id.PeriodStart(),
-			LimitNano: l.AmountNano, SpendNano: spend, Reserved: res, AsOfSeq: seq}
+			LimitNano: l.AmountNano, SpendNano: spend, Reserved: res, AsOfSeq: seq,
+			Forecast: Project(l.AmountNano, spend, id.PeriodEnd(), now, t.dayTotals(l.Scope, v, starts[PeriodDay]))}
 		if l.AmountNano > 0 {
 			st.Utilization = float64(spend+res) / float64(l.AmountNano)
 		}
@@ -301,6 +306,18 @@ func (t *Tracker) Report() []LimitStatus {
 		}
 	}
 	return out
+}
+
+// dayTotals returns the applied day totals of one scope value over the
+// forecast window ending on today.
+func (t *Tracker) dayTotals(sc Scope, v string, today int32) []DayTotal {
+	days := make([]DayTotal, 0, ForecastWindowDays)
+	for d := today - (ForecastWindowDays - 1); d <= today; d++ {
+		if spend, _, _ := t.Spend(TotalID{Scope: sc, Value: v, Period: PeriodDay, Start: d}); spend > 0 {
+			days = append(days, DayTotal{Day: d, SpendNano: spend})
+		}
+	}
+	return days
 }
 
 // Ready is closed once Run has loaded every total present at its start.
