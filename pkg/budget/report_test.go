@@ -87,6 +87,12 @@ func TestReportForecast(t *testing.T) {
 		_, _, asOf := tr.Spend(TotalID{Scope: ScopeDept, Value: "eng", Period: PeriodTotal})
 		return asOf == seq
 	})
+	for d := 4; d <= 10; d++ { // every day total reached the tracker's watch
+		waitFor(t, 5*time.Second, func() bool {
+			spend, _, _ := tr.Spend(TotalID{Scope: ScopeDept, Value: "eng", Period: PeriodDay, Start: dayOf(d)})
+			return spend > 0
+		})
+	}
 	want := map[string]Forecast{
 		// 156 spent + 516 h to Jan 1 = 672 > 600; 444 USD left = 444 h.
 		"month": {RateNanoPerHour: usd, ProjectedNano: 672 * usd, ExhaustsAt: utc(2026, 12, 29, 0, 0, 0), Crosses: true},

@@ -297,7 +297,7 @@ func TestAlertsOncePerCrossing(t *testing.T) {
 		return out
 	}
 	want := func(th float64, spent int64) Alert {
-		return Alert{Scope: "dept", Value: "eng", Period: "month", PeriodStart: "2026-12",
+		return Alert{Kind: AlertThreshold, Scope: "dept", Value: "eng", Period: "month", PeriodStart: "2026-12",
 			LimitNanoUSD: 10 * usd, SpendNanoUSD: spent, Threshold: th}
 	}
 	next := func() Alert {
