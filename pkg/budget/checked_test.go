@@ -44,7 +44,7 @@ func TestCheckReserved(t *testing.T) {
 				{Scope: ScopeDept, Value: "eng", Period: PeriodMonth, PeriodStart: "2026-11", LimitNano: 10 * usd, SpentNano: 4 * usd},
 				{Scope: ScopeTeam, Value: "ml", Period: PeriodDay, PeriodStart: "2026-11-30", LimitNano: 5 * usd, SpentNano: 4 * usd},
 			},
-			refused: &ExceededError{Scope: ScopeTeam, Value: "ml", Period: PeriodDay, PeriodStart: "2026-11-30", LimitNano: 5 * usd, SpendNano: 6 * usd},
+			refused: &ExceededError{Scope: ScopeTeam, Value: "ml", Period: PeriodDay, PeriodStart: "2026-11-30", LimitNano: 5 * usd, ReservedNano: 4 * usd, EstimateNano: 2 * usd},
 		},
 		{
 			name: "full: the refusing limit replaces the last", other: 3 * usd, own: usd, claims: claim, size: 2,
@@ -52,7 +52,7 @@ func TestCheckReserved(t *testing.T) {
 				{Scope: ScopeDept, Value: "eng", Period: PeriodMonth, PeriodStart: "2026-11", LimitNano: 10 * usd, SpentNano: 3 * usd},
 				{Scope: ScopeSubject, Value: "alice", Period: PeriodTotal, FromToken: true, LimitNano: 2 * usd, SpentNano: 3 * usd},
 			},
-			refused: &ExceededError{Scope: ScopeSubject, Value: "alice", Period: PeriodTotal, LimitNano: 2 * usd, SpendNano: 4 * usd},
+			refused: &ExceededError{Scope: ScopeSubject, Value: "alice", Period: PeriodTotal, LimitNano: 2 * usd, ReservedNano: 3 * usd, EstimateNano: usd},
 		},
 	}
 	for _, tt := range tests {

@@ -65,6 +65,18 @@ type ConsumerOptions struct {
 	WebhookQueue int
 	// HTTPClient posts to the webhook. Default a client with WebhookTimeout.
 	HTTPClient *http.Client
+	// WebhookFormat is the webhook body: "json" (the Alert, the default)
+	// or "slack" (a Slack incoming-webhook message, {"text": ...}).
+	WebhookFormat string
+	// ForecastAlerts announces, once per limit and period, when the spend
+	// projected at a day or month limit's period end crosses the limit
+	// (Project, from the day totals over the trailing window).
+	ForecastAlerts bool
+	// AnomalyFactor, when over 1, announces once per scope value and hour
+	// when the hour's spend of a scope value with a configured limit is
+	// over AnomalyFactor times its baseline: the hourly rate of its day
+	// totals over the trailing window (SpikeOf). 0 turns it off.
+	AnomalyFactor float64
 
 	// Logger receives poison events, lost batches, failed batches and
 	// webhook failures.
@@ -72,7 +84,8 @@ type ConsumerOptions struct {
 	Logger *slog.Logger
 	// Registerer receives the consumer's metrics when set.
 	Registerer prometheus.Registerer
-	// Now stamps SpendTotal.updated_unix_ms. Default time.Now.
+	// Now stamps SpendTotal.updated_unix_ms and is the clock of forecast
+	// and anomaly alerts. Default time.Now.
 	Now func() time.Time
 }
 
@@ -91,6 +104,7 @@ type Consumer struct {
 
 	spend, alertKV, dedupKV jetstream.KeyValue
 	hook                    *webhook
+	fc                      forecastState // forecast and anomaly alerts (alerts.go)
 
 	safe    uint64 // every event with a stream sequence <= safe is in all its totals
 	cache   map[TotalID]*cachedTotal
@@ -171,6 +185,7 @@ type event struct {
 	cost             int64
 	prompt, complete uint64
 	starts           [numPeriods]int32
+	hour             int64 // hours since 1970, for anomaly alerts
 	vals             [numScopes]string
 }
 
@@ -262,6 +277,9 @@ func NewConsumer(js jetstream.JetStream, o ConsumerOptions) (*Consumer, error) {
 	}
 	slices.Sort(c.thresh)
 	c.thresh = slices.Compact(c.thresh)
+	if err := checkWebhookFormat(o.WebhookFormat); err != nil {
+		return nil, err
+	}
 	if o.WebhookURL != "" {
 		c.hook = newWebhook(o, c.m.webhookFailed)
 	}
@@ -547,7 +565,7 @@ func (c *Consumer) take(data []byte, seq uint64) error {
 	}
 	for _, u := range b.Events {
 		ev := event{seq: seq, cost: u.CostNanoUsd, prompt: u.PromptTokens, complete: u.CompletionTokens,
-			starts: periodStarts(u.Timestamp)}
+			starts: periodStarts(u.Timestamp), hour: u.Timestamp / int64(time.Hour)}
 		ev.vals = ScopeValues(u.KeyId, u.Subject, u.Dept, u.Team, u.Project)
 		c.events = append(c.events, ev)
 	}

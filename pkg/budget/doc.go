@@ -83,5 +83,10 @@
 // When a write makes a total reach a configured fraction of a configured
 // limit (default 0.5, 0.8 and 1.0), the Consumer records the crossing in
 // AlertBucket and publishes an Alert to tollgate.budget.alerts.<scope>,
-// and posts it to a webhook when one is configured.
+// and posts it to a webhook when one is configured (JSON, or a Slack
+// message). With ForecastAlerts, a day or month limit whose projected
+// spend at the period's end (Project) crosses it is announced the same
+// way, once per period; with AnomalyFactor, so is a limited scope value's
+// hour whose spend is over the factor times its trailing rate (SpikeOf).
+// The forecast is a pure function of the day totals (forecast.go).
 package budget

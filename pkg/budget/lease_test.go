@@ -257,8 +257,16 @@ func TestLeaseDeadGatewayExpires(t *testing.T) {
 		t.Fatalf("lease record %+v, want the dead gateway holding the rest of the limit", rec)
 	}
 	b := startGateway(t, e, limits, ob)
-	if err := b.request(t, s, 1000, 1000, nil); !errors.Is(err, ErrOverBudget) {
+	err := b.request(t, s, 1000, 1000, nil)
+	if !errors.Is(err, ErrOverBudget) {
 		t.Fatalf("request while the dead gateway's slice is valid: %v, want refused", err)
+	}
+	// The refusal names what the dead gateway holds, not a spend.
+	rec := record(t, e.kv0(t), engTotal)
+	var ex *ExceededError
+	if !errors.As(err, &ex) || ex.SpendNano != 0 || ex.ReservedNano != 0 || ex.EstimateNano != 1000 ||
+		ex.HeldNano != rec.Holders["dies"].Slice+rec.Floor {
+		t.Errorf("refusal %+v, want spent 0, reserved 0, estimate 1000, held %d (slice + floor of %+v)", ex, rec.Holders["dies"].Slice+rec.Floor, rec)
 	}
 	waitFor(t, 10*time.Second, func() bool { return b.request(t, s, 1000, 1000, nil) == nil })
 	if st := b.tr.LeaseStats(); st.Waits == 0 || st.RefusedWithRoom == 0 {

@@ -355,6 +355,41 @@ func TestExceededErrorIs(t *testing.T) {
 	}
 }
 
+// TestExceededErrorMessage: the refusal says spend, reservations, what
+// other gateways hold and the request's own worst case as separate exact
+// figures; a request refused on an untouched total does not claim a spend
+// (issue #15: "has spent 0.00245865 of its 0.000001 USD" was its estimate).
+func TestExceededErrorMessage(t *testing.T) {
+	tests := []struct {
+		name string
+		err  ExceededError
+		want string
+	}{
+		{
+			name: "own estimate alone over a tiny limit",
+			err:  ExceededError{Scope: ScopeDept, Value: "x", Period: PeriodDay, LimitNano: 1_000, EstimateNano: 2_458_650},
+			want: `budget exceeded: dept "x" day limit 0.000001 USD: spent 0.00, reserved by requests in flight 0.00, this request's worst case 0.00245865`,
+		},
+		{
+			name: "spend and reservations",
+			err:  ExceededError{Scope: ScopeTeam, Value: "research/ml", Period: PeriodMonth, LimitNano: 5 * usd, SpendNano: 4 * usd, ReservedNano: usd / 2, EstimateNano: 600_000_001},
+			want: `budget exceeded: team "research/ml" month limit 5.00 USD: spent 4.00, reserved by requests in flight 0.50, this request's worst case 0.600000001`,
+		},
+		{
+			name: "leases held by other gateways",
+			err:  ExceededError{Scope: ScopeGlobal, Period: PeriodTotal, LimitNano: usd, SpendNano: 1_000, HeldNano: usd - 1_000, EstimateNano: 1_000},
+			want: `budget exceeded: global "all" total limit 1.00 USD: spent 0.000001, reserved by requests in flight 0.00, held by other gateways 0.999999, this request's worst case 0.000001`,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tt.err.Error(); got != tt.want {
+				t.Errorf("message\n %s\nwant\n %s", got, tt.want)
+			}
+		})
+	}
+}
+
 func TestQualify(t *testing.T) {
 	tests := []struct {
 		name, dept, team, want string

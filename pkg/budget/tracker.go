@@ -13,13 +13,19 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/tollgate/tollgate/pkg/pricing"
 	usagev1 "github.com/tollgate/tollgate/proto/tollgate/usage/v1"
 )
 
 // ErrOverBudget is matched (errors.Is) by every *ExceededError.
 var ErrOverBudget = errors.New("over budget")
 
-// ExceededError says which limit refused a request.
+// ExceededError says which limit refused a request and why, as separate
+// figures (issue #15): what was applied, what requests in flight hold, what
+// other gateways hold, and this request's own worst-case estimate. The
+// request was refused because SpendNano + ReservedNano + HeldNano +
+// EstimateNano is over LimitNano (or, with leases, because this gateway
+// could not draw the room in time); all amounts are nano-USD.
 type ExceededError struct {
 	Scope Scope
 	// Value is the scope value whose total is over ("" for global).
@@ -27,19 +33,35 @@ type ExceededError struct {
 	Period Period
 	// PeriodStart is the period as stored in SpendTotal ("2026-11", "" for total).
 	PeriodStart string
-	// LimitNano is the limit, SpendNano the spend it was checked against
-	// (applied totals plus this gateway's reservations), in nano-USD.
-	LimitNano, SpendNano int64
+	// LimitNano is the limit.
+	LimitNano int64
+	// SpendNano is the applied spend: the total as this gateway last saw it.
+	SpendNano int64
+	// ReservedNano is what this gateway's other requests in flight have
+	// reserved on the total (their worst case, or their cost until applied).
+	ReservedNano int64
+	// HeldNano is, with budget leases, the part of the limit this gateway
+	// cannot draw beyond SpendNano and ReservedNano: the slices other
+	// gateways hold and spend applied elsewhere that this gateway has not
+	// seen yet. 0 without leases.
+	HeldNano int64
+	// EstimateNano is this request's own worst-case cost: what it reserves.
+	EstimateNano int64
 }
 
-// Error names the scope, value, period, limit and spend.
+// Error names the scope, value, period and limit, then each figure.
 func (e *ExceededError) Error() string {
 	v := e.Value
 	if e.Scope == ScopeGlobal {
 		v = "all"
 	}
-	return fmt.Sprintf("budget exceeded: %s %q has spent %s of its %s USD %s limit",
-		e.Scope, v, formatUSD(e.SpendNano), formatUSD(e.LimitNano), e.Period)
+	held := ""
+	if e.HeldNano != 0 {
+		held = ", held by other gateways " + pricing.FormatUSD(e.HeldNano)
+	}
+	return fmt.Sprintf("budget exceeded: %s %q %s limit %s USD: spent %s, reserved by requests in flight %s%s, this request's worst case %s",
+		e.Scope, v, e.Period, pricing.FormatUSD(e.LimitNano), pricing.FormatUSD(e.SpendNano),
+		pricing.FormatUSD(e.ReservedNano), held, pricing.FormatUSD(e.EstimateNano))
 }
 
 // Is reports target == ErrOverBudget.
@@ -238,6 +260,9 @@ type LimitStatus struct {
 	Reserved    int64   `json:"reserved_nano_usd"`
 	Utilization float64 `json:"utilization"`
 	AsOfSeq     uint64  `json:"as_of_seq"`
+	// Forecast projects the applied spend at the rate of the scope value's
+	// day totals over the trailing window (Project).
+	Forecast Forecast `json:"forecast"`
 }
 
 // Report lists every configured limit with its current spend: an exact
@@ -245,13 +270,15 @@ type LimitStatus struct {
 // total in the current period.
 func (t *Tracker) Report() []LimitStatus {
 	ix := t.limits.Load()
-	starts := periodStarts(t.now().UnixNano())
+	now := t.now()
+	starts := periodStarts(now.UnixNano())
 	var out []LimitStatus
 	add := func(l Limit, v string) {
 		id := TotalID{Scope: l.Scope, Value: v, Period: l.Period, Start: starts[l.Period]}
 		spend, res, seq := t.Spend(id)
 		st := LimitStatus{Scope: l.Scope.String(), Value: v, Period: l.Period.String(), PeriodStart: id.PeriodStart(),
-			LimitNano: l.AmountNano, SpendNano: spend, Reserved: res, AsOfSeq: seq}
+			LimitNano: l.AmountNano, SpendNano: spend, Reserved: res, AsOfSeq: seq,
+			Forecast: Project(l.AmountNano, spend, id.PeriodEnd(), now, t.dayTotals(l.Scope, v, starts[PeriodDay]))}
 		if l.AmountNano > 0 {
 			st.Utilization = float64(spend+res) / float64(l.AmountNano)
 		}
@@ -279,6 +306,18 @@ func (t *Tracker) Report() []LimitStatus {
 		}
 	}
 	return out
+}
+
+// dayTotals returns the applied day totals of one scope value over the
+// forecast window ending on today.
+func (t *Tracker) dayTotals(sc Scope, v string, today int32) []DayTotal {
+	days := make([]DayTotal, 0, ForecastWindowDays)
+	for d := today - (ForecastWindowDays - 1); d <= today; d++ {
+		if spend, _, _ := t.Spend(TotalID{Scope: sc, Value: v, Period: PeriodDay, Start: d}); spend > 0 {
+			days = append(days, DayTotal{Day: d, SpendNano: spend})
+		}
+	}
+	return days
 }
 
 // Ready is closed once Run has loaded every total present at its start.
@@ -342,11 +381,11 @@ func (t *Tracker) Check(s Scopes, claims []Limit, estimateNano int64) error {
 	starts := periodStarts(t.now().UnixNano())
 	var err error
 	t.eachLimit(&s, claims, func(l *Limit, v string, _ bool) bool {
-		used := t.used(TotalID{Scope: l.Scope, Value: v, Period: l.Period, Start: starts[l.Period]})
-		if used+estimateNano > l.AmountNano {
-			id := TotalID{Scope: l.Scope, Value: v, Period: l.Period, Start: starts[l.Period]}
+		id := TotalID{Scope: l.Scope, Value: v, Period: l.Period, Start: starts[l.Period]}
+		spend, reserved, _ := t.Spend(id)
+		if spend+reserved+estimateNano > l.AmountNano {
 			err = &ExceededError{Scope: l.Scope, Value: v, Period: l.Period, PeriodStart: id.PeriodStart(),
-				LimitNano: l.AmountNano, SpendNano: used}
+				LimitNano: l.AmountNano, SpendNano: spend, ReservedNano: reserved, EstimateNano: estimateNano}
 			return false
 		}
 		return true
@@ -441,7 +480,8 @@ func (t *Tracker) CheckReserved(ctx context.Context, s Scopes, claims []Limit, o
 		ls.refusedWithRoom.Add(1)
 		l := short.l
 		err = &ExceededError{Scope: l.Scope, Value: short.v, Period: l.Period, PeriodStart: short.periodStart,
-			LimitNano: l.AmountNano, SpendNano: l.AmountNano - short.headroom}
+			LimitNano: l.AmountNano, SpendNano: short.spend, ReservedNano: short.reserved - ownNano,
+			HeldNano: l.AmountNano - short.headroom - short.spend - short.reserved, EstimateNano: ownNano}
 	}
 	return checked, waited, err
 }
@@ -453,6 +493,9 @@ type shortLease struct {
 	v           string
 	periodStart string
 	headroom    int64 // what the gateway could admit, own reservation included
+	// spend and reserved are the total's applied spend and this gateway's
+	// reservations (own included) when the lease fell short.
+	spend, reserved int64
 }
 
 // checkReserved is one pass of CheckReserved: err is a refusal by the
@@ -466,10 +509,11 @@ func (t *Tracker) checkReserved(s *Scopes, claims []Limit, ownNano int64, dst []
 	t.eachLimit(s, claims, func(l *Limit, v string, fromToken bool) bool {
 		id := TotalID{Scope: l.Scope, Value: v, Period: l.Period, Start: starts[l.Period]}
 		sl := t.lookup(id)
-		var used int64
+		var spend, reserved int64
 		if sl != nil {
-			used = sl.spend.Load() + sl.reserved.Load()
+			spend, reserved = sl.spend.Load(), sl.reserved.Load()
 		}
+		used := spend + reserved
 		c := Checked{Scope: l.Scope, Value: v, Period: l.Period, PeriodStart: names.names[l.Period],
 			FromToken: fromToken, LimitNano: l.AmountNano, SpentNano: used - ownNano}
 		refuse := used > l.AmountNano && err == nil
@@ -478,7 +522,7 @@ func (t *Tracker) checkReserved(s *Scopes, claims []Limit, ownNano int64, dst []
 			hr := min(l.AmountNano-used, t.leaseHeadroom(le, l.AmountNano, now))
 			c.SpentNano = l.AmountNano - hr - ownNano
 			if !t.fitLease(le, now) && short.le == nil {
-				short = shortLease{le: le, l: l, v: v, periodStart: c.PeriodStart, headroom: hr}
+				short = shortLease{le: le, l: l, v: v, periodStart: c.PeriodStart, headroom: hr, spend: spend, reserved: reserved}
 			}
 		}
 		switch {
@@ -489,7 +533,7 @@ func (t *Tracker) checkReserved(s *Scopes, claims []Limit, ownNano int64, dst []
 		}
 		if refuse {
 			err = &ExceededError{Scope: l.Scope, Value: v, Period: l.Period, PeriodStart: c.PeriodStart,
-				LimitNano: l.AmountNano, SpendNano: used}
+				LimitNano: l.AmountNano, SpendNano: spend, ReservedNano: reserved - ownNano, EstimateNano: ownNano}
 		}
 		return true
 	})

@@ -65,16 +65,16 @@ func TestTrackerCheck(t *testing.T) {
 		{name: "fits", scopes: alice, estimate: usd, headroom: 5 * usd},
 		{name: "exactly at the limit fits", scopes: alice, reserve: []Scopes{{Team: "ml"}}, estimate: usd / 2, headroom: usd / 2},
 		{name: "team star limit", scopes: alice, reserve: []Scopes{{Team: "ml"}}, estimate: usd,
-			want: &ExceededError{Scope: ScopeTeam, Value: "ml", Period: PeriodDay, PeriodStart: "2026-12-01", LimitNano: 5 * usd, SpendNano: 4_500_000_000}, headroom: usd / 2},
+			want: &ExceededError{Scope: ScopeTeam, Value: "ml", Period: PeriodDay, PeriodStart: "2026-12-01", LimitNano: 5 * usd, ReservedNano: 4_500_000_000, EstimateNano: usd}, headroom: usd / 2},
 		{name: "other team unaffected", scopes: Scopes{Team: "web", Dept: "eng"}, reserve: []Scopes{{Team: "ml"}}, estimate: usd, headroom: 5 * usd},
 		{name: "dept month sums reservations", scopes: alice, reserve: []Scopes{{Dept: "eng", Team: "a"}, {Dept: "eng", Team: "b"}}, estimate: 2 * usd,
-			want: &ExceededError{Scope: ScopeDept, Value: "eng", Period: PeriodMonth, PeriodStart: "2026-12", LimitNano: 10 * usd, SpendNano: 9 * usd}, headroom: usd},
+			want: &ExceededError{Scope: ScopeDept, Value: "eng", Period: PeriodMonth, PeriodStart: "2026-12", LimitNano: 10 * usd, ReservedNano: 9 * usd, EstimateNano: 2 * usd}, headroom: usd},
 		{name: "no dept, no dept limit", scopes: Scopes{Key: "k9"}, reserve: []Scopes{{Dept: "eng"}, {Dept: "eng"}, {Dept: "eng"}}, estimate: 50 * usd, headroom: 100*usd - 13_500_000_000},
 		{name: "global", scopes: Scopes{}, estimate: 101 * usd,
-			want: &ExceededError{Scope: ScopeGlobal, Period: PeriodTotal, LimitNano: 100 * usd}, headroom: 100 * usd},
+			want: &ExceededError{Scope: ScopeGlobal, Period: PeriodTotal, LimitNano: 100 * usd, EstimateNano: 101 * usd}, headroom: 100 * usd},
 		{name: "claim on own key", scopes: alice, estimate: usd + 1,
 			claims: []Limit{{Scope: ScopeKey, Value: Star, Period: PeriodDay, AmountNano: usd}},
-			want:   &ExceededError{Scope: ScopeKey, Value: "k1", Period: PeriodDay, PeriodStart: "2026-12-01", LimitNano: usd}, headroom: usd},
+			want:   &ExceededError{Scope: ScopeKey, Value: "k1", Period: PeriodDay, PeriodStart: "2026-12-01", LimitNano: usd, EstimateNano: usd + 1}, headroom: usd},
 		{name: "claim on another value does not apply", scopes: alice, estimate: 2 * usd,
 			claims: []Limit{{Scope: ScopeProject, Value: "p9", Period: PeriodDay, AmountNano: usd}}, headroom: 5 * usd},
 	}
@@ -143,8 +143,8 @@ func TestTrackerHierarchy(t *testing.T) {
 				t.Fatalf("Check = %v, want admitted", err)
 			case tt.refused != "" && !errors.As(err, &ex):
 				t.Fatalf("Check = %v, want refused on %s", err, tt.refused)
-			case tt.refused != "" && (ex.Value != tt.refused || ex.SpendNano != 4_500_000_000):
-				t.Fatalf("refused on %+v, want %s at 4.5 USD", ex, tt.refused)
+			case tt.refused != "" && (ex.Value != tt.refused || ex.ReservedNano != 4_500_000_000 || ex.SpendNano != 0 || ex.EstimateNano != usd):
+				t.Fatalf("refused on %+v, want %s with 4.5 USD reserved, nothing spent, 1 USD estimate", ex, tt.refused)
 			}
 			// The same limit from a token claim decides the same way.
 			tr = NewTracker(TrackerOptions{Now: fixedClock(now)})
@@ -236,8 +236,8 @@ func TestTrackerPropagation(t *testing.T) {
 			}
 			err := tr.Check(s, nil, 6*usd+1)
 			var ex *ExceededError
-			if !errors.As(err, &ex) || ex.SpendNano != 4*usd || ex.Scope != ScopeDept || ex.Value != "eng" || ex.Period != PeriodTotal {
-				t.Fatalf("Check over = %v, want dept eng total with spend $4", err)
+			if !errors.As(err, &ex) || ex.SpendNano != 4*usd || ex.ReservedNano != 0 || ex.EstimateNano != 6*usd+1 || ex.Scope != ScopeDept || ex.Value != "eng" || ex.Period != PeriodTotal {
+				t.Fatalf("Check over = %v, want dept eng total with spend $4, nothing reserved, estimate $6 + 1 nano", err)
 			}
 		})
 	}
@@ -297,7 +297,7 @@ func TestAlertsOncePerCrossing(t *testing.T) {
 		return out
 	}
 	want := func(th float64, spent int64) Alert {
-		return Alert{Scope: "dept", Value: "eng", Period: "month", PeriodStart: "2026-12",
+		return Alert{Kind: AlertThreshold, Scope: "dept", Value: "eng", Period: "month", PeriodStart: "2026-12",
 			LimitNanoUSD: 10 * usd, SpendNanoUSD: spent, Threshold: th}
 	}
 	next := func() Alert {

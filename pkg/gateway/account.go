@@ -187,9 +187,29 @@ func (g *Gateway) reserve(c *fiber.Ctx, adm *admission, scopes budget.Scopes, cl
 		adm.res.Release()
 		adm.res = nil
 		g.refundRate(adm)
+		setBudgetHeaders(c, err)
 		return budgetError(err)
 	}
 	return nil
+}
+
+// setBudgetHeaders says on a refusal which limit refused and its figures,
+// each a decimal USD amount (README: Budget refusals): the applied spend,
+// this gateway's reservations for requests in flight, what other gateways
+// hold (budget leases) and this request's own worst-case estimate.
+func setBudgetHeaders(c *fiber.Ctx, err error) {
+	var ex *budget.ExceededError
+	if !errors.As(err, &ex) {
+		return
+	}
+	c.Set("x-tollgate-budget-scope", ex.Scope.String())
+	c.Set("x-tollgate-budget-value", ex.Value)
+	c.Set("x-tollgate-budget-period", ex.Period.String())
+	c.Set("x-tollgate-budget-limit-usd", pricing.FormatUSD(ex.LimitNano))
+	c.Set("x-tollgate-budget-spent-usd", pricing.FormatUSD(ex.SpendNano))
+	c.Set("x-tollgate-budget-reserved-usd", pricing.FormatUSD(ex.ReservedNano))
+	c.Set("x-tollgate-budget-held-usd", pricing.FormatUSD(ex.HeldNano))
+	c.Set("x-tollgate-budget-estimate-usd", pricing.FormatUSD(ex.EstimateNano))
 }
 
 // affordable is how many output tokens nano-USD buys at perM nano-USD per
@@ -206,14 +226,12 @@ func affordable(nano, perM int64) int64 {
 	return int64(min(q, 1<<62))
 }
 
+// budgetError answers a refusal with the budget's message: an
+// *budget.ExceededError names the scope, value, period and limit, then the
+// spend, reservations, leases held elsewhere and the request's own worst
+// case as separate figures.
 func budgetError(err error) *apiError {
-	var ex *budget.ExceededError
-	msg := err.Error()
-	if errors.As(err, &ex) {
-		msg = fmt.Sprintf("%s (scope %s, value %q, period %s, limit %s USD, spent %s USD)", ex.Error(),
-			ex.Scope, ex.Value, ex.Period, pricing.FormatUSD(ex.LimitNano), pricing.FormatUSD(ex.SpendNano))
-	}
-	return &apiError{Status: fiber.StatusTooManyRequests, Type: typeBudget, Code: "budget_exceeded", Message: msg}
+	return &apiError{Status: fiber.StatusTooManyRequests, Type: typeBudget, Code: "budget_exceeded", Message: err.Error()}
 }
 
 // rateLimit applies the token's rpm/tpm claims (per API key, else per

@@ -478,6 +478,67 @@ func TestBudgetStopsSpending(t *testing.T) {
 	}
 }
 
+// TestBudgetRefusalFigures: a request refused on a total nothing was spent
+// on says so, and gives its own worst case apart from spend and
+// reservations, in the message (OpenAI and Anthropic shapes alike) and in
+// the x-tollgate-budget-* headers (README: Budget refusals; issue #15).
+func TestBudgetRefusalFigures(t *testing.T) {
+	a := newAcctRig(t, func(c *config.Config) {
+		c.Budgets = []config.BudgetLimit{{Scope: "dept", Value: "research", AmountUSD: "0.000001", Period: "day"}}
+	})
+	tok := a.token(nil)
+	endpoints := []struct{ name, path, body string }{
+		{"chat", "/v1/chat/completions", `{"model":"mock-gpt","max_tokens":4000,"messages":[{"role":"user","content":"hi"}]}`},
+		{"messages", "/v1/messages", `{"model":"mock-gpt","max_tokens":4000,"messages":[{"role":"user","content":"hi"}]}`},
+	}
+	for i, ep := range endpoints {
+		t.Run(ep.name, func(t *testing.T) {
+			resp := a.post(ep.path, tok, ep.body)
+			body := readBody(t, resp)
+			if resp.StatusCode != http.StatusTooManyRequests {
+				t.Fatalf("status %d: %s", resp.StatusCode, body)
+			}
+			var msg string
+			if ep.path == "/v1/messages" {
+				var e struct {
+					Type  string `json:"type"`
+					Error struct{ Type, Message string }
+				}
+				if err := json.Unmarshal(body, &e); err != nil || e.Type != "error" || e.Error.Type != "rate_limit_error" {
+					t.Fatalf("not an Anthropic rate_limit_error body (%v): %s", err, body)
+				}
+				msg = e.Error.Message
+			} else {
+				msg = errorShape(t, body, typeBudget, "budget_exceeded")
+			}
+			// The refusal's usage event records the reservation: the estimate.
+			ev := a.events(t, i+1)[i]
+			if len(ev.Budgets) != 1 {
+				t.Fatalf("refusal event budgets %+v, want the one dept limit", ev.Budgets)
+			}
+			est := ev.Budgets[0].ReservedNanoUsd
+			if est <= 1_000 {
+				t.Fatalf("estimate %d nano-USD, want over the 1000 nano-USD limit", est)
+			}
+			want := map[string]string{
+				"X-Tollgate-Budget-Scope": "dept", "X-Tollgate-Budget-Value": "research", "X-Tollgate-Budget-Period": "day",
+				"X-Tollgate-Budget-Limit-Usd": "0.000001", "X-Tollgate-Budget-Spent-Usd": "0.00",
+				"X-Tollgate-Budget-Reserved-Usd": "0.00", "X-Tollgate-Budget-Held-Usd": "0.00",
+				"X-Tollgate-Budget-Estimate-Usd": pricing.FormatUSD(est),
+			}
+			for h, v := range want {
+				if got := resp.Header.Get(h); got != v {
+					t.Errorf("%s: %q, want %q", h, got, v)
+				}
+			}
+			wantMsg := `budget exceeded: dept "research" day limit 0.000001 USD: spent 0.00, reserved by requests in flight 0.00, this request's worst case ` + pricing.FormatUSD(est)
+			if msg != wantMsg {
+				t.Errorf("message\n %s\nwant\n %s", msg, wantMsg)
+			}
+		})
+	}
+}
+
 // TestBudgetClampsMaxTokens: a request without max_tokens near the limit is
 // clamped to what the budget still affords, and says so in a header.
 func TestBudgetClampsMaxTokens(t *testing.T) {

@@ -45,6 +45,9 @@ func run(args []string) error {
 	cfgPath := fs.String("config", "tollgate.yaml", "config file (uses its nats and budgets sections)")
 	natsURL := fs.String("nats", "", "NATS URL; overrides the config's nats.url")
 	webhook := fs.String("webhook", "", "URL that receives every budget alert as a JSON POST")
+	webhookFormat := fs.String("webhook-format", "json", "webhook body: json (the alert) or slack (a Slack incoming-webhook message)")
+	forecasts := fs.Bool("forecast-alerts", true, "alert once per limit and period when the spend projected at a day or month limit's end crosses the limit")
+	anomaly := fs.Float64("anomaly-factor", 0, "alert when a limited scope value's spend in the current hour is over this factor times its hourly rate of the last 7 days (0: off)")
 	metrics := fs.String("metrics", "", "address serving /metrics, e.g. 127.0.0.1:9102 (off when empty)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -93,10 +96,13 @@ func run(args []string) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	consumer, err := budget.NewConsumer(js, budget.ConsumerOptions{
-		Limits:     limits,
-		WebhookURL: *webhook,
-		Logger:     log,
-		Registerer: reg,
+		Limits:         limits,
+		WebhookURL:     *webhook,
+		WebhookFormat:  *webhookFormat,
+		ForecastAlerts: *forecasts,
+		AnomalyFactor:  *anomaly,
+		Logger:         log,
+		Registerer:     reg,
 	})
 	if err != nil {
 		return err

@@ -175,6 +175,7 @@ func setupBudgetShow(a *app, fs *flag.FlagSet) func([]string) error {
 			return err
 		}
 		var rows []budgetRow
+		days := map[scopeValue][]budget.DayTotal{}
 		for k := range keys.Keys() {
 			id, err := budget.ParseKey(k)
 			if err != nil {
@@ -187,9 +188,6 @@ func setupBudgetShow(a *app, fs *flag.FlagSet) func([]string) error {
 			if any := anyFilter(filters); any && (id.Scope == budget.ScopeGlobal || filters[id.Scope.String()] == nil || *filters[id.Scope.String()] == "") {
 				continue
 			}
-			if *period != "" && id.Period.String() != *period {
-				continue
-			}
 			e, err := kv.Get(ctx, k)
 			if err != nil {
 				continue
@@ -198,18 +196,36 @@ func setupBudgetShow(a *app, fs *flag.FlagSet) func([]string) error {
 			if proto.Unmarshal(e.Value(), &t) != nil {
 				continue
 			}
+			if id.Period == budget.PeriodDay {
+				sv := scopeValue{id.Scope, id.Value}
+				days[sv] = append(days[sv], budget.DayTotal{Day: id.Start, SpendNano: t.CostNanoUsd})
+			}
+			if *period != "" && id.Period.String() != *period {
+				continue
+			}
 			row := budgetRow{Scope: t.Scope, Value: t.Value, Period: t.Period, PeriodStart: t.PeriodStart,
 				SpendUSD: pricing.FormatUSD(t.CostNanoUsd), Requests: t.Requests, PromptTokens: t.PromptTokens,
-				CompletionTokens: t.CompletionTokens, AsOfSeq: t.AsOfSeq}
+				CompletionTokens: t.CompletionTokens, AsOfSeq: t.AsOfSeq, id: id, spend: t.CostNanoUsd, limit: -1}
 			for _, l := range limits {
 				if l.Scope == id.Scope && l.Period == id.Period && l.Matches(id.Value) {
 					row.LimitUSD = pricing.FormatUSD(l.AmountNano)
+					row.limit = l.AmountNano
 					if l.AmountNano > 0 {
 						row.Utilization = float64(t.CostNanoUsd) / float64(l.AmountNano)
 					}
 				}
 			}
 			rows = append(rows, row)
+		}
+		now := a.now()
+		current := budget.TotalID{Period: budget.PeriodDay, Start: int32(now.Unix() / 86400)}.PeriodStart()
+		currentMonth := now.UTC().Format("2006-01")
+		for i := range rows {
+			r := &rows[i]
+			if r.limit < 0 || r.Period == "day" && r.PeriodStart != current || r.Period == "month" && r.PeriodStart != currentMonth {
+				continue // no limit, or a past period: nothing to forecast
+			}
+			r.setForecast(budget.Project(r.limit, r.spend, r.id.PeriodEnd(), now, days[scopeValue{r.id.Scope, r.id.Value}]))
 		}
 		sort.Slice(rows, func(i, j int) bool {
 			a, b := rows[i], rows[j]
@@ -230,13 +246,13 @@ func setupBudgetShow(a *app, fs *flag.FlagSet) func([]string) error {
 			return enc.Encode(rows)
 		}
 		tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "SCOPE\tVALUE\tPERIOD\tSTART\tSPEND USD\tLIMIT USD\tUSED\tREQUESTS\tTOKENS IN\tTOKENS OUT")
+		fmt.Fprintln(tw, "SCOPE\tVALUE\tPERIOD\tSTART\tSPEND USD\tLIMIT USD\tUSED\tFORECAST\tREQUESTS\tTOKENS IN\tTOKENS OUT")
 		for _, r := range rows {
 			used := ""
 			if r.LimitUSD != "" {
 				used = fmt.Sprintf("%.1f%%", 100*r.Utilization)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\n", r.Scope, r.Value, r.Period, r.PeriodStart, r.SpendUSD, r.LimitUSD, used, r.Requests, r.PromptTokens, r.CompletionTokens)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\n", r.Scope, r.Value, r.Period, r.PeriodStart, r.SpendUSD, r.LimitUSD, used, r.forecastText(), r.Requests, r.PromptTokens, r.CompletionTokens)
 		}
 		return tw.Flush()
 	}
@@ -254,6 +270,52 @@ type budgetRow struct {
 	PromptTokens     uint64  `json:"prompt_tokens"`
 	CompletionTokens uint64  `json:"completion_tokens"`
 	AsOfSeq          uint64  `json:"as_of_seq"`
+	// The forecast of the limit (budget.Project), for a current period
+	// with a limit only.
+	RateUSDPerHour string `json:"rate_usd_per_hour,omitempty"`
+	ProjectedUSD   string `json:"projected_usd,omitempty"`
+	ExhaustsAt     string `json:"exhausts_at,omitempty"`
+	Crosses        bool   `json:"crosses,omitempty"`
+
+	id           budget.TotalID
+	spend, limit int64 // nano-USD; limit -1 when none applies
+}
+
+// scopeValue names the totals of one scope value, every period.
+type scopeValue struct {
+	scope budget.Scope
+	value string
+}
+
+func (r *budgetRow) setForecast(f budget.Forecast) {
+	r.RateUSDPerHour = pricing.FormatUSD(f.RateNanoPerHour)
+	if !r.id.PeriodEnd().IsZero() {
+		r.ProjectedUSD = pricing.FormatUSD(f.ProjectedNano)
+	}
+	if !f.ExhaustsAt.IsZero() {
+		r.ExhaustsAt = f.ExhaustsAt.UTC().Format(time.RFC3339)
+	}
+	r.Crosses = f.Crosses
+}
+
+// forecastText is the FORECAST column: "1.00/h, end 672.00, out
+// 2026-12-29T00:00:00Z", with "!" after the projection when it crosses the
+// limit.
+func (r *budgetRow) forecastText() string {
+	if r.RateUSDPerHour == "" {
+		return ""
+	}
+	s := r.RateUSDPerHour + "/h"
+	if r.ProjectedUSD != "" {
+		s += ", end " + r.ProjectedUSD
+		if r.Crosses {
+			s += "!"
+		}
+	}
+	if r.ExhaustsAt != "" {
+		s += ", out " + r.ExhaustsAt
+	}
+	return s
 }
 
 func anyFilter(f map[string]*string) bool {
