@@ -341,7 +341,10 @@ func TestConsumerExactlyOnce(t *testing.T) {
 				e.waitApplied(t, seq)
 				e.waitConsumed(t, Durable)
 				_ = stop()
-				run(t, newConsumer(t, e.js, ConsumerOptions{Batch: 7, Durable: "budget-replay"}))
+				// Several folds of 40 messages. Pull iterators of only a few
+				// messages (PullMaxMessages 14) were seen to stall under -race
+				// on a loaded machine, in the client, with messages pending.
+				run(t, newConsumer(t, e.js, ConsumerOptions{Batch: 40, Durable: "budget-replay"}))
 				e.waitConsumed(t, "budget-replay")
 			},
 		},
