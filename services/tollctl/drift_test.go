@@ -7,12 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/tollgate/tollgate/pkg/budget"
-	"github.com/tollgate/tollgate/pkg/natstest"
-	usagepkg "github.com/tollgate/tollgate/pkg/usage"
 	usagev1 "github.com/tollgate/tollgate/proto/tollgate/usage/v1"
 )
 
@@ -20,15 +17,8 @@ import (
 // `reconcile --by-scope` shows that event's cost as unapplied in every scope
 // it counts towards, and nothing in the others.
 func TestReconcileByScope(t *testing.T) {
-	ns := natstest.Start(t)
-	js, err := jetstream.New(natstest.Connect(t, ns))
-	if err != nil {
-		t.Fatal(err)
-	}
+	ns, js := startUsageStream(t)
 	ctx := context.Background()
-	if err := usagepkg.EnsureStream(ctx, js, usagepkg.StreamConfig{}); err != nil {
-		t.Fatal(err)
-	}
 	kv, err := budget.EnsureBucket(ctx, js, 1)
 	if err != nil {
 		t.Fatal(err)

@@ -15,8 +15,6 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/tollgate/tollgate/pkg/budget"
-	"github.com/tollgate/tollgate/pkg/natstest"
-	usagepkg "github.com/tollgate/tollgate/pkg/usage"
 	usagev1 "github.com/tollgate/tollgate/proto/tollgate/usage/v1"
 )
 
@@ -25,15 +23,8 @@ import (
 // flat total the stream cannot account for is kept; the dry run writes
 // nothing; the budget consumer then adds only new events.
 func TestBudgetMigrate(t *testing.T) {
-	ns := natstest.Start(t)
-	js, err := jetstream.New(natstest.Connect(t, ns))
-	if err != nil {
-		t.Fatal(err)
-	}
+	ns, js := startUsageStream(t)
 	ctx := context.Background()
-	if err := usagepkg.EnsureStream(ctx, js, usagepkg.StreamConfig{}); err != nil {
-		t.Fatal(err)
-	}
 	kv, err := budget.EnsureBucket(ctx, js, 1)
 	if err != nil {
 		t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/proto"
 
@@ -177,6 +178,20 @@ func askMock(t *testing.T, mockURL, content string) (prompt, completion uint64) 
 		t.Fatalf("mock answer %s: %v", raw, err)
 	}
 	return out.Usage.Prompt, out.Usage.Completion
+}
+
+// startUsageStream starts an embedded NATS server with the usage stream.
+func startUsageStream(t *testing.T) (*server.Server, jetstream.JetStream) {
+	t.Helper()
+	ns := natstest.Start(t)
+	js, err := jetstream.New(natstest.Connect(t, ns))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := usagepkg.EnsureStream(context.Background(), js, usagepkg.StreamConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	return ns, js
 }
 
 func publish(t *testing.T, js jetstream.JetStream, ev *usagev1.UsageEvent, msgID string) {

@@ -7,25 +7,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/tollgate/tollgate/pkg/natstest"
 	"github.com/tollgate/tollgate/pkg/replay"
 	usagepkg "github.com/tollgate/tollgate/pkg/usage"
 	usagev1 "github.com/tollgate/tollgate/proto/tollgate/usage/v1"
 )
 
 func TestReplayNDJSON(t *testing.T) {
-	ns := natstest.Start(t)
-	js, err := jetstream.New(natstest.Connect(t, ns))
-	if err != nil {
-		t.Fatal(err)
-	}
+	ns, js := startUsageStream(t)
 	ctx := context.Background()
-	if err := usagepkg.EnsureStream(ctx, js, usagepkg.StreamConfig{}); err != nil {
-		t.Fatal(err)
-	}
 	for i := range 5 {
 		b, _ := proto.Marshal(&usagev1.UsageEvent{EventId: fmt.Sprintf("e%d", i), Dept: "eng", ServedModel: "gpt-4o",
 			PromptTokens: 1_000_000, CostNanoUsd: 1, Timestamp: time.Now().UnixNano()})
