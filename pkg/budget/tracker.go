@@ -137,6 +137,7 @@ type Tracker struct {
 	startNames atomic.Pointer[periodStartNames]
 	seed       maphash.Seed
 	shards     [trackerShards]trackerShard
+	bindings   [bindShards]bindShard // binding.go
 
 	reserved [numScopes]atomic.Int64 // sum over the scope's total-period slots
 	maxAsOf  atomic.Uint64           // largest as_of_seq seen in any total
@@ -400,10 +401,10 @@ func (t *Tracker) Check(s Scopes, claims []Limit, estimateNano int64) error {
 // what a refill could draw, whichever is more.
 func (t *Tracker) Headroom(s Scopes, claims []Limit) (nano int64, limited bool) {
 	now := t.now().UnixNano()
-	starts := periodStarts(now)
-	t.eachLimit(&s, claims, func(l *Limit, v string, _ bool) bool {
+	b := t.bind(&s, periodStarts(now))
+	t.eachBound(b, &s, claims, func(l *Limit, _ string, _ TotalID, sl *slot, _ bool) bool {
 		left := l.AmountNano
-		if sl := t.lookup(TotalID{Scope: l.Scope, Value: v, Period: l.Period, Start: starts[l.Period]}); sl != nil {
+		if sl != nil {
 			left -= sl.spend.Load() + sl.reserved.Load()
 			if le := sl.lease.Load(); le != nil && t.leases != nil {
 				left = min(left, t.leaseHeadroom(le, l.AmountNano, now))
@@ -506,9 +507,7 @@ func (t *Tracker) checkReserved(s *Scopes, claims []Limit, ownNano int64, dst []
 	names := t.periodNames(starts)
 	var err error
 	var short shortLease
-	t.eachLimit(s, claims, func(l *Limit, v string, fromToken bool) bool {
-		id := TotalID{Scope: l.Scope, Value: v, Period: l.Period, Start: starts[l.Period]}
-		sl := t.lookup(id)
+	t.eachBound(t.bind(s, starts), s, claims, func(l *Limit, v string, id TotalID, sl *slot, fromToken bool) bool {
 		var spend, reserved int64
 		if sl != nil {
 			spend, reserved = sl.spend.Load(), sl.reserved.Load()
@@ -571,38 +570,46 @@ func (t *Tracker) used(id TotalID) int64 {
 // eachLimit calls f with every limit applying to s, the value it limits and
 // whether it came from claims, until f returns false.
 func (t *Tracker) eachLimit(s *Scopes, claims []Limit, f func(l *Limit, v string, fromToken bool) bool) {
-	ix := t.limits.Load()
-	for sc := range numScopes {
-		v := s.value(sc)
-		if sc != ScopeGlobal && v == "" {
-			continue
-		}
-		for i := range ix.star[sc] {
-			if !f(&ix.star[sc][i], v, false) {
-				return
-			}
-		}
-		if ls, ok := ix.exact[sc][v]; ok {
-			for i := range ls {
-				if !f(&ls[i], v, false) {
-					return
-				}
-			}
-		}
-		if m := ix.anyDept[sc]; m != nil {
-			ls := m[qualifiedName(v)]
-			for i := range ls {
-				if !f(&ls[i], v, false) {
-					return
-				}
-			}
-		}
+	if !eachConfigured(t.limits.Load(), s, func(l *Limit, v string) bool { return f(l, v, false) }) {
+		return
 	}
 	for i := range claims {
 		if v, ok := claims[i].appliesTo(s); ok && !f(&claims[i], v, true) {
 			return
 		}
 	}
+}
+
+// eachConfigured calls f with every limit of ix applying to s and the value
+// it limits, until f returns false; it returns false when f did.
+func eachConfigured(ix *limitIndex, s *Scopes, f func(l *Limit, v string) bool) bool {
+	for sc := range numScopes {
+		v := s.value(sc)
+		if sc != ScopeGlobal && v == "" {
+			continue
+		}
+		for i := range ix.star[sc] {
+			if !f(&ix.star[sc][i], v) {
+				return false
+			}
+		}
+		if ls, ok := ix.exact[sc][v]; ok {
+			for i := range ls {
+				if !f(&ls[i], v) {
+					return false
+				}
+			}
+		}
+		if m := ix.anyDept[sc]; m != nil {
+			ls := m[qualifiedName(v)]
+			for i := range ls {
+				if !f(&ls[i], v) {
+					return false
+				}
+			}
+		}
+	}
+	return true
 }
 
 // maxSlots is the most totals one request touches: 6 scopes x 3 periods.
@@ -613,13 +620,11 @@ const maxSlots = int(numScopes) * int(numPeriods)
 type Reservation struct {
 	t *Tracker
 
+	b *binding // the totals it holds amount on: b.slots[:b.n]
+
 	mu          sync.Mutex // guards the fields below
 	amount      int64
-	n           int
-	slots       [maxSlots]*slot
-	scopes      [maxSlots]Scope
-	periods     [maxSlots]Period
-	released    uint32 // bit i set: slots[i] no longer holds amount
+	released    uint32 // bit i set: b.slots[i] no longer holds amount
 	seq         uint64
 	coveredAt   int64 // unix ns when the watermark first passed seq, or 0
 	publishedAt int64
@@ -629,29 +634,23 @@ type Reservation struct {
 // (each scope value of s, and global, for day, month and total) until the
 // request's event is in those totals.
 func (t *Tracker) Reserve(s Scopes, estimateNano int64) *Reservation {
-	starts := periodStarts(t.now().UnixNano())
-	r := &Reservation{t: t, amount: estimateNano}
-	for sc := range numScopes {
-		v := s.value(sc)
-		if sc != ScopeGlobal && v == "" {
-			continue
+	b := t.bind(&s, periodStarts(t.now().UnixNano()))
+	r := &Reservation{t: t, b: b, amount: estimateNano}
+	for i := range b.n {
+		b.slots[i].reserved.Add(estimateNano)
+		if b.periods[i] == PeriodTotal {
+			t.reserved[b.scopes[i]].Add(estimateNano)
 		}
-		for p := range numPeriods {
-			sl := t.slotFor(TotalID{Scope: sc, Value: v, Period: p, Start: starts[p]})
-			sl.reserved.Add(estimateNano)
-			r.slots[r.n], r.scopes[r.n], r.periods[r.n] = sl, sc, p
-			r.n++
-		}
-		t.reserved[sc].Add(estimateNano)
 	}
 	return r
 }
 
 // adjust adds d to slot i's reservation. r.mu is held.
 func (r *Reservation) adjust(i int, d int64) {
-	r.slots[i].reserved.Add(d)
-	if r.periods[i] == PeriodTotal {
-		r.t.reserved[r.scopes[i]].Add(d)
+	b := r.b
+	b.slots[i].reserved.Add(d)
+	if b.periods[i] == PeriodTotal {
+		r.t.reserved[b.scopes[i]].Add(d)
 	}
 }
 
@@ -661,20 +660,20 @@ func (r *Reservation) adjust(i int, d int64) {
 func (r *Reservation) release(i int, applied bool) {
 	if r.released&(1<<i) == 0 {
 		r.released |= 1 << i
-		if applied && r.slots[i].lease.Load() != nil {
-			r.slots[i].drained.Add(r.amount) // leases only: no write shared by every request otherwise
+		if sl := r.b.slots[i]; applied && sl.lease.Load() != nil {
+			sl.drained.Add(r.amount) // leases only: no write shared by every request otherwise
 		}
 		r.adjust(i, -r.amount)
 	}
 }
 
-func (r *Reservation) done() bool { return r.released == 1<<r.n-1 }
+func (r *Reservation) done() bool { return r.released == 1<<r.b.n-1 }
 
 // Settle replaces the estimate by the request's actual cost.
 func (r *Reservation) Settle(actualNano int64) {
 	r.mu.Lock()
 	d := actualNano - r.amount
-	for i := range r.n {
+	for i := range r.b.n {
 		if r.released&(1<<i) == 0 {
 			r.adjust(i, d)
 		}
@@ -687,7 +686,7 @@ func (r *Reservation) Settle(actualNano int64) {
 // event will never be published.
 func (r *Reservation) Release() {
 	r.mu.Lock()
-	for i := range r.n {
+	for i := range r.b.n {
 		r.release(i, false)
 	}
 	r.mu.Unlock()
@@ -712,8 +711,8 @@ func (r *Reservation) Published(seq uint64) {
 
 // releaseCovered releases every slot whose total includes r.seq. r.mu is held.
 func (r *Reservation) releaseCovered() {
-	for i := range r.n {
-		if r.released&(1<<i) == 0 && r.slots[i].asOf.Load() >= r.seq {
+	for i := range r.b.n {
+		if r.released&(1<<i) == 0 && r.b.slots[i].asOf.Load() >= r.seq {
 			r.release(i, true)
 		}
 	}
@@ -738,7 +737,7 @@ func (t *Tracker) sweep(now int64) {
 			if r.coveredAt == 0 {
 				r.coveredAt = now
 			} else if now-r.coveredAt >= t.grace {
-				for i := range r.n {
+				for i := range r.b.n {
 					r.release(i, false)
 				}
 			}
