@@ -17,7 +17,6 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/tidwall/gjson"
 	"github.com/tollgate/tollgate/pkg/rawjson"
 	"github.com/valyala/fasthttp"
 )
@@ -197,10 +196,10 @@ func (e *UpstreamError) Error() string { return e.Message }
 // refused before it is validated.
 const MaxJSONDepth = 128
 
-// ValidJSON reports whether b is valid JSON nesting at most MaxJSONDepth.
-func ValidJSON(b []byte) bool {
-	return Shallow(b, MaxJSONDepth) && gjson.ValidBytes(b)
-}
+// ValidJSON reports whether b is valid JSON nesting at most MaxJSONDepth:
+// what encoding/json's Valid accepts (strings holding bytes that are not
+// UTF-8 included), in one pass.
+func ValidJSON(b []byte) bool { return rawjson.Valid(b, MaxJSONDepth) }
 
 // Shallow reports whether b nests arrays and objects at most max deep. It
 // tracks strings so brackets inside them do not count; it validates nothing

@@ -1,10 +1,10 @@
 package providers
 
 import (
+	"errors"
 	"fmt"
-	"unsafe"
 
-	"github.com/tidwall/gjson"
+	"github.com/tollgate/tollgate/pkg/rawjson"
 )
 
 // answerMember is the member each endpoint's success answer promises, an
@@ -16,30 +16,53 @@ var answerMember = [...]string{
 	Responses:   "output",
 }
 
-// CheckAnswer reports whether body, a valid JSON 200 answer relayed
-// without translation, has the shape endpoint e promises: an object with
-// its array member (choices for chat and completions, data for embeddings,
-// output for the Responses API). An upstream answering 200 with JSON of
-// another shape would otherwise reach the client as a success it cannot
-// read; the error wraps ErrMalformed (answered 502 upstream_malformed).
-func CheckAnswer(e Endpoint, body []byte) error {
-	member := "choices"
+// AnswerMember is the array member a success answer of endpoint e promises.
+func AnswerMember(e Endpoint) string {
 	if int(e) < len(answerMember) {
-		member = answerMember[e]
+		return answerMember[e]
 	}
-	return CheckMember(body, member)
+	return "choices"
+}
+
+// CheckAnswer reports whether body, a 200 answer relayed without
+// translation, is valid JSON with the shape endpoint e promises: an object
+// with its array member (choices for chat and completions, data for
+// embeddings, output for the Responses API). An upstream answering 200
+// with JSON of another shape would otherwise reach the client as a success
+// it cannot read; the error wraps ErrMalformed (answered 502
+// upstream_malformed).
+func CheckAnswer(e Endpoint, body []byte) error {
+	_, err := ScanAnswer(body, AnswerMember(e))
+	return err
 }
 
 // CheckMember is CheckAnswer for an answer of another API (Anthropic's
-// Messages API promises "content"): body must be an object with member as
-// an array.
+// Messages API promises "content"): body must be a JSON object with member
+// as an array.
 func CheckMember(body []byte, member string) error {
-	root := gjson.Parse(unsafe.String(unsafe.SliceData(body), len(body))) // no copy of the answer
-	if !root.IsObject() {
-		return fmt.Errorf("%w: the answer is not a JSON object", ErrMalformed)
+	_, err := ScanAnswer(body, member)
+	return err
+}
+
+// ScanAnswer is CheckMember that also returns the answer's usage member as
+// written ("" when it has none), in one pass over body: validity (as
+// ValidJSON: what encoding/json accepts, at most MaxJSONDepth deep), the
+// object, member and usage. A later reader parses only the usage object.
+func ScanAnswer(body []byte, member string) (usage string, err error) {
+	keys := [2]string{member, "usage"}
+	var fields [2]rawjson.Field
+	if err := rawjson.Scan(body, MaxJSONDepth, keys[:], fields[:]); err != nil {
+		switch {
+		case errors.Is(err, rawjson.ErrUTF8):
+			// encoding/json accepts it, and the answer is relayed as sent.
+		case errors.Is(err, rawjson.ErrNotObject):
+			return "", fmt.Errorf("%w: the answer is not a JSON object", ErrMalformed)
+		default:
+			return "", fmt.Errorf("%w: body is not JSON", ErrMalformed)
+		}
 	}
-	if !root.Get(member).IsArray() {
-		return fmt.Errorf("%w: the answer has no %q array", ErrMalformed, member)
+	if raw := fields[0].Raw; raw == "" || raw[0] != '[' {
+		return "", fmt.Errorf("%w: the answer has no %q array", ErrMalformed, member)
 	}
-	return nil
+	return fields[1].Raw, nil
 }

@@ -293,13 +293,11 @@ func sortEdits(e []edit) {
 // Response passes a valid body of the endpoint's shape through and reads
 // its usage.
 func (p *Provider) Response(_, body []byte, c *providers.Call) ([]byte, providers.Usage, error) {
-	if !providers.ValidJSON(body) {
-		return nil, providers.Usage{}, fmt.Errorf("provider %s: %w: body is not JSON", p.name, providers.ErrMalformed)
-	}
-	if err := providers.CheckAnswer(c.Endpoint, body); err != nil {
+	usage, err := providers.ScanAnswer(body, providers.AnswerMember(c.Endpoint))
+	if err != nil {
 		return nil, providers.Usage{}, fmt.Errorf("provider %s: %w", p.name, err)
 	}
-	return body, ParseUsage(gjson.Get(bytesString(body), "usage")), nil
+	return body, ParseUsage(gjson.Parse(usage)), nil
 }
 
 // ErrorMessage reads error.message (or a top-level message) of an error body.
