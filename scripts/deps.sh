@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs what the test suite needs on a fresh Debian machine, only when it
 # is missing: nats-server (integration tests), clickhouse-server (analytics
-# tests; the tests start their own throwaway server), protoc and
-# protoc-gen-go (the generated-code staleness test), and node and npm (the
+# tests; the tests start their own throwaway server), protoc,
+# protoc-gen-go and protoc-gen-go-vtproto (the generated-code staleness
+# test), and node and npm (the
 # agent framework tests in pkg/conformance, written for Node 20; Debian's own
 # nodejs package is the fallback when the machine has none). Needs root for apt-get; without root it
 # says what is missing and leaves it to you.
@@ -29,4 +30,8 @@ fi
 if ! command -v protoc-gen-go >/dev/null 2>&1 && [ ! -x "$(go env GOPATH)/bin/protoc-gen-go" ]; then
   echo "deps: installing protoc-gen-go"
   go install google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12
+fi
+if ! command -v protoc-gen-go-vtproto >/dev/null 2>&1 && [ ! -x "$(go env GOPATH)/bin/protoc-gen-go-vtproto" ]; then
+  echo "deps: installing protoc-gen-go-vtproto"
+  go install github.com/planetscale/vtprotobuf/cmd/protoc-gen-go-vtproto@v0.6.0
 fi

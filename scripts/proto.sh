@@ -24,6 +24,13 @@ if [ "$have" != "$want" ]; then
 	echo "proto.sh: installing protoc-gen-go $want (found: ${have:-none})" >&2
 	go install "google.golang.org/protobuf/cmd/protoc-gen-go@$want"
 fi
+# The fast marshal/size/unmarshal code the usage publisher and consumers use
+# (usage_vtproto.pb.go); its header names the generator version.
+vtproto=v0.6.0
+if ! command -v protoc-gen-go-vtproto >/dev/null 2>&1 || ! grep -q "protoc-gen-go-vtproto version: $vtproto" proto/tollgate/usage/v1/usage_vtproto.pb.go 2>/dev/null; then
+	echo "proto.sh: installing protoc-gen-go-vtproto $vtproto" >&2
+	go install "github.com/planetscale/vtprotobuf/cmd/protoc-gen-go-vtproto@$vtproto"
+fi
 
 mapfile -t files < <(cd proto && find . -name '*.proto' -printf '%P\n' | sort)
 if [ "${#files[@]}" -eq 0 ]; then
@@ -31,5 +38,6 @@ if [ "${#files[@]}" -eq 0 ]; then
 	exit 1
 fi
 
-protoc -I proto --go_out=proto --go_opt=paths=source_relative "${files[@]}"
-echo "proto.sh: generated ${#files[@]} file(s) with $(protoc --version), protoc-gen-go $want" >&2
+protoc -I proto --go_out=proto --go_opt=paths=source_relative \
+	--go-vtproto_out=proto --go-vtproto_opt=paths=source_relative,features=marshal+size+unmarshal "${files[@]}"
+echo "proto.sh: generated ${#files[@]} file(s) with $(protoc --version), protoc-gen-go $want, protoc-gen-go-vtproto $vtproto" >&2

@@ -2,9 +2,9 @@ package usage
 
 import (
 	"encoding/binary"
+	"slices"
 
 	"google.golang.org/protobuf/encoding/protowire"
-	"google.golang.org/protobuf/proto"
 
 	usagev1 "github.com/tollgate/tollgate/proto/tollgate/usage/v1"
 )
@@ -65,27 +65,26 @@ func appendBatchHead(b []byte, producer string, h batchHead) []byte {
 	return b
 }
 
-// eventSize is how many bytes appendEvent adds for ev. It leaves ev's size
-// cached in ev for appendEvent.
-func eventSize(ev *usagev1.UsageEvent) int {
-	return protowire.SizeTag(fieldEvents) + protowire.SizeBytes(proto.Size(ev))
+// eventSize is how many bytes appendEvent adds for an event whose encoding
+// takes n bytes (its SizeVT).
+func eventSize(n int) int {
+	return protowire.SizeTag(fieldEvents) + protowire.SizeBytes(n)
 }
 
-// cachedSize marshals a message whose size was just computed.
-var cachedSize = proto.MarshalOptions{UseCachedSize: true}
-
-// appendEvent appends ev as one element of a batch's events, after
-// eventSize(ev). On an error b is returned unchanged.
-func appendEvent(b []byte, ev *usagev1.UsageEvent) ([]byte, error) {
-	n := cachedSize.Size(ev)
+// appendEvent appends ev, whose encoding takes n bytes (ev.SizeVT()), as
+// one element of a batch's events. Events are encoded with the code
+// protoc-gen-go-vtproto generates (usage_vtproto.pb.go): the same bytes as
+// proto.Marshal, without its reflection tables, at several times its speed.
+// On an error b is returned unchanged.
+func appendEvent(b []byte, ev *usagev1.UsageEvent, n int) ([]byte, error) {
 	out := protowire.AppendTag(b, fieldEvents, protowire.BytesType)
 	out = protowire.AppendVarint(out, uint64(n))
 	mark := len(out)
-	out, err := cachedSize.MarshalAppend(out, ev)
-	if err == nil && len(out)-mark != n {
-		err = errSizeChanged
-	}
-	if err != nil {
+	out = slices.Grow(out, n)[:mark+n]
+	if w, err := ev.MarshalToSizedBufferVT(out[mark:]); err != nil || w != n {
+		if err == nil {
+			err = errSizeChanged
+		}
 		return b, err
 	}
 	return out, nil
@@ -96,9 +95,8 @@ func appendEvent(b []byte, ev *usagev1.UsageEvent) ([]byte, error) {
 func appendBatch(b []byte, producer string, bt *batch) (_ []byte, bad int) {
 	b = appendBatchHead(b, producer, bt.head)
 	for _, ev := range bt.events {
-		eventSize(ev)
 		var err error
-		if b, err = appendEvent(b, ev); err != nil {
+		if b, err = appendEvent(b, ev, ev.SizeVT()); err != nil {
 			bad++
 		}
 	}

@@ -346,11 +346,11 @@ func (r *runState) takeQueued(n int) int {
 // add appends ev to the batch being formed, forming the batch first when
 // ev would take it over BatchBytes.
 func (r *runState) add(ev *usagev1.UsageEvent, spool bool) {
-	n := eventSize(ev)
-	if len(r.batch) > 0 && maxBatchHead+len(r.body)+n > r.cfg.BatchBytes {
+	size := ev.SizeVT()
+	if len(r.batch) > 0 && maxBatchHead+len(r.body)+eventSize(size) > r.cfg.BatchBytes {
 		r.form(spool)
 	}
-	body, err := appendEvent(r.body, ev)
+	body, err := appendEvent(r.body, ev, size)
 	if err != nil {
 		r.p.dropped.Add(1)
 		r.p.log.Error("usage event dropped: cannot marshal", "event_id", ev.GetEventId(), "err", err)

@@ -13,12 +13,18 @@ import (
 // protoRoot is the proto/ directory, relative to this package.
 const protoRoot = "../../.."
 
-// TestGeneratedCodeIsCurrent regenerates usage.pb.go from usage.proto and
-// fails when the committed file differs: run scripts/proto.sh after editing
-// the schema. The protoc version line of the header is ignored so any protoc
-// release may regenerate; protoc-gen-go must match go.mod's protobuf module.
+// vtprotoFeatures are the protoc-gen-go-vtproto features generated (as
+// scripts/proto.sh passes them).
+const vtprotoFeatures = "marshal+size+unmarshal"
+
+// TestGeneratedCodeIsCurrent regenerates usage.pb.go and usage_vtproto.pb.go
+// from usage.proto and fails when a committed file differs: run
+// scripts/proto.sh after editing the schema. The protoc version line of the
+// header is ignored so any protoc release may regenerate; protoc-gen-go must
+// match go.mod's protobuf module, and usage_vtproto.pb.go names the
+// protoc-gen-go-vtproto version that made it (scripts/proto.sh installs it).
 func TestGeneratedCodeIsCurrent(t *testing.T) {
-	protoc, plugin := generators(t)
+	protoc, plugin, vtplugin := generators(t)
 
 	out := t.TempDir()
 	cmd := exec.Command(protoc,
@@ -26,27 +32,32 @@ func TestGeneratedCodeIsCurrent(t *testing.T) {
 		"--plugin=protoc-gen-go="+plugin,
 		"--go_out="+out,
 		"--go_opt=paths=source_relative",
+		"--plugin=protoc-gen-go-vtproto="+vtplugin,
+		"--go-vtproto_out="+out,
+		"--go-vtproto_opt=paths=source_relative,features="+vtprotoFeatures,
 		"tollgate/usage/v1/usage.proto")
 	if msg, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("protoc: %v\n%s", err, msg)
 	}
 
-	got, err := os.ReadFile(filepath.Join(out, "tollgate", "usage", "v1", "usage.pb.go"))
-	if err != nil {
-		t.Fatalf("read regenerated code: %v", err)
-	}
-	want, err := os.ReadFile("usage.pb.go")
-	if err != nil {
-		t.Fatalf("read committed code: %v", err)
-	}
-	if !bytes.Equal(withoutProtocVersion(got), withoutProtocVersion(want)) {
-		t.Fatalf("usage.pb.go is stale: run scripts/proto.sh and commit the result")
+	for _, name := range []string{"usage.pb.go", "usage_vtproto.pb.go"} {
+		got, err := os.ReadFile(filepath.Join(out, "tollgate", "usage", "v1", name))
+		if err != nil {
+			t.Fatalf("read regenerated code: %v", err)
+		}
+		want, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatalf("read committed code: %v", err)
+		}
+		if !bytes.Equal(withoutProtocVersion(got), withoutProtocVersion(want)) {
+			t.Errorf("%s is stale: run scripts/proto.sh and commit the result", name)
+		}
 	}
 }
 
-// generators finds protoc and a protoc-gen-go of the pinned version, or
-// skips the test (fails it when CI=true).
-func generators(t *testing.T) (protoc, plugin string) {
+// generators finds protoc, a protoc-gen-go of the pinned version and
+// protoc-gen-go-vtproto, or skips the test (fails it when CI=true).
+func generators(t *testing.T) (protoc, plugin, vtplugin string) {
 	t.Helper()
 	unavailable := func(format string, args ...any) {
 		t.Helper()
@@ -60,9 +71,13 @@ func generators(t *testing.T) (protoc, plugin string) {
 	if err != nil {
 		unavailable("protoc not found: install protobuf-compiler")
 	}
-	plugin = findPlugin()
+	plugin = findPlugin("protoc-gen-go")
 	if plugin == "" {
 		unavailable("protoc-gen-go not found: run scripts/proto.sh")
+	}
+	vtplugin = findPlugin("protoc-gen-go-vtproto")
+	if vtplugin == "" {
+		unavailable("protoc-gen-go-vtproto not found: run scripts/proto.sh")
 	}
 	have, err := exec.Command(plugin, "--version").Output()
 	if err != nil {
@@ -72,12 +87,12 @@ func generators(t *testing.T) (protoc, plugin string) {
 	if got := strings.TrimSpace(strings.TrimPrefix(string(have), "protoc-gen-go")); got != want {
 		unavailable("%s is %s, go.mod pins %s: run scripts/proto.sh", plugin, got, want)
 	}
-	return protoc, plugin
+	return protoc, plugin, vtplugin
 }
 
-// findPlugin returns protoc-gen-go from PATH, GOBIN or GOPATH/bin, or "".
-func findPlugin() string {
-	if p, err := exec.LookPath("protoc-gen-go"); err == nil {
+// findPlugin returns the program name from PATH, GOBIN or GOPATH/bin, or "".
+func findPlugin(name string) string {
+	if p, err := exec.LookPath(name); err == nil {
 		return p
 	}
 	dirs := []string{os.Getenv("GOBIN")}
@@ -88,7 +103,7 @@ func findPlugin() string {
 		if d == "" {
 			continue
 		}
-		p := filepath.Join(d, "protoc-gen-go")
+		p := filepath.Join(d, name)
 		if fi, err := os.Stat(p); err == nil && !fi.IsDir() {
 			return p
 		}
