@@ -120,21 +120,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, reload 
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	loader, err := chstore.NewLoader(store, js, chstore.LoaderOptions{
-		BatchSize:     *batchSize,
-		BatchInterval: *batchInterval,
-		LeaseReplicas: cfg.NATS.Replicas,
-		Logger:        log,
-		Registerer:    reg,
-	})
-	if err != nil {
-		return err
-	}
-
-	g, ctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return loader.Run(ctx) })
+	lo := chstore.LoaderOptions{BatchSize: *batchSize, BatchInterval: *batchInterval, LeaseReplicas: cfg.NATS.Replicas,
+		Logger: log, Registerer: reg}
 	limits := chstore.NewLimitWriter(log)
-	g.Go(func() error { return limits.Run(ctx, store) })
+	g, ctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return chstore.RunLoaders(ctx, store, js, lo, limits) })
 	g.Go(func() error {
 		if *cfgPath != "" {
 			setLimits(limits, cfg, log)
@@ -157,8 +147,6 @@ func run(ctx context.Context, args []string, getenv func(string) string, reload 
 			}
 		}
 	})
-	auditLoader := chstore.NewAuditLoader(store, js, 0, log)
-	g.Go(func() error { return auditLoader.Run(ctx) })
 	if *metrics != "" {
 		srv := &http.Server{Addr: *metrics, Handler: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
 			ReadHeaderTimeout: 5 * time.Second}
