@@ -58,7 +58,7 @@ const streamRetry = 2 * time.Second
 // both run their consumer with them.
 func RegisterAlertFlags(fs *flag.FlagSet, o *ConsumerOptions) {
 	fs.StringVar(&o.WebhookURL, "webhook", "", "URL that receives every budget alert as a JSON POST")
-	fs.StringVar(&o.WebhookFormat, "webhook-format", "json", "webhook body: json (the alert) or slack (a Slack incoming-webhook message)")
+	fs.StringVar(&o.WebhookFormat, "webhook-format", WebhookJSON, "webhook body: json (the alert) or slack (a Slack incoming-webhook message)")
 	fs.BoolVar(&o.ForecastAlerts, "forecast-alerts", true, "alert once per limit and period when the spend projected at a day or month limit's end crosses the limit")
 	fs.Float64Var(&o.AnomalyFactor, "anomaly-factor", 0, "alert when a limited scope value's spend in the current hour is over this factor times its hourly rate of the last 7 days (0: off)")
 }
@@ -88,4 +88,21 @@ func StartConsumer(ctx context.Context, g group, js jetstream.JetStream, o Consu
 		}
 	})
 	return nil
+}
+
+// AlertFlagSet returns the name of an alert flag (RegisterAlertFlags)
+// given on fs's command line (the first in name order), or "" when none
+// was: for a program that runs a consumer only with some other flag to
+// refuse them without it.
+func AlertFlagSet(fs *flag.FlagSet) string {
+	set := ""
+	fs.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "webhook", "webhook-format", "forecast-alerts", "anomaly-factor":
+			if set == "" {
+				set = f.Name
+			}
+		}
+	})
+	return set
 }
