@@ -22,8 +22,9 @@
 // The panel "Month-to-date spend against budget" compares each dept's
 // spend with the limits the gateways enforce: the config's budgets (scope
 // dept, period month; a dept without a limit of its own has the "*" one),
-// which the analytics service writes to the table budget_limits at start
-// and on every reload (SIGHUP). Panels read the view budget_limits_current
+// which the analytics service (or gateway -embed, built with -tags
+// clickhouse) writes to the table budget_limits at start and on every
+// reload. Panels read the view budget_limits_current
 // (the newest write of each limit, removed ones left out), never the
 // table; "Budget limits in force" lists it. Month-to-date means the UTC
 // calendar month of the end of the dashboard's time range, up to that end.
