@@ -339,8 +339,10 @@ func openStore(t *testing.T) *chstore.Store {
 // the analytics service writes them. The second changes eng's monthly
 // limit, drops sales' (sales then has the "*" limit) and adds limits of
 // other scopes and periods, which the dept panel must not read and the
-// forecast panel must: a "*/name" project limit, a "*" subject limit, a
-// key limit and one of a key without spend.
+// spend and forecast panel must: a "*/name" project limit, a "*" subject
+// limit, a key limit, one of a key without spend, and "*" total and day
+// limits of keys (k-erin, with spend in February only, is under the first
+// and not the second).
 var limitWrites = [][]chstore.Limit{
 	{
 		{Scope: "dept", Value: "eng", Period: "month", AmountNano: 5e9},
@@ -357,6 +359,8 @@ var limitWrites = [][]chstore.Limit{
 		{Scope: "subject", Value: "*", Period: "day", AmountNano: 750_000_000},
 		{Scope: "key", Value: "k-dave", Period: "month", AmountNano: 600_000_000},
 		{Scope: "key", Value: "k-none", Period: "day", AmountNano: 1e9},
+		{Scope: "key", Value: "*", Period: "total", AmountNano: 5e9},
+		{Scope: "key", Value: "*", Period: "day", AmountNano: 2e9},
 	},
 }
 
@@ -674,7 +678,7 @@ var checks = map[string]func(t *testing.T, f filter, rows []row){
 	"Budget limits in force": func(t *testing.T, _ filter, rows []row) {
 		// The last write's limits, each once, ordered by scope, value, period.
 		want := []string{"dept * month 2", "dept eng day 1", "dept eng month 10", "global - total 1000",
-			"key k-dave month 0.6", "key k-none day 1", "project */idx month 5", "subject * day 0.75", "team sales/crm month 3.5"}
+			"key * day 2", "key * total 5", "key k-dave month 0.6", "key k-none day 1", "project */idx month 5", "subject * day 0.75", "team sales/crm month 3.5"}
 		var got []string
 		for _, r := range rows {
 			got = append(got, fmt.Sprintf("%s %s %s %v", r.s("scope"), r.s("value"), r.s("period"), r.f("amount_usd")))
@@ -686,7 +690,7 @@ var checks = map[string]func(t *testing.T, f filter, rows []row){
 			t.Errorf("limits\n got %q\nwant %q", got, want)
 		}
 	},
-	"Budget forecast at period end": checkForecast,
+	"Budget spend and forecast": checkForecast,
 	"Tokens in/out": func(t *testing.T, f filter, rows []row) {
 		checkGroups(t, rows, group(f.events(), func(event) string { return "" }), func(row) string { return "" },
 			map[string]func(*sums) float64{"tokens_in": func(s *sums) float64 { return s.in }, "tokens_out": func(s *sums) float64 { return s.out }})
@@ -802,13 +806,15 @@ func sorted(t *testing.T, rows []row, col string) {
 // 2024-03-20, 6 hours before its day ends and 270 before its month does.
 var forecastAt = at("2024-03-20 18:00:00")
 
-// forecast is one row of the budget forecast panel, money in nano-USD.
+// forecast is one row of the budget spend and forecast panel, money in
+// nano-USD; projected is 0 for a total limit (no period end), as
+// budget.Project gives it.
 type forecast struct {
 	limit, spend, rate, projected int64
 	crosses                       bool
 }
 
-// forecastMidMonth is the forecast panel's answer at forecastAt, worked out
+// forecastMidMonth is the spend and forecast panel's answer at forecastAt, worked out
 // by hand from the seed and the last of limitWrites, keyed
 // "scope limit value period". The rate window is the 14th to the 20th.
 //   - eng: 7.350000001 USD this month, 0.6 today (e10); 2.6 in the window
@@ -826,6 +832,15 @@ type forecast struct {
 //     16th (17543859/h), 2*6/114 = 0.105263157; bob nothing in the window;
 //     carol 0.6 + 0.6*6/18 = 0.8, over 0.75; dave 0.5 + 0.5/3 = 0.666666666.
 //   - key k-none: a named limit without spend, listed with zeros.
+//   - total limits, all time up to forecastAt: global 14.862345679 (e7 in
+//     February too; e8 is after), 3.1 in the window since the 16th
+//     (27192982/h); each key with spend ever against "*" 5: k-alice-1 3.5
+//     (2.0 in the window since the 16th), k-alice-2 3.000000001, k-bob
+//     0.25 (its 15th costs nothing), k-carol 0.6 today, k-dave
+//     0.512345678, k-erin 7 in February, over the limit already.
+//   - keys against "*" day 2: the subjects' figures (k-alice-1 is alice's
+//     today, k-carol carol's, k-dave dave's); k-alice-2 and k-bob nothing in
+//     the window; k-erin not at all.
 var forecastMidMonth = map[string]forecast{
 	"dept eng eng month":             {10e9, 7_350_000_001, 22_807_017, 13_507_894_737, true},
 	"dept * eng month":               {2e9, 7_350_000_001, 22_807_017, 13_507_894_737, false},
@@ -839,13 +854,26 @@ var forecastMidMonth = map[string]forecast{
 	"subject * carol day":            {750_000_000, 600_000_000, 33_333_333, 800_000_000, true},
 	"subject * dave day":             {750_000_000, 500_000_000, 27_777_777, 666_666_666, false},
 	"key k-none k-none day":          {1e9, 0, 0, 0, false},
+	"global - - total":               {1000e9, 14_862_345_679, 27_192_982, 0, false},
+	"key * k-alice-1 total":          {5e9, 3_500_000_000, 17_543_859, 0, false},
+	"key * k-alice-2 total":          {5e9, 3_000_000_001, 0, 0, false},
+	"key * k-bob total":              {5e9, 250_000_000, 0, 0, false},
+	"key * k-carol total":            {5e9, 600_000_000, 33_333_333, 0, false},
+	"key * k-dave total":             {5e9, 512_345_678, 27_777_777, 0, false},
+	"key * k-erin total":             {5e9, 7_000_000_000, 0, 0, false},
+	"key * k-alice-1 day":            {2e9, 0, 17_543_859, 105_263_157, false},
+	"key * k-alice-2 day":            {2e9, 0, 0, 0, false},
+	"key * k-bob day":                {2e9, 0, 0, 0, false},
+	"key * k-carol day":              {2e9, 600_000_000, 33_333_333, 800_000_000, false},
+	"key * k-dave day":               {2e9, 500_000_000, 27_777_777, 666_666_666, false},
 }
 
 // projectSeed is pkg/budget's forecast (budget.Project, as the budget
-// service and tollctl compute it) at end of every row the forecast panel
-// must show: each day and month limit of the last of limitWrites with each
-// value it applies to that has seeded events in its month or rate window
-// up to end, and a named limit's own value in any case.
+// service and tollctl compute it) at end of every row the spend and
+// forecast panel must show: each limit of the last of limitWrites with each
+// value it applies to that has seeded events up to end (for a day or month
+// limit, events in its month or rate window), and a named limit's own
+// value in any case.
 func projectSeed(end time.Time) map[string]forecast {
 	starts := budget.PeriodStarts(end.UnixNano())
 	today := starts[budget.PeriodDay]
@@ -856,9 +884,10 @@ func projectSeed(end time.Time) map[string]forecast {
 		value string
 	}
 	days := map[scopeValue]map[int32]int64{}
+	recent := map[scopeValue]bool{}
 	for _, e := range seed {
 		d := int32(e.ts.Unix() / 86400)
-		if e.ts.After(end) || d < from {
+		if e.ts.After(end) {
 			continue
 		}
 		vs := budget.ScopeValues(e.key, e.subject, e.dept, e.team, e.project)
@@ -871,6 +900,7 @@ func projectSeed(end time.Time) map[string]forecast {
 				days[k] = map[int32]int64{}
 			}
 			days[k][d] += e.cost
+			recent[k] = recent[k] || d >= from
 		}
 	}
 	out := map[string]forecast{}
@@ -883,16 +913,13 @@ func projectSeed(end time.Time) map[string]forecast {
 		if err != nil {
 			panic(err)
 		}
-		if per == budget.PeriodTotal {
-			continue
-		}
 		bl := budget.Limit{Scope: sc, Value: l.Value, Period: per, AmountNano: l.AmountNano}
 		values := map[string]bool{}
 		if l.Value != budget.Star && !strings.HasPrefix(l.Value, "*/") {
 			values[l.Value] = true
 		}
 		for k := range days {
-			if k.scope == sc && bl.Matches(k.value) {
+			if k.scope == sc && bl.Matches(k.value) && (recent[k] || per == budget.PeriodTotal) {
 				values[k.value] = true
 			}
 		}
@@ -901,7 +928,7 @@ func projectSeed(end time.Time) map[string]forecast {
 			var totals []budget.DayTotal
 			for d, c := range days[scopeValue{sc, v}] {
 				totals = append(totals, budget.DayTotal{Day: d, SpendNano: c})
-				if d == today || (per == budget.PeriodMonth && d >= monthFirst) {
+				if per == budget.PeriodTotal || d == today || (per == budget.PeriodMonth && d >= monthFirst) {
 					spent += c
 				}
 			}
@@ -927,8 +954,17 @@ func checkForecast(t *testing.T, f filter, rows []row) {
 		if _, dup := got[k]; dup {
 			t.Errorf("row %q twice", k)
 		}
-		got[k] = forecast{nano(r.f("limit_usd")), nano(r.f("spend_usd")), nano(r.f("rate_usd_per_hour")), nano(r.f("projected_usd")), r.f("crosses") == 1}
-		near(t, k+" projected_pct", r.f("projected_pct"), 100*r.f("projected_usd")/r.f("limit_usd"))
+		var projected int64
+		if r.s("period") == "total" {
+			if r["projected_usd"] != nil || r["projected_pct"] != nil {
+				t.Errorf("row %q: projected %v (%v%%), want none: a total limit's period does not end", k, r["projected_usd"], r["projected_pct"])
+			}
+		} else {
+			projected = nano(r.f("projected_usd"))
+			near(t, k+" projected_pct", r.f("projected_pct"), 100*r.f("projected_usd")/r.f("limit_usd"))
+		}
+		got[k] = forecast{nano(r.f("limit_usd")), nano(r.f("spend_usd")), nano(r.f("rate_usd_per_hour")), projected, r.f("crosses") == 1}
+		near(t, k+" used_pct", r.f("used_pct"), 100*r.f("spend_usd")/r.f("limit_usd"))
 		if i > 0 && r.f("crosses") > rows[i-1].f("crosses") {
 			t.Errorf("row %q: crossing rows not first", k)
 		}

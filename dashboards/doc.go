@@ -5,8 +5,8 @@
 //   - spend-by-department.json, "Spend by department": spend over time per
 //     dept, month-to-date spend against budget, top teams, projects,
 //     subjects, keys and models by cost, tokens in/out, cost per 1k
-//     requests, the budget limits in force, the budget forecast at period
-//     end; variables dept, team, model (multi-value, All).
+//     requests, the budget limits in force, every limit's spend and
+//     forecast; variables dept, team, model (multi-value, All).
 //   - gateway-traffic.json, "Gateway traffic": requests by provider, errors
 //     by type, fallbacks and retries, time to first token and gateway
 //     overhead p50/p99 per provider, and the recent operator changes
@@ -30,15 +30,18 @@
 // calendar month of the end of the dashboard's time range, up to that end.
 // Limits signed into tokens are per token and not in ClickHouse.
 //
-// The panel "Budget forecast at period end" gives every day and month limit
-// of budget_limits_current, of every scope, with each value it applies to
-// (a "*" or "*/name" limit: every matching value with spend in the period
-// or the rate window), its spend so far, rate and projected spend at the
-// period's end, as of the end of the time range, by the method of
-// pkg/budget's Project (the budget service's forecast alerts and tollctl
-// budget show): rate = spend since 00:00 UTC six days before that day (or
-// the first day with spend, when later) over the time elapsed, at least an
-// hour; projected = spend + rate x time left. Its integer nano-USD
+// The panel "Budget spend and forecast" gives every limit of
+// budget_limits_current, of every scope and period, with each value it
+// applies to (a "*" or "*/name" limit: every matching value with spend in
+// the period, or for a day or month limit in the rate window), its spend so
+// far in the period (all time for a total limit), rate and, for day and
+// month limits, projected spend at the period's end, as of the end of the
+// time range, by the method of pkg/budget's Project (the budget service's
+// forecast alerts and tollctl budget show): rate = spend since 00:00 UTC six
+// days before that day (or the first day with spend, when later) over the
+// time elapsed, at least an hour; projected = spend + rate x time left. A
+// scope with a total limit is read from its first event; the others from
+// the earlier of the month's and the rate window's start. Its integer nano-USD
 // arithmetic is done in SQL (days as intDiv(toUInt32(ts), 86400), so no
 // time zone is involved) and only the results are divided into USD; the test
 // compares every row with Project on the seeded day totals, and the
