@@ -37,15 +37,16 @@
 // far in the period (all time for a total limit), rate and, for day and
 // month limits, projected spend at the period's end, as of the end of the
 // time range, by the method of pkg/budget's Project (the budget service's
-// forecast alerts and tollctl budget show): rate = spend since 00:00 UTC six
-// days before that day (or the first day with spend, when later) over the
-// time elapsed, at least an hour; projected = spend + rate x time left. A
-// scope with a total limit is read from its first event; the others from
-// the earlier of the month's and the rate window's start. Its integer nano-USD
-// arithmetic is done in SQL (days as intDiv(toUInt32(ts), 86400), so no
-// time zone is involved) and only the results are divided into USD; the test
-// compares every row with Project on the seeded day totals, and the
-// mid-month case with figures worked out by hand.
+// forecast alerts and tollctl budget show): rate = spend since 00:00 UTC
+// six days before that day (or the first day with spend, when later) over
+// the time elapsed, at least an hour; projected = spend + rate x time left.
+// A scope with a total limit is read from its first event, the others from
+// the earlier of the month's and the rate window's start. The arithmetic is
+// integer nano-USD in SQL, days as intDiv(toUInt32(ts), 86400) so that no
+// time zone is involved (exact, where Project saturates, while a value's
+// rate-window spend stays under about 12 million USD); only the results are
+// divided into USD. The test compares every row with Project on the seeded
+// day totals, and the mid-month case with figures worked out by hand.
 //
 // # SQL
 //
