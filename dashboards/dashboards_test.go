@@ -19,6 +19,7 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
+	"github.com/tollgate/tollgate/pkg/budget"
 	"github.com/tollgate/tollgate/pkg/chstore"
 	"github.com/tollgate/tollgate/pkg/chtest"
 )
@@ -207,6 +208,12 @@ var seed = []event{
 	{id: "e6", key: "k-dave", subject: "dave", dept: "sales", team: "crm", project: "leads", model: "gpt-4o-mini", provider: "openai", ts: at("2024-03-20 14:00:00"), cost: 500_000_000, in: 100, out: 10, status: 429, overhead: 200, attempts: 1},
 	{id: "e7", key: "k-erin", subject: "erin", dept: "sales", team: "crm", project: "leads", model: "gpt-4o-mini", provider: "openai", ts: at("2024-02-28 23:59:59"), cost: 7_000_000_000, in: 5, out: 5, status: 200, overhead: 100, attempts: 1},
 	{id: "e8", key: "k-alice-1", subject: "alice", dept: "eng", team: "platform", project: "gw", model: "gpt-4o", provider: "openai", ts: at("2024-04-01 00:00:00"), cost: 9_000_000_000, in: 5, out: 5, status: 200, overhead: 100, attempts: 1},
+	// The forecast's last 7 days before forecastAt: eng spends on the
+	// 16th and the 20th, sales (e6) on the 20th; eng's failed request of
+	// the 15th costs nothing, so its rate window still starts on the 16th.
+	{id: "e9", key: "k-alice-1", subject: "alice", dept: "eng", team: "platform", project: "gw", model: "gpt-4o", provider: "openai", ts: at("2024-03-16 08:00:00"), cost: 2_000_000_000, in: 700, out: 100, status: 200, overhead: 350, attempts: 1},
+	{id: "e11", key: "k-bob", subject: "bob", dept: "eng", team: "platform", project: "gw", model: "gpt-4o", provider: "openai", ts: at("2024-03-15 12:00:00"), status: 500, overhead: 150, attempts: 1},
+	{id: "e10", key: "k-carol", subject: "carol", dept: "eng", team: "search", project: "idx", model: "claude-sonnet", provider: "anthropic", ts: at("2024-03-20 09:30:00"), cost: 600_000_000, in: 900, out: 300, status: 200, stream: true, ttft: 250_000, overhead: 650, attempts: 1},
 }
 
 var (
@@ -331,7 +338,11 @@ func openStore(t *testing.T) *chstore.Store {
 // limitWrites are two successive configs' budget limits, written the way
 // the analytics service writes them. The second changes eng's monthly
 // limit, drops sales' (sales then has the "*" limit) and adds limits of
-// other scopes and periods, which the dept panel must not read.
+// other scopes and periods, which the dept panel must not read and the
+// spend and forecast panel must: a "*/name" project limit, a "*" subject
+// limit, a key limit, one of a key without spend, and "*" total and day
+// limits of keys (k-erin, with spend in February only, is under the first
+// and not the second).
 var limitWrites = [][]chstore.Limit{
 	{
 		{Scope: "dept", Value: "eng", Period: "month", AmountNano: 5e9},
@@ -344,6 +355,12 @@ var limitWrites = [][]chstore.Limit{
 		{Scope: "dept", Value: "eng", Period: "day", AmountNano: 1e9},
 		{Scope: "team", Value: "sales/crm", Period: "month", AmountNano: 3_500_000_000},
 		{Scope: "global", Value: "", Period: "total", AmountNano: 1000e9},
+		{Scope: "project", Value: "*/idx", Period: "month", AmountNano: 5e9},
+		{Scope: "subject", Value: "*", Period: "day", AmountNano: 750_000_000},
+		{Scope: "key", Value: "k-dave", Period: "month", AmountNano: 600_000_000},
+		{Scope: "key", Value: "k-none", Period: "day", AmountNano: 1e9},
+		{Scope: "key", Value: "*", Period: "total", AmountNano: 5e9},
+		{Scope: "key", Value: "*", Period: "day", AmountNano: 2e9},
 	},
 }
 
@@ -387,13 +404,22 @@ func seedAudit(ctx context.Context, t *testing.T, conn driver.Conn) {
 	}
 }
 
-// filter selects seeded events for one set of variable values.
+// filter selects seeded events for one set of variable values and the end
+// of the time range.
 type filter struct {
-	dept, provider string // "" = All
+	dept, provider string    // "" = All
+	to             time.Time // the range's end; zero: rangeTo
+}
+
+func (f filter) end() time.Time {
+	if f.to.IsZero() {
+		return rangeTo
+	}
+	return f.to
 }
 
 func (f filter) in(e event) bool {
-	if e.ts.Before(rangeFrom) || e.ts.After(rangeTo) {
+	if e.ts.Before(rangeFrom) || e.ts.After(f.end()) {
 		return false
 	}
 	return (f.dept == "" || e.dept == f.dept) && (f.provider == "" || e.provider == f.provider)
@@ -421,6 +447,7 @@ func TestPanels(t *testing.T) {
 		{"spend all", "spend-by-department.json", nil, filter{}},
 		{"spend eng", "spend-by-department.json", map[string][]string{"dept": {"eng"}}, filter{dept: "eng"}},
 		{"spend sales", "spend-by-department.json", map[string][]string{"dept": {"sales"}}, filter{dept: "sales"}},
+		{"spend mid-month", "spend-by-department.json", nil, filter{to: forecastAt}},
 		{"traffic all", "gateway-traffic.json", nil, filter{}},
 		{"traffic anthropic", "gateway-traffic.json", map[string][]string{"provider": {"anthropic"}}, filter{provider: "anthropic"}},
 	}
@@ -434,7 +461,7 @@ func TestPanels(t *testing.T) {
 			covered[tc.file] = true
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			e := &expander{from: rangeFrom, to: rangeTo, interval: 86400, vars: map[string][]string{}}
+			e := &expander{from: rangeFrom, to: tc.f.end(), interval: 86400, vars: map[string][]string{}}
 			resolveVars(ctx, t, s.Conn(), d, e, tc.selected)
 			for _, p := range flatPanels(d.Panels) {
 				t.Run(p.Title, func(t *testing.T) {
@@ -597,7 +624,7 @@ var checks = map[string]func(t *testing.T, f filter, rows []row){
 	"Spend over time by department": func(t *testing.T, f filter, rows []row) {
 		for _, r := range rows {
 			ts, ok := r["time"].(time.Time)
-			if !ok || ts.Before(rangeFrom) || ts.After(rangeTo) {
+			if !ok || ts.Before(rangeFrom) || ts.After(f.end()) {
 				t.Errorf("time %v outside the range", r["time"])
 			}
 		}
@@ -605,7 +632,7 @@ var checks = map[string]func(t *testing.T, f filter, rows []row){
 			func(r row) string { return r.s("dept") }, map[string]func(*sums) float64{"spend_usd": costCol})
 	},
 	"Month-to-date spend against budget": func(t *testing.T, f filter, rows []row) {
-		// The month of rangeTo, up to rangeTo: all of the range here.
+		// The month of the range's end, up to it: all of the range here.
 		want := group(f.events(), func(e event) string { return e.dept })
 		// eng's own limit as last written; sales' was removed, so "*".
 		limits := map[string]float64{"eng": 10, "sales": 2}
@@ -650,7 +677,8 @@ var checks = map[string]func(t *testing.T, f filter, rows []row){
 	},
 	"Budget limits in force": func(t *testing.T, _ filter, rows []row) {
 		// The last write's limits, each once, ordered by scope, value, period.
-		want := []string{"dept * month 2", "dept eng day 1", "dept eng month 10", "global - total 1000", "team sales/crm month 3.5"}
+		want := []string{"dept * month 2", "dept eng day 1", "dept eng month 10", "global - total 1000",
+			"key * day 2", "key * total 5", "key k-dave month 0.6", "key k-none day 1", "project */idx month 5", "subject * day 0.75", "team sales/crm month 3.5"}
 		var got []string
 		for _, r := range rows {
 			got = append(got, fmt.Sprintf("%s %s %s %v", r.s("scope"), r.s("value"), r.s("period"), r.f("amount_usd")))
@@ -662,6 +690,7 @@ var checks = map[string]func(t *testing.T, f filter, rows []row){
 			t.Errorf("limits\n got %q\nwant %q", got, want)
 		}
 	},
+	"Budget spend and forecast": checkForecast,
 	"Tokens in/out": func(t *testing.T, f filter, rows []row) {
 		checkGroups(t, rows, group(f.events(), func(event) string { return "" }), func(row) string { return "" },
 			map[string]func(*sums) float64{"tokens_in": func(s *sums) float64 { return s.in }, "tokens_out": func(s *sums) float64 { return s.out }})
@@ -770,5 +799,181 @@ func sorted(t *testing.T, rows []row, col string) {
 		if rows[i].f(col) > rows[i-1].f(col) {
 			t.Errorf("rows not in descending %s order", col)
 		}
+	}
+}
+
+// forecastAt is the end of the "spend mid-month" range: 18:00 UTC on
+// 2024-03-20, 6 hours before its day ends and 270 before its month does.
+var forecastAt = at("2024-03-20 18:00:00")
+
+// forecast is one row of the budget spend and forecast panel, money in
+// nano-USD; projected is 0 for a total limit (no period end), as
+// budget.Project gives it.
+type forecast struct {
+	limit, spend, rate, projected int64
+	crosses                       bool
+}
+
+// forecastMidMonth is the spend and forecast panel's answer at forecastAt, worked out
+// by hand from the seed and the last of limitWrites, keyed
+// "scope limit value period". The rate window is the 14th to the 20th.
+//   - eng: 7.350000001 USD this month, 0.6 today (e10); 2.6 in the window
+//     since its first day with spend, the 16th, 4 days 18 hours ago:
+//     2.6/114 h = 22807017 nano-USD/h. Month: 7.350000001 + 2.6*270/114 =
+//     13.507894737 (6157894736.8 added, rounded down), over eng's 10 while
+//     the spend is not; over the "*" 2 already. Day: 0.6 + 2.6*6/114 =
+//     0.736842105, under 1.
+//   - sales, its team crm and its key k-dave: 0.512345678 this month, the
+//     window's spend all today (e6, 0.5 over 18 h: 27777777/h); month:
+//     0.512345678 + 0.5*270/18 = 8.012345678, over 2, 3.5 and 0.6.
+//   - project eng/idx (the "*/idx" limit): 3.600000001 this month, 0.6 today
+//     over 18 h (33333333/h); month 3.600000001 + 0.6*15 = 12.600000001.
+//   - subjects ("*" day 0.75), today: alice 0, 2.0 in the window since the
+//     16th (17543859/h), 2*6/114 = 0.105263157; bob nothing in the window;
+//     carol 0.6 + 0.6*6/18 = 0.8, over 0.75; dave 0.5 + 0.5/3 = 0.666666666.
+//   - key k-none: a named limit without spend, listed with zeros.
+//   - total limits, all time up to forecastAt: global 14.862345679 (e7 in
+//     February too; e8 is after), 3.1 in the window since the 16th
+//     (27192982/h); each key with spend ever against "*" 5: k-alice-1 3.5
+//     (2.0 in the window since the 16th), k-alice-2 3.000000001, k-bob
+//     0.25 (its 15th costs nothing), k-carol 0.6 today, k-dave
+//     0.512345678, k-erin 7 in February, over the limit already.
+//   - keys against "*" day 2: the subjects' figures (k-alice-1 is alice's
+//     today, k-carol carol's, k-dave dave's); k-alice-2 and k-bob nothing in
+//     the window; k-erin not at all.
+var forecastMidMonth = map[string]forecast{
+	"dept eng eng month":             {10e9, 7_350_000_001, 22_807_017, 13_507_894_737, true},
+	"dept * eng month":               {2e9, 7_350_000_001, 22_807_017, 13_507_894_737, false},
+	"dept eng eng day":               {1e9, 600_000_000, 22_807_017, 736_842_105, false},
+	"dept * sales month":             {2e9, 512_345_678, 27_777_777, 8_012_345_678, true},
+	"team sales/crm sales/crm month": {3_500_000_000, 512_345_678, 27_777_777, 8_012_345_678, true},
+	"key k-dave k-dave month":        {600_000_000, 512_345_678, 27_777_777, 8_012_345_678, true},
+	"project */idx eng/idx month":    {5e9, 3_600_000_001, 33_333_333, 12_600_000_001, true},
+	"subject * alice day":            {750_000_000, 0, 17_543_859, 105_263_157, false},
+	"subject * bob day":              {750_000_000, 0, 0, 0, false},
+	"subject * carol day":            {750_000_000, 600_000_000, 33_333_333, 800_000_000, true},
+	"subject * dave day":             {750_000_000, 500_000_000, 27_777_777, 666_666_666, false},
+	"key k-none k-none day":          {1e9, 0, 0, 0, false},
+	"global - - total":               {1000e9, 14_862_345_679, 27_192_982, 0, false},
+	"key * k-alice-1 total":          {5e9, 3_500_000_000, 17_543_859, 0, false},
+	"key * k-alice-2 total":          {5e9, 3_000_000_001, 0, 0, false},
+	"key * k-bob total":              {5e9, 250_000_000, 0, 0, false},
+	"key * k-carol total":            {5e9, 600_000_000, 33_333_333, 0, false},
+	"key * k-dave total":             {5e9, 512_345_678, 27_777_777, 0, false},
+	"key * k-erin total":             {5e9, 7_000_000_000, 0, 0, false},
+	"key * k-alice-1 day":            {2e9, 0, 17_543_859, 105_263_157, false},
+	"key * k-alice-2 day":            {2e9, 0, 0, 0, false},
+	"key * k-bob day":                {2e9, 0, 0, 0, false},
+	"key * k-carol day":              {2e9, 600_000_000, 33_333_333, 800_000_000, false},
+	"key * k-dave day":               {2e9, 500_000_000, 27_777_777, 666_666_666, false},
+}
+
+// projectSeed is pkg/budget's forecast (budget.Project, as the budget
+// service and tollctl compute it) at end of every row the spend and
+// forecast panel must show: each limit of the last of limitWrites with each
+// value it applies to that has seeded events up to end (for a day or month
+// limit, events in its month or rate window), and a named limit's own
+// value in any case.
+func projectSeed(end time.Time) map[string]forecast {
+	starts := budget.PeriodStarts(end.UnixNano())
+	today := starts[budget.PeriodDay]
+	monthFirst := int32(time.Date(end.Year(), end.Month(), 1, 0, 0, 0, 0, time.UTC).Unix() / 86400)
+	from := min(today-(budget.ForecastWindowDays-1), monthFirst)
+	type scopeValue struct {
+		scope budget.Scope
+		value string
+	}
+	days := map[scopeValue]map[int32]int64{}
+	recent := map[scopeValue]bool{}
+	for _, e := range seed {
+		d := int32(e.ts.Unix() / 86400)
+		if e.ts.After(end) {
+			continue
+		}
+		vs := budget.ScopeValues(e.key, e.subject, e.dept, e.team, e.project)
+		for sc := range budget.NumScopes {
+			k := scopeValue{budget.Scope(sc), vs[sc]}
+			if k.value == "" && k.scope != budget.ScopeGlobal {
+				continue
+			}
+			if days[k] == nil {
+				days[k] = map[int32]int64{}
+			}
+			days[k][d] += e.cost
+			recent[k] = recent[k] || d >= from
+		}
+	}
+	out := map[string]forecast{}
+	for _, l := range limitWrites[len(limitWrites)-1] {
+		sc, err := budget.ParseScope(l.Scope)
+		if err != nil {
+			panic(err)
+		}
+		per, err := budget.ParsePeriod(l.Period)
+		if err != nil {
+			panic(err)
+		}
+		bl := budget.Limit{Scope: sc, Value: l.Value, Period: per, AmountNano: l.AmountNano}
+		values := map[string]bool{}
+		if l.Value != budget.Star && !strings.HasPrefix(l.Value, "*/") {
+			values[l.Value] = true
+		}
+		for k := range days {
+			if k.scope == sc && bl.Matches(k.value) && (recent[k] || per == budget.PeriodTotal) {
+				values[k.value] = true
+			}
+		}
+		for v := range values {
+			var spent int64
+			var totals []budget.DayTotal
+			for d, c := range days[scopeValue{sc, v}] {
+				totals = append(totals, budget.DayTotal{Day: d, SpendNano: c})
+				if per == budget.PeriodTotal || d == today || (per == budget.PeriodMonth && d >= monthFirst) {
+					spent += c
+				}
+			}
+			id := budget.TotalID{Scope: sc, Value: v, Period: per, Start: starts[per]}
+			f := budget.Project(l.AmountNano, spent, id.PeriodEnd(), end, totals)
+			lv, vv := l.Value, v
+			if sc == budget.ScopeGlobal {
+				lv, vv = "-", "-"
+			}
+			out[strings.Join([]string{l.Scope, lv, vv, l.Period}, " ")] = forecast{l.AmountNano, spent, f.RateNanoPerHour, f.ProjectedNano, f.Crosses}
+		}
+	}
+	return out
+}
+
+// nano is a panel's USD figure back in nano-USD.
+func nano(usd float64) int64 { return int64(math.Round(usd * 1e9)) }
+
+func checkForecast(t *testing.T, f filter, rows []row) {
+	got := map[string]forecast{}
+	for i, r := range rows {
+		k := strings.Join([]string{r.s("scope"), r.s("limit_value"), r.s("value"), r.s("period")}, " ")
+		if _, dup := got[k]; dup {
+			t.Errorf("row %q twice", k)
+		}
+		var projected int64
+		if r.s("period") == "total" {
+			if r["projected_usd"] != nil || r["projected_pct"] != nil {
+				t.Errorf("row %q: projected %v (%v%%), want none: a total limit's period does not end", k, r["projected_usd"], r["projected_pct"])
+			}
+		} else {
+			projected = nano(r.f("projected_usd"))
+			near(t, k+" projected_pct", r.f("projected_pct"), 100*r.f("projected_usd")/r.f("limit_usd"))
+		}
+		got[k] = forecast{nano(r.f("limit_usd")), nano(r.f("spend_usd")), nano(r.f("rate_usd_per_hour")), projected, r.f("crosses") == 1}
+		near(t, k+" used_pct", r.f("used_pct"), 100*r.f("spend_usd")/r.f("limit_usd"))
+		if i > 0 && r.f("crosses") > rows[i-1].f("crosses") {
+			t.Errorf("row %q: crossing rows not first", k)
+		}
+	}
+	want := projectSeed(f.end())
+	if f.to.Equal(forecastAt) && !reflect.DeepEqual(want, forecastMidMonth) {
+		t.Errorf("budget.Project on the seed disagrees with the figures worked out by hand\n got %v\nwant %v", want, forecastMidMonth)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("forecast rows\n got %v\nwant %v", got, want)
 	}
 }

@@ -5,8 +5,8 @@
 //   - spend-by-department.json, "Spend by department": spend over time per
 //     dept, month-to-date spend against budget, top teams, projects,
 //     subjects, keys and models by cost, tokens in/out, cost per 1k
-//     requests, the budget limits in force; variables dept, team, model
-//     (multi-value, All).
+//     requests, the budget limits in force, every limit's spend and
+//     forecast; variables dept, team, model (multi-value, All).
 //   - gateway-traffic.json, "Gateway traffic": requests by provider, errors
 //     by type, fallbacks and retries, time to first token and gateway
 //     overhead p50/p99 per provider, and the recent operator changes
@@ -22,12 +22,31 @@
 // The panel "Month-to-date spend against budget" compares each dept's
 // spend with the limits the gateways enforce: the config's budgets (scope
 // dept, period month; a dept without a limit of its own has the "*" one),
-// which the analytics service writes to the table budget_limits at start
-// and on every reload (SIGHUP). Panels read the view budget_limits_current
+// which the analytics service (or gateway -embed, built with -tags
+// clickhouse) writes to the table budget_limits at start and on every
+// reload. Panels read the view budget_limits_current
 // (the newest write of each limit, removed ones left out), never the
 // table; "Budget limits in force" lists it. Month-to-date means the UTC
 // calendar month of the end of the dashboard's time range, up to that end.
 // Limits signed into tokens are per token and not in ClickHouse.
+//
+// The panel "Budget spend and forecast" gives every limit of
+// budget_limits_current, of every scope and period, with each value it
+// applies to (a "*" or "*/name" limit: every matching value with spend in
+// the period, or for a day or month limit in the rate window), its spend so
+// far in the period (all time for a total limit), rate and, for day and
+// month limits, projected spend at the period's end, as of the end of the
+// time range, by the method of pkg/budget's Project (the budget service's
+// forecast alerts and tollctl budget show): rate = spend since 00:00 UTC
+// six days before that day (or the first day with spend, when later) over
+// the time elapsed, at least an hour; projected = spend + rate x time left.
+// A scope with a total limit is read from its first event, the others from
+// the earlier of the month's and the rate window's start. The arithmetic is
+// integer nano-USD in SQL, days as intDiv(toUInt32(ts), 86400) so that no
+// time zone is involved (exact, where Project saturates, while a value's
+// rate-window spend stays under about 12 million USD); only the results are
+// divided into USD. The test compares every row with Project on the seeded
+// day totals, and the mid-month case with figures worked out by hand.
 //
 // # SQL
 //

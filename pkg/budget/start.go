@@ -3,6 +3,7 @@ package budget
 import (
 	"context"
 	"errors"
+	"flag"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -44,4 +45,64 @@ func StartTracker(ctx context.Context, g group, js jetstream.JetStream, replicas
 		}
 	}
 	return t, nil
+}
+
+// streamRetry is how long StartConsumer's consumer waits before looking
+// again for a usage stream that does not exist yet.
+const streamRetry = 2 * time.Second
+
+// RegisterAlertFlags defines on fs the flags of the alerts that are not in
+// the config file, stored in o: -webhook (o.WebhookURL), -webhook-format
+// (json or slack, default json), -forecast-alerts (default true) and
+// -anomaly-factor (default 0: off). The budget service and gateway -embed
+// both run their consumer with them.
+func RegisterAlertFlags(fs *flag.FlagSet, o *ConsumerOptions) {
+	fs.StringVar(&o.WebhookURL, "webhook", "", "URL that receives every budget alert as a JSON POST")
+	fs.StringVar(&o.WebhookFormat, "webhook-format", WebhookJSON, "webhook body: json (the alert) or slack (a Slack incoming-webhook message)")
+	fs.BoolVar(&o.ForecastAlerts, "forecast-alerts", true, "alert once per limit and period when the spend projected at a day or month limit's end crosses the limit")
+	fs.Float64Var(&o.AnomalyFactor, "anomaly-factor", 0, "alert when a limited scope value's spend in the current hour is over this factor times its hourly rate of the last 7 days (0: off)")
+}
+
+// StartConsumer builds the budget consumer of o (NewConsumer) and runs it
+// in g until ctx ends. While the usage stream does not exist (the gateways
+// create it) the consumer waits for it, looking again every 2 s and
+// logging each miss on o.Logger.
+func StartConsumer(ctx context.Context, g group, js jetstream.JetStream, o ConsumerOptions) error {
+	c, err := NewConsumer(js, o)
+	if err != nil {
+		return err
+	}
+	log := c.log
+	g.Go(func() error {
+		for {
+			err := c.Run(ctx)
+			if !errors.Is(err, jetstream.ErrStreamNotFound) {
+				return err
+			}
+			log.Warn("usage stream not found; retrying", "stream", c.o.Stream)
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(streamRetry):
+			}
+		}
+	})
+	return nil
+}
+
+// AlertFlagSet returns the name of an alert flag (RegisterAlertFlags)
+// given on fs's command line (the first in name order), or "" when none
+// was: for a program that runs a consumer only with some other flag to
+// refuse them without it.
+func AlertFlagSet(fs *flag.FlagSet) string {
+	set := ""
+	fs.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "webhook", "webhook-format", "forecast-alerts", "anomaly-factor":
+			if set == "" {
+				set = f.Name
+			}
+		}
+	})
+	return set
 }

@@ -3,6 +3,8 @@ package budget
 import (
 	"context"
 	"errors"
+	"flag"
+	"reflect"
 	"testing"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -45,5 +47,40 @@ func TestStartTracker(t *testing.T) {
 	cancel()
 	if err := g.Wait(); err != nil && !errors.Is(err, context.Canceled) {
 		t.Fatalf("tracker: %v", err)
+	}
+}
+
+// TestAlertFlags: the alert flags' defaults, their values, and which one a
+// program without a consumer names when refusing them.
+func TestAlertFlags(t *testing.T) {
+	tests := []struct {
+		name    string
+		args    []string
+		want    ConsumerOptions
+		wantSet string
+	}{
+		{"defaults", nil, ConsumerOptions{WebhookFormat: WebhookJSON, ForecastAlerts: true}, ""},
+		{"anomaly", []string{"-anomaly-factor", "3"}, ConsumerOptions{WebhookFormat: WebhookJSON, ForecastAlerts: true, AnomalyFactor: 3}, "anomaly-factor"},
+		{"webhook", []string{"-webhook", "http://hook", "-webhook-format", "slack", "-forecast-alerts=false"},
+			ConsumerOptions{WebhookURL: "http://hook", WebhookFormat: WebhookSlack}, "forecast-alerts"}, // the first in name order
+		{"forecast off", []string{"-forecast-alerts=false"}, ConsumerOptions{WebhookFormat: WebhookJSON}, "forecast-alerts"},
+		{"other flag", []string{"-config", "x.yaml"}, ConsumerOptions{WebhookFormat: WebhookJSON, ForecastAlerts: true}, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var o ConsumerOptions
+			fs := flag.NewFlagSet("x", flag.ContinueOnError)
+			fs.String("config", "", "")
+			RegisterAlertFlags(fs, &o)
+			if err := fs.Parse(tc.args); err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(o, tc.want) {
+				t.Errorf("options %+v, want %+v", o, tc.want)
+			}
+			if got := AlertFlagSet(fs); got != tc.wantSet {
+				t.Errorf("AlertFlagSet = %q, want %q", got, tc.wantSet)
+			}
+		})
 	}
 }

@@ -122,7 +122,10 @@
 // limits (the ones the gateways enforce), and the view
 // budget_limits_current, the newest row of each (scope, value, period)
 // without the removed ones. Store.WriteLimits makes a set of limits the
-// current one (the analytics service calls it at start and on SIGHUP);
-// dashboards read the view, never the table, so they need neither FINAL
-// nor merges.
+// current one; the analytics service and gateway -embed call it through a
+// LimitWriter (at start and on every reload), which writes from its own
+// loop, only the newest set, retrying failed writes, so a reload never
+// waits on ClickHouse. RunLoaders runs what both run: the usage loader, the
+// audit loader and that writer. Dashboards read the view, never the table,
+// so they need neither FINAL nor merges.
 package chstore

@@ -3,7 +3,10 @@ package chstore
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"time"
+
+	"github.com/tollgate/tollgate/pkg/budget"
 )
 
 // Limit is one configured budget limit as stored in the table
@@ -96,4 +99,95 @@ func (s *Store) currentLimits(ctx context.Context) ([]Limit, uint64, error) {
 		return nil, 0, fmt.Errorf("read budget limits version: %w", err)
 	}
 	return ls, latest, nil
+}
+
+// BudgetLimits returns parsed limits (budget.ParseLimits) as rows of
+// budget_limits.
+func BudgetLimits(limits []budget.Limit) []Limit {
+	rows := make([]Limit, len(limits))
+	for i, l := range limits {
+		rows[i] = Limit{Scope: l.Scope.String(), Value: l.Value, Period: l.Period.String(), AmountNano: l.AmountNano}
+	}
+	return rows
+}
+
+// DefaultLimitRetry is how long a LimitWriter waits to try a failed write
+// again.
+const DefaultLimitRetry = 10 * time.Second
+
+// LimitWriter makes the budget limits it is handed the current set of
+// budget_limits (WriteLimits), from its own loop (Run), so that whoever
+// hands a set over (a start-up, a config reload) never waits on
+// ClickHouse. Only the newest set counts: one replaced before Run took it
+// is never written. A failed write is logged and tried again after Retry,
+// or as soon as a newer set arrives. The analytics service and gateway
+// -embed both write their limits through one.
+type LimitWriter struct {
+	// Retry is the wait before a failed write is tried again. Default
+	// DefaultLimitRetry.
+	Retry time.Duration
+	// Logger receives each write and failure. Default slog.Default().
+	Logger *slog.Logger
+	// Now stamps each write (its version and updated_at). Default time.Now.
+	Now func() time.Time
+
+	sets chan []budget.Limit // capacity 1: the newest set Run has not taken
+}
+
+// NewLimitWriter returns a LimitWriter with nothing to write yet.
+func NewLimitWriter(log *slog.Logger) *LimitWriter {
+	return &LimitWriter{Retry: DefaultLimitRetry, Logger: log, Now: time.Now, sets: make(chan []budget.Limit, 1)}
+}
+
+// SetLimits hands limits over as the newest set to write, replacing one
+// not yet taken. It never blocks. An empty set is written too: it removes
+// every stored limit.
+func (w *LimitWriter) SetLimits(limits []budget.Limit) {
+	for {
+		select {
+		case w.sets <- limits:
+			return
+		default:
+		}
+		select {
+		case <-w.sets: // replaced
+		default:
+		}
+	}
+}
+
+// Run writes each set handed over to store until ctx ends, when it
+// returns nil; a write in progress is cut by ctx.
+func (w *LimitWriter) Run(ctx context.Context, store *Store) error {
+	log, now, wait := w.Logger, w.Now, w.Retry
+	if log == nil {
+		log = slog.Default()
+	}
+	if now == nil {
+		now = time.Now
+	}
+	if wait <= 0 {
+		wait = DefaultLimitRetry
+	}
+	var limits []budget.Limit
+	var retry <-chan time.Time // non-nil while a failed write waits
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case limits = <-w.sets:
+		case <-retry:
+		}
+		version, err := store.WriteLimits(ctx, BudgetLimits(limits), now())
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			log.Error("budget limits not written; trying again", "in", wait, "err", err)
+			retry = time.After(wait)
+			continue
+		}
+		retry = nil
+		log.Info("budget limits written", "limits", len(limits), "version", version)
+	}
 }

@@ -2,9 +2,13 @@ package chstore
 
 import (
 	"context"
+	"log/slog"
 	"reflect"
 	"testing"
 	"time"
+
+	"github.com/tollgate/tollgate/pkg/budget"
+	"github.com/tollgate/tollgate/pkg/chtest"
 )
 
 // TestWriteLimits writes successive configs and checks that
@@ -60,5 +64,67 @@ func TestWriteLimits(t *testing.T) {
 				t.Errorf("current limits\n got %+v\nwant %+v", got, st.want)
 			}
 		})
+	}
+}
+
+// TestLimitWriter: of two sets handed over before Run only the newest is
+// written; a set handed over while ClickHouse is down is written once it
+// is back, without being handed over again; Run ends with its ctx.
+func TestLimitWriter(t *testing.T) {
+	srv := chtest.New(t)
+	s := newStore(t, srv.Addr())
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	eng := budget.Limit{Scope: budget.ScopeDept, Value: "eng", Period: budget.PeriodMonth, AmountNano: 10e9}
+	ml := budget.Limit{Scope: budget.ScopeTeam, Value: "research/ml", Period: budget.PeriodDay, AmountNano: 500_000_000}
+	global := budget.Limit{Scope: budget.ScopeGlobal, Period: budget.PeriodTotal, AmountNano: 1_000e9}
+
+	w := NewLimitWriter(slog.New(slog.DiscardHandler))
+	w.Retry = 100 * time.Millisecond
+	w.SetLimits([]budget.Limit{eng})
+	w.SetLimits([]budget.Limit{eng, ml})
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- w.Run(runCtx, s) }()
+	waitLimits(ctx, t, s, BudgetLimits([]budget.Limit{eng, ml}))
+	if vs := queryStrings(t, s, "SELECT toString(count(DISTINCT version)) FROM budget_limits"); !reflect.DeepEqual(vs, []string{"1"}) {
+		t.Errorf("%v versions written, want 1: the replaced set is never written", vs)
+	}
+
+	if err := srv.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	w.SetLimits([]budget.Limit{global})
+	time.Sleep(300 * time.Millisecond) // a write or two fails
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitLimits(ctx, t, s, BudgetLimits([]budget.Limit{global}))
+
+	stop()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("Run did not end with its ctx")
+	}
+}
+
+// waitLimits waits until budget_limits_current holds want (ordered by
+// scope, value, period).
+func waitLimits(ctx context.Context, t *testing.T, s *Store, want []Limit) {
+	t.Helper()
+	for {
+		got, err := s.Limits(ctx)
+		if err == nil && reflect.DeepEqual(got, want) {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("current limits %+v (%v), want %+v", got, err, want)
+		case <-time.After(50 * time.Millisecond):
+		}
 	}
 }

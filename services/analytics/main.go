@@ -20,7 +20,8 @@
 // the gateways enforce) to the table budget_limits, at start and again
 // each time it receives SIGHUP, re-reading the file; the dashboards compare
 // spend with them. A file that no longer loads is logged and the limits
-// stay as last written.
+// stay as last written; a write ClickHouse fails is tried again every 10 s
+// (chstore.LimitWriter).
 package main
 
 import (
@@ -119,22 +120,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, reload 
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	loader, err := chstore.NewLoader(store, js, chstore.LoaderOptions{
-		BatchSize:     *batchSize,
-		BatchInterval: *batchInterval,
-		LeaseReplicas: cfg.NATS.Replicas,
-		Logger:        log,
-		Registerer:    reg,
-	})
-	if err != nil {
-		return err
-	}
-
+	lo := chstore.LoaderOptions{BatchSize: *batchSize, BatchInterval: *batchInterval, LeaseReplicas: cfg.NATS.Replicas,
+		Logger: log, Registerer: reg}
+	limits := chstore.NewLimitWriter(log)
 	g, ctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return loader.Run(ctx) })
+	g.Go(func() error { return chstore.RunLoaders(ctx, store, js, lo, limits) })
 	g.Go(func() error {
 		if *cfgPath != "" {
-			writeLimits(ctx, store, cfg, log)
+			setLimits(limits, cfg, log)
 		}
 		for {
 			select {
@@ -150,12 +143,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, reload 
 					log.Error("reload: budget limits not written", "err", err)
 					continue
 				}
-				writeLimits(ctx, store, c, log)
+				setLimits(limits, c, log)
 			}
 		}
 	})
-	auditLoader := chstore.NewAuditLoader(store, js, 0, log)
-	g.Go(func() error { return auditLoader.Run(ctx) })
 	if *metrics != "" {
 		srv := &http.Server{Addr: *metrics, Handler: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
 			ReadHeaderTimeout: 5 * time.Second}
@@ -178,9 +169,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, reload 
 	return err
 }
 
-// writeLimits stores cfg's budget limits as the current set of
-// budget_limits. Errors are logged: the usage loaders go on without them.
-func writeLimits(ctx context.Context, store *chstore.Store, cfg *config.Config, log *slog.Logger) {
+// setLimits hands cfg's budget limits to w, to be written as the current
+// set of budget_limits. A config whose limits do not parse or nest is
+// logged and the limits stay as last written: the usage loaders go on
+// without them.
+func setLimits(w *chstore.LimitWriter, cfg *config.Config, log *slog.Logger) {
 	limits, err := budget.ParseLimits(cfg.Budgets)
 	if err == nil {
 		err = budget.ValidateHierarchy(limits, cfg.BudgetOvercommit)
@@ -189,16 +182,7 @@ func writeLimits(ctx context.Context, store *chstore.Store, cfg *config.Config, 
 		log.Error("budget limits not written", "err", err)
 		return
 	}
-	rows := make([]chstore.Limit, len(limits))
-	for i, l := range limits {
-		rows[i] = chstore.Limit{Scope: l.Scope.String(), Value: l.Value, Period: l.Period.String(), AmountNano: l.AmountNano}
-	}
-	version, err := store.WriteLimits(ctx, rows, time.Now())
-	if err != nil {
-		log.Error("budget limits not written", "err", err)
-		return
-	}
-	log.Info("budget limits written", "limits", len(rows), "version", version)
+	w.SetLimits(limits)
 }
 
 func orDefault(v, def string) string {

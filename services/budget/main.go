@@ -14,7 +14,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"os"
 	"os/signal"
@@ -44,10 +43,8 @@ func run(args []string) error {
 	fs := flag.NewFlagSet("budget", flag.ContinueOnError)
 	cfgPath := fs.String("config", "tollgate.yaml", "config file (uses its nats and budgets sections)")
 	natsURL := fs.String("nats", "", "NATS URL; overrides the config's nats.url")
-	webhook := fs.String("webhook", "", "URL that receives every budget alert as a JSON POST")
-	webhookFormat := fs.String("webhook-format", "json", "webhook body: json (the alert) or slack (a Slack incoming-webhook message)")
-	forecasts := fs.Bool("forecast-alerts", true, "alert once per limit and period when the spend projected at a day or month limit's end crosses the limit")
-	anomaly := fs.Float64("anomaly-factor", 0, "alert when a limited scope value's spend in the current hour is over this factor times its hourly rate of the last 7 days (0: off)")
+	var copts budget.ConsumerOptions
+	budget.RegisterAlertFlags(fs, &copts)
 	metrics := fs.String("metrics", "", "address serving /metrics, e.g. 127.0.0.1:9102 (off when empty)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -95,21 +92,11 @@ func run(args []string) error {
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	consumer, err := budget.NewConsumer(js, budget.ConsumerOptions{
-		Limits:         limits,
-		WebhookURL:     *webhook,
-		WebhookFormat:  *webhookFormat,
-		ForecastAlerts: *forecasts,
-		AnomalyFactor:  *anomaly,
-		Logger:         log,
-		Registerer:     reg,
-	})
-	if err != nil {
+	copts.Limits, copts.Logger, copts.Registerer = limits, log, reg
+	g, ctx := errgroup.WithContext(ctx)
+	if err := budget.StartConsumer(ctx, g, js, copts); err != nil {
 		return err
 	}
-
-	g, ctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return consume(ctx, consumer, log) })
 	if *metrics != "" {
 		srv := &http.Server{Addr: *metrics, Handler: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
 			ReadHeaderTimeout: 5 * time.Second}
@@ -130,21 +117,4 @@ func run(args []string) error {
 	err = g.Wait()
 	log.Info("budget consumer stopped", "err", err)
 	return err
-}
-
-// consume runs the consumer, waiting for the usage stream if the gateway
-// has not created it yet.
-func consume(ctx context.Context, c *budget.Consumer, log *slog.Logger) error {
-	for {
-		err := c.Run(ctx)
-		if !errors.Is(err, jetstream.ErrStreamNotFound) {
-			return err
-		}
-		log.Warn("usage stream not found; retrying", "stream", budget.Stream)
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(2 * time.Second):
-		}
-	}
 }

@@ -4,14 +4,16 @@
 //	gateway [-config FILE] [-embed] [-data-dir DIR] [-nats-port N]
 //
 // The config file defaults to $TOLLGATE_CONFIG, else deploy/dev/tollgate.yaml.
-// -embed runs the all-in-one mode (see README); built with -tags clickhouse
-// it also runs the analytics loaders when $TOLLGATE_CLICKHOUSE is set.
-// GET /admin/usage reads the
-// usage stream; built with -tags clickhouse it reads ClickHouse when
-// $TOLLGATE_CLICKHOUSE is set.
+// -embed runs the all-in-one mode (see README): the budget consumer with
+// the budget service's alert flags (-webhook, -webhook-format,
+// -forecast-alerts, -anomaly-factor) and, built with -tags clickhouse and
+// $TOLLGATE_CLICKHOUSE set, what the analytics service runs. GET
+// /admin/usage reads the usage stream; built with -tags clickhouse it
+// reads ClickHouse when $TOLLGATE_CLICKHOUSE is set.
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -30,6 +32,7 @@ import (
 	"github.com/tollgate/tollgate/pkg/apikey"
 	"github.com/tollgate/tollgate/pkg/audit"
 	"github.com/tollgate/tollgate/pkg/auth"
+	"github.com/tollgate/tollgate/pkg/budget"
 	"github.com/tollgate/tollgate/pkg/gateway"
 	"github.com/tollgate/tollgate/pkg/metrics"
 	"github.com/tollgate/tollgate/pkg/mockllm"
@@ -49,15 +52,16 @@ func main() {
 }
 
 func run() error {
-	defConfig := os.Getenv("TOLLGATE_CONFIG")
-	if defConfig == "" {
-		defConfig = "deploy/dev/tollgate.yaml"
-	}
-	cfgPath := flag.String("config", defConfig, "config file (env TOLLGATE_CONFIG)")
-	embed := flag.Bool("embed", false, "all-in-one mode: embedded NATS JetStream, the budget consumer and (built with -tags clickhouse, $TOLLGATE_CLICKHOUSE set) the analytics loaders in this process")
+	cfgPath := flag.String("config", cmp.Or(os.Getenv("TOLLGATE_CONFIG"), "deploy/dev/tollgate.yaml"), "config file (env TOLLGATE_CONFIG)")
+	embed := flag.Bool("embed", false, "all-in-one mode: embedded NATS JetStream, the budget consumer and (built with -tags clickhouse, $TOLLGATE_CLICKHOUSE set) the analytics loaders and budget_limits in this process")
 	dataDir := flag.String("data-dir", "data", "data directory for -embed (NATS store under nats/, usage spool under spool/)")
 	natsPort := flag.Int("nats-port", 4222, "loopback port of the embedded NATS server with -embed (0 picks a free one)")
+	var copts budget.ConsumerOptions // -embed's budget consumer
+	budget.RegisterAlertFlags(flag.CommandLine, &copts)
 	flag.Parse()
+	if f := budget.AlertFlagSet(flag.CommandLine); f != "" && !*embed {
+		return fmt.Errorf("-%s is for the budget consumer of -embed; without -embed the budget service raises alerts", f)
+	}
 
 	// The mock upstream's port is taken while loading, so that providers
 	// of kind mock can point at it; it is served further down.
@@ -93,7 +97,7 @@ func run() error {
 		return err
 	}
 	defer closeNATS()
-	acct, pub, err := gateway.StartAccounting(bg, g, nc, settings, *embed, log)
+	acct, pub, err := gateway.StartAccounting(bg, g, nc, settings, false, log) // -embed: startEmbedded runs the consumer
 	if err != nil {
 		return err
 	}
@@ -133,8 +137,9 @@ func run() error {
 	if err != nil {
 		return fmt.Errorf("jetstream: %w", err)
 	}
-	if *embed {
-		startAnalytics(bg, g, js, cfg.NATS.Replicas, reg, os.Getenv, log)
+	limits, err := startEmbedded(bg, g, js, *embed, cfg.NATS.Replicas, settings.Limits, copts, acct.Tracker, reg, os.Getenv, log)
+	if err != nil {
+		return err
 	}
 	revoked, err := revoke.Start(bg, g, js, cfg.NATS.Replicas, m.RevocationPropagated)
 	if err != nil {
@@ -159,7 +164,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	rl := gateway.NewReloader(*cfgPath, settings, gw, acct.Tracker, mock.URL, rec, log)
+	rl := gateway.NewReloader(*cfgPath, settings, gw, limits, mock.URL, rec, log)
 	if err := rl.RegisterMetrics(reg); err != nil {
 		return err
 	}

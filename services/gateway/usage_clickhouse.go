@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/tollgate/tollgate/pkg/billing"
+	"github.com/tollgate/tollgate/pkg/budget"
 	"github.com/tollgate/tollgate/pkg/chstore"
 	"github.com/tollgate/tollgate/pkg/finance"
 	"github.com/tollgate/tollgate/pkg/usage"
@@ -38,34 +39,60 @@ func usageExplainer(ctx context.Context, js jetstream.JetStream, log *slog.Logge
 	return ex, func() {}
 }
 
-// startAnalytics runs, in -embed mode, what the analytics service runs:
-// the usage and audit loaders into ClickHouse, when TOLLGATE_CLICKHOUSE
-// names a server (database TOLLGATE_CLICKHOUSE_DB, default tollgate;
-// CLICKHOUSE_USER / CLICKHOUSE_PASSWORD). They run in g until ctx ends;
-// while ClickHouse is down the gateway serves and events wait in the
-// stream.
-func startAnalytics(ctx context.Context, g *errgroup.Group, js jetstream.JetStream, replicas int, reg prometheus.Registerer, getenv func(string) string, log *slog.Logger) {
+// limitSetter takes the budget limits of the config at start and of every
+// reload; *budget.Tracker is one.
+type limitSetter interface{ SetLimits(limits []budget.Limit) }
+
+// startEmbedded runs, with embed (-embed), what the budget and analytics
+// services run, in g until ctx ends; it returns where the limits of every
+// reload go: tracker, and the budget_limits writer when there is one.
+//
+// The budget consumer of copts (the alert flags; limits, logger and
+// registry are set here) raises threshold, forecast and anomaly alerts as
+// the budget service does. When TOLLGATE_CLICKHOUSE names a server
+// (database TOLLGATE_CLICKHOUSE_DB, default tollgate; CLICKHOUSE_USER /
+// CLICKHOUSE_PASSWORD), the usage and audit loaders load ClickHouse and
+// the enforced limits are written to budget_limits, at start and after
+// each reload. While ClickHouse is down the gateway serves, events wait in
+// the stream and the newest limits in memory.
+func startEmbedded(ctx context.Context, g *errgroup.Group, js jetstream.JetStream, embed bool, replicas int, limits []budget.Limit,
+	copts budget.ConsumerOptions, tracker limitSetter, reg prometheus.Registerer, getenv func(string) string, log *slog.Logger) (limitSetter, error) {
+	if !embed {
+		return tracker, nil
+	}
+	copts.Limits, copts.Logger, copts.Registerer = limits, log, reg
+	if err := budget.StartConsumer(ctx, g, js, copts); err != nil {
+		return nil, err
+	}
 	addr := getenv("TOLLGATE_CLICKHOUSE")
 	if addr == "" {
-		return
+		return tracker, nil
 	}
 	o := chstore.Options{Addr: addr, Database: getenv("TOLLGATE_CLICKHOUSE_DB"),
 		User: getenv("CLICKHOUSE_USER"), Password: getenv("CLICKHOUSE_PASSWORD")}
+	table := chstore.NewLimitWriter(log)
+	table.SetLimits(limits)
 	g.Go(func() error {
 		store, err := chstore.OpenWait(ctx, o, log)
 		if err != nil || store == nil {
 			return err // nil: stopped while waiting for ClickHouse
 		}
 		defer store.Close()
-		loader, err := chstore.NewLoader(store, js, chstore.LoaderOptions{LeaseReplicas: replicas, Logger: log, Registerer: reg})
-		if err != nil {
-			return err
-		}
 		log.Info("analytics loader started", "clickhouse", addr)
-		audit := chstore.NewAuditLoader(store, js, 0, log)
-		ag, actx := errgroup.WithContext(ctx)
-		ag.Go(func() error { return loader.Run(actx) })
-		ag.Go(func() error { return audit.Run(actx) })
-		return ag.Wait()
+		return chstore.RunLoaders(ctx, store, js, chstore.LoaderOptions{LeaseReplicas: replicas, Logger: log, Registerer: reg}, table)
 	})
+	return bothLimits{tracker, table}, nil
+}
+
+// bothLimits hands each set of limits to the budget tracker and to the
+// budget_limits writer.
+type bothLimits struct {
+	tracker limitSetter
+	table   *chstore.LimitWriter
+}
+
+// SetLimits applies limits to the tracker, then queues them for the table.
+func (b bothLimits) SetLimits(limits []budget.Limit) {
+	b.tracker.SetLimits(limits)
+	b.table.SetLimits(limits)
 }
