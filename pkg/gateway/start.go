@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/tollgate/tollgate/pkg/admin"
 	"github.com/tollgate/tollgate/pkg/audit"
 	"github.com/tollgate/tollgate/pkg/budget"
 	"github.com/tollgate/tollgate/pkg/config"
@@ -17,6 +19,7 @@ import (
 	"github.com/tollgate/tollgate/pkg/ratelimit"
 	"github.com/tollgate/tollgate/pkg/revoke"
 	"github.com/tollgate/tollgate/pkg/tokenize"
+	"github.com/tollgate/tollgate/pkg/tracing"
 	"github.com/tollgate/tollgate/pkg/usage"
 )
 
@@ -39,11 +42,11 @@ func UsageConfig(c config.Usage) usage.Config {
 // StartAccounting sets up what bills and limits requests on nc: the usage
 // stream, the spend bucket and its in-memory tracker (loaded before it
 // returns; it owns the budget reservations, released on the publisher's
-// acks), the usage publisher and, with consume (all-in-one mode), the
-// budget consumer.
+// acks) and the usage publisher (the budget consumer of the all-in-one
+// mode is started apart, as the budget service starts it: budget.StartConsumer).
 // Their loops run in g until ctx ends; close the publisher (Close) before
 // ending ctx, so drained requests' events are flushed.
-func StartAccounting(ctx context.Context, g group, nc *nats.Conn, s *Settings, consume bool, log *slog.Logger) (Accounting, *usage.Publisher, error) {
+func StartAccounting(ctx context.Context, g group, nc *nats.Conn, s *Settings, log *slog.Logger) (Accounting, *usage.Publisher, error) {
 	cfg := s.Config
 	ucfg := UsageConfig(cfg.Usage)
 	js, err := jetstream.New(nc, ucfg.JetStreamOptions()...)
@@ -69,13 +72,6 @@ func StartAccounting(ctx context.Context, g group, nc *nats.Conn, s *Settings, c
 		return Accounting{}, nil, err
 	}
 	g.Go(func() error { return pub.Run(ctx) })
-	if consume {
-		consumer, err := budget.NewConsumer(js, budget.ConsumerOptions{Limits: s.Limits, Logger: log})
-		if err != nil {
-			return Accounting{}, nil, err
-		}
-		g.Go(func() error { return consumer.Run(ctx) })
-	}
 	presence, err := startPresence(ctx, g, js, cfg, log)
 	if err != nil {
 		return Accounting{}, nil, err
@@ -128,6 +124,21 @@ func PublishAlerts(nc *nats.Conn, log *slog.Logger) func(subject string, data []
 	}
 }
 
+// NewMetrics makes the gateway process's registry: the request metrics,
+// and the accounting's (RegisterAccountingMetrics, the rate limits'
+// presence).
+func NewMetrics(acct Accounting, pub *usage.Publisher) (*prometheus.Registry, *metrics.Gateway, error) {
+	reg := metrics.NewRegistry()
+	m, err := metrics.New(reg, metrics.Options{})
+	if err == nil {
+		err = RegisterAccountingMetrics(reg, pub, acct.Tracker)
+	}
+	if err == nil {
+		err = ratelimit.RegisterMetrics(reg, acct.Presence)
+	}
+	return reg, m, err
+}
+
 // RegisterAccountingMetrics exports the publisher's counters, the budget
 // state and the budget leases' counters at scrape time.
 func RegisterAccountingMetrics(reg prometheus.Registerer, pub *usage.Publisher, tr *budget.Tracker) error {
@@ -177,4 +188,53 @@ func StartAudit(ctx context.Context, js jetstream.JetStream, replicas int, reg p
 		return nil, nil, err
 	}
 	return rec, revoke.NewRevoker(kv, rec, time.Now), nil
+}
+
+// Shutdown is the order a gateway process stops in, after its signal:
+// the public server drains its requests (at most Grace), the mock
+// upstream and the admin listener stop, the usage publisher flushes every
+// drained request's event (at most 15s), then the background work is
+// cancelled and awaited, and the tracer flushes its spans.
+type Shutdown struct {
+	Gateway   *Gateway
+	Grace     time.Duration
+	Mock      interface{ Shutdown() error }
+	Admin     *admin.Server // nil when the admin listener is off
+	Publisher *usage.Publisher
+	Tracer    *tracing.Tracer // flushed last, at most 5s
+	CancelBG  context.CancelFunc
+	Wait      func() error // the background group's Wait
+	Log       *slog.Logger
+}
+
+// Run stops everything in that order.
+func (s Shutdown) Run() {
+	log := s.Log
+	log.Info("shutting down", "grace", s.Grace)
+	sctx, cancel := context.WithTimeout(context.Background(), s.Grace)
+	defer cancel()
+	if err := s.Gateway.Shutdown(sctx); err != nil {
+		log.Warn("in-flight requests cut at the end of the grace period", "err", err)
+	}
+	_ = s.Mock.Shutdown()
+	if s.Admin != nil {
+		actx, acancel := context.WithTimeout(context.Background(), 2*time.Second)
+		_ = s.Admin.Shutdown(actx)
+		acancel()
+	}
+	cctx, ccancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer ccancel()
+	if err := s.Publisher.Close(cctx); err != nil {
+		log.Error("usage publisher close", "err", err)
+	}
+	st := s.Publisher.Stats()
+	log.Info("usage publisher closed", "published", st.Published, "spooled", st.Spooled, "dropped", st.Dropped)
+	s.CancelBG()
+	if err := s.Wait(); err != nil && !errors.Is(err, context.Canceled) {
+		log.Warn("background services", "err", err)
+	}
+	tctx, tcancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer tcancel()
+	_ = s.Tracer.Shutdown(tctx)
+	log.Info("stopped")
 }

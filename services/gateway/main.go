@@ -34,11 +34,9 @@ import (
 	"github.com/tollgate/tollgate/pkg/auth"
 	"github.com/tollgate/tollgate/pkg/budget"
 	"github.com/tollgate/tollgate/pkg/gateway"
-	"github.com/tollgate/tollgate/pkg/metrics"
 	"github.com/tollgate/tollgate/pkg/mockllm"
 	"github.com/tollgate/tollgate/pkg/natsconn"
 	"github.com/tollgate/tollgate/pkg/profiling"
-	"github.com/tollgate/tollgate/pkg/ratelimit"
 	"github.com/tollgate/tollgate/pkg/respcache"
 	"github.com/tollgate/tollgate/pkg/revoke"
 	"github.com/tollgate/tollgate/pkg/tracing"
@@ -97,7 +95,7 @@ func run() error {
 		return err
 	}
 	defer closeNATS()
-	acct, pub, err := gateway.StartAccounting(bg, g, nc, settings, false, log) // -embed: startEmbedded runs the consumer
+	acct, pub, err := gateway.StartAccounting(bg, g, nc, settings, log) // -embed: startEmbedded runs the consumer
 	if err != nil {
 		return err
 	}
@@ -112,25 +110,13 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	defer func() {
-		tctx, tcancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer tcancel()
-		_ = tracer.Shutdown(tctx)
-	}()
 	if addr := mock.Addr(); addr != "" {
 		g.Go(func() error { return mock.Serve(log) })
 		log.Info("mock upstream started", "addr", addr)
 	}
 
-	reg := metrics.NewRegistry()
-	m, err := metrics.New(reg, metrics.Options{})
+	reg, m, err := gateway.NewMetrics(acct, pub)
 	if err != nil {
-		return err
-	}
-	if err := gateway.RegisterAccountingMetrics(reg, pub, acct.Tracker); err != nil {
-		return err
-	}
-	if err := ratelimit.RegisterMetrics(reg, acct.Presence); err != nil {
 		return err
 	}
 	js, err := jetstream.New(nc)
@@ -204,30 +190,7 @@ func run() error {
 	case <-bg.Done():
 		log.Error("a background service stopped", "err", context.Cause(bg))
 	}
-	log.Info("shutting down", "grace", cfg.ShutdownGrace)
-	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownGrace)
-	defer cancel()
-	if err := gw.Shutdown(sctx); err != nil {
-		log.Warn("in-flight requests cut at the end of the grace period", "err", err)
-	}
-	_ = mock.Shutdown()
-	if adminSrv != nil {
-		actx, acancel := context.WithTimeout(context.Background(), 2*time.Second)
-		_ = adminSrv.Shutdown(actx)
-		acancel()
-	}
-	// Flush every usage event of the drained requests before stopping.
-	cctx, ccancel := context.WithTimeout(context.Background(), 15*time.Second)
-	defer ccancel()
-	if err := pub.Close(cctx); err != nil {
-		log.Error("usage publisher close", "err", err)
-	}
-	st := pub.Stats()
-	log.Info("usage publisher closed", "published", st.Published, "spooled", st.Spooled, "dropped", st.Dropped)
-	cancelBG()
-	if err := g.Wait(); err != nil && !errors.Is(err, context.Canceled) {
-		log.Warn("background services", "err", err)
-	}
-	log.Info("stopped")
+	gateway.Shutdown{Gateway: gw, Grace: cfg.ShutdownGrace, Mock: mock, Admin: adminSrv, Publisher: pub, Tracer: tracer,
+		CancelBG: cancelBG, Wait: g.Wait, Log: log}.Run()
 	return nil
 }
