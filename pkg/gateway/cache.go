@@ -84,6 +84,7 @@ func (g *Gateway) lookupCache(c *fiber.Ctx, m *config.Model, p *auth.Principal, 
 	c.Response().Header.SetContentType("text/event-stream")
 	c.Set(fiber.HeaderCacheControl, "no-cache")
 	next, stop := iter.Pull(e.Events())
+	rec.held = true
 	c.Context().SetBodyStream(&replay{next: next, stop: stop, done: func() { g.finish(rec) }}, -1)
 	return true
 }

@@ -27,6 +27,7 @@ import (
 // are Anthropic-shaped.
 func (g *Gateway) serveMessages(c *fiber.Ctx) error {
 	rec, st := g.begin(c, "/v1/messages", epChat)
+	defer release(rec)
 	rec.anthropic = true
 	c.Set("request-id", rec.requestID)
 	p, aerr := g.authenticateAnthropic(c, st)

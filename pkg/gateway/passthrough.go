@@ -594,6 +594,7 @@ func (g *Gateway) callPass(c *fiber.Ctx, rec *record, pc *passCall) error {
 	if pc.pr.readAll {
 		return g.relayWhole(c, rec, rt, resp)
 	}
+	rec.held = true
 	c.Context().SetBodyStream(&passBody{g: g, rec: rec, resp: resp}, resp.Header.ContentLength())
 	return nil
 }

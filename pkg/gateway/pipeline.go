@@ -3,6 +3,7 @@ package gateway
 import (
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -38,11 +39,30 @@ const (
 // is the endpoint as clients call it (the span name and the usage event's
 // endpoint); ep is the OpenAI endpoint it is billed and measured as.
 func (g *Gateway) begin(c *fiber.Ctx, label string, ep endpoint) (*record, *state) {
-	rec := &record{start: time.Now(), endpoint: ep, requestID: setRequestID(c)}
+	rec := recordPool.Get().(*record)
+	rec.start, rec.endpoint, rec.requestID = time.Now(), ep, setRequestID(c)
 	rec.traceCtx, rec.span = g.tracer.StartRequest(c.Context(), &c.Request().Header, label, rec.requestID)
 	st := g.state.Load()
 	rec.prices = st.prices
 	return rec, st
+}
+
+// recordPool holds the records of requests that ended in their handler.
+// A record is some 2.5 KB, most of a request's allocations: reused, it no
+// longer feeds the garbage collector once per request.
+var recordPool = sync.Pool{New: func() any { return new(record) }}
+
+// release returns rec to the pool when the request ended in its handler
+// and nothing else holds rec: a stream's relay, a hedge's legs (the loser
+// may still run) and a replayed cache hit keep it (record.held), and it is
+// then left to the garbage collector. Endpoints call it deferred, right
+// after begin.
+func release(rec *record) {
+	if rec.held {
+		return
+	}
+	*rec = record{}
+	recordPool.Put(rec)
 }
 
 // resolve starts routing the request's model: an unknown model is 404

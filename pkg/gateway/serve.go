@@ -63,6 +63,10 @@ type record struct {
 	path           string // the endpoint of a pass-through request (passthrough.go)
 	units          uint64 // units of a pass-through request, billed by unit
 	unit           string
+	// held: something outside the endpoint's handler holds the record (a
+	// relay, a hedge leg, a replayed cache hit), so it is not pooled
+	// (release).
+	held bool
 }
 
 // endpointPath is the path the client called.
@@ -82,6 +86,7 @@ type tokenUsage = providers.Usage
 // serve handles one chat, completions, embeddings or Responses request.
 func (g *Gateway) serve(c *fiber.Ctx, ep endpoint) error {
 	rec, st := g.begin(c, endpointName[ep], ep)
+	defer release(rec)
 	p, aerr := g.authenticate(c, st)
 	if aerr != nil {
 		return g.fail(c, rec, aerr)
