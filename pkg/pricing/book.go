@@ -109,9 +109,9 @@ func sortChanges(cs []Change) {
 
 // NewTable builds a table of version from prices; the map is copied.
 func NewTable(version string, prices map[string]Price) *Table {
-	t := &Table{Version: version, prices: make(map[string]Price, len(prices))}
+	t := newTable(version, len(prices))
 	for m, p := range prices {
-		t.prices[m] = p
+		t.set(m, p)
 	}
 	return t
 }

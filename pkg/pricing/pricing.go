@@ -11,6 +11,7 @@ import (
 	"math"
 	"math/bits"
 	"sort"
+	"strings"
 	"sync"
 
 	"go.yaml.in/yaml/v3"
@@ -89,14 +90,7 @@ type Usage struct {
 // math.MaxInt64 saturates there; at 1e12 tokens per kind and 1e12 nano-USD
 // per million tokens ($1000) the result is still exact.
 func (p Price) Cost(u Usage) int64 {
-	in, out, cachedIn, writeIn := p.InputPerM, p.OutputPerM, p.CachedInputPerM, p.CacheWriteInputPerM
-	if t := &p.Long; t.AbovePromptTokens > 0 && u.PromptTokens > t.AbovePromptTokens {
-		in, out = orBase(t.InputPerM, in), orBase(t.OutputPerM, out)
-		cachedIn, writeIn = orBase(t.CachedInputPerM, cachedIn), orBase(t.CacheWriteInputPerM, writeIn)
-	}
-	if writeIn <= 0 {
-		writeIn = in
-	}
+	in, out, cachedIn, writeIn := p.tokenPrices(u.PromptTokens)
 	cached := min(u.CachedTokens, u.PromptTokens)
 	written := min(u.CacheWriteTokens, u.PromptTokens-cached)
 	var s sum128
@@ -129,6 +123,33 @@ func (p Price) Cost(u Usage) int64 {
 		cost = addSat(cost, p.PerRequest)
 	}
 	return cost
+}
+
+// tokenPrices returns the input, output, cached-input and cache-write
+// prices of a request with prompt tokens: the Long tier's where it applies
+// (a zero tier field keeps the base price), cache writes at the input price
+// when they have none.
+func (p *Price) tokenPrices(prompt uint64) (in, out, cachedIn, writeIn int64) {
+	in, out, cachedIn, writeIn = p.InputPerM, p.OutputPerM, p.CachedInputPerM, p.CacheWriteInputPerM
+	if t := &p.Long; t.AbovePromptTokens > 0 && prompt > t.AbovePromptTokens {
+		in, out = orBase(t.InputPerM, in), orBase(t.OutputPerM, out)
+		cachedIn, writeIn = orBase(t.CachedInputPerM, cachedIn), orBase(t.CacheWriteInputPerM, writeIn)
+	}
+	if writeIn <= 0 {
+		writeIn = in
+	}
+	return in, out, cachedIn, writeIn
+}
+
+// Effective returns the prices a request with prompt tokens pays, without
+// a tier: the Long tier's token prices when the prompt is above its size,
+// and CacheWriteInputPerM set to the input price when p has none. For any
+// usage u with u.PromptTokens == prompt, p.Cost(u) == p.Effective(prompt).Cost(u).
+func (p Price) Effective(prompt uint64) Price {
+	e := p
+	e.InputPerM, e.OutputPerM, e.CachedInputPerM, e.CacheWriteInputPerM = p.tokenPrices(prompt)
+	e.Long = Tier{}
+	return e
 }
 
 // orBase returns tier unless it is zero or negative, then base.
@@ -175,6 +196,22 @@ type Table struct {
 	// it so costs can be traced to the prices used.
 	Version string
 	prices  map[string]Price
+	// slashed is true when an entry's name holds a '/', so that LookupAt
+	// skips its map lookups for tables without provider entries.
+	slashed bool
+}
+
+// newTable returns an empty table of version with room for n entries.
+func newTable(version string, n int) *Table {
+	return &Table{Version: version, prices: make(map[string]Price, n)}
+}
+
+// set adds or replaces the entry name.
+func (t *Table) set(name string, p Price) {
+	t.prices[name] = p
+	if strings.IndexByte(name, '/') >= 0 {
+		t.slashed = true
+	}
 }
 
 //go:embed prices.yaml
@@ -274,7 +311,7 @@ func Parse(data []byte) (*Table, error) {
 	if f.Version == "" {
 		return nil, fmt.Errorf("parse price table: version is empty")
 	}
-	t := &Table{Version: f.Version, prices: make(map[string]Price, len(f.Prices))}
+	t := newTable(f.Version, len(f.Prices))
 	for model, e := range f.Prices {
 		if model == "" {
 			return nil, fmt.Errorf("parse price table: empty model name")
@@ -296,7 +333,7 @@ func Parse(data []byte) (*Table, error) {
 			p.Long = Tier{AbovePromptTokens: l.AbovePromptTokens, InputPerM: int64(l.Input), OutputPerM: int64(l.Output),
 				CachedInputPerM: int64(l.CachedInput), CacheWriteInputPerM: int64(l.CacheWrite)}
 		}
-		t.prices[model] = p
+		t.set(model, p)
 	}
 	return t, nil
 }
@@ -306,26 +343,13 @@ func Parse(data []byte) (*Table, error) {
 // empty string is zero.
 func ParsePrice(input, output, cachedInput, perRequest string) (Price, error) {
 	var p Price
-	for _, f := range []struct {
-		name string
-		text string
-		dst  *int64
-	}{
+	err := parseAmounts([]amount{
 		{"input", input, &p.InputPerM},
 		{"output", output, &p.OutputPerM},
 		{"cached_input", cachedInput, &p.CachedInputPerM},
 		{"per_request", perRequest, &p.PerRequest},
-	} {
-		if f.text == "" {
-			continue
-		}
-		v, err := ParseUSD(f.text)
-		if err != nil {
-			return Price{}, fmt.Errorf("%s: %w", f.name, err)
-		}
-		*f.dst = v
-	}
-	return p, nil
+	})
+	return p, err
 }
 
 // WithUnits returns p with the unit prices set from decimal USD strings as
@@ -333,25 +357,69 @@ func ParsePrice(input, output, cachedInput, perRequest string) (Price, error) {
 // of audio, per1MCharacters per million characters. An empty string keeps
 // the field zero.
 func (p Price) WithUnits(perImage, perAudioSecond, per1MCharacters string) (Price, error) {
-	for _, f := range []struct {
-		name string
-		text string
-		dst  *int64
-	}{
+	err := parseAmounts([]amount{
 		{"per_image", perImage, &p.PerImage},
 		{"per_audio_second", perAudioSecond, &p.PerAudioSecond},
 		{"per_1m_characters", per1MCharacters, &p.CharactersPerM},
-	} {
+	})
+	if err != nil {
+		return Price{}, err
+	}
+	return p, nil
+}
+
+// WithCacheWrite returns p with CacheWriteInputPerM set from a decimal USD
+// string per million tokens, as found in config (cache_write). An empty
+// string keeps it zero: cache writes then cost the input price.
+func (p Price) WithCacheWrite(cacheWrite string) (Price, error) {
+	if err := parseAmounts([]amount{{"cache_write", cacheWrite, &p.CacheWriteInputPerM}}); err != nil {
+		return Price{}, err
+	}
+	return p, nil
+}
+
+// WithLong returns p with a long-context tier as found in config (long):
+// above prompt tokens, the token prices from decimal USD strings per
+// million tokens; an empty string keeps the base price. A zero above is an
+// error, since a tier needs a size to start at.
+func (p Price) WithLong(above uint64, input, output, cachedInput, cacheWrite string) (Price, error) {
+	if above == 0 {
+		return Price{}, fmt.Errorf("long: above_prompt_tokens must be set and above 0")
+	}
+	t := Tier{AbovePromptTokens: above}
+	err := parseAmounts([]amount{
+		{"long.input", input, &t.InputPerM},
+		{"long.output", output, &t.OutputPerM},
+		{"long.cached_input", cachedInput, &t.CachedInputPerM},
+		{"long.cache_write", cacheWrite, &t.CacheWriteInputPerM},
+	})
+	if err != nil {
+		return Price{}, err
+	}
+	p.Long = t
+	return p, nil
+}
+
+// amount is one decimal USD field of a config price and where it goes.
+type amount struct {
+	name string
+	text string
+	dst  *int64
+}
+
+// parseAmounts parses each non-empty amount into its destination.
+func parseAmounts(as []amount) error {
+	for _, f := range as {
 		if f.text == "" {
 			continue
 		}
 		v, err := ParseUSD(f.text)
 		if err != nil {
-			return Price{}, fmt.Errorf("%s: %w", f.name, err)
+			return fmt.Errorf("%s: %w", f.name, err)
 		}
 		*f.dst = v
 	}
-	return p, nil
+	return nil
 }
 
 // With returns a new table holding t's prices with overrides applied: an
@@ -366,12 +434,12 @@ func (t *Table) With(overrides map[string]Price, version string) *Table {
 			version += "+override"
 		}
 	}
-	n := &Table{Version: version, prices: make(map[string]Price, len(t.prices)+len(overrides))}
+	n := newTable(version, len(t.prices)+len(overrides))
 	for m, p := range t.prices {
-		n.prices[m] = p
+		n.set(m, p)
 	}
 	for m, p := range overrides {
-		n.prices[m] = p
+		n.set(m, p)
 	}
 	return n
 }
@@ -390,6 +458,32 @@ func (t *Table) Lookup(model string) (Price, bool) {
 		switch model[i] {
 		case '-', '@', ':', '/', '_':
 			if p, ok := t.prices[model[:i]]; ok {
+				return p, true
+			}
+		}
+	}
+	return Price{}, false
+}
+
+// LookupAt returns the price of a model as one provider serves it: the
+// entry named served, which is the provider's name, '/' and the model
+// ("azure-eu/gpt-4o"), exactly or by the longest prefix as Lookup finds
+// one, never shorter than the provider's name, '/' and one byte. It reports
+// false when served does not start with provider and '/', or no such entry
+// exists; callers then look the model up alone. served is built once per
+// route by the caller, so that the lookup does not allocate.
+func (t *Table) LookupAt(provider, served string) (Price, bool) {
+	n := len(provider) + 1
+	if !t.slashed || len(served) <= n || served[n-1] != '/' || served[:n-1] != provider {
+		return Price{}, false
+	}
+	if p, ok := t.prices[served]; ok {
+		return p, true
+	}
+	for i := len(served) - 1; i > n; i-- {
+		switch served[i] {
+		case '-', '@', ':', '/', '_':
+			if p, ok := t.prices[served[:i]]; ok {
 				return p, true
 			}
 		}
