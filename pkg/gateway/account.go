@@ -345,7 +345,8 @@ func (g *Gateway) bill(rec *record) {
 	// A request that failed before any answer began costs nothing, not even
 	// its per_request price.
 	if adm.priced && (rec.started || rec.status < 400) {
-		pu := pricing.Usage{PromptTokens: u.Prompt, CompletionTokens: u.Completion, CachedTokens: u.Cached, ReasoningTokens: u.Reasoning}
+		pu := pricing.Usage{PromptTokens: u.Prompt, CompletionTokens: u.Completion, CachedTokens: u.Cached,
+			CacheWriteTokens: u.CacheWrite, ReasoningTokens: u.Reasoning}
 		unitUsage(&pu, rec)
 		cost = adm.price.Cost(pu)
 	}
@@ -427,6 +428,7 @@ func (g *Gateway) event(rec *record, u tokenUsage, estimated bool, cost int64) *
 		PromptTokens:     u.Prompt,
 		CompletionTokens: u.Completion,
 		CachedTokens:     u.Cached,
+		CacheWriteTokens: u.CacheWrite,
 		ReasoningTokens:  u.Reasoning,
 		Estimated:        estimated,
 		CostNanoUsd:      cost,

@@ -107,6 +107,10 @@ type Member struct {
 // Usage is token usage as reported by a provider.
 type Usage struct {
 	Prompt, Completion, Cached, Reasoning uint64
+	// CacheWrite is the part of Prompt written to the provider's prompt
+	// cache (Anthropic's cache_creation_input_tokens, Bedrock's
+	// cacheWriteInputTokens), billed at the cache-write price.
+	CacheWrite uint64
 	// Reported is true when the provider reported usage at all.
 	Reported bool
 }

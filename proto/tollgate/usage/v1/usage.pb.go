@@ -192,6 +192,10 @@ type UsageEvent struct {
 	// True when the token counts were estimated by the gateway's tokenizer
 	// because the upstream reported no usage (for example a cut stream).
 	Estimated bool `protobuf:"varint,34,opt,name=estimated,proto3" json:"estimated,omitempty"`
+	// The part of prompt_tokens written to the provider's prompt cache
+	// (Anthropic cache_creation_input_tokens, Bedrock cacheWriteInputTokens),
+	// billed at the cache-write price; apart from cached_tokens.
+	CacheWriteTokens uint64 `protobuf:"varint,35,opt,name=cache_write_tokens,json=cacheWriteTokens,proto3" json:"cache_write_tokens,omitempty"`
 	// Cost of the request in nano-USD (1e-9 USD), computed from the token
 	// counts and the price table named by pricing_version.
 	CostNanoUsd int64 `protobuf:"varint,40,opt,name=cost_nano_usd,json=costNanoUsd,proto3" json:"cost_nano_usd,omitempty"`
@@ -428,6 +432,13 @@ func (x *UsageEvent) GetEstimated() bool {
 		return x.Estimated
 	}
 	return false
+}
+
+func (x *UsageEvent) GetCacheWriteTokens() uint64 {
+	if x != nil {
+		return x.CacheWriteTokens
+	}
+	return 0
 }
 
 func (x *UsageEvent) GetCostNanoUsd() int64 {
@@ -820,7 +831,8 @@ const file_tollgate_usage_v1_usage_proto_rawDesc = "" +
 	"\x03seq\x18\xe9\a \x01(\x04R\x03seq\x126\n" +
 	"\x06events\x18\xea\a \x03(\v2\x1d.tollgate.usage.v1.UsageEventR\x06events\x12'\n" +
 	"\x0fcreated_unix_ms\x18\xeb\a \x01(\x03R\rcreatedUnixMs\x12\x19\n" +
-	"\aresumed\x18\xec\a \x01(\bR\aresumed\"\xe6\t\n" +
+	"\aresumed\x18\xec\a \x01(\bR\aresumed\"\x94\n" +
+	"\n" +
 	"\n" +
 	"UsageEvent\x12\x19\n" +
 	"\bevent_id\x18\x01 \x01(\tR\aeventId\x12\x1d\n" +
@@ -848,7 +860,8 @@ const file_tollgate_usage_v1_usage_proto_rawDesc = "" +
 	"\x11completion_tokens\x18\x1f \x01(\x04R\x10completionTokens\x12#\n" +
 	"\rcached_tokens\x18  \x01(\x04R\fcachedTokens\x12)\n" +
 	"\x10reasoning_tokens\x18! \x01(\x04R\x0freasoningTokens\x12\x1c\n" +
-	"\testimated\x18\" \x01(\bR\testimated\x12\"\n" +
+	"\testimated\x18\" \x01(\bR\testimated\x12,\n" +
+	"\x12cache_write_tokens\x18# \x01(\x04R\x10cacheWriteTokens\x12\"\n" +
 	"\rcost_nano_usd\x18( \x01(\x03R\vcostNanoUsd\x12'\n" +
 	"\x0fpricing_version\x18) \x01(\tR\x0epricingVersion\x12\x1a\n" +
 	"\bendpoint\x182 \x01(\tR\bendpoint\x12\x16\n" +
