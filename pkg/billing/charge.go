@@ -86,8 +86,7 @@ func FromEvent(ev *usagev1.UsageEvent, tables ...*pricing.Table) *Charge {
 		Route: ev.Route, Attempts: ev.Attempts, Fallbacks: ev.Fallbacks, Endpoint: ev.Endpoint,
 		StatusCode: ev.StatusCode, ErrorType: ev.ErrorType, PromptTokens: ev.PromptTokens,
 		CompletionTokens: ev.CompletionTokens, CachedTokens: ev.CachedTokens, CacheWriteTokens: ev.CacheWriteTokens,
-		ReasoningTokens: ev.ReasoningTokens,
-		Estimated: ev.Estimated, CostNano: ev.CostNanoUsd, PricingVersion: ev.PricingVersion,
+		ReasoningTokens: ev.ReasoningTokens, Estimated: ev.Estimated, CostNano: ev.CostNanoUsd, PricingVersion: ev.PricingVersion,
 	}
 	if c.Fallbacks == nil {
 		c.Fallbacks = []string{}
