@@ -49,13 +49,17 @@ type Charge struct {
 	Estimated          bool
 	CostNano           int64
 	PricingVersion     string
+	// ServiceTier is the provider's service tier when it has a price of
+	// its own ("flex", "priority"); empty for the standard tier.
+	ServiceTier string
 	// Price is the served model's price in the table of PricingVersion
 	// (the provider's entry, provider/model, before the model's), when
 	// that table is the embedded one or one passed to BreakDown
 	// (PriceKnown); then the parts below break CostNano down (their sum is
 	// within a nano-USD per part of it, each part being rounded on its
-	// own), at the prices of the request's prompt size (Price.Effective:
-	// the long-context tier's above its size).
+	// own), at the prices of the request's service tier and prompt size
+	// (Price.Effective: the service tier's, else the long-context tier's
+	// above its size).
 	Price                                                      pricing.Price
 	PriceKnown                                                 bool
 	InputNano, CachedNano, CacheWriteNano, OutputNano, ReqNano int64
@@ -87,6 +91,7 @@ func FromEvent(ev *usagev1.UsageEvent, tables ...*pricing.Table) *Charge {
 		StatusCode: ev.StatusCode, ErrorType: ev.ErrorType, PromptTokens: ev.PromptTokens,
 		CompletionTokens: ev.CompletionTokens, CachedTokens: ev.CachedTokens, CacheWriteTokens: ev.CacheWriteTokens,
 		ReasoningTokens: ev.ReasoningTokens, Estimated: ev.Estimated, CostNano: ev.CostNanoUsd, PricingVersion: ev.PricingVersion,
+		ServiceTier: ev.ServiceTier,
 	}
 	if c.Fallbacks == nil {
 		c.Fallbacks = []string{}
@@ -121,7 +126,7 @@ func (c *Charge) BreakDown(tables ...*pricing.Table) {
 
 func (c *Charge) breakdown(p pricing.Price) {
 	c.Price, c.PriceKnown = p, true
-	e := p.Effective(c.PromptTokens)
+	e := p.Effective(c.PromptTokens, pricing.ParseServiceTier(c.ServiceTier))
 	cached := min(c.CachedTokens, c.PromptTokens)
 	written := min(c.CacheWriteTokens, c.PromptTokens-cached)
 	c.InputNano = pricing.Price{InputPerM: e.InputPerM}.Cost(pricing.Usage{PromptTokens: c.PromptTokens - cached - written})
@@ -152,9 +157,11 @@ func (c *Charge) WriteText(w io.Writer) error {
 		c.CacheWriteTokens, c.CompletionTokens, c.ReasoningTokens, est)
 	f("price table", "%s", c.PricingVersion)
 	if c.PriceKnown {
-		e := c.Price.Effective(c.PromptTokens)
+		e := c.Price.Effective(c.PromptTokens, pricing.ParseServiceTier(c.ServiceTier))
 		tier := ""
-		if l := c.Price.Long; l.AbovePromptTokens > 0 && c.PromptTokens > l.AbovePromptTokens {
+		if c.ServiceTier != "" {
+			tier = " (service tier " + c.ServiceTier + ")"
+		} else if l := c.Price.Long; l.AbovePromptTokens > 0 && c.PromptTokens > l.AbovePromptTokens {
 			tier = fmt.Sprintf(" (long context: prompt above %d tokens)", l.AbovePromptTokens)
 		}
 		f("prices", "%s in, %s cached in, %s cache write, %s out per million tokens%s; %s per request",

@@ -218,7 +218,8 @@ type Usage struct {
 // per second of audio, per_1m_characters per million characters of speech
 // input. cache_write is the price of prompt tokens written to the
 // provider's prompt cache (Anthropic's cache_creation_input_tokens); empty
-// bills them at input. Long is a long-context tier.
+// bills them at input. Long is a long-context tier, Tiers the prices of
+// the provider's service tiers.
 type Price struct {
 	Input           string     `yaml:"input"`
 	Output          string     `yaml:"output"`
@@ -229,6 +230,24 @@ type Price struct {
 	PerAudioSecond  string     `yaml:"per_audio_second"`
 	Per1MCharacters string     `yaml:"per_1m_characters"`
 	Long            *LongPrice `yaml:"long"`
+	Tiers           *Tiers     `yaml:"tiers"`
+}
+
+// Tiers are the prices of a provider's service tiers (OpenAI
+// service_tier): a request the provider reports it answered at flex or
+// priority pays that tier's prices; a tier left out, or a field left
+// empty, keeps the entry's base price.
+type Tiers struct {
+	Flex     *TierPrice `yaml:"flex"`
+	Priority *TierPrice `yaml:"priority"`
+}
+
+// TierPrice is one service tier's token prices, decimal USD per million
+// tokens.
+type TierPrice struct {
+	Input       string `yaml:"input"`
+	Output      string `yaml:"output"`
+	CachedInput string `yaml:"cached_input"`
 }
 
 // LongPrice is a long-context price tier: a request whose prompt has more

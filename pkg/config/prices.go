@@ -51,5 +51,15 @@ func (p Price) price() (pricing.Price, error) {
 		l := p.Long
 		pr, err = pr.WithLong(l.AbovePromptTokens, l.Input, l.Output, l.CachedInput, l.CacheWrite)
 	}
+	if ts := p.Tiers; err == nil && ts != nil {
+		for _, t := range []struct {
+			name string
+			p    *TierPrice
+		}{{"flex", ts.Flex}, {"priority", ts.Priority}} {
+			if t.p != nil && err == nil {
+				pr, err = pr.WithServiceTier(t.name, t.p.Input, t.p.Output, t.p.CachedInput)
+			}
+		}
+	}
 	return pr, err
 }

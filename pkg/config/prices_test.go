@@ -45,6 +45,10 @@ prices:
   azure-eu/gpt-4o: {input: "2.75"}
 `, wantVersion: "import-2026-12-01+override", model: "gpt-4o",
 			want: pricing.Price{InputPerM: 2e9, OutputPerM: 8e9, CacheWriteInputPerM: 25e8, Long: pricing.Tier{AbovePromptTokens: 128_000, InputPerM: 4e9}}},
+		{name: "service tiers", yaml: "prices:\n  gpt-5: {input: \"1.25\", output: \"10\", tiers: {flex: {input: \"0.625\", output: \"5\"}, priority: {cached_input: \"0.25\"}}}\n",
+			wantVersion: pricing.Default().Version + "+override", model: "gpt-5",
+			want: pricing.Price{InputPerM: 125e7, OutputPerM: 10e9, Flex: pricing.TierPrices{InputPerM: 625e6, OutputPerM: 5e9},
+				Priority: pricing.TierPrices{CachedInputPerM: 25e7}}},
 		{name: "provider entry", yaml: "prices:\n  azure-eu/gpt-4o: {input: \"2.75\"}\n",
 			wantVersion: pricing.Default().Version + "+override", model: "azure-eu/gpt-4o", want: pricing.Price{InputPerM: 275e7}},
 		{name: "missing book", yaml: "price_book: " + filepath.Join(dir, "none.yaml"), wantErr: []string{"price_book: open ", "none.yaml"}},

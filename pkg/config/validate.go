@@ -515,6 +515,18 @@ func (v *validator) prices(ps map[string]Price) {
 				v.addf(p+".long", "sets no price (input, output, cached_input or cache_write)")
 			}
 		}
+		if ts := pr.Tiers; ts != nil {
+			for _, t := range []struct {
+				name string
+				p    *TierPrice
+			}{{"flex", ts.Flex}, {"priority", ts.Priority}} {
+				if t.p != nil && !v.decimals(p+".tiers."+t.name, []struct{ name, value string }{
+					{"input", t.p.Input}, {"output", t.p.Output}, {"cached_input", t.p.CachedInput},
+				}) {
+					v.addf(p+".tiers."+t.name, "sets no price (input, output or cached_input)")
+				}
+			}
+		}
 	}
 }
 

@@ -243,6 +243,10 @@ func TestValidateErrors(t *testing.T) {
 		{"long tier decimal", func(c *Config) {
 			c.Prices["l"] = Price{Input: "1", Long: &LongPrice{AbovePromptTokens: 10, CacheWrite: "-1"}}
 		}, `prices["l"].long.cache_write: "-1" is not a decimal amount`},
+		{"service tier without price", func(c *Config) { c.Prices["t"] = Price{Input: "1", Tiers: &Tiers{Flex: &TierPrice{}}} },
+			`prices["t"].tiers.flex: sets no price (input, output or cached_input)`},
+		{"service tier decimal", func(c *Config) { c.Prices["t"] = Price{Input: "1", Tiers: &Tiers{Priority: &TierPrice{Output: "x"}}} },
+			`prices["t"].tiers.priority.output: "x" is not a decimal amount`},
 		{"files provider unknown", func(c *Config) { c.FilesProvider = "nope" }, `files_provider: unknown provider "nope"`},
 		{"files provider wrong kind", func(c *Config) {
 			c.Providers = append(c.Providers, Provider{Name: "claude", Kind: "anthropic"})

@@ -342,7 +342,7 @@ func (g *Gateway) bill(rec *record) {
 	// its per_request price.
 	if adm.priced && (rec.started || rec.status < 400) {
 		pu := pricing.Usage{PromptTokens: u.Prompt, CompletionTokens: u.Completion, CachedTokens: u.Cached,
-			CacheWriteTokens: u.CacheWrite, ReasoningTokens: u.Reasoning}
+			CacheWriteTokens: u.CacheWrite, ReasoningTokens: u.Reasoning, ServiceTier: u.Tier}
 		unitUsage(&pu, rec)
 		cost = adm.price.Cost(pu)
 	}
@@ -445,6 +445,7 @@ func (g *Gateway) event(rec *record, u tokenUsage, estimated bool, cost int64) *
 		Estimated:        estimated,
 		CostNanoUsd:      cost,
 		PricingVersion:   rec.prices.Version,
+		ServiceTier:      u.Tier.String(),
 		Endpoint:         rec.endpointPath(),
 		Stream:           rec.stream,
 		StatusCode:       uint32(rec.status),

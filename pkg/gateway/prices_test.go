@@ -188,3 +188,51 @@ func checkCacheWriteEvent(t *testing.T, ev *usagev1.UsageEvent, written uint64, 
 		}
 	}
 }
+
+// TestServiceTierPrices: an OpenAI answer that reports service_tier flex or
+// priority is billed at that tier's prices of the entry, unary and
+// streamed, and the event records the tier; a tier the entry has no price
+// for, and the standard tier, pay the base price.
+func TestServiceTierPrices(t *testing.T) {
+	a := newAcctRig(t, nil)
+	base, _ := pricing.Default().Lookup("mock-gpt")
+	tiered := base
+	tiered.InputPerM, tiered.OutputPerM = 2_000_000_000, 8_000_000_000
+	tiered.Flex = pricing.TierPrices{InputPerM: 1_000_000_000, OutputPerM: 4_000_000_000}
+	tab := pricing.Default().With(map[string]pricing.Price{"mock-gpt": tiered}, "tiers-1")
+	if err := a.gw.Reload(a.cfg, a.gw.state.Load().verifier, tab); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name, tier string
+		stream     bool
+		wantTier   string
+		wantTierOf pricing.ServiceTier
+	}{
+		{name: "flex", tier: "flex", wantTier: "flex", wantTierOf: pricing.TierFlex},
+		{name: "flex stream", tier: "flex", stream: true, wantTier: "flex", wantTierOf: pricing.TierFlex},
+		{name: "priority without a price", tier: "priority", wantTier: "priority", wantTierOf: pricing.TierPriority},
+		{name: "standard", tier: "auto"},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			body := fmt.Sprintf(`{"model":"mock-gpt","service_tier":%q,"stream":%v,"messages":[{"role":"user","content":"one two three four five"}],"mock":{"words":6,"chunks":6}}`,
+				tt.tier, tt.stream)
+			resp := a.post("/v1/chat/completions", a.token(nil), body)
+			if out := readBody(t, resp); resp.StatusCode != 200 {
+				t.Fatalf("status %d: %s", resp.StatusCode, out)
+			}
+			ev := a.events(t, i+1)[i]
+			u := pricing.Usage{PromptTokens: ev.PromptTokens, CompletionTokens: ev.CompletionTokens, ServiceTier: tt.wantTierOf}
+			want := tiered.Cost(u)
+			standard := tiered.Cost(pricing.Usage{PromptTokens: ev.PromptTokens, CompletionTokens: ev.CompletionTokens})
+			if ev.ServiceTier != tt.wantTier || ev.CostNanoUsd != want || ev.PricingVersion != "tiers-1" || ev.CompletionTokens != 6 {
+				t.Errorf("event tier %q cost %d version %q completion %d; want tier %q cost %d", ev.ServiceTier, ev.CostNanoUsd,
+					ev.PricingVersion, ev.CompletionTokens, tt.wantTier, want)
+			}
+			if isFlex := tt.wantTierOf == pricing.TierFlex; isFlex == (want == standard) {
+				t.Errorf("flex %v: tier cost %d, standard cost %d", isFlex, want, standard)
+			}
+		})
+	}
+}

@@ -44,6 +44,10 @@
 // failing primary and, through a provider sending X-Mock-Healthy: 1, its
 // healthy fallback (see faults.go).
 //
+// A chat or completions request with "service_tier": "flex" or "priority"
+// gets that service_tier back next to its usage (the answer's, or the
+// stream's usage chunk), as OpenAI reports the tier it served at.
+//
 // Any model name is answered. Requests that declare tools (chat, and the
 // Anthropic, Gemini and Bedrock formats) get tool calls as tools.go says:
 // tool_choice is honoured, auto calls a tool when the last user message

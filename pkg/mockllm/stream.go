@@ -43,6 +43,7 @@ type answer struct {
 	words   int    // completion words of a non-stream answer
 	usage   bool   // include usage
 	fault   faults // faults.go: bad usage, error-event status
+	tier    string // OpenAI formats: the service_tier reported with usage ("flex", "priority"); "": none
 
 	// Responses API only (responses.go).
 	incomplete bool // max_output_tokens cut the answer short

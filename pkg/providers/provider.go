@@ -18,6 +18,7 @@ import (
 	"io"
 
 	"github.com/tidwall/gjson"
+	"github.com/tollgate/tollgate/pkg/pricing"
 	"github.com/tollgate/tollgate/pkg/rawjson"
 	"github.com/valyala/fasthttp"
 )
@@ -111,6 +112,10 @@ type Usage struct {
 	// cache (Anthropic's cache_creation_input_tokens, Bedrock's
 	// cacheWriteInputTokens), billed at the cache-write price.
 	CacheWrite uint64
+	// Tier is the service tier the provider reported it answered at
+	// (OpenAI's service_tier), priced at that tier's prices when the entry
+	// has them.
+	Tier pricing.ServiceTier
 	// Reported is true when the provider reported usage at all.
 	Reported bool
 }

@@ -288,7 +288,8 @@ func (r *reader) take(m jetstream.Msg) {
 // whether t has a price for the event: the provider's entry for its
 // deployment (provider/model, Table.LookupAt), else its served model's,
 // else its requested model's. Cache reads and writes are billed at their
-// prices, and a prompt above an entry's long-context size at the tier's.
+// prices, an event's service tier at its prices, and a prompt above an
+// entry's long-context size at the tier's.
 func Reprice(ev *usagev1.UsageEvent, t *pricing.Table) bool {
 	p, ok := t.LookupAt(ev.Provider, ev.Deployment)
 	if !ok {
@@ -299,7 +300,8 @@ func Reprice(ev *usagev1.UsageEvent, t *pricing.Table) bool {
 		}
 	}
 	ev.CostNanoUsd = p.Cost(pricing.Usage{PromptTokens: ev.PromptTokens, CompletionTokens: ev.CompletionTokens,
-		CachedTokens: ev.CachedTokens, CacheWriteTokens: ev.CacheWriteTokens, ReasoningTokens: ev.ReasoningTokens})
+		CachedTokens: ev.CachedTokens, CacheWriteTokens: ev.CacheWriteTokens, ReasoningTokens: ev.ReasoningTokens,
+		ServiceTier: pricing.ParseServiceTier(ev.ServiceTier)})
 	ev.PricingVersion = t.Version
 	return true
 }

@@ -15,6 +15,7 @@ import (
 	"unsafe"
 
 	"github.com/tidwall/gjson"
+	"github.com/tollgate/tollgate/pkg/pricing"
 	"github.com/tollgate/tollgate/pkg/providers"
 	"github.com/valyala/fasthttp"
 )
@@ -299,7 +300,23 @@ func (p *Provider) Response(_, body []byte, c *providers.Call) ([]byte, provider
 	if err := providers.CheckAnswer(c.Endpoint, body); err != nil {
 		return nil, providers.Usage{}, fmt.Errorf("provider %s: %w", p.name, err)
 	}
-	return body, ParseUsage(gjson.Get(bytesString(body), "usage")), nil
+	b := bytesString(body)
+	u := ParseUsage(gjson.Get(b, "usage"))
+	if u.Reported {
+		u.Tier = serviceTier(b, "service_tier")
+	}
+	return body, u, nil
+}
+
+// serviceTier reads the service tier an answer reports at path
+// (service_tier of a chat or completions body or stream chunk,
+// response.service_tier of a Responses stream's terminal event).
+func serviceTier(json, path string) pricing.ServiceTier {
+	v := gjson.Get(json, path)
+	if v.Type != gjson.String {
+		return pricing.TierStandard
+	}
+	return pricing.ParseServiceTier(v.Str)
 }
 
 // ErrorMessage reads error.message (or a top-level message) of an error body.
