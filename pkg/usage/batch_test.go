@@ -11,12 +11,12 @@ import (
 // TestBatchEncodingCarriesEveryField: the hand-written batch encoding
 // (appendBatch) and a legacy single-event message both decode, through
 // DecodeMessage, to the events as published, token counts included
-// (cache_write_tokens among them).
+// (cache_write_tokens and service_tier among them).
 func TestBatchEncodingCarriesEveryField(t *testing.T) {
 	events := []*usagev1.UsageEvent{
 		{EventId: "e1", RequestId: "r1", Dept: "research", ServedModel: "claude-sonnet-4-5", Provider: "claude",
 			PromptTokens: 2112, CompletionTokens: 9, CachedTokens: 2000, CacheWriteTokens: 100, ReasoningTokens: 3,
-			CostNanoUsd: 1_234_567, PricingVersion: "book-1"},
+			CostNanoUsd: 1_234_567, PricingVersion: "book-1", ServiceTier: "flex"},
 		{EventId: "e2", RequestId: "r2", PromptTokens: 10, CacheWriteTokens: 10},
 	}
 	tests := []struct {
@@ -53,8 +53,8 @@ func TestBatchEncodingCarriesEveryField(t *testing.T) {
 					t.Errorf("event %d = %v, want %v", i, ev, tt.want[i])
 				}
 			}
-			if got := b.Events[0].CacheWriteTokens; got != 100 {
-				t.Errorf("cache_write_tokens = %d, want 100", got)
+			if got := b.Events[0]; got.CacheWriteTokens != 100 || got.ServiceTier != "flex" {
+				t.Errorf("cache_write_tokens = %d, service_tier = %q; want 100, flex", got.CacheWriteTokens, got.ServiceTier)
 			}
 		})
 	}

@@ -15,7 +15,6 @@ import (
 	"unsafe"
 
 	"github.com/tidwall/gjson"
-	"github.com/tollgate/tollgate/pkg/pricing"
 	"github.com/tollgate/tollgate/pkg/providers"
 	"github.com/valyala/fasthttp"
 )
@@ -306,17 +305,6 @@ func (p *Provider) Response(_, body []byte, c *providers.Call) ([]byte, provider
 		u.Tier = serviceTier(b, "service_tier")
 	}
 	return body, u, nil
-}
-
-// serviceTier reads the service tier an answer reports at path
-// (service_tier of a chat or completions body or stream chunk,
-// response.service_tier of a Responses stream's terminal event).
-func serviceTier(json, path string) pricing.ServiceTier {
-	v := gjson.Get(json, path)
-	if v.Type != gjson.String {
-		return pricing.TierStandard
-	}
-	return pricing.ParseServiceTier(v.Str)
 }
 
 // ErrorMessage reads error.message (or a top-level message) of an error body.
