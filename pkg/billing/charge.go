@@ -44,17 +44,25 @@ type Charge struct {
 	PromptTokens       uint64
 	CompletionTokens   uint64
 	CachedTokens       uint64
+	CacheWriteTokens   uint64
 	ReasoningTokens    uint64
 	Estimated          bool
 	CostNano           int64
 	PricingVersion     string
-	// Price is the served model's price in the table of PricingVersion,
-	// when that table is the embedded one (PriceKnown); then the parts
-	// below break CostNano down (their sum is within a nano-USD of it,
-	// each part being rounded on its own).
-	Price                                      pricing.Price
-	PriceKnown                                 bool
-	InputNano, CachedNano, OutputNano, ReqNano int64
+	// ServiceTier is the provider's service tier when it has a price of
+	// its own ("flex", "priority"); empty for the standard tier.
+	ServiceTier string
+	// Price is the served model's price in the table of PricingVersion
+	// (the provider's entry, provider/model, before the model's), when
+	// that table is the embedded one or one passed to BreakDown
+	// (PriceKnown); then the parts below break CostNano down (their sum is
+	// within a nano-USD per part of it, each part being rounded on its
+	// own), at the prices of the request's service tier and prompt size
+	// (Price.Effective: the service tier's, else the long-context tier's
+	// above its size).
+	Price                                                      pricing.Price
+	PriceKnown                                                 bool
+	InputNano, CachedNano, CacheWriteNano, OutputNano, ReqNano int64
 	// Budgets are the limits checked at admission, with the spend and
 	// headroom of that moment (empty when none applied, or for events
 	// recorded before the gateway kept them).
@@ -81,8 +89,9 @@ func FromEvent(ev *usagev1.UsageEvent, tables ...*pricing.Table) *Charge {
 		RequestedModel: ev.RequestedModel, ServedModel: ev.ServedModel, Provider: ev.Provider, Deployment: ev.Deployment,
 		Route: ev.Route, Attempts: ev.Attempts, Fallbacks: ev.Fallbacks, Endpoint: ev.Endpoint,
 		StatusCode: ev.StatusCode, ErrorType: ev.ErrorType, PromptTokens: ev.PromptTokens,
-		CompletionTokens: ev.CompletionTokens, CachedTokens: ev.CachedTokens, ReasoningTokens: ev.ReasoningTokens,
-		Estimated: ev.Estimated, CostNano: ev.CostNanoUsd, PricingVersion: ev.PricingVersion,
+		CompletionTokens: ev.CompletionTokens, CachedTokens: ev.CachedTokens, CacheWriteTokens: ev.CacheWriteTokens,
+		ReasoningTokens: ev.ReasoningTokens, Estimated: ev.Estimated, CostNano: ev.CostNanoUsd, PricingVersion: ev.PricingVersion,
+		ServiceTier: ev.ServiceTier,
 	}
 	if c.Fallbacks == nil {
 		c.Fallbacks = []string{}
@@ -97,13 +106,19 @@ func FromEvent(ev *usagev1.UsageEvent, tables ...*pricing.Table) *Charge {
 }
 
 // BreakDown fills Price and the cost parts when the event's price table is
-// the embedded one or among tables; otherwise it leaves them unset.
+// the embedded one or among tables (found by version: pass the table a
+// gateway's price_book and prices build, config.Config.PriceTable);
+// otherwise it leaves them unset. The entry is found as the gateway finds
+// it: the provider's (Table.LookupAt on the event's deployment), else the
+// served model's.
 func (c *Charge) BreakDown(tables ...*pricing.Table) {
 	for _, t := range append([]*pricing.Table{pricing.Default()}, tables...) {
 		if t == nil || t.Version != c.PricingVersion {
 			continue
 		}
-		if p, ok := t.Lookup(c.ServedModel); ok {
+		if p, ok := t.LookupAt(c.Provider, c.Deployment); ok {
+			c.breakdown(p)
+		} else if p, ok := t.Lookup(c.ServedModel); ok {
 			c.breakdown(p)
 		}
 	}
@@ -111,10 +126,13 @@ func (c *Charge) BreakDown(tables ...*pricing.Table) {
 
 func (c *Charge) breakdown(p pricing.Price) {
 	c.Price, c.PriceKnown = p, true
+	e := p.Effective(c.PromptTokens, pricing.ParseServiceTier(c.ServiceTier))
 	cached := min(c.CachedTokens, c.PromptTokens)
-	c.InputNano = pricing.Price{InputPerM: p.InputPerM}.Cost(pricing.Usage{PromptTokens: c.PromptTokens - cached})
-	c.CachedNano = pricing.Price{CachedInputPerM: p.CachedInputPerM}.Cost(pricing.Usage{PromptTokens: cached, CachedTokens: cached})
-	c.OutputNano = pricing.Price{OutputPerM: p.OutputPerM}.Cost(pricing.Usage{CompletionTokens: c.CompletionTokens})
+	written := min(c.CacheWriteTokens, c.PromptTokens-cached)
+	c.InputNano = pricing.Price{InputPerM: e.InputPerM}.Cost(pricing.Usage{PromptTokens: c.PromptTokens - cached - written})
+	c.CachedNano = pricing.Price{InputPerM: e.CachedInputPerM}.Cost(pricing.Usage{PromptTokens: cached})
+	c.CacheWriteNano = pricing.Price{InputPerM: e.CacheWriteInputPerM}.Cost(pricing.Usage{PromptTokens: written})
+	c.OutputNano = pricing.Price{OutputPerM: e.OutputPerM}.Cost(pricing.Usage{CompletionTokens: c.CompletionTokens})
 	c.ReqNano = max(p.PerRequest, 0)
 }
 
@@ -135,15 +153,24 @@ func (c *Charge) WriteText(w io.Writer) error {
 	if c.Estimated {
 		est = " (estimated: the provider reported no usage)"
 	}
-	f("tokens", "%d in (%d cached), %d out (%d reasoning)%s", c.PromptTokens, c.CachedTokens, c.CompletionTokens, c.ReasoningTokens, est)
+	f("tokens", "%d in (%d cached, %d written to cache), %d out (%d reasoning)%s", c.PromptTokens, c.CachedTokens,
+		c.CacheWriteTokens, c.CompletionTokens, c.ReasoningTokens, est)
 	f("price table", "%s", c.PricingVersion)
 	if c.PriceKnown {
-		f("prices", "%s in, %s cached in, %s out per million tokens; %s per request",
-			usd(c.Price.InputPerM), usd(c.Price.CachedInputPerM), usd(c.Price.OutputPerM), usd(c.Price.PerRequest))
-		f("cost", "%s input + %s cached + %s output + %s per request = %s",
-			usd(c.InputNano), usd(c.CachedNano), usd(c.OutputNano), usd(c.ReqNano), usd(c.CostNano))
+		e := c.Price.Effective(c.PromptTokens, pricing.ParseServiceTier(c.ServiceTier))
+		tier := ""
+		if c.ServiceTier != "" {
+			tier = " (service tier " + c.ServiceTier + ")"
+		} else if l := c.Price.Long; l.AbovePromptTokens > 0 && c.PromptTokens > l.AbovePromptTokens {
+			tier = fmt.Sprintf(" (long context: prompt above %d tokens)", l.AbovePromptTokens)
+		}
+		f("prices", "%s in, %s cached in, %s cache write, %s out per million tokens%s; %s per request",
+			usd(e.InputPerM), usd(e.CachedInputPerM), usd(e.CacheWriteInputPerM), usd(e.OutputPerM), tier, usd(c.Price.PerRequest))
+		f("cost", "%s input + %s cached + %s cache write + %s output + %s per request = %s",
+			usd(c.InputNano), usd(c.CachedNano), usd(c.CacheWriteNano), usd(c.OutputNano), usd(c.ReqNano), usd(c.CostNano))
 	} else {
-		f("prices", "table %s is not the embedded one (%s): no breakdown", c.PricingVersion, pricing.Default().Version)
+		f("prices", "table %s is not the embedded one (%s) nor one given (tollctl explain --prices FILE or --config FILE): no breakdown",
+			c.PricingVersion, pricing.Default().Version)
 		f("cost", "%s", usd(c.CostNano))
 	}
 	if len(c.Budgets) == 0 {

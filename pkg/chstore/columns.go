@@ -17,7 +17,7 @@ const eventColumns = "event_id, request_id, ts, ts_ms, issuer, subject, key_id, 
 	"stream_seq, ingested_at, " +
 	"budget_scope, budget_value, budget_period, budget_period_start, budget_from_token, " +
 	"budget_limit_nano_usd, budget_spent_nano_usd, budget_reserved_nano_usd, budget_headroom_nano_usd, " +
-	"hedged, units, unit, producer_id, batch_seq"
+	"hedged, units, unit, producer_id, batch_seq, cache_write_tokens, service_tier"
 
 // columns holds a batch of usage_events rows column by column, the form a
 // native insert sends. Its slices are reused from batch to batch.
@@ -50,6 +50,8 @@ type columns struct {
 	unit                                              []string
 	producerID                                        []string
 	batchSeq                                          []uint64
+	cacheWrite                                        []uint64
+	serviceTier                                       []string
 	minTS, maxTS                                      uint32
 	minSeq, maxSeq                                    uint64
 }
@@ -119,7 +121,7 @@ func (c *columns) slices() []any {
 		c.streamSeq, c.ingestedAt,
 		c.budgets.scope, c.budgets.value, c.budgets.period, c.budgets.periodStart, c.budgets.fromToken,
 		c.budgets.limit, c.budgets.spent, c.budgets.reserved, c.budgets.headroom,
-		c.hedged, c.units, c.unit, c.producerID, c.batchSeq,
+		c.hedged, c.units, c.unit, c.producerID, c.batchSeq, c.cacheWrite, c.serviceTier,
 	}
 }
 
@@ -144,7 +146,8 @@ func (c *columns) reset() {
 		degradationStep: c.degradationStep[:0], clampedMaxTokens: c.clampedMaxTokens[:0],
 		streamSeq: c.streamSeq[:0], ingestedAt: c.ingestedAt[:0],
 		hedged: c.hedged[:0], units: c.units[:0], unit: c.unit[:0],
-		producerID: c.producerID[:0], batchSeq: c.batchSeq[:0],
+		producerID: c.producerID[:0], batchSeq: c.batchSeq[:0], cacheWrite: c.cacheWrite[:0],
+		serviceTier: c.serviceTier[:0],
 	}
 }
 
@@ -229,6 +232,8 @@ func (c *columns) add(e *usagev1.UsageEvent, src Source, ingested time.Time) {
 	c.unit = append(c.unit, e.Unit)
 	c.producerID = append(c.producerID, src.Producer)
 	c.batchSeq = append(c.batchSeq, src.BatchSeq)
+	c.cacheWrite = append(c.cacheWrite, e.CacheWriteTokens)
+	c.serviceTier = append(c.serviceTier, e.ServiceTier)
 }
 
 // unixSeconds converts Unix nanoseconds to the seconds a DateTime holds,

@@ -16,7 +16,10 @@
 // by materialized views on usage_events. 0003_spend_views.sql: spend_hourly
 // and spend_daily views in USD. 0008_batches.sql: the producer_id and
 // batch_seq of each row (the batch that carried it; empty and 0 for legacy
-// single-event messages) and watermarks.windows. The files explain each
+// single-event messages) and watermarks.windows. 0010_cache_write_tier.sql:
+// cache_write_tokens (prompt tokens written to the provider's prompt
+// cache) and service_tier (flex, priority; empty for the standard tier),
+// 0 and empty in rows loaded before it. The files explain each
 // choice; deploy/clickhouse/README.md tells operators how to use them.
 //
 // # Loading

@@ -111,6 +111,8 @@ type eventRow struct {
 	Unit             string    `ch:"unit"`
 	ProducerID       string    `ch:"producer_id"`
 	BatchSeq         uint64    `ch:"batch_seq"`
+	CacheWriteTokens uint64    `ch:"cache_write_tokens"`
+	ServiceTier      string    `ch:"service_tier"`
 }
 
 func TestRowFields(t *testing.T) {
@@ -120,6 +122,7 @@ func TestRowFields(t *testing.T) {
 	odd.ReasoningTokens, odd.DegradationStep, odd.ClampedMaxTokens = 11, "cheaper-model", 256
 	odd.Timestamp = baseTS + 1_999_999 // sub-millisecond part is dropped
 	odd.Hedged, odd.Units, odd.Unit = true, 3, "image"
+	odd.CacheWriteTokens, odd.ServiceTier = 40, "flex"
 	odd.Budgets = []*usagev1.BudgetCheck{
 		{Scope: "dept", Value: "eng", Period: "month", PeriodStart: "2026-11", LimitNanoUsd: 500e9, SpentNanoUsd: 212_300_000_000,
 			ReservedNanoUsd: 40_000, HeadroomNanoUsd: 287_700_000_000},
@@ -181,7 +184,8 @@ func TestRowFields(t *testing.T) {
 				BudgetScope: []string{}, BudgetValue: []string{}, BudgetPeriod: []string{}, BudgetStart: []string{},
 				BudgetFromToken: []uint8{}, BudgetLimit: []int64{}, BudgetSpent: []int64{}, BudgetReserved: []int64{},
 				BudgetHeadroom: []int64{},
-				Hedged:         flag(ev.Hedged), Units: ev.Units, Unit: ev.Unit,
+				Hedged:         flag(ev.Hedged), Units: ev.Units, Unit: ev.Unit, CacheWriteTokens: ev.CacheWriteTokens,
+				ServiceTier: ev.ServiceTier,
 			}
 			for _, b := range ev.Budgets {
 				want.BudgetScope, want.BudgetValue = append(want.BudgetScope, b.Scope), append(want.BudgetValue, b.Value)

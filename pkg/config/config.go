@@ -59,7 +59,16 @@ type Config struct {
 	RateLimit RateLimiting `yaml:"rate_limit"`
 	NATS      NATS         `yaml:"nats"`
 	Usage     Usage        `yaml:"usage"`
-	// Prices override or add entries of the embedded price table, keyed by model.
+	// PriceBook is a price table file in the prices.yaml format, as
+	// `tollctl prices import` writes it, that replaces the embedded table;
+	// its version is recorded on every usage event. Read at start and on
+	// every reload; a relative path is relative to the working directory.
+	// Empty (default) uses the embedded table.
+	PriceBook string `yaml:"price_book"`
+	// Prices override or add entries of the price table (the price book,
+	// else the embedded table), keyed by model, or by provider name and
+	// model ("azure-eu/gpt-4o"): such an entry prices that model when that
+	// provider serves it, before the model's own entry.
 	Prices map[string]Price `yaml:"prices"`
 }
 
@@ -204,17 +213,53 @@ type Usage struct {
 }
 
 // Price is a config override of one price-table entry, as decimal USD
-// strings: input, output and cached_input per million tokens, per_request
-// per call, per_image per generated image, per_audio_second per second of
-// audio, per_1m_characters per million characters of speech input.
+// strings: input, output, cached_input and cache_write per million tokens,
+// per_request per call, per_image per generated image, per_audio_second
+// per second of audio, per_1m_characters per million characters of speech
+// input. cache_write is the price of prompt tokens written to the
+// provider's prompt cache (Anthropic's cache_creation_input_tokens); empty
+// bills them at input. Long is a long-context tier, Tiers the prices of
+// the provider's service tiers.
 type Price struct {
-	Input           string `yaml:"input"`
-	Output          string `yaml:"output"`
-	CachedInput     string `yaml:"cached_input"`
-	PerRequest      string `yaml:"per_request"`
-	PerImage        string `yaml:"per_image"`
-	PerAudioSecond  string `yaml:"per_audio_second"`
-	Per1MCharacters string `yaml:"per_1m_characters"`
+	Input           string     `yaml:"input"`
+	Output          string     `yaml:"output"`
+	CachedInput     string     `yaml:"cached_input"`
+	CacheWrite      string     `yaml:"cache_write"`
+	PerRequest      string     `yaml:"per_request"`
+	PerImage        string     `yaml:"per_image"`
+	PerAudioSecond  string     `yaml:"per_audio_second"`
+	Per1MCharacters string     `yaml:"per_1m_characters"`
+	Long            *LongPrice `yaml:"long"`
+	Tiers           *Tiers     `yaml:"tiers"`
+}
+
+// Tiers are the prices of a provider's service tiers (OpenAI
+// service_tier): a request the provider reports it answered at flex or
+// priority pays that tier's prices; a tier left out, or a field left
+// empty, keeps the entry's base price.
+type Tiers struct {
+	Flex     *TierPrice `yaml:"flex"`
+	Priority *TierPrice `yaml:"priority"`
+}
+
+// TierPrice is one service tier's token prices, decimal USD per million
+// tokens.
+type TierPrice struct {
+	Input       string `yaml:"input"`
+	Output      string `yaml:"output"`
+	CachedInput string `yaml:"cached_input"`
+}
+
+// LongPrice is a long-context price tier: a request whose prompt has more
+// than AbovePromptTokens tokens (required, above 0) pays these prices,
+// decimal USD per million tokens, for all its tokens; an empty field keeps
+// the entry's base price.
+type LongPrice struct {
+	AbovePromptTokens uint64 `yaml:"above_prompt_tokens"`
+	Input             string `yaml:"input"`
+	Output            string `yaml:"output"`
+	CachedInput       string `yaml:"cached_input"`
+	CacheWrite        string `yaml:"cache_write"`
 }
 
 // Log configures log/slog output (always to stderr).

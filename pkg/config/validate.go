@@ -498,21 +498,49 @@ func (v *validator) prices(ps map[string]Price) {
 		}
 		fields := []struct{ name, value string }{
 			{"input", pr.Input}, {"output", pr.Output},
-			{"cached_input", pr.CachedInput}, {"per_request", pr.PerRequest},
+			{"cached_input", pr.CachedInput}, {"cache_write", pr.CacheWrite}, {"per_request", pr.PerRequest},
 			{"per_image", pr.PerImage}, {"per_audio_second", pr.PerAudioSecond},
 			{"per_1m_characters", pr.Per1MCharacters},
 		}
-		set := false
-		for _, f := range fields {
-			if f.value != "" {
-				set = true
-				v.decimal(p+"."+f.name, f.value)
+		if !v.decimals(p, fields) {
+			v.addf(p, "sets no price (input, output, cached_input, cache_write, per_request, per_image, per_audio_second or per_1m_characters)")
+		}
+		if l := pr.Long; l != nil {
+			if l.AbovePromptTokens == 0 {
+				v.addf(p+".long.above_prompt_tokens", "must be set and above 0 (the prompt size the tier starts above)")
+			}
+			if !v.decimals(p+".long", []struct{ name, value string }{
+				{"input", l.Input}, {"output", l.Output}, {"cached_input", l.CachedInput}, {"cache_write", l.CacheWrite},
+			}) {
+				v.addf(p+".long", "sets no price (input, output, cached_input or cache_write)")
 			}
 		}
-		if !set {
-			v.addf(p, "sets no price (input, output, cached_input, per_request, per_image, per_audio_second or per_1m_characters)")
+		if ts := pr.Tiers; ts != nil {
+			for _, t := range []struct {
+				name string
+				p    *TierPrice
+			}{{"flex", ts.Flex}, {"priority", ts.Priority}} {
+				if t.p != nil && !v.decimals(p+".tiers."+t.name, []struct{ name, value string }{
+					{"input", t.p.Input}, {"output", t.p.Output}, {"cached_input", t.p.CachedInput},
+				}) {
+					v.addf(p+".tiers."+t.name, "sets no price (input, output or cached_input)")
+				}
+			}
 		}
 	}
+}
+
+// decimals checks each set field under path as a decimal amount and
+// reports whether any was set.
+func (v *validator) decimals(path string, fields []struct{ name, value string }) bool {
+	set := false
+	for _, f := range fields {
+		if f.value != "" {
+			set = true
+			v.decimal(path+"."+f.name, f.value)
+		}
+	}
+	return set
 }
 
 // decimal accepts a non-negative decimal with at most 9 fractional digits

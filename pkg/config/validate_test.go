@@ -235,6 +235,18 @@ func TestValidateErrors(t *testing.T) {
 		{"price per image", func(c *Config) { c.Prices["i"] = Price{PerImage: "-1"} }, `prices["i"].per_image: "-1" is not a decimal amount`},
 		{"price per audio second", func(c *Config) { c.Prices["a"] = Price{PerAudioSecond: "0.0000000001"} }, `prices["a"].per_audio_second: "0.0000000001" has more than 9 decimal places`},
 		{"price per 1m characters", func(c *Config) { c.Prices["s"] = Price{Per1MCharacters: "1e3"} }, `prices["s"].per_1m_characters: "1e3" is not a decimal amount`},
+		{"price cache write", func(c *Config) { c.Prices["c"] = Price{CacheWrite: "3,75"} }, `prices["c"].cache_write: "3,75" is not a decimal amount`},
+		{"long tier without size", func(c *Config) { c.Prices["l"] = Price{Input: "1", Long: &LongPrice{Input: "2"}} },
+			`prices["l"].long.above_prompt_tokens: must be set and above 0`},
+		{"long tier without price", func(c *Config) { c.Prices["l"] = Price{Input: "1", Long: &LongPrice{AbovePromptTokens: 10}} },
+			`prices["l"].long: sets no price (input, output, cached_input or cache_write)`},
+		{"long tier decimal", func(c *Config) {
+			c.Prices["l"] = Price{Input: "1", Long: &LongPrice{AbovePromptTokens: 10, CacheWrite: "-1"}}
+		}, `prices["l"].long.cache_write: "-1" is not a decimal amount`},
+		{"service tier without price", func(c *Config) { c.Prices["t"] = Price{Input: "1", Tiers: &Tiers{Flex: &TierPrice{}}} },
+			`prices["t"].tiers.flex: sets no price (input, output or cached_input)`},
+		{"service tier decimal", func(c *Config) { c.Prices["t"] = Price{Input: "1", Tiers: &Tiers{Priority: &TierPrice{Output: "x"}}} },
+			`prices["t"].tiers.priority.output: "x" is not a decimal amount`},
 		{"files provider unknown", func(c *Config) { c.FilesProvider = "nope" }, `files_provider: unknown provider "nope"`},
 		{"files provider wrong kind", func(c *Config) {
 			c.Providers = append(c.Providers, Provider{Name: "claude", Kind: "anthropic"})

@@ -19,7 +19,7 @@ var ErrNotFound = billing.ErrNotFound
 func Explain(ctx context.Context, conn driver.Conn, requestID string, tables ...*pricing.Table) (*billing.Charge, error) {
 	rows, err := conn.Query(ctx, `SELECT event_id, request_id, ts, issuer, subject, key_id, dept, team, project,
 		requested_model, served_model, provider, deployment, route, attempts, fallbacks, endpoint, status_code, error_type,
-		prompt_tokens, completion_tokens, cached_tokens, reasoning_tokens, estimated, cost_nano_usd, pricing_version,
+		prompt_tokens, completion_tokens, cached_tokens, cache_write_tokens, reasoning_tokens, estimated, cost_nano_usd, pricing_version, service_tier,
 		budget_scope, budget_value, budget_period, budget_period_start, budget_from_token,
 		budget_limit_nano_usd, budget_spent_nano_usd, budget_reserved_nano_usd, budget_headroom_nano_usd
 		FROM usage_events FINAL WHERE request_id = ? ORDER BY ts LIMIT 1`, requestID)
@@ -40,8 +40,8 @@ func Explain(ctx context.Context, conn driver.Conn, requestID string, tables ...
 	var limit, spent, reserved, headroom []int64
 	if err := rows.Scan(&c.EventID, &c.RequestID, &c.Time, &c.Issuer, &c.Subject, &c.KeyID, &c.Dept, &c.Team, &c.Project,
 		&c.RequestedModel, &c.ServedModel, &c.Provider, &c.Deployment, &c.Route, &c.Attempts, &c.Fallbacks, &c.Endpoint,
-		&c.StatusCode, &c.ErrorType, &c.PromptTokens, &c.CompletionTokens, &c.CachedTokens, &c.ReasoningTokens, &est,
-		&c.CostNano, &c.PricingVersion, &scope, &value, &period, &start, &fromToken,
+		&c.StatusCode, &c.ErrorType, &c.PromptTokens, &c.CompletionTokens, &c.CachedTokens, &c.CacheWriteTokens, &c.ReasoningTokens, &est,
+		&c.CostNano, &c.PricingVersion, &c.ServiceTier, &scope, &value, &period, &start, &fromToken,
 		&limit, &spent, &reserved, &headroom); err != nil {
 		return nil, fmt.Errorf("read request %s: %w", requestID, err)
 	}

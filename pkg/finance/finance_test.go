@@ -97,7 +97,7 @@ func TestExplain(t *testing.T) {
 				t.Fatalf("price known %v", c.PriceKnown)
 			}
 			if tc.known {
-				sum := c.InputNano + c.CachedNano + c.OutputNano + c.ReqNano
+				sum := c.InputNano + c.CachedNano + c.CacheWriteNano + c.OutputNano + c.ReqNano
 				if d := sum - c.CostNano; d < -2 || d > 2 {
 					t.Fatalf("parts sum to %d, cost %d", sum, c.CostNano)
 				}

@@ -88,10 +88,7 @@ func (g *Gateway) admit(c *fiber.Ctx, st *state, p *auth.Principal, rt *route, i
 	if aerr := g.backlogFull(); aerr != nil {
 		return adm, aerr
 	}
-	adm.price, adm.priced = st.prices.Lookup(rt.upstreamModel)
-	if !adm.priced {
-		adm.price, adm.priced = st.prices.Lookup(rt.name)
-	}
+	adm.price, adm.priced = routePrice(st.prices, rt)
 	if !adm.priced && st.refuseUnpriced {
 		return adm, errBadRequest("model_not_priced", "model", fmt.Sprintf("the model %q has no price, and this gateway refuses unpriced models", rt.name))
 	}
@@ -334,10 +331,9 @@ func (g *Gateway) bill(rec *record) {
 			adm.price, adm.priced = rec.prices.Lookup(rec.cachedModel)
 		}
 	} else if rt := rec.route; rt != nil && rec.prices != nil {
-		// Price what served the request: after a fallback, another model.
-		if pr, ok := rec.prices.Lookup(rt.upstreamModel); ok {
-			adm.price, adm.priced = pr, true
-		} else if pr, ok := rec.prices.Lookup(rt.name); ok {
+		// Price what served the request: after a fallback, another model
+		// or another provider.
+		if pr, ok := routePrice(rec.prices, rt); ok {
 			adm.price, adm.priced = pr, true
 		}
 	}
@@ -345,7 +341,8 @@ func (g *Gateway) bill(rec *record) {
 	// A request that failed before any answer began costs nothing, not even
 	// its per_request price.
 	if adm.priced && (rec.started || rec.status < 400) {
-		pu := pricing.Usage{PromptTokens: u.Prompt, CompletionTokens: u.Completion, CachedTokens: u.Cached, ReasoningTokens: u.Reasoning}
+		pu := pricing.Usage{PromptTokens: u.Prompt, CompletionTokens: u.Completion, CachedTokens: u.Cached,
+			CacheWriteTokens: u.CacheWrite, ReasoningTokens: u.Reasoning, ServiceTier: u.Tier}
 		unitUsage(&pu, rec)
 		cost = adm.price.Cost(pu)
 	}
@@ -366,6 +363,22 @@ func (g *Gateway) bill(rec *record) {
 		}
 		g.log.Error("usage event not recorded", "request_id", rec.requestID, "err", err)
 	}
+}
+
+// routePrice finds the price of what rt serves: the provider's entry
+// ("provider/model", looked up on the route's deployment, which is built
+// once per route, so nothing is concatenated per request), else the
+// upstream model's, else the route's model name's.
+func routePrice(t *pricing.Table, rt *route) (pricing.Price, bool) {
+	if rt.up != nil {
+		if p, ok := t.LookupAt(rt.up.name, rt.deployment); ok {
+			return p, true
+		}
+	}
+	if p, ok := t.Lookup(rt.upstreamModel); ok {
+		return p, true
+	}
+	return t.Lookup(rt.name)
 }
 
 // estimate counts tokens with the tokenizer when the provider reported no
@@ -427,10 +440,12 @@ func (g *Gateway) event(rec *record, u tokenUsage, estimated bool, cost int64) *
 		PromptTokens:     u.Prompt,
 		CompletionTokens: u.Completion,
 		CachedTokens:     u.Cached,
+		CacheWriteTokens: u.CacheWrite,
 		ReasoningTokens:  u.Reasoning,
 		Estimated:        estimated,
 		CostNanoUsd:      cost,
 		PricingVersion:   rec.prices.Version,
+		ServiceTier:      u.Tier.String(),
 		Endpoint:         rec.endpointPath(),
 		Stream:           rec.stream,
 		StatusCode:       uint32(rec.status),

@@ -65,7 +65,7 @@ func LoadSettings(path string, mockURL func() (string, error)) (*Settings, error
 	if err != nil {
 		return nil, err
 	}
-	prices, err := priceTable(cfg)
+	prices, err := cfg.PriceTable()
 	if err != nil {
 		return nil, err
 	}
@@ -81,26 +81,6 @@ func LoadSettings(path string, mockURL func() (string, error)) (*Settings, error
 	ctx, cancel := context.WithTimeout(context.Background(), keysFetchTimeout)
 	defer cancel()
 	return &Settings{Config: cfg, Verifier: v, Prices: prices, Limits: limits, KeysErr: v.Refresh(ctx)}, nil
-}
-
-// priceTable is the embedded table with the config's overrides.
-func priceTable(cfg *config.Config) (*pricing.Table, error) {
-	t := pricing.Default()
-	if len(cfg.Prices) == 0 {
-		return t, nil
-	}
-	over := make(map[string]pricing.Price, len(cfg.Prices))
-	for model, p := range cfg.Prices {
-		pr, err := pricing.ParsePrice(p.Input, p.Output, p.CachedInput, p.PerRequest)
-		if err == nil {
-			pr, err = pr.WithUnits(p.PerImage, p.PerAudioSecond, p.Per1MCharacters)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("prices.%s: %w", model, err)
-		}
-		over[model] = pr
-	}
-	return t.With(over, ""), nil
 }
 
 // limitSetter takes a reload's budget limits; *budget.Tracker is one.

@@ -187,6 +187,7 @@ func (s *Server) anthropicMessages(ctx *fasthttp.RequestCtx) {
 	sc := s.getScratch()
 	defer s.putScratch(sc)
 	b := resolveBehaviour(s.defaults, r.mock, &ctx.Request.Header)
+	a.written = min(b.cacheWrite, a.prompt)
 	if !s.anthropicPrelude(ctx, &b, sc.timer) {
 		return
 	}
@@ -310,16 +311,20 @@ func appendAnthropicMessage(dst []byte, a *answer) []byte {
 	dst = append(dst, stop...)
 	dst = append(dst, `","stop_sequence":null`...)
 	if a.usage {
-		dst = appendAnthropicUsage(dst, a.prompt, a.words)
+		dst = appendAnthropicUsage(dst, a.prompt, a.written, a.words)
 	}
 	return append(dst, '}')
 }
 
-// appendAnthropicUsage appends a full usage member, comma first.
-func appendAnthropicUsage(dst []byte, input, output int) []byte {
+// appendAnthropicUsage appends a full usage member, comma first: of prompt
+// tokens, written are reported as cache_creation_input_tokens and the rest
+// as input_tokens.
+func appendAnthropicUsage(dst []byte, prompt, written, output int) []byte {
 	dst = append(dst, `,"usage":{"input_tokens":`...)
-	dst = appendInt(dst, int64(input))
-	dst = append(dst, `,"cache_creation_input_tokens":0,"cache_read_input_tokens":0,"output_tokens":`...)
+	dst = appendInt(dst, int64(prompt-written))
+	dst = append(dst, `,"cache_creation_input_tokens":`...)
+	dst = appendInt(dst, int64(written))
+	dst = append(dst, `,"cache_read_input_tokens":0,"output_tokens":`...)
 	dst = appendInt(dst, int64(output))
 	return append(dst, '}')
 }

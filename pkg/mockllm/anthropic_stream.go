@@ -45,7 +45,7 @@ func (s anthropicStream) appendHead(dst []byte, st *stream, i int) []byte {
 		dst = append(dst, st.a.model...)
 		dst = append(dst, `,"content":[],"stop_reason":null,"stop_sequence":null`...)
 		if st.includeUsage {
-			dst = appendAnthropicUsage(dst, st.a.prompt, 0)
+			dst = appendAnthropicUsage(dst, st.a.prompt, st.a.written, 0)
 		}
 		return append(dst, "}}\n\n"...)
 	case len(st.a.calls) > 0:

@@ -51,8 +51,9 @@ type message struct {
 	StopReason   string  `json:"stop_reason"`
 	StopSequence *string `json:"stop_sequence"`
 	Usage        *struct {
-		InputTokens  int `json:"input_tokens"`
-		OutputTokens int `json:"output_tokens"`
+		InputTokens         int `json:"input_tokens"`
+		CacheCreationTokens int `json:"cache_creation_input_tokens"`
+		OutputTokens        int `json:"output_tokens"`
 	} `json:"usage"`
 }
 
@@ -64,10 +65,13 @@ func TestAnthropicNonStream(t *testing.T) {
 		text       string
 		tool       string
 		noUsage    bool
+		written    int // cache_creation_input_tokens
 	}{
 		{name: "text", body: anthropicWith(""), text: "Tollgate mock answer alpha bravo charlie delta echo"},
 		{name: "words header", body: anthropicWith(""), headers: []string{"X-Mock-Words", "2"}, text: "Tollgate mock"},
 		{name: "no usage", body: anthropicWith(`"mock":{"no_usage":true,"words":1}`), text: "Tollgate", noUsage: true},
+		{name: "cache writes", body: anthropicWith(`"mock":{"words":1}`), headers: []string{"X-Mock-Cache-Write-Tokens", "15"}, text: "Tollgate", written: 15},
+		{name: "cache writes at most the prompt", body: anthropicWith(`"mock":{"words":1,"cache_write_tokens":1000}`), text: "Tollgate", written: anthropicPrompt},
 		{name: "tool any", body: anthropicWith(anthropicTools + `,"tool_choice":{"type":"any"},"mock":{"words":2}`), tool: "get_weather", text: "Tollgate mock"},
 		{name: "tool named", body: anthropicWith(anthropicTools + `,"tool_choice":{"type":"tool","name":"get_time"},"mock":{"words":1}`), tool: "get_time", text: "Tollgate"},
 		{name: "tool auto answers text", body: anthropicWith(anthropicTools + `,"tool_choice":{"type":"auto"},"mock":{"words":1}`), text: "Tollgate"},
@@ -103,8 +107,9 @@ func TestAnthropicNonStream(t *testing.T) {
 			switch {
 			case tt.noUsage && m.Usage != nil:
 				t.Errorf("usage %+v, want none", m.Usage)
-			case !tt.noUsage && (m.Usage == nil || m.Usage.InputTokens != anthropicPrompt || m.Usage.OutputTokens != want):
-				t.Errorf("usage %+v, want %d in %d out", m.Usage, anthropicPrompt, want)
+			case !tt.noUsage && (m.Usage == nil || m.Usage.InputTokens+m.Usage.CacheCreationTokens != anthropicPrompt ||
+				m.Usage.CacheCreationTokens != tt.written || m.Usage.OutputTokens != want):
+				t.Errorf("usage %+v, want %d in (%d written to cache) %d out", m.Usage, anthropicPrompt, tt.written, want)
 			}
 		})
 	}

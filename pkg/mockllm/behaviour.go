@@ -32,6 +32,7 @@ type behaviour struct {
 	dims            int           // embeddings dimensions; 0: request or default
 	faults                        // faults.go: refusals, overflow, bad usage, error-event status, healthy
 	cachedTokens    int           // Responses API usage details
+	cacheWrite      int           // Anthropic usage: cache_creation_input_tokens
 	reasoningTokens int
 	toolCalls       int // tool calls in the answer; 0: as the request's tool choice decides (tools.go)
 }
@@ -62,6 +63,7 @@ const (
 	optErrorEventStatus
 	optHealthy
 	optCachedTokens
+	optCacheWriteTokens
 	optReasoningTokens
 	optToolCalls
 )
@@ -90,6 +92,7 @@ var options = [...]struct {
 	{optErrorEventStatus, "X-Mock-Error-Event-Status", "error_event_status"},
 	{optHealthy, "X-Mock-Healthy", "healthy"},
 	{optCachedTokens, "X-Mock-Cached-Tokens", "cached_tokens"},
+	{optCacheWriteTokens, "X-Mock-Cache-Write-Tokens", "cache_write_tokens"},
 	{optReasoningTokens, "X-Mock-Reasoning-Tokens", "reasoning_tokens"},
 	{optToolCalls, "X-Mock-Tool-Calls", "tool_calls"},
 }
@@ -121,6 +124,8 @@ func (b *behaviour) set(id optionID, v int64) {
 		b.errorEventAfter = int(clamp(v, -1, maxChunks))
 	case optCachedTokens:
 		b.cachedTokens = int(clamp(v, 0, 1<<30))
+	case optCacheWriteTokens:
+		b.cacheWrite = int(clamp(v, 0, 1<<30))
 	case optReasoningTokens:
 		b.reasoningTokens = int(clamp(v, 0, 1<<30))
 	case optToolCalls:

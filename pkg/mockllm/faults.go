@@ -82,6 +82,11 @@ func (s *Server) reject(ctx *fasthttp.RequestCtx, b *behaviour, a *answer) bool 
 // appendUsage appends the answer's usage member, comma first: the counts,
 // or a malformed object when the request asked for bad usage.
 func (a *answer) appendUsage(dst []byte, prompt, completion int) []byte {
+	if a.tier != "" {
+		dst = append(dst, `,"service_tier":"`...)
+		dst = append(dst, a.tier...)
+		dst = append(dst, '"')
+	}
 	if a.fault.badUsage {
 		return append(dst, badUsageMember...)
 	}

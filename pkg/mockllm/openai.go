@@ -22,6 +22,7 @@ type request struct {
 	dimensions, encodingFormat, mock     gjson.Result
 	maxTokens                            gjson.Result // max_tokens or max_completion_tokens
 	parallel                             gjson.Result // parallel_tool_calls
+	serviceTier                          gjson.Result // service_tier
 	toolReq                              *toolRequest // chat: set by chat, read by respond
 }
 
@@ -67,6 +68,8 @@ func parseRequest(ctx *fasthttp.RequestCtx) (request, bool) {
 			r.maxTokens = v
 		case "parallel_tool_calls":
 			r.parallel = v
+		case "service_tier":
+			r.serviceTier = v
 		}
 		return true
 	})
@@ -241,6 +244,7 @@ func (s *Server) respond(ctx *fasthttp.RequestCtx, r *request, a *answer, f stre
 		return false
 	}
 	a.fault = b.faults
+	a.tier = answerTier(r.serviceTier)
 	a.id = s.newID()
 	a.created = time.Now().Unix()
 	if r.toolReq != nil {
@@ -264,6 +268,18 @@ func (s *Server) respond(ctx *fasthttp.RequestCtx, r *request, a *answer, f stre
 	s.stats.completionTokens.Add(int64(a.words))
 	s.ledger.served(a.model, a.prompt, a.words+a.reasoning, a.usage && !a.fault.badUsage)
 	return true
+}
+
+// answerTier is the service_tier the answer reports: the request's flex or
+// priority, else none.
+func answerTier(v gjson.Result) string {
+	switch v.Str { // constants: v.Str points into the request body, which a stream outlives
+	case "flex":
+		return "flex"
+	case "priority":
+		return "priority"
+	}
+	return ""
 }
 
 // writeGarbage answers 200 with a body that is not JSON.

@@ -391,3 +391,40 @@ func TestModels(t *testing.T) {
 		})
 	}
 }
+
+// TestServiceTierEcho: a request's service_tier flex or priority comes
+// back next to the usage of the answer and of the stream's usage chunk;
+// other tiers are not reported.
+func TestServiceTierEcho(t *testing.T) {
+	ts := start(t, mockllm.Config{})
+	for _, tt := range []struct {
+		name, tier, want string
+		stream           bool
+	}{
+		{name: "flex", tier: "flex", want: `"service_tier":"flex","usage":{`},
+		{name: "priority stream", tier: "priority", stream: true, want: `"choices":[],"service_tier":"priority","usage":{`},
+		{name: "auto", tier: "auto"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			body := `{"model":"m","service_tier":"` + tt.tier + `","messages":[{"role":"user","content":"hi"}]`
+			if tt.stream {
+				body += `,"stream":true,"stream_options":{"include_usage":true}`
+			}
+			resp := ts.post(t, "/v1/chat/completions", body+"}")
+			out, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tt.want == "" {
+				if strings.Contains(string(out), "service_tier") {
+					t.Errorf("service_tier reported for %q: %s", tt.tier, out)
+				}
+				return
+			}
+			if !strings.Contains(string(out), tt.want) {
+				t.Errorf("answer lacks %s: %s", tt.want, out)
+			}
+		})
+	}
+}

@@ -31,6 +31,7 @@
 //	X-Mock-Bad-Usage            bad_usage             usage present but malformed (counts not non-negative integers)
 //	X-Mock-Healthy              healthy               cancel every injected failure (a provider's static header)
 //	X-Mock-Cached-Tokens        cached_tokens         Responses API: input_tokens_details.cached_tokens
+//	X-Mock-Cache-Write-Tokens   cache_write_tokens    Anthropic: cache_creation_input_tokens (at most the prompt; input_tokens is the rest)
 //	X-Mock-Reasoning-Tokens     reasoning_tokens      Responses API: output_tokens_details.reasoning_tokens
 //	X-Mock-Tool-Calls           tool_calls            tool calls in the answer (at most 16); 0: as tool_choice decides
 //
@@ -42,6 +43,10 @@
 // format; healthy applies to every format, so one mock can serve a route's
 // failing primary and, through a provider sending X-Mock-Healthy: 1, its
 // healthy fallback (see faults.go).
+//
+// A chat or completions request with "service_tier": "flex" or "priority"
+// gets that service_tier back next to its usage (the answer's, or the
+// stream's usage chunk), as OpenAI reports the tier it served at.
 //
 // Any model name is answered. Requests that declare tools (chat, and the
 // Anthropic, Gemini and Bedrock formats) get tool calls as tools.go says:

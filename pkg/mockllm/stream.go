@@ -39,9 +39,11 @@ type answer struct {
 	calls   []call // tool calls (tools.go); none for a text answer
 	mention []byte // text quoting a tool result, escaped (tools.go); nil: none
 	prompt  int    // prompt tokens
+	written int    // of them, written to the prompt cache (Anthropic cache_creation_input_tokens)
 	words   int    // completion words of a non-stream answer
 	usage   bool   // include usage
 	fault   faults // faults.go: bad usage, error-event status
+	tier    string // OpenAI formats: the service_tier reported with usage ("flex", "priority"); "": none
 
 	// Responses API only (responses.go).
 	incomplete bool // max_output_tokens cut the answer short

@@ -51,6 +51,27 @@ func (p Price) fields() string {
 		}
 		parts = append(parts, "long: {"+strings.Join(long, ", ")+"}")
 	}
+	var tiers []string
+	for _, t := range []struct {
+		name string
+		p    TierPrices
+	}{{"flex", p.Flex}, {"priority", p.Priority}} {
+		var f []string
+		for _, v := range []struct {
+			name string
+			v    int64
+		}{{"input", t.p.InputPerM}, {"output", t.p.OutputPerM}, {"cached_input", t.p.CachedInputPerM}} {
+			if v.v > 0 {
+				f = append(f, v.name+": "+strconv.Quote(FormatUSD(v.v)))
+			}
+		}
+		if len(f) > 0 {
+			tiers = append(tiers, t.name+": {"+strings.Join(f, ", ")+"}")
+		}
+	}
+	if len(tiers) > 0 {
+		parts = append(parts, "tiers: {"+strings.Join(tiers, ", ")+"}")
+	}
 	return strings.Join(parts, ", ")
 }
 
@@ -109,9 +130,9 @@ func sortChanges(cs []Change) {
 
 // NewTable builds a table of version from prices; the map is copied.
 func NewTable(version string, prices map[string]Price) *Table {
-	t := &Table{Version: version, prices: make(map[string]Price, len(prices))}
+	t := newTable(version, len(prices))
 	for m, p := range prices {
-		t.prices[m] = p
+		t.set(m, p)
 	}
 	return t
 }

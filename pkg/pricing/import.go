@@ -163,6 +163,12 @@ func litellmPrice(e map[string]any) (Price, error) {
 		get("cache_read_input_token_cost"+sfx, perTokenToPerM, &p.Long.CachedInputPerM)
 		get("cache_creation_input_token_cost"+sfx, perTokenToPerM, &p.Long.CacheWriteInputPerM)
 	}
+	get("input_cost_per_token_flex", perTokenToPerM, &p.Flex.InputPerM)
+	get("output_cost_per_token_flex", perTokenToPerM, &p.Flex.OutputPerM)
+	get("cache_read_input_token_cost_flex", perTokenToPerM, &p.Flex.CachedInputPerM)
+	get("input_cost_per_token_priority", perTokenToPerM, &p.Priority.InputPerM)
+	get("output_cost_per_token_priority", perTokenToPerM, &p.Priority.OutputPerM)
+	get("cache_read_input_token_cost_priority", perTokenToPerM, &p.Priority.CachedInputPerM)
 	return p, errors.Join(errs...)
 }
 

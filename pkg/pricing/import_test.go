@@ -25,7 +25,11 @@ func TestImportLiteLLM(t *testing.T) {
 		model string
 		want  Price
 	}{
-		{"gpt-4o", Price{InputPerM: 2_500_000_000, OutputPerM: 10_000_000_000, CachedInputPerM: 1_250_000_000}},
+		{"gpt-4o", Price{InputPerM: 2_500_000_000, OutputPerM: 10_000_000_000, CachedInputPerM: 1_250_000_000,
+			Priority: TierPrices{InputPerM: 4_250_000_000, OutputPerM: 17_000_000_000, CachedInputPerM: 2_125_000_000}}},
+		{"gpt-5", Price{InputPerM: 1_250_000_000, OutputPerM: 10_000_000_000, CachedInputPerM: 125_000_000,
+			Flex:     TierPrices{InputPerM: 625_000_000, OutputPerM: 5_000_000_000, CachedInputPerM: 62_500_000},
+			Priority: TierPrices{InputPerM: 2_500_000_000, OutputPerM: 20_000_000_000}}},
 		{"gpt-4o-mini", Price{InputPerM: 150_000_000, OutputPerM: 600_000_000, CachedInputPerM: 75_000_000}},
 		{"text-embedding-3-small", Price{InputPerM: 20_000_000}},
 		{"whisper-1", Price{PerAudioSecond: 100_000}},

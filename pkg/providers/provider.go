@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/tollgate/tollgate/pkg/pricing"
 	"github.com/tollgate/tollgate/pkg/rawjson"
 	"github.com/valyala/fasthttp"
 )
@@ -106,6 +107,14 @@ type Member struct {
 // Usage is token usage as reported by a provider.
 type Usage struct {
 	Prompt, Completion, Cached, Reasoning uint64
+	// CacheWrite is the part of Prompt written to the provider's prompt
+	// cache (Anthropic's cache_creation_input_tokens, Bedrock's
+	// cacheWriteInputTokens), billed at the cache-write price.
+	CacheWrite uint64
+	// Tier is the service tier the provider reported it answered at
+	// (OpenAI's service_tier), priced at that tier's prices when the entry
+	// has them.
+	Tier pricing.ServiceTier
 	// Reported is true when the provider reported usage at all.
 	Reported bool
 }

@@ -44,25 +44,31 @@ func CheckMember(body []byte, member string) error {
 	return err
 }
 
-// ScanAnswer is CheckMember that also returns the answer's usage member as
-// written ("" when it has none), in one pass over body: validity (as
-// ValidJSON: what encoding/json accepts, at most MaxJSONDepth deep), the
-// object, member and usage. A later reader parses only the usage object.
-func ScanAnswer(body []byte, member string) (usage string, err error) {
-	keys := [2]string{member, "usage"}
-	var fields [2]rawjson.Field
+// Answer is what ScanAnswer reads of an answer: its top-level usage and
+// service_tier members as written ("" when absent).
+type Answer struct {
+	Usage, ServiceTier string
+}
+
+// ScanAnswer is CheckMember that also returns the answer's usage and
+// service_tier members, in one pass over body: validity (as ValidJSON:
+// what encoding/json accepts, at most MaxJSONDepth deep), the object,
+// member, usage and service_tier. A later reader parses only those.
+func ScanAnswer(body []byte, member string) (Answer, error) {
+	keys := [3]string{member, "usage", "service_tier"}
+	var fields [3]rawjson.Field
 	if err := rawjson.Scan(body, MaxJSONDepth, keys[:], fields[:]); err != nil {
 		switch {
 		case errors.Is(err, rawjson.ErrUTF8):
 			// encoding/json accepts it, and the answer is relayed as sent.
 		case errors.Is(err, rawjson.ErrNotObject):
-			return "", fmt.Errorf("%w: the answer is not a JSON object", ErrMalformed)
+			return Answer{}, fmt.Errorf("%w: the answer is not a JSON object", ErrMalformed)
 		default:
-			return "", fmt.Errorf("%w: body is not JSON", ErrMalformed)
+			return Answer{}, fmt.Errorf("%w: body is not JSON", ErrMalformed)
 		}
 	}
 	if raw := fields[0].Raw; raw == "" || raw[0] != '[' {
-		return "", fmt.Errorf("%w: the answer has no %q array", ErrMalformed, member)
+		return Answer{}, fmt.Errorf("%w: the answer has no %q array", ErrMalformed, member)
 	}
-	return fields[1].Raw, nil
+	return Answer{Usage: fields[1].Raw, ServiceTier: fields[2].Raw}, nil
 }

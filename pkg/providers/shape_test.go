@@ -19,6 +19,7 @@ func TestScanAnswer(t *testing.T) {
 		{"no usage", `{"choices":[]}`, "choices", "", ""},
 		{"usage first", ` {"usage":{"a":1} ,"data":[1]} `, "data", `{"a":1}`, ""},
 		{"repeated usage: the first, as parsers read it", `{"output":[],"usage":{"a":1},"usage":{"a":2}}`, "output", `{"a":1}`, ""},
+		{"service tier", `{"service_tier":"flex","choices":[]}`, "choices", "", ""},
 		{"escaped key", `{"ch\u006fices":[],"usage":null}`, "choices", "null", ""},
 		{"not UTF-8 inside a string, relayed as sent", "{\"choices\":[\"\xff\"]}", "choices", "", ""},
 		{"member is an object", `{"choices":{}}`, "choices", "", `has no "choices" array`},
@@ -33,7 +34,8 @@ func TestScanAnswer(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			usage, err := ScanAnswer([]byte(tt.body), tt.member)
+			a, err := ScanAnswer([]byte(tt.body), tt.member)
+			usage := a.Usage
 			if tt.err == "" {
 				if err != nil || usage != tt.usage {
 					t.Fatalf("ScanAnswer = %q, %v; want %q, nil", usage, err, tt.usage)

@@ -285,16 +285,23 @@ func (r *reader) take(m jetstream.Msg) {
 }
 
 // Reprice sets ev's cost and pricing_version from table t and reports
-// whether t has a price for the event's served (else requested) model.
+// whether t has a price for the event: the provider's entry for its
+// deployment (provider/model, Table.LookupAt), else its served model's,
+// else its requested model's. Cache reads and writes are billed at their
+// prices, an event's service tier at its prices, and a prompt above an
+// entry's long-context size at the tier's.
 func Reprice(ev *usagev1.UsageEvent, t *pricing.Table) bool {
-	p, ok := t.Lookup(ev.ServedModel)
+	p, ok := t.LookupAt(ev.Provider, ev.Deployment)
 	if !ok {
-		if p, ok = t.Lookup(ev.RequestedModel); !ok {
-			return false
+		if p, ok = t.Lookup(ev.ServedModel); !ok {
+			if p, ok = t.Lookup(ev.RequestedModel); !ok {
+				return false
+			}
 		}
 	}
 	ev.CostNanoUsd = p.Cost(pricing.Usage{PromptTokens: ev.PromptTokens, CompletionTokens: ev.CompletionTokens,
-		CachedTokens: ev.CachedTokens, ReasoningTokens: ev.ReasoningTokens})
+		CachedTokens: ev.CachedTokens, CacheWriteTokens: ev.CacheWriteTokens, ReasoningTokens: ev.ReasoningTokens,
+		ServiceTier: pricing.ParseServiceTier(ev.ServiceTier)})
 	ev.PricingVersion = t.Version
 	return true
 }

@@ -7,10 +7,12 @@ import (
 
 	"github.com/tollgate/tollgate/pkg/auth"
 	"github.com/tollgate/tollgate/pkg/config"
+	"github.com/tollgate/tollgate/pkg/pricing"
 )
 
-// configCheck loads and validates the config file args[0], then loads the
-// keys its issuers name, as the gateway would at startup. It prints a
+// configCheck loads and validates the config file args[0], then builds its
+// price table (reading price_book) and loads the keys its issuers name, as
+// the gateway would at startup. It prints a
 // summary on success, or every problem, one per line, on stderr.
 func (a *app) configCheck(args []string) error {
 	if len(args) != 1 {
@@ -18,6 +20,10 @@ func (a *app) configCheck(args []string) error {
 	}
 	file := args[0]
 	c, err := a.loadConfig(file)
+	var prices *pricing.Table
+	if err == nil {
+		prices, err = c.PriceTable()
+	}
 	if err == nil && len(c.Auth.Issuers) > 0 {
 		ac := c.Auth
 		ac.CacheSize = -1 // only the keys matter here
@@ -29,8 +35,8 @@ func (a *app) configCheck(args []string) error {
 		}
 		return errReported
 	}
-	_, err = fmt.Fprintf(a.stdout, "ok: %d providers, %d models, %d issuers\n",
-		len(c.Providers), len(c.Models), len(c.Auth.Issuers))
+	_, err = fmt.Fprintf(a.stdout, "ok: %d providers, %d models, %d issuers, prices %s\n",
+		len(c.Providers), len(c.Models), len(c.Auth.Issuers), prices.Version)
 	return err
 }
 

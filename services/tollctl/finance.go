@@ -27,7 +27,8 @@ import (
 func setupExplain(a *app, fs *flag.FlagSet) func([]string) error {
 	var cf chFlags
 	cf.register(a, fs)
-	prices := fs.String("prices", "", "extra price file, for events priced with a version other than the embedded one")
+	prices := fs.String("prices", "", "extra price file (a price book), for events priced with a version other than the embedded one")
+	cfgFile := fs.String("config", "", "gateway config file: the price table its price_book and prices build, for the events it priced")
 	asJSON := fs.Bool("json", false, "print JSON")
 	return func(args []string) error {
 		if len(args) != 1 {
@@ -44,6 +45,17 @@ func setupExplain(a *app, fs *flag.FlagSet) func([]string) error {
 			t, err := pricing.Parse(b)
 			if err != nil {
 				return fmt.Errorf("parse %s: %w", *prices, err)
+			}
+			tables = append(tables, t)
+		}
+		if *cfgFile != "" {
+			c, err := a.loadConfig(*cfgFile)
+			if err != nil {
+				return err
+			}
+			t, err := c.PriceTable()
+			if err != nil {
+				return fmt.Errorf("config %s: %w", *cfgFile, err)
 			}
 			tables = append(tables, t)
 		}

@@ -151,3 +151,74 @@ func TestExplainShowsBudgets(t *testing.T) {
 		t.Error("explain of an unknown request exited 0")
 	}
 }
+
+// TestExplainFindsThePriceBook: an event priced with a gateway's price
+// book (plus prices overrides) is broken down, cache writes included, when
+// explain is given the gateway's config or the book itself.
+func TestExplainFindsThePriceBook(t *testing.T) {
+	addr := chtest.Start(t)
+	var suffix [4]byte
+	_, _ = rand.Read(suffix[:])
+	db := "cli_" + hex.EncodeToString(suffix[:])
+	ctx := context.Background()
+	st, err := chstore.Open(ctx, chstore.Options{Addr: addr, Database: db})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if err := st.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	book := writeFile(t, dir, "book.yaml", `version: "book-7"
+prices:
+  "claude-sonnet-4-5": {input: "3", output: "15", cached_input: "0.3", cache_write: "3.75"}
+`)
+	gwCfg := writeFile(t, dir, "gateway.yaml", "providers: [{name: claude, kind: mock}]\nprice_book: "+book+"\n"+
+		"prices:\n  claude/claude-sonnet-4-5: {input: \"4\", cache_write: \"5\"}\n")
+	b, err := st.Conn().PrepareBatch(ctx, `INSERT INTO usage_events (event_id, request_id, ts, ts_ms, provider, deployment, served_model,
+		prompt_tokens, cached_tokens, cache_write_tokens, completion_tokens, cost_nano_usd, pricing_version, ingested_at)`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	// book-7: 3000 in at $3 + 2000 cached at $0.30 + 5000 written at $3.75 + 100 out at $15 = $0.02985.
+	// book-7+override (claude's entry, which replaces the whole entry): 3000 in at $4 + 5000 written at $5 = $0.037.
+	for _, r := range []struct {
+		req, version string
+		cost         int64
+	}{{"by-book", "book-7", 29_850_000}, {"by-config", "book-7+override", 37_000_000}} {
+		if err := b.Append("ev-"+r.req, r.req, ts, uint64(ts.UnixMilli()), "claude", "claude/claude-sonnet-4-5", "claude-sonnet-4-5",
+			uint64(10_000), uint64(2_000), uint64(5_000), uint64(100), r.cost, r.version, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.Send(); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"TOLLGATE_CLICKHOUSE": addr}
+	tests := []struct {
+		name string
+		args []string
+		want []string
+	}{
+		{"book", []string{"--prices", book, "by-book"}, []string{"(2000 cached, 5000 written to cache)",
+			"$3.00 in, $0.30 cached in, $3.75 cache write, $15.00 out", "$0.009 input + $0.0006 cached + $0.01875 cache write + $0.0015 output"}},
+		{"config", []string{"--config", gwCfg, "by-config"}, []string{"$4.00 in, $0.00 cached in, $5.00 cache write",
+			"$0.012 input + $0.00 cached + $0.025 cache write + $0.00 output + $0.00 per request = $0.037"}},
+		{"not given", []string{"by-config"}, []string{"book-7+override is not the embedded one"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, stdout, stderr := run1(t, env, append([]string{"explain", "--database", db}, tt.args...)...)
+			if code != 0 {
+				t.Fatalf("explain: exit %d: %s", code, stderr)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(stdout, w) {
+					t.Errorf("output lacks %q:\n%s", w, stdout)
+				}
+			}
+		})
+	}
+}

@@ -91,7 +91,7 @@ func commands() map[string]command {
 			setup:   setupReconcile,
 		},
 		"explain": {
-			args:    "REQUEST_ID",
+			args:    "[--prices FILE] [--config FILE] [--json] REQUEST_ID",
 			summary: "show how a request's charge came about: principal, route, tokens, prices, cost",
 			setup:   setupExplain,
 		},

@@ -11,6 +11,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/tollgate/tollgate/pkg/auth"
+	"github.com/tollgate/tollgate/pkg/pricing"
 )
 
 const (
@@ -266,7 +267,13 @@ auth:
 	noIssuers := writeFile(t, dir, "noauth.yaml", "providers: [{name: m, kind: mock}]\n")
 	flatTeam := writeFile(t, dir, "flatteam.yaml", "providers: [{name: m, kind: mock}]\n"+
 		"budgets: [{scope: team, value: ml, amount_usd: '5', period: day}, {scope: team, value: research/ml, amount_usd: '5', period: day}]\n")
+	book := writeFile(t, dir, "book.yaml", "version: \"book-2026-12\"\nprices:\n  m: {input: \"1\", cache_write: \"1.25\"}\n")
+	withBook := writeFile(t, dir, "withbook.yaml", "providers: [{name: m, kind: mock}]\nprice_book: "+book+"\n")
+	brokenBook := writeFile(t, dir, "broken.yaml", "version: \"b\"\nprices:\n  m: {input: lots}\n")
+	withBroken := writeFile(t, dir, "withbroken.yaml", "providers: [{name: m, kind: mock}]\nprice_book: "+brokenBook+"\n")
+	withMissing := writeFile(t, dir, "withmissing.yaml", "providers: [{name: m, kind: mock}]\nprice_book: "+filepath.Join(dir, "none.yaml")+"\n")
 	env := map[string]string{"TOLLGATE_DEV_SECRET": devSecret}
+	embedded := ", prices " + pricing.Default().Version + "\n"
 
 	tests := []struct {
 		name       string
@@ -277,8 +284,11 @@ auth:
 		wantErr    []string
 		wantErrLen int // lines on stderr; 0 means do not check
 	}{
-		{name: "ok", env: env, args: []string{good}, wantOut: "ok: 1 providers, 1 models, 2 issuers\n"},
-		{name: "ok without issuers", args: []string{noIssuers}, wantOut: "ok: 1 providers, 0 models, 0 issuers\n"},
+		{name: "ok", env: env, args: []string{good}, wantOut: "ok: 1 providers, 1 models, 2 issuers" + embedded},
+		{name: "ok without issuers", args: []string{noIssuers}, wantOut: "ok: 1 providers, 0 models, 0 issuers" + embedded},
+		{name: "price book", args: []string{withBook}, wantOut: "ok: 1 providers, 0 models, 0 issuers, prices book-2026-12\n"},
+		{name: "malformed price book", args: []string{withBroken}, code: 1, wantErr: []string{"price_book " + brokenBook + ": parse price table", "line 3"}},
+		{name: "missing price book", args: []string{withMissing}, code: 1, wantErr: []string{"price_book: open " + filepath.Join(dir, "none.yaml")}},
 		{
 			name: "every problem", args: []string{bad}, code: 1, wantErrLen: 3,
 			wantErr: []string{

@@ -56,7 +56,10 @@ func TestPricesImport(t *testing.T) {
 			"against " + out + " (version litellm-test-1)",
 			"+ gpt-5-mini {",
 			"- gemini-2.5-pro {",
-			"1 added, 0 changed, 7 removed", // models.dev prices gpt-4o, gpt-5, the embedding and the two Claudes as LiteLLM does
+			// models.dev prices the embedding and the two Claudes as LiteLLM
+			// does, and gpt-4o and gpt-5 without their service tiers.
+			`~ gpt-5 {input: "1.25", output: "10.00", cached_input: "0.125", tiers: {flex: {input: "0.625", output: "5.00", cached_input: "0.0625"}, priority: {input: "2.50", output: "20.00"}}} -> {input: "1.25", output: "10.00", cached_input: "0.125"}`,
+			"1 added, 2 changed, 7 removed",
 		} {
 			if !strings.Contains(stdout, want) {
 				t.Errorf("output lacks %q:\n%s", want, stdout)

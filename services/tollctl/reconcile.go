@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/pkg/chstore"
-	"github.com/tollgate/tollgate/pkg/config"
 	"github.com/tollgate/tollgate/pkg/pricing"
 	"github.com/tollgate/tollgate/pkg/reconcile"
 )
@@ -97,7 +96,7 @@ func (a *app) reconcile(nf natsFlags, stream, chDSN, mockURL string, o reconcile
 		if err != nil {
 			return reconcile.Report{}, nil, err
 		}
-		if src.Prices, err = priceTable(cfg); err != nil {
+		if src.Prices, err = cfg.PriceTable(); err != nil {
 			return reconcile.Report{}, nil, err
 		}
 	}
@@ -125,24 +124,6 @@ func (a *app) reconcile(nf natsFlags, stream, chDSN, mockURL string, o reconcile
 	}
 	drift, err := measureDrift(ctx, js, stream)
 	return rep, drift, err
-}
-
-// priceTable is the embedded table with the config's overrides, as the
-// gateway builds it.
-func priceTable(cfg *config.Config) (*pricing.Table, error) {
-	t := pricing.Default()
-	if len(cfg.Prices) == 0 {
-		return t, nil
-	}
-	over := make(map[string]pricing.Price, len(cfg.Prices))
-	for model, p := range cfg.Prices {
-		pr, err := pricing.ParsePrice(p.Input, p.Output, p.CachedInput, p.PerRequest)
-		if err != nil {
-			return nil, fmt.Errorf("prices.%s: %w", model, err)
-		}
-		over[model] = pr
-	}
-	return t.With(over, ""), nil
 }
 
 // parseClickHouseDSN reads host:port[,host:port...] or

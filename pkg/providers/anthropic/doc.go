@@ -56,7 +56,9 @@
 // model_context_window_exceeded to length, tool_use to tool_calls, refusal
 // to content_filter. Usage: prompt_tokens is input_tokens +
 // cache_creation_input_tokens + cache_read_input_tokens, cached_tokens is
-// cache_read_input_tokens, completion_tokens is output_tokens (which
+// cache_read_input_tokens, the gateway's cache-write count (billed at the
+// cache-write price; not in the OpenAI body) is
+// cache_creation_input_tokens, completion_tokens is output_tokens (which
 // includes thinking: reasoning_tokens is reported as 0). In streams the
 // input usage comes from message_start, the output from message_delta; the
 // usage chunk is sent, before [DONE], when the client asked for it and the

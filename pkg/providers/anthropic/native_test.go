@@ -77,7 +77,7 @@ func TestNativeStream(t *testing.T) {
 			}
 			want := map[string]providers.Usage{
 				"text":     {Prompt: 35, Completion: 15, Cached: 10, Reported: true},
-				"tool_use": {Prompt: 472, Completion: 89, Reported: true},
+				"tool_use": {Prompt: 472, Completion: 89, CacheWrite: 450, Reported: true},
 				"thinking": {Prompt: 12, Completion: 120, Cached: 3, Reported: true},
 			}[name]
 			if u := s.Usage(); u != want {
@@ -101,7 +101,7 @@ func TestNativeUsage(t *testing.T) {
 		name, body string
 		want       providers.Usage
 	}{
-		{"full", `{"type":"message","usage":{"input_tokens":10,"cache_creation_input_tokens":5,"cache_read_input_tokens":100,"output_tokens":7}}`, providers.Usage{Prompt: 115, Completion: 7, Cached: 100, Reported: true}},
+		{"full", `{"type":"message","usage":{"input_tokens":10,"cache_creation_input_tokens":5,"cache_read_input_tokens":100,"output_tokens":7}}`, providers.Usage{Prompt: 115, Completion: 7, Cached: 100, CacheWrite: 5, Reported: true}},
 		{"none", `{"type":"message"}`, providers.Usage{}},
 		{"not JSON", `{`, providers.Usage{}},
 	}

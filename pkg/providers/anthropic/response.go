@@ -42,6 +42,7 @@ func (u *usage) providers() providers.Usage {
 		Prompt:     u.input + u.cacheCreation + u.cacheRead,
 		Completion: u.output,
 		Cached:     u.cacheRead,
+		CacheWrite: u.cacheCreation,
 		Reported:   u.reported,
 	}
 }

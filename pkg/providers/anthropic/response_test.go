@@ -14,7 +14,7 @@ func TestResponseGolden(t *testing.T) {
 		name  string
 		usage providers.Usage
 	}{
-		{"text", providers.Usage{Prompt: 2112, Completion: 9, Cached: 2000, Reported: true}},
+		{"text", providers.Usage{Prompt: 2112, Completion: 9, Cached: 2000, CacheWrite: 100, Reported: true}},
 		{"tool_use", providers.Usage{Prompt: 300, Completion: 80, Reported: true}},
 		{"thinking", providers.Usage{Prompt: 5, Completion: 1024, Reported: true}},
 		{"refusal_no_usage", providers.Usage{}},

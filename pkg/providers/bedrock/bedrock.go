@@ -51,7 +51,8 @@
 // content_filtered and guardrail_intervened to "content_filter", anything
 // else to "stop". Usage: prompt_tokens is inputTokens plus the cache reads
 // and writes (Bedrock counts those apart, OpenAI includes them), cached
-// tokens are cacheReadInputTokens; Bedrock reports no reasoning tokens.
+// tokens are cacheReadInputTokens, cache writes (billed at the cache-write
+// price) cacheWriteInputTokens; Bedrock reports no reasoning tokens.
 // Converse answers carry no id: the OpenAI id is "chatcmpl-" and the
 // gateway's request id (random hex when there is none).
 //

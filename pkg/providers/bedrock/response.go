@@ -130,6 +130,7 @@ func parseUsage(u gjson.Result) providers.Usage {
 		return true
 	})
 	out.Prompt = input + out.Cached + write
+	out.CacheWrite = write
 	return out
 }
 

@@ -22,7 +22,7 @@ func TestResponseGolden(t *testing.T) {
 	want := map[string]providers.Usage{
 		"text":              {Prompt: 31, Completion: 14, Reported: true},
 		"tool_use":          {Prompt: 120, Completion: 60, Reported: true},
-		"cached_max_tokens": {Prompt: 1210, Completion: 5, Cached: 1000, Reported: true},
+		"cached_max_tokens": {Prompt: 1210, Completion: 5, Cached: 1000, CacheWrite: 200, Reported: true},
 		"guardrail":         {Prompt: 8, Completion: 7, Reported: true},
 		"no_usage_empty":    {},
 	}

@@ -293,11 +293,15 @@ func sortEdits(e []edit) {
 // Response passes a valid body of the endpoint's shape through and reads
 // its usage.
 func (p *Provider) Response(_, body []byte, c *providers.Call) ([]byte, providers.Usage, error) {
-	usage, err := providers.ScanAnswer(body, providers.AnswerMember(c.Endpoint))
+	a, err := providers.ScanAnswer(body, providers.AnswerMember(c.Endpoint))
 	if err != nil {
 		return nil, providers.Usage{}, fmt.Errorf("provider %s: %w", p.name, err)
 	}
-	return body, ParseUsage(gjson.Parse(usage)), nil
+	u := ParseUsage(gjson.Parse(a.Usage))
+	if u.Reported {
+		u.Tier = serviceTier(a.ServiceTier, "@this")
+	}
+	return body, u, nil
 }
 
 // ErrorMessage reads error.message (or a top-level message) of an error body.

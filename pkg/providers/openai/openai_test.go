@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/tidwall/gjson"
+	"github.com/tollgate/tollgate/pkg/pricing"
 	"github.com/tollgate/tollgate/pkg/providers"
 	"github.com/tollgate/tollgate/pkg/providers/kind"
 	"github.com/valyala/fasthttp"
@@ -261,4 +262,45 @@ func dupKeys(s string) bool {
 	}
 	return strings.Contains(s, "prompt_tokens") && strings.Contains(s, "input_tokens") ||
 		strings.Contains(s, "completion_tokens") && strings.Contains(s, "output_tokens")
+}
+
+// TestServiceTier: the service tier an answer reports (service_tier, on the
+// body, on a stream's usage chunk, on a Responses terminal event) is read
+// with its usage; tiers without a price of their own are the standard one.
+func TestServiceTier(t *testing.T) {
+	p, _ := New(Options{Name: "t", BaseURL: "http://h/v1"})
+	usage := `"usage":{"prompt_tokens":3,"completion_tokens":1}`
+	for _, tt := range []struct {
+		name, body string
+		want       pricing.ServiceTier
+	}{
+		{"flex", `{"object":"chat.completion","choices":[],"service_tier":"flex",` + usage + `}`, pricing.TierFlex},
+		{"priority after usage", `{"object":"chat.completion","choices":[],` + usage + `,"service_tier":"priority"}`, pricing.TierPriority},
+		{"default", `{"object":"chat.completion","choices":[],"service_tier":"default",` + usage + `}`, pricing.TierStandard},
+		{"none", `{"object":"chat.completion","choices":[],` + usage + `}`, pricing.TierStandard},
+		{"not a string", `{"object":"chat.completion","choices":[],"service_tier":1,` + usage + `}`, pricing.TierStandard},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, u, err := p.Response(nil, []byte(tt.body), &providers.Call{Endpoint: providers.Chat})
+			if err != nil || u.Tier != tt.want || u.Prompt != 3 {
+				t.Errorf("usage %+v err %v, want tier %v", u, err, tt.want)
+			}
+		})
+	}
+	t.Run("stream", func(t *testing.T) {
+		s := p.Stream(&providers.Call{})
+		defer s.Close()
+		for _, ev := range []string{
+			"data: {\"service_tier\":\"flex\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"a\"},\"finish_reason\":\"stop\"}]}\n\n",
+			"data: {\"service_tier\":\"flex\",\"choices\":[]," + usage + "}\n\n",
+			"data: [DONE]\n\n",
+		} {
+			if _, _, err := s.Event(nil, []byte(ev)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if u := s.Usage(); u.Tier != pricing.TierFlex || u.Prompt != 3 {
+			t.Errorf("usage %+v", u)
+		}
+	})
 }

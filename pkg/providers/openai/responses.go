@@ -117,6 +117,9 @@ func (s *responsesStream) Event(dst, ev []byte) ([]byte, providers.State, error)
 func (s *responsesStream) readUsage(data []byte) {
 	if u := gjson.GetBytes(data, "response.usage"); u.IsObject() {
 		s.usage = ParseUsage(u)
+		if s.usage.Reported {
+			s.usage.Tier = serviceTier(bytesString(data), "response.service_tier")
+		}
 	}
 }
 

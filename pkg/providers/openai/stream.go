@@ -63,6 +63,9 @@ func (s *stream) Event(dst, ev []byte) ([]byte, providers.State, error) {
 	}
 	if u := gjson.Get(d, "usage"); u.IsObject() {
 		s.usage = ParseUsage(u)
+		if s.usage.Reported {
+			s.usage.Tier = serviceTier(d, "service_tier")
+		}
 		if !s.includeUsage && emptyChoices(d) {
 			return dst, providers.More, nil // the usage chunk the gateway asked for
 		}

@@ -27,7 +27,7 @@ func TestFieldNumbersAreStable(t *testing.T) {
 				"requested_model": 20, "served_model": 21, "provider": 22, "deployment": 23,
 				"attempts": 24, "fallbacks": 25, "route": 26, "hedged": 27,
 				"prompt_tokens": 30, "completion_tokens": 31, "cached_tokens": 32,
-				"reasoning_tokens": 33, "estimated": 34,
+				"reasoning_tokens": 33, "estimated": 34, "cache_write_tokens": 35, "service_tier": 42,
 				"cost_nano_usd": 40, "pricing_version": 41,
 				"endpoint": 50, "stream": 51, "status_code": 52, "error_type": 53, "client_aborted": 54,
 				"latency_total_us": 60, "ttft_us": 61, "upstream_us": 62, "overhead_us": 63,

@@ -192,12 +192,20 @@ type UsageEvent struct {
 	// True when the token counts were estimated by the gateway's tokenizer
 	// because the upstream reported no usage (for example a cut stream).
 	Estimated bool `protobuf:"varint,34,opt,name=estimated,proto3" json:"estimated,omitempty"`
+	// The part of prompt_tokens written to the provider's prompt cache
+	// (Anthropic cache_creation_input_tokens, Bedrock cacheWriteInputTokens),
+	// billed at the cache-write price; apart from cached_tokens.
+	CacheWriteTokens uint64 `protobuf:"varint,35,opt,name=cache_write_tokens,json=cacheWriteTokens,proto3" json:"cache_write_tokens,omitempty"`
 	// Cost of the request in nano-USD (1e-9 USD), computed from the token
 	// counts and the price table named by pricing_version.
 	CostNanoUsd int64 `protobuf:"varint,40,opt,name=cost_nano_usd,json=costNanoUsd,proto3" json:"cost_nano_usd,omitempty"`
 	// Version of the price table cost_nano_usd was computed with, e.g.
 	// "2026-11-01", or that version plus a suffix when config overrides apply.
 	PricingVersion string `protobuf:"bytes,41,opt,name=pricing_version,json=pricingVersion,proto3" json:"pricing_version,omitempty"`
+	// The service tier the provider reported it answered at, when it has a
+	// price of its own: "flex" or "priority" (OpenAI service_tier); empty for
+	// the standard tier or none reported.
+	ServiceTier string `protobuf:"bytes,42,opt,name=service_tier,json=serviceTier,proto3" json:"service_tier,omitempty"`
 	// The API path the client called, e.g. "/v1/chat/completions".
 	Endpoint string `protobuf:"bytes,50,opt,name=endpoint,proto3" json:"endpoint,omitempty"`
 	// True when the client asked for a streamed (SSE) response.
@@ -430,6 +438,13 @@ func (x *UsageEvent) GetEstimated() bool {
 	return false
 }
 
+func (x *UsageEvent) GetCacheWriteTokens() uint64 {
+	if x != nil {
+		return x.CacheWriteTokens
+	}
+	return 0
+}
+
 func (x *UsageEvent) GetCostNanoUsd() int64 {
 	if x != nil {
 		return x.CostNanoUsd
@@ -440,6 +455,13 @@ func (x *UsageEvent) GetCostNanoUsd() int64 {
 func (x *UsageEvent) GetPricingVersion() string {
 	if x != nil {
 		return x.PricingVersion
+	}
+	return ""
+}
+
+func (x *UsageEvent) GetServiceTier() string {
+	if x != nil {
+		return x.ServiceTier
 	}
 	return ""
 }
@@ -820,7 +842,8 @@ const file_tollgate_usage_v1_usage_proto_rawDesc = "" +
 	"\x03seq\x18\xe9\a \x01(\x04R\x03seq\x126\n" +
 	"\x06events\x18\xea\a \x03(\v2\x1d.tollgate.usage.v1.UsageEventR\x06events\x12'\n" +
 	"\x0fcreated_unix_ms\x18\xeb\a \x01(\x03R\rcreatedUnixMs\x12\x19\n" +
-	"\aresumed\x18\xec\a \x01(\bR\aresumed\"\xe6\t\n" +
+	"\aresumed\x18\xec\a \x01(\bR\aresumed\"\xb7\n" +
+	"\n" +
 	"\n" +
 	"UsageEvent\x12\x19\n" +
 	"\bevent_id\x18\x01 \x01(\tR\aeventId\x12\x1d\n" +
@@ -848,9 +871,11 @@ const file_tollgate_usage_v1_usage_proto_rawDesc = "" +
 	"\x11completion_tokens\x18\x1f \x01(\x04R\x10completionTokens\x12#\n" +
 	"\rcached_tokens\x18  \x01(\x04R\fcachedTokens\x12)\n" +
 	"\x10reasoning_tokens\x18! \x01(\x04R\x0freasoningTokens\x12\x1c\n" +
-	"\testimated\x18\" \x01(\bR\testimated\x12\"\n" +
+	"\testimated\x18\" \x01(\bR\testimated\x12,\n" +
+	"\x12cache_write_tokens\x18# \x01(\x04R\x10cacheWriteTokens\x12\"\n" +
 	"\rcost_nano_usd\x18( \x01(\x03R\vcostNanoUsd\x12'\n" +
-	"\x0fpricing_version\x18) \x01(\tR\x0epricingVersion\x12\x1a\n" +
+	"\x0fpricing_version\x18) \x01(\tR\x0epricingVersion\x12!\n" +
+	"\fservice_tier\x18* \x01(\tR\vserviceTier\x12\x1a\n" +
 	"\bendpoint\x182 \x01(\tR\bendpoint\x12\x16\n" +
 	"\x06stream\x183 \x01(\bR\x06stream\x12\x1f\n" +
 	"\vstatus_code\x184 \x01(\rR\n" +

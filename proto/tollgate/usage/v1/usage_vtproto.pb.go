@@ -265,6 +265,15 @@ func (m *UsageEvent) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 		i--
 		dAtA[i] = 0x92
 	}
+	if len(m.ServiceTier) > 0 {
+		i -= len(m.ServiceTier)
+		copy(dAtA[i:], m.ServiceTier)
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(len(m.ServiceTier)))
+		i--
+		dAtA[i] = 0x2
+		i--
+		dAtA[i] = 0xd2
+	}
 	if len(m.PricingVersion) > 0 {
 		i -= len(m.PricingVersion)
 		copy(dAtA[i:], m.PricingVersion)
@@ -280,6 +289,13 @@ func (m *UsageEvent) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 		dAtA[i] = 0x2
 		i--
 		dAtA[i] = 0xc0
+	}
+	if m.CacheWriteTokens != 0 {
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.CacheWriteTokens))
+		i--
+		dAtA[i] = 0x2
+		i--
+		dAtA[i] = 0x98
 	}
 	if m.Estimated {
 		i--
@@ -763,10 +779,17 @@ func (m *UsageEvent) SizeVT() (n int) {
 	if m.Estimated {
 		n += 3
 	}
+	if m.CacheWriteTokens != 0 {
+		n += 2 + protohelpers.SizeOfVarint(uint64(m.CacheWriteTokens))
+	}
 	if m.CostNanoUsd != 0 {
 		n += 2 + protohelpers.SizeOfVarint(uint64(m.CostNanoUsd))
 	}
 	l = len(m.PricingVersion)
+	if l > 0 {
+		n += 2 + l + protohelpers.SizeOfVarint(uint64(l))
+	}
+	l = len(m.ServiceTier)
 	if l > 0 {
 		n += 2 + l + protohelpers.SizeOfVarint(uint64(l))
 	}
@@ -1717,6 +1740,25 @@ func (m *UsageEvent) UnmarshalVT(dAtA []byte) error {
 				}
 			}
 			m.Estimated = bool(v != 0)
+		case 35:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field CacheWriteTokens", wireType)
+			}
+			m.CacheWriteTokens = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.CacheWriteTokens |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
 		case 40:
 			if wireType != 0 {
 				return fmt.Errorf("proto: wrong wireType = %d for field CostNanoUsd", wireType)
@@ -1767,6 +1809,38 @@ func (m *UsageEvent) UnmarshalVT(dAtA []byte) error {
 				return io.ErrUnexpectedEOF
 			}
 			m.PricingVersion = string(dAtA[iNdEx:postIndex])
+			iNdEx = postIndex
+		case 42:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field ServiceTier", wireType)
+			}
+			var stringLen uint64
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				stringLen |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			intStringLen := int(stringLen)
+			if intStringLen < 0 {
+				return protohelpers.ErrInvalidLength
+			}
+			postIndex := iNdEx + intStringLen
+			if postIndex < 0 {
+				return protohelpers.ErrInvalidLength
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.ServiceTier = string(dAtA[iNdEx:postIndex])
 			iNdEx = postIndex
 		case 50:
 			if wireType != 2 {

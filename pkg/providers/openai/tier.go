@@ -1,0 +1,20 @@
+package openai
+
+import (
+	"github.com/tidwall/gjson"
+
+	"github.com/tollgate/tollgate/pkg/pricing"
+)
+
+// serviceTier reads the service tier an answer reports at path
+// (service_tier of a chat or completions body or stream chunk,
+// response.service_tier of a Responses stream's terminal event), for
+// pricing at that tier; a tier without a price of its own ("default",
+// "auto", "scale") is the standard one.
+func serviceTier(json, path string) pricing.ServiceTier {
+	v := gjson.Get(json, path)
+	if v.Type != gjson.String {
+		return pricing.TierStandard
+	}
+	return pricing.ParseServiceTier(v.Str)
+}
