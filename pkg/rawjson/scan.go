@@ -255,7 +255,7 @@ func (s *scanner) object(i int, top bool) int {
 func (s *scanner) member(key []byte, esc bool, vs, ve int) {
 	var buf [64]byte
 	if esc {
-		key = appendUnquoted(buf[:0], key)
+		key = appendUnquoted(buf[:0], unsafe.String(unsafe.SliceData(key), len(key)))
 	}
 	for k, want := range s.keys {
 		if string(key) != want {
