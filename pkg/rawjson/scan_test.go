@@ -250,3 +250,29 @@ func TestScanAlignments(t *testing.T) {
 		}
 	}
 }
+
+// FuzzUnquote checks the decoder against encoding/json: each string token
+// Valid accepts decodes as json.Unmarshal decodes it, through Unquote and
+// AppendUnquote (which appends to what dst holds).
+func FuzzUnquote(f *testing.F) {
+	for _, s := range []string{`""`, `"plain"`, `"a\"b\\c\/d\b\f\n\r\t"`, `"\u00e9\u7f51\ud83d\ude80"`,
+		`"\ud800x"`, `"\udc00\ud800"`, `"\ud83d\u0041"`, `"\ud83d"`, `"é 🚀 \u003c\u003e\u0026"`, `"\\\\"`, `"x\\"`,
+		`"` + strings.Repeat(`run of text \n`, 20) + `"`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if !Valid([]byte(s), 1) || !IsString(s) || s[len(s)-1] != '"' {
+			return // not one string token, spaces and all
+		}
+		var want string
+		if err := json.Unmarshal([]byte(s), &want); err != nil {
+			t.Fatalf("%s: %v", s, err)
+		}
+		if got := Unquote(s); got != want && utf8.ValidString(s) {
+			t.Fatalf("Unquote(%s) = %q, want %q", s, got, want)
+		}
+		if got := AppendUnquote([]byte("pre"), s); string(got) != "pre"+Unquote(s) {
+			t.Fatalf("AppendUnquote(%s) = %q, want %q", s, got, "pre"+Unquote(s))
+		}
+	})
+}
