@@ -216,6 +216,9 @@ func alignmentSeeds() []string {
 		for k := range 16 {
 			pre := strings.Repeat("a", k)
 			out = append(out,
+				// Inside a run of multibyte text, as whole words without a
+				// stop byte go through the automaton from memory.
+				`{"model":"`+strings.Repeat("网é🚀", 3)+pre+p+strings.Repeat("éΩ", 8)+`"}`,
 				`{"model":"`+pre+p+`"}`,
 				`{"model":"`+pre+p+strings.Repeat("b", 40)+p+pre+`","x":"`+p+`"}`,
 				`{"model":"`+pre+p)
