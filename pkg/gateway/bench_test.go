@@ -144,6 +144,34 @@ func BenchmarkParseRequest(b *testing.B) {
 	}
 }
 
+// BenchmarkParsePassJSON is the one pass over a pass-through JSON body
+// (an image request and a speech request, whose input's characters are
+// counted). Expected: 0 allocs/op (an input written with escapes costs
+// one, its decoded text). Measured 2026-12-02 on the loaded 2-core
+// machine: image 0.4-0.5 µs, speech 2.8-4.2 µs; the gjson validation and
+// walk before took 1.8-2.1 µs and 7.8-9.3 µs, with 1 alloc.
+func BenchmarkParsePassJSON(b *testing.B) {
+	for _, tc := range []struct {
+		name string
+		pr   *passRoute
+		body string
+	}{
+		{"image", &passRoute{unit: unitImage}, `{"model":"mock-image","prompt":"` + strings.Repeat("a cat on a mat ", 40) + `","n":3,"size":"1024x1024"}`},
+		{"speech", &passRoute{unit: unitCharacter}, `{"model":"mock-tts","voice":"alloy","input":"` + strings.Repeat("héllo wörld ", 100) + `"}`},
+	} {
+		body := []byte(tc.body)
+		b.Run(tc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetBytes(int64(len(body)))
+			for b.Loop() {
+				if _, aerr := parsePassJSON(body, tc.pr); aerr != nil {
+					b.Fatal(aerr)
+				}
+			}
+		})
+	}
+}
+
 // BenchmarkParseLargeRequest is the body scan of agent and RAG sized chat
 // requests (issue #18): a long history of user and assistant turns with
 // escapes and non-ASCII text, as loadgen's -history-mixed sends it (1.6,

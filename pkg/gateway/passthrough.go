@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -18,6 +19,7 @@ import (
 	"github.com/tollgate/tollgate/pkg/pricing"
 	"github.com/tollgate/tollgate/pkg/providers"
 	"github.com/tollgate/tollgate/pkg/providers/registry"
+	"github.com/tollgate/tollgate/pkg/rawjson"
 	"github.com/tollgate/tollgate/pkg/router"
 	"github.com/valyala/fasthttp"
 )
@@ -353,7 +355,8 @@ func requestStream(c *fiber.Ctx) (io.Reader, int) {
 // passModel reads the model of a JSON or multipart request and picks its
 // target.
 func (g *Gateway) passModel(c *fiber.Ctx, st *state, rec *record, pc *passCall) *apiError {
-	var model string
+	var model, modelRaw string
+	var modelIdx int
 	var mp multipartHead
 	if pc.pr.mode == passJSON {
 		info, aerr := parsePassJSON(c.Body(), pc.pr)
@@ -361,6 +364,7 @@ func (g *Gateway) passModel(c *fiber.Ctx, st *state, rec *record, pc *passCall) 
 			return aerr
 		}
 		model, pc.body, pc.est, pc.units = info.model, c.Body(), info.est, info.units
+		modelRaw, modelIdx = info.modelRaw, info.modelIdx
 	} else {
 		var aerr *apiError
 		if mp, aerr = readMultipartHead(c); aerr != nil {
@@ -389,7 +393,7 @@ func (g *Gateway) passModel(c *fiber.Ctx, st *state, rec *record, pc *passCall) 
 	}
 	if pc.pr.mode == passJSON {
 		if rt.upstreamModel != model {
-			pc.body = renameJSONModel(pc.body, rt.upstreamModel)
+			pc.body = renameJSONModel(pc.body, modelRaw, modelIdx, rt.upstreamModel)
 		}
 		return nil
 	}
@@ -398,61 +402,75 @@ func (g *Gateway) passModel(c *fiber.Ctx, st *state, rec *record, pc *passCall) 
 
 // passJSONInfo is what the gateway reads from a pass-through JSON body.
 type passJSONInfo struct {
-	model string
-	units uint64
-	est   pricing.Usage
+	model    string
+	modelRaw string // the model value as written, quotes included
+	modelIdx int    // its byte offset in the body, for renameJSONModel
+	units    uint64
+	est      pricing.Usage
 }
 
-// parsePassJSON checks a JSON body and reads its model and billing units:
-// n images (default 1), or the characters of the speech input.
+// passKeys are the top-level keys parsePassJSON reads, in the order of the
+// fields rawjson.Scan fills.
+var passKeys = [...]string{"model", "n", "input"}
+
+// parsePassJSON checks a JSON body and reads its model and billing units
+// (n images, default 1, or the characters of the speech input) in one
+// pass, rawjson.Scan as on the chat endpoints (issue #18): the same
+// refusals of bodies that are not JSON, not UTF-8, nested too deep or not
+// an object, and of a repeated model, n or input, which the gateway and
+// the provider could read differently (the gateway routes and bills by
+// one). The body is not read again: renameJSONModel edits it at the
+// offset found here.
 func parsePassJSON(body []byte, pr *passRoute) (passJSONInfo, *apiError) {
 	var info passJSONInfo
 	if len(bytes.TrimSpace(body)) == 0 {
 		return info, errBadRequest(codeInvalidJSON, "", "request body is empty; send a JSON object")
 	}
-	if !gjson.ValidBytes(body) {
-		return info, errBadRequest(codeInvalidJSON, "", "request body is not valid JSON")
+	var f [len(passKeys)]rawjson.Field
+	if err := rawjson.Scan(body, providers.MaxJSONDepth, passKeys[:], f[:]); err != nil {
+		return info, scanError(err)
 	}
-	root := gjson.ParseBytes(body)
-	if !root.IsObject() {
-		return info, errBadRequest(codeInvalidJSON, "", "request body must be a JSON object")
+	for i := range f {
+		if f[i].Repeat > 0 {
+			return info, errBadRequest("duplicate_key", passKeys[i], fmt.Sprintf("the key %q appears more than once", passKeys[i]))
+		}
 	}
-	m := root.Get("model")
-	if !m.Exists() || m.Type == gjson.Null || m.Str == "" && m.Type == gjson.String {
+	m := &f[0]
+	if m.Raw == "" || m.Raw == "null" || m.Raw == `""` {
 		return info, errBadRequest(codeMissingField, "model", "you must provide a model parameter")
 	}
-	if m.Type != gjson.String {
+	if !rawjson.IsString(m.Raw) {
 		return info, errBadRequest("invalid_type", "model", "model must be a string")
 	}
-	info.model = m.Str
+	info.model, info.modelRaw, info.modelIdx = rawjson.Unquote(m.Raw), m.Raw, m.Idx
 	switch pr.unit {
 	case unitImage:
 		info.units = 1
-		if n := root.Get("n"); n.Exists() && n.Type != gjson.Null {
-			if n.Type != gjson.Number || n.Num != math.Trunc(n.Num) || n.Num < 1 || n.Num > 1000 {
+		if n := f[1].Raw; n != "" && n != "null" {
+			v, err := strconv.ParseFloat(n, 64)
+			if err != nil || v != math.Trunc(v) || v < 1 || v > 1000 {
 				return info, errBadRequest("invalid_type", "n", "n must be a whole number from 1 to 1000")
 			}
-			info.units = uint64(n.Num)
+			info.units = uint64(v)
 		}
 		info.est.Images = info.units
 	case unitCharacter:
-		in := root.Get("input")
-		if in.Type != gjson.String {
+		if !rawjson.IsString(f[2].Raw) {
 			return info, errBadRequest(codeMissingField, "input", "input must be a string")
 		}
-		info.units = uint64(utf8.RuneCountInString(in.Str))
+		info.units = uint64(utf8.RuneCountInString(rawjson.Unquote(f[2].Raw)))
 		info.est.Characters = info.units
 	}
 	return info, nil
 }
 
-// renameJSONModel returns body with its model value replaced by model.
-func renameJSONModel(body []byte, model string) []byte {
-	m := gjson.GetBytes(body, "model")
+// renameJSONModel returns a copy of body with its model value, the raw
+// value at idx that parsePassJSON found, replaced by model.
+func renameJSONModel(body []byte, raw string, idx int, model string) []byte {
 	out := make([]byte, 0, len(body)+len(model))
-	out = append(out, body[:m.Index]...)
+	out = append(out, body[:idx]...)
 	out = append(out, jsonString(model)...)
-	return append(out, body[m.Index+len(m.Raw):]...)
+	return append(out, body[idx+len(raw):]...)
 }
 
 // passPrice finds the request's price: the served model's entry (else the

@@ -216,6 +216,9 @@ func alignmentSeeds() []string {
 		for k := range 16 {
 			pre := strings.Repeat("a", k)
 			out = append(out,
+				// Inside a run of multibyte text, as whole words without a
+				// stop byte go through the automaton from memory.
+				`{"model":"`+strings.Repeat("网é🚀", 3)+pre+p+strings.Repeat("éΩ", 8)+`"}`,
 				`{"model":"`+pre+p+`"}`,
 				`{"model":"`+pre+p+strings.Repeat("b", 40)+p+pre+`","x":"`+p+`"}`,
 				`{"model":"`+pre+p)
@@ -249,4 +252,30 @@ func TestScanAlignments(t *testing.T) {
 			t.Errorf("Scan(%q): model = %+v", s, fields[0])
 		}
 	}
+}
+
+// FuzzUnquote checks the decoder against encoding/json: each string token
+// Valid accepts decodes as json.Unmarshal decodes it, through Unquote and
+// AppendUnquote (which appends to what dst holds).
+func FuzzUnquote(f *testing.F) {
+	for _, s := range []string{`""`, `"plain"`, `"a\"b\\c\/d\b\f\n\r\t"`, `"\u00e9\u7f51\ud83d\ude80"`,
+		`"\ud800x"`, `"\udc00\ud800"`, `"\ud83d\u0041"`, `"\ud83d"`, `"é 🚀 \u003c\u003e\u0026"`, `"\\\\"`, `"x\\"`,
+		`"` + strings.Repeat(`run of text \n`, 20) + `"`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if !Valid([]byte(s), 1) || !IsString(s) || s[len(s)-1] != '"' {
+			return // not one string token, spaces and all
+		}
+		var want string
+		if err := json.Unmarshal([]byte(s), &want); err != nil {
+			t.Fatalf("%s: %v", s, err)
+		}
+		if got := Unquote(s); got != want && utf8.ValidString(s) {
+			t.Fatalf("Unquote(%s) = %q, want %q", s, got, want)
+		}
+		if got := AppendUnquote([]byte("pre"), s); string(got) != "pre"+Unquote(s) {
+			t.Fatalf("AppendUnquote(%s) = %q, want %q", s, got, "pre"+Unquote(s))
+		}
+	})
 }

@@ -22,17 +22,29 @@ func Unquote(raw string) string {
 	return string(appendUnquoted(make([]byte, 0, len(in)), in))
 }
 
+// AppendUnquote appends the text of a JSON string token raw (quotes
+// included) that Scan or Valid accepted to dst, decoded as Unquote decodes
+// it, and returns the extended buffer. It appends nothing for anything but
+// a string token.
+func AppendUnquote(dst []byte, raw string) []byte {
+	if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' {
+		return dst
+	}
+	return appendUnquoted(dst, raw[1:len(raw)-1])
+}
+
 // appendUnquoted appends the decoded text of the inside of a valid JSON
-// string (escapes kept as written) to dst.
-func appendUnquoted[T string | []byte](dst []byte, in T) []byte {
-	for i := 0; i < len(in); i++ {
-		c := in[i]
-		if c != '\\' || i+1 >= len(in) {
-			dst = append(dst, c)
-			continue
+// string (escapes kept as written) to dst. The text between escapes is
+// copied a run at a time.
+func appendUnquoted(dst []byte, in string) []byte {
+	for {
+		j := strings.IndexByte(in, '\\')
+		if j < 0 || j+1 >= len(in) {
+			return append(dst, in...)
 		}
-		i++
-		switch in[i] {
+		dst = append(dst, in[:j]...)
+		n := 2
+		switch c := in[j+1]; c {
 		case 'b':
 			dst = append(dst, '\b')
 		case 'f':
@@ -44,19 +56,19 @@ func appendUnquoted[T string | []byte](dst []byte, in T) []byte {
 		case 't':
 			dst = append(dst, '\t')
 		case 'u':
-			r, n := unicodeEscape(in, i-1)
+			var r rune
+			r, n = unicodeEscape(in, j)
 			dst = utf8.AppendRune(dst, r)
-			i += n - 2
 		default: // '"', '\\', '/'
-			dst = append(dst, in[i])
+			dst = append(dst, c)
 		}
+		in = in[j+n:]
 	}
-	return dst
 }
 
 // unicodeEscape decodes the \uXXXX escape at in[i] (and a low surrogate
 // escape after a high one), returning the rune and the bytes read.
-func unicodeEscape[T string | []byte](in T, i int) (rune, int) {
+func unicodeEscape(in string, i int) (rune, int) {
 	r := hex4(in, i+2)
 	if r < 0 {
 		return utf8.RuneError, 2
@@ -72,7 +84,7 @@ func unicodeEscape[T string | []byte](in T, i int) (rune, int) {
 	return utf8.RuneError, 6
 }
 
-func hex4[T string | []byte](in T, i int) int {
+func hex4(in string, i int) int {
 	if i+4 > len(in) {
 		return -1
 	}

@@ -2,8 +2,11 @@ package respcache
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
+
+	"github.com/tollgate/tollgate/pkg/loadgen"
 )
 
 const benchBody = `{"model":"gpt-4o-mini","stream":true,"stream_options":{"include_usage":true},"user":"u-123",` +
@@ -11,8 +14,8 @@ const benchBody = `{"model":"gpt-4o-mini","stream":true,"stream_options":{"inclu
 	`{"role":"user","content":"Summarize the plot of Hamlet in three sentences, please."}],` +
 	`"temperature":0.2,"max_tokens":256}`
 
-// BenchmarkNewKey: a small chat request. Runs only for cached models;
-// expected allocs/op: 16 (gjson, member lists, the hash).
+// BenchmarkNewKey: a small chat request, checked and keyed. Runs only for
+// cached models; expected allocs/op: 0 (the writer is pooled).
 func BenchmarkNewKey(b *testing.B) {
 	body := []byte(benchBody)
 	b.ReportAllocs()
@@ -20,6 +23,31 @@ func BenchmarkNewKey(b *testing.B) {
 	for b.Loop() {
 		if _, err := NewKey("/chat/completions", body, Scope{Dept: "eng", Team: "search"}); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkKeyOf is the gateway's key of a scanned body: chat histories of
+// mixed text (loadgen -history-mixed) of about 1 and 64 KiB, next to the
+// gjson walk it replaced (gjsonKey, which computes the same keys).
+// Expected allocs/op: 0 for KeyOf.
+func BenchmarkKeyOf(b *testing.B) {
+	for _, kb := range []int{1, 64} {
+		body, err := loadgen.BuildBody(loadgen.BodySpec{Model: "m", HistoryKB: kb, MixedText: true, PromptWords: 16})
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, f := range []struct {
+			name string
+			key  func(string, []byte, Answer, Scope) Key
+		}{{"rawjson", KeyOf}, {"gjson", gjsonKey}} {
+			b.Run(fmt.Sprintf("%s-%dKB", f.name, kb), func(b *testing.B) {
+				b.ReportAllocs()
+				b.SetBytes(int64(len(body)))
+				for b.Loop() {
+					f.key("/chat/completions", body, StreamWithUsage, Scope{Dept: "eng", Team: "search"})
+				}
+			})
 		}
 	}
 }
