@@ -130,3 +130,35 @@ func TestBreakDown(t *testing.T) {
 		})
 	}
 }
+
+// tableStore records the tables an Explainer hands it.
+type tableStore struct{ got *[]string }
+
+func (s tableStore) Charge(_ context.Context, id string, tables ...*pricing.Table) (*Charge, error) {
+	*s.got = (*s.got)[:0]
+	for _, t := range tables {
+		*s.got = append(*s.got, t.Version)
+	}
+	return &Charge{RequestID: id}, nil
+}
+
+// A gateway's explainer breaks events down with the table it bills with
+// now (Current), which a reload replaces, besides its fixed Tables.
+func TestExplainerCurrentTable(t *testing.T) {
+	var got []string
+	cur := pricing.NewTable("book-1", nil)
+	e := &Explainer{Store: tableStore{&got}, Tables: []*pricing.Table{pricing.NewTable("fixed", nil)},
+		Current: func() *pricing.Table { return cur }}
+	for _, want := range []string{"book-1", "book-2"} {
+		if _, err := e.Explain(context.Background(), "r1"); err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != 2 || got[0] != "fixed" || got[1] != want {
+			t.Fatalf("tables %v, want [fixed %s]", got, want)
+		}
+		cur = pricing.NewTable("book-2", nil) // a reload
+	}
+	if len(e.Tables) != 1 {
+		t.Fatalf("Explain changed Tables: %d tables", len(e.Tables))
+	}
+}

@@ -104,14 +104,23 @@ type Explainer struct {
 	// Tables are price tables besides the embedded one, for the cost
 	// breakdown.
 	Tables []*pricing.Table
+	// Current, when set, returns one more table at each call: a gateway's
+	// running table (a price book or config prices), which reloads replace.
+	Current func() *pricing.Table
 	// Now is the clock the window ends at. Default time.Now.
 	Now func() time.Time
 }
 
 // Explain returns requestID's Charge, or an error wrapping ErrNotFound.
 func (e *Explainer) Explain(ctx context.Context, requestID string) (*Charge, error) {
+	tables := e.Tables
+	if e.Current != nil {
+		if t := e.Current(); t != nil {
+			tables = append(tables[:len(tables):len(tables)], t)
+		}
+	}
 	if e.Store != nil {
-		return e.Store.Charge(ctx, requestID, e.Tables...)
+		return e.Store.Charge(ctx, requestID, tables...)
 	}
 	if e.JS == nil {
 		return nil, errors.New("explain: neither ClickHouse nor the usage stream is configured")
@@ -123,7 +132,7 @@ func (e *Explainer) Explain(ctx context.Context, requestID string) (*Charge, err
 	if window <= 0 {
 		window = DefaultStreamWindow
 	}
-	return FromStream(ctx, e.JS, e.Stream, requestID, now().Add(-window), e.Tables...)
+	return FromStream(ctx, e.JS, e.Stream, requestID, now().Add(-window), tables...)
 }
 
 // Lookup is Explain for the admin API (admin.Options.Usage): found is false,

@@ -272,6 +272,10 @@ func (g *Gateway) Reload(cfg *config.Config, v verifier, prices *pricing.Table) 
 	return nil
 }
 
+// Prices returns the price table requests are billed with now (the
+// embedded one, a price book, config prices; a reload replaces it).
+func (g *Gateway) Prices() *pricing.Table { return g.state.Load().prices }
+
 // Routes describes the current routes and the state of every target
 // (circuit, latency, in-flight), for the admin API.
 func (g *Gateway) Routes() Routes {

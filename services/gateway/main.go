@@ -155,6 +155,7 @@ func run() error {
 		return err
 	}
 	explainer, closeExplainer := usageExplainer(sigCtx, js, log)
+	explainer.Current = gw.Prices // events priced with a price book or config prices break down too
 	defer closeExplainer()
 	adminSrv, err := admin.Start(cfg.Admin.Listen, admin.Options{
 		Gatherer: reg, Verify: rl.Verify, RequireToken: cfg.Admin.RequireToken, Ready: func() error { return nil },
