@@ -282,6 +282,7 @@ func (g *Gateway) tryHedged(c *fiber.Ctx, st *state, plan *router.Plan, a *route
 	req.SetBody(req.Body())
 	start := time.Now()
 	out := make(chan *leg, 2) // never blocks a leg
+	rec.held = true           // the legs hold it (the loser may outlive the request); set before either runs
 	first := g.newLeg(a, rt, req, call, body, rec, info.stream, span)
 	legs := [2]*leg{first}
 	go g.runLeg(first, out)
@@ -320,7 +321,6 @@ func (g *Gateway) tryHedged(c *fiber.Ctx, st *state, plan *router.Plan, a *route
 // newLeg prepares a call of a hedged request.
 func (g *Gateway) newLeg(a *router.Attempt, rt *route, req *fasthttp.Request, call *providers.Call, body []byte,
 	rec *record, stream bool, span tracing.Span) *leg {
-	rec.held = true
 	l := &leg{a: a, rt: rt, req: req, call: *call, rec: rec, span: span, start: time.Now()}
 	// Build ran; what the decoders still read must not be the client's.
 	l.call.Body, l.call.Header, l.call.RequestID = body, nil, []byte(rec.requestID)

@@ -93,7 +93,9 @@ var relayPool = sync.Pool{New: func() any {
 
 func (g *Gateway) newRelay(resp *fasthttp.Response, rt *route, rec *record, upStart time.Time, call *providers.Call, s providers.Stream, enc *anthropic.Encoder) *relay {
 	r := relayPool.Get().(*relay)
-	rec.held = true
+	if !rec.held { // a hedge leg's relay: tryHedged set it before the legs ran
+		rec.held = true
+	}
 	r.g, r.resp, r.rec, r.rt, r.upStart = g, resp, rec, rt, upStart
 	r.body = resp.BodyStream()
 	r.conn = connOf(resp)
