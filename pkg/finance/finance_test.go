@@ -24,7 +24,7 @@ import (
 type ev struct {
 	req, dept, team, project, subject, model string
 	ts                                       time.Time
-	in, out, cached                          uint64
+	in, out, cached, written                 uint64
 	cost                                     int64
 	version                                  string
 }
@@ -47,7 +47,7 @@ func open(t *testing.T, evs []ev) driver.Conn {
 	}
 	b, err := s.Conn().PrepareBatch(ctx, `INSERT INTO usage_events (event_id, request_id, ts, ts_ms, subject, key_id, dept, team, project,
 		requested_model, served_model, provider, route, attempts, fallbacks, prompt_tokens, completion_tokens, cached_tokens,
-		cost_nano_usd, pricing_version, status_code, ingested_at)`)
+		cache_write_tokens, cost_nano_usd, pricing_version, status_code, ingested_at)`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +56,7 @@ func open(t *testing.T, evs []ev) driver.Conn {
 		for range 2 {
 			if err := b.Append("ev-"+e.req, e.req, e.ts, uint64(e.ts.UnixMilli()), e.subject, "k"+e.subject, e.dept, e.team, e.project,
 				e.model, e.model, "openai", "chat", uint32(2), []string{"azure/" + e.model}, e.in, e.out, e.cached,
-				e.cost, e.version, uint32(200), time.Unix(int64(i), 0)); err != nil {
+				e.written, e.cost, e.version, uint32(200), time.Unix(int64(i), 0)); err != nil {
 				t.Fatal(err)
 			}
 		}

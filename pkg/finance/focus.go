@@ -81,6 +81,7 @@ type FocusRow struct {
 	XPromptTokens      uint64    `parquet:"x_PromptTokens"`
 	XCompletionTokens  uint64    `parquet:"x_CompletionTokens"`
 	XCachedTokens      uint64    `parquet:"x_CachedTokens"`
+	XCacheWriteTokens  uint64    `parquet:"x_CacheWriteTokens"`
 	XReasoningTokens   uint64    `parquet:"x_ReasoningTokens"`
 }
 
@@ -110,8 +111,8 @@ func FocusExport(ctx context.Context, conn driver.Conn, o FocusOptions) ([]Focus
 		o.Account = "tollgate"
 	}
 	q := `SELECT toStartOfDay(ts) AS day, dept, team, project, key_id, provider, served_model, unit,
-		toUInt64(count()), sum(prompt_tokens), sum(completion_tokens), sum(cached_tokens), sum(reasoning_tokens),
-		sum(units), sum(cost_nano_usd)
+		toUInt64(count()), sum(prompt_tokens), sum(completion_tokens), sum(cached_tokens), sum(cache_write_tokens),
+		sum(reasoning_tokens), sum(units), sum(cost_nano_usd)
 		FROM usage_events FINAL WHERE ts >= toDateTime(?) AND ts < toDateTime(?)`
 	args := []any{from.Unix(), to.Unix()}
 	if o.Dept != "" {
@@ -133,11 +134,12 @@ func FocusExport(ctx context.Context, conn driver.Conn, o FocusOptions) ([]Focus
 			dept, team, project, key     string
 			provider, model, unit        string
 			requests, prompt, completion uint64
-			cached, reasoning, units     uint64
+			cached, written, reasoning   uint64
+			units                        uint64
 			cost                         int64
 		)
 		if err := rows.Scan(&day, &dept, &team, &project, &key, &provider, &model, &unit,
-			&requests, &prompt, &completion, &cached, &reasoning, &units, &cost); err != nil {
+			&requests, &prompt, &completion, &cached, &written, &reasoning, &units, &cost); err != nil {
 			return nil, fmt.Errorf("focus export %s: %w", o.Month, err)
 		}
 		day = day.UTC()
@@ -160,7 +162,7 @@ func FocusExport(ctx context.Context, conn driver.Conn, o FocusOptions) ([]Focus
 		tags, _ := json.Marshal(map[string]string{"dept": dept, "team": team, "project": project, "key": key}) // strings: never fails
 		r.Tags = string(tags)
 		r.XRequests, r.XPromptTokens, r.XCompletionTokens = requests, prompt, completion
-		r.XCachedTokens, r.XReasoningTokens = cached, reasoning
+		r.XCachedTokens, r.XCacheWriteTokens, r.XReasoningTokens = cached, written, reasoning
 		out = append(out, r)
 	}
 	if err := rows.Err(); err != nil {
@@ -213,6 +215,7 @@ var focusColumns = []struct {
 	{"x_PromptTokens", func(r *FocusRow) string { return strconv.FormatUint(r.XPromptTokens, 10) }},
 	{"x_CompletionTokens", func(r *FocusRow) string { return strconv.FormatUint(r.XCompletionTokens, 10) }},
 	{"x_CachedTokens", func(r *FocusRow) string { return strconv.FormatUint(r.XCachedTokens, 10) }},
+	{"x_CacheWriteTokens", func(r *FocusRow) string { return strconv.FormatUint(r.XCacheWriteTokens, 10) }},
 	{"x_ReasoningTokens", func(r *FocusRow) string { return strconv.FormatUint(r.XReasoningTokens, 10) }},
 }
 

@@ -22,8 +22,8 @@ import (
 func focusEvents() []ev {
 	return []ev{
 		{req: "before", dept: "eng", team: "ml", project: "p1", subject: "alice", model: "gpt-5", ts: time.Date(2024, 2, 29, 23, 59, 59, 0, time.UTC), in: 5, out: 5, cost: 1_000_000_000},
-		{req: "first", dept: "eng", team: "ml", project: "p1", subject: "alice", model: "gpt-5", ts: day(1, 0), in: 100, out: 20, cached: 10, cost: 1},
-		{req: "r2", dept: "eng", team: "ml", project: "p1", subject: "alice", model: "gpt-5", ts: day(1, 5), in: 200, out: 30, cost: 999_999_999},
+		{req: "first", dept: "eng", team: "ml", project: "p1", subject: "alice", model: "gpt-5", ts: day(1, 0), in: 100, out: 20, cached: 10, written: 40, cost: 1},
+		{req: "r2", dept: "eng", team: "ml", project: "p1", subject: "alice", model: "gpt-5", ts: day(1, 5), in: 200, out: 30, written: 2, cost: 999_999_999},
 		{req: "r3", dept: "eng", team: "ml", project: "p1", subject: "bob", model: "gpt-5", ts: day(1, 6), in: 7, out: 3, cost: 333_333_333},
 		{req: "r4", dept: "eng", team: "web", project: "p2", subject: "bob", model: "claude-sonnet-4-5", ts: day(2, 23), in: 1_000_000, out: 2_000, cost: 123_456_789_012},
 		{req: "r5", dept: "sales", team: "emea", project: "crm", subject: "carol", model: "gpt-5", ts: day(2, 1), in: 9, out: 1, cost: 7},
@@ -184,6 +184,7 @@ func TestFocusRows(t *testing.T) {
 		{"SubAccountId", r.SubAccountId, "eng"},
 		{"x_Requests", strconv.FormatUint(r.XRequests, 10), "2"},
 		{"x_CachedTokens", strconv.FormatUint(r.XCachedTokens, 10), "10"},
+		{"x_CacheWriteTokens", strconv.FormatUint(r.XCacheWriteTokens, 10), "42"},
 	}
 	for _, tc := range tests {
 		if tc.got != tc.want {
