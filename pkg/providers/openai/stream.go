@@ -1,11 +1,13 @@
 package openai
 
 import (
+	"errors"
 	"io"
 	"sync"
 
 	"github.com/tidwall/gjson"
 	"github.com/tollgate/tollgate/pkg/providers"
+	"github.com/tollgate/tollgate/pkg/rawjson"
 	"github.com/tollgate/tollgate/pkg/sse"
 )
 
@@ -47,36 +49,55 @@ func (s *stream) Event(dst, ev []byte) ([]byte, providers.State, error) {
 	case string(data) == "[DONE]":
 		s.complete = true
 		return append(dst, ev...), providers.Done, nil
-	case !providers.ValidJSON(data):
-		return dst, providers.Failed, providers.ErrMalformed
 	}
-	d := bytesString(data)
-	if e := gjson.Get(d, "error"); e.Exists() {
-		msg := e.Get("message").String()
+	// One pass over the chunk: validity and the top-level members read
+	// here; only those members are parsed further.
+	var f [len(chunkKeys)]rawjson.Field
+	if err := rawjson.Scan(data, providers.MaxJSONDepth, chunkKeys[:], f[:]); err != nil &&
+		!errors.Is(err, rawjson.ErrUTF8) && !errors.Is(err, rawjson.ErrNotObject) {
+		return dst, providers.Failed, providers.ErrMalformed // relayed as sent when valid JSON, as encoding/json reads it
+	}
+	if e := f[chunkError].Raw; e != "" {
+		msg := gjson.Get(e, "message").String()
 		if msg == "" {
 			msg = "error event"
 		}
 		return dst, providers.Failed, &providers.UpstreamError{Message: msg}
 	}
-	if fr := gjson.Get(d, "choices.0.finish_reason"); fr.Exists() && fr.Type != gjson.Null {
+	choices := f[chunkChoices].Raw
+	if fr := gjson.Get(choices, "0.finish_reason"); fr.Exists() && fr.Type != gjson.Null {
 		s.complete = true
 	}
-	if u := gjson.Get(d, "usage"); u.IsObject() {
+	if u := gjson.Parse(f[chunkUsage].Raw); u.IsObject() {
 		s.usage = ParseUsage(u)
 		if s.usage.Reported {
-			s.usage.Tier = serviceTier(d, "service_tier")
+			s.usage.Tier = serviceTier(f[chunkTier].Raw, "@this")
 		}
-		if !s.includeUsage && emptyChoices(d) {
+		if !s.includeUsage && emptyChoices(choices) {
 			return dst, providers.More, nil // the usage chunk the gateway asked for
 		}
 	}
 	return append(dst, ev...), providers.More, nil
 }
 
-// emptyChoices reports whether the chunk is a usage-only chunk.
-func emptyChoices(d string) bool {
-	c := gjson.Get(d, "choices")
-	return !c.Exists() || (c.IsArray() && c.Get("#").Int() == 0)
+// The top-level members of a chunk that Event reads, in Scan's order.
+var chunkKeys = [...]string{"error", "choices", "usage", "service_tier"}
+
+const (
+	chunkError = iota
+	chunkChoices
+	chunkUsage
+	chunkTier
+)
+
+// emptyChoices reports whether a chunk whose choices member is choices (as
+// written; "" when absent) is a usage-only chunk.
+func emptyChoices(choices string) bool {
+	if choices == "" {
+		return true
+	}
+	c := gjson.Parse(choices)
+	return c.IsArray() && c.Get("#").Int() == 0
 }
 
 func (s *stream) Complete() bool         { return s.complete }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"testing"
 
+	"github.com/tidwall/gjson"
 	"github.com/tollgate/tollgate/pkg/providers"
 	"github.com/tollgate/tollgate/pkg/sse"
 )
@@ -33,6 +34,7 @@ func FuzzStream(f *testing.F) {
 	f.Fuzz(func(t *testing.T, in []byte, includeUsage bool) {
 		s := p.Stream(&providers.Call{Stream: true, IncludeUsage: includeUsage})
 		defer s.Close()
+		var ref refStream
 		rd := sse.NewReader(bytes.NewReader(in), 64, 1<<20)
 		for {
 			ev, ok := rd.Next()
@@ -43,6 +45,12 @@ func FuzzStream(f *testing.F) {
 				continue
 			}
 			out, st, err := s.Event(nil, ev)
+			ref.event(ev, includeUsage)
+			if st != ref.st || (len(out) == 0) != ref.hidden || s.Complete() != ref.complete || s.Usage() != ref.usage ||
+				(st == providers.Failed && err.Error() != ref.msg) {
+				t.Fatalf("event %q: state %v hidden %v complete %v usage %+v err %v; the gjson reference says %v %v %v %+v %q",
+					ev, st, len(out) == 0, s.Complete(), s.Usage(), err, ref.st, ref.hidden, ref.complete, ref.usage, ref.msg)
+			}
 			if len(out) > 0 && !bytes.Equal(out, ev) {
 				t.Fatalf("event %q came out as %q", ev, out)
 			}
@@ -67,4 +75,52 @@ func FuzzStream(f *testing.F) {
 			}
 		}
 	})
+}
+
+// refStream is the chunk decoder as it was written with one gjson lookup
+// per member (validity first), the reference the one-pass decoder must
+// agree with on every input.
+type refStream struct {
+	st       providers.State
+	hidden   bool
+	msg      string
+	complete bool
+	usage    providers.Usage
+}
+
+func (r *refStream) event(ev []byte, includeUsage bool) {
+	_, data, _ := sse.Parse(ev, nil)
+	r.st, r.hidden, r.msg = providers.More, false, ""
+	switch {
+	case len(data) == 0:
+		return
+	case string(data) == "[DONE]":
+		r.complete, r.st = true, providers.Done
+		return
+	case !providers.ValidJSON(data):
+		r.st, r.hidden, r.msg = providers.Failed, true, providers.ErrMalformed.Error()
+		return
+	}
+	d := string(data)
+	if e := gjson.Get(d, "error"); e.Exists() {
+		msg := e.Get("message").String()
+		if msg == "" {
+			msg = "error event"
+		}
+		r.st, r.hidden, r.msg = providers.Failed, true, msg
+		return
+	}
+	if fr := gjson.Get(d, "choices.0.finish_reason"); fr.Exists() && fr.Type != gjson.Null {
+		r.complete = true
+	}
+	if u := gjson.Get(d, "usage"); u.IsObject() {
+		r.usage = ParseUsage(u)
+		if r.usage.Reported {
+			r.usage.Tier = serviceTier(d, "service_tier")
+		}
+		c := gjson.Get(d, "choices")
+		if !includeUsage && (!c.Exists() || (c.IsArray() && c.Get("#").Int() == 0)) {
+			r.hidden = true
+		}
+	}
 }
