@@ -29,11 +29,16 @@
 // its error shape and its stream encoder. The pass-through endpoints make
 // one call and never retry (a streamed upload cannot be sent twice). The
 // adapters' per-request state lives in the record (callState), so a
-// request allocates one record and no adapter of its own.
+// request needs one record and no adapter of its own. Records come from a
+// pool (begin) and go back when the request ended in its handler (release,
+// deferred by chat and /v1/messages).
 //
 // A stream's record passes to its relay at commit (commitStream); from then
 // on the relay finishes the request. A hedge leg's relay reads only what
-// was set before its call until it wins.
+// was set before its call until it wins. Whatever holds a record beyond
+// its handler (a relay, hedge legs, a replayed cache hit, a pass-through
+// body stream) marks it held, and a held record is never pooled: it is
+// left to the garbage collector.
 //
 // Budget reservations belong to budget.Tracker from Reserve to release;
 // provider kinds' capabilities (base URL, key check, key header, the
