@@ -51,8 +51,7 @@ type relay struct {
 	pos      int
 	scratch  []byte
 	bodyCopy []byte // the request body, kept for token estimation
-	content  []byte // delivered content, for token estimation (deliveredText)
-	sent     []byte // the OpenAI-format events delivered, kept raw until the end: parsed only when the provider reports no usage
+	content  []byte // delivered content, for token estimation
 	// rec is the request's record. Until commit (commitStream) the relay
 	// only reads its fields set before the first call (start, endpoint,
 	// anthropic, requestID), and a hedge leg's relay shares it with the
@@ -195,13 +194,17 @@ func (r *relay) handleEvent(ev []byte) {
 	var err error
 	if r.enc == nil {
 		r.out, st, err = r.stream.Event(r.out, ev)
-		if r.track && len(r.sent) < maxDelivered {
-			r.sent = append(r.sent, r.out[n:]...)
+		switch {
+		case !r.track || len(r.out) == n:
+		case r.rec.endpoint == epResponses:
+			r.content = appendResponsesContent(r.content, r.out[n:])
+		default:
+			r.content = appendContent(r.content, r.out[n:])
 		}
 	} else {
 		r.tmp, st, err = r.stream.Event(r.tmp[:0], ev)
-		if r.track && len(r.sent) < maxDelivered {
-			r.sent = append(r.sent, r.tmp...)
+		if r.track {
+			r.content = appendContent(r.content, r.tmp)
 		}
 		var eerr error
 		if r.out, eerr = r.enc.Events(r.out, r.tmp); eerr != nil && st != providers.Failed {
@@ -370,7 +373,7 @@ func (r *relay) CloseWithError(err error) error {
 		r.rec.fallbacks = r.plan.Fallbacks()
 		r.plan.Release()
 	}
-	r.rec.delivered = r.deliveredText()
+	r.rec.delivered = r.content
 	r.g.finish(r.rec)
 	r.release()
 	return nil
@@ -402,28 +405,12 @@ func (r *relay) release() {
 		r.enc.Release()
 	}
 	r.sc.Reset(nil)
-	*r = relay{sc: r.sc, out: r.out[:0], scratch: r.scratch[:0], bodyCopy: r.bodyCopy[:0], content: r.content[:0], sent: r.sent[:0], tmp: r.tmp[:0]}
+	*r = relay{sc: r.sc, out: r.out[:0], scratch: r.scratch[:0], bodyCopy: r.bodyCopy[:0], content: r.content[:0], tmp: r.tmp[:0]}
 	relayPool.Put(r)
 }
 
 // maxDelivered bounds the content kept for estimating a stream's tokens.
 const maxDelivered = 1 << 20
-
-// deliveredText is the content of the events delivered, for estimating the
-// completion when the provider reported no usage (a cut stream, a provider
-// without stream usage); nil when it did, so that the common case never
-// parses the events a second time.
-func (r *relay) deliveredText() []byte {
-	if r.rec.usage.Reported || len(r.sent) == 0 {
-		return nil
-	}
-	if r.enc == nil && r.rec.endpoint == epResponses {
-		r.content = appendResponsesContent(r.content[:0], r.sent)
-	} else {
-		r.content = appendContent(r.content[:0], r.sent)
-	}
-	return r.content
-}
 
 // appendContent appends the delta content of OpenAI chunk events in evs to
 // dst (as raw JSON string text, which tokenizes close to the text itself).
