@@ -39,34 +39,18 @@ func usageExplainer(ctx context.Context, js jetstream.JetStream, log *slog.Logge
 	return ex, func() {}
 }
 
-// limitSetter takes the budget limits of the config at start and of every
-// reload; *budget.Tracker is one.
-type limitSetter interface{ SetLimits(limits []budget.Limit) }
-
-// startEmbedded runs, with embed (-embed), what the budget and analytics
-// services run, in g until ctx ends; it returns where the limits of every
-// reload go: tracker, and the budget_limits writer when there is one.
-//
-// The budget consumer of copts (the alert flags; limits, logger and
-// registry are set here) raises threshold, forecast and anomaly alerts as
-// the budget service does. When TOLLGATE_CLICKHOUSE names a server
-// (database TOLLGATE_CLICKHOUSE_DB, default tollgate; CLICKHOUSE_USER /
-// CLICKHOUSE_PASSWORD), the usage and audit loaders load ClickHouse and
-// the enforced limits are written to budget_limits, at start and after
-// each reload. While ClickHouse is down the gateway serves, events wait in
-// the stream and the newest limits in memory.
-func startEmbedded(ctx context.Context, g *errgroup.Group, js jetstream.JetStream, embed bool, replicas int, limits []budget.Limit,
-	copts budget.ConsumerOptions, tracker limitSetter, reg prometheus.Registerer, getenv func(string) string, log *slog.Logger) (limitSetter, error) {
-	if !embed {
-		return tracker, nil
-	}
-	copts.Limits, copts.Logger, copts.Registerer = limits, log, reg
-	if err := budget.StartConsumer(ctx, g, js, copts); err != nil {
-		return nil, err
-	}
+// startAnalytics runs what the analytics service runs when
+// TOLLGATE_CLICKHOUSE names a server (database TOLLGATE_CLICKHOUSE_DB,
+// default tollgate; CLICKHOUSE_USER / CLICKHOUSE_PASSWORD): the usage and
+// audit loaders load ClickHouse and the enforced limits are written to
+// budget_limits, at start and after each reload. While ClickHouse is down
+// the gateway serves, events wait in the stream and the newest limits in
+// memory. It returns where the limits of every reload go.
+func startAnalytics(ctx context.Context, g *errgroup.Group, js jetstream.JetStream, replicas int, limits []budget.Limit,
+	tracker limitSetter, reg prometheus.Registerer, getenv func(string) string, log *slog.Logger) limitSetter {
 	addr := getenv("TOLLGATE_CLICKHOUSE")
 	if addr == "" {
-		return tracker, nil
+		return tracker
 	}
 	o := chstore.Options{Addr: addr, Database: getenv("TOLLGATE_CLICKHOUSE_DB"),
 		User: getenv("CLICKHOUSE_USER"), Password: getenv("CLICKHOUSE_PASSWORD")}
@@ -81,7 +65,7 @@ func startEmbedded(ctx context.Context, g *errgroup.Group, js jetstream.JetStrea
 		log.Info("analytics loader started", "clickhouse", addr)
 		return chstore.RunLoaders(ctx, store, js, chstore.LoaderOptions{LeaseReplicas: replicas, Logger: log, Registerer: reg}, table)
 	})
-	return bothLimits{tracker, table}, nil
+	return bothLimits{tracker, table}
 }
 
 // bothLimits hands each set of limits to the budget tracker and to the

@@ -27,28 +27,14 @@ func usageExplainer(_ context.Context, js jetstream.JetStream, log *slog.Logger)
 	return &billing.Explainer{Stream: usage.StreamName, Window: billing.DefaultStreamWindow, JS: js}, func() {}
 }
 
-// limitSetter takes the budget limits of the config at start and of every
-// reload; *budget.Tracker is one.
-type limitSetter interface{ SetLimits(limits []budget.Limit) }
-
-// startEmbedded runs, with embed (-embed), what the budget service runs:
-// the budget consumer of copts (the alert flags; limits, logger and
-// registry are set here), raising threshold, forecast and anomaly alerts,
-// in g until ctx ends. This gateway was built without the ClickHouse
-// driver, so the analytics service's part (the loaders, budget_limits) is
-// not run; when TOLLGATE_CLICKHOUSE is set it says how to get it. The
-// limits of every reload go to the returned tracker.
-func startEmbedded(ctx context.Context, g *errgroup.Group, js jetstream.JetStream, embed bool, _ int, limits []budget.Limit,
-	copts budget.ConsumerOptions, tracker limitSetter, reg prometheus.Registerer, getenv func(string) string, log *slog.Logger) (limitSetter, error) {
-	if !embed {
-		return tracker, nil
-	}
-	copts.Limits, copts.Logger, copts.Registerer = limits, log, reg
-	if err := budget.StartConsumer(ctx, g, js, copts); err != nil {
-		return nil, err
-	}
+// startAnalytics says, when TOLLGATE_CLICKHOUSE is set, that this
+// gateway was built without the ClickHouse driver, so -embed does not run
+// the analytics service's part (the loaders, budget_limits). The limits of
+// every reload go to tracker alone.
+func startAnalytics(_ context.Context, _ *errgroup.Group, _ jetstream.JetStream, _ int, _ []budget.Limit,
+	tracker limitSetter, _ prometheus.Registerer, getenv func(string) string, log *slog.Logger) limitSetter {
 	if addr := getenv("TOLLGATE_CLICKHOUSE"); addr != "" {
 		log.Warn("analytics not run in -embed: this gateway was built without clickhouse (go build -tags clickhouse); run the analytics service instead", "addr", addr)
 	}
-	return tracker, nil
+	return tracker
 }
