@@ -3,9 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"encoding/csv"
-	"encoding/hex"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,25 +12,12 @@ import (
 
 	"github.com/parquet-go/parquet-go"
 
-	"github.com/tollgate/tollgate/pkg/chstore"
-	"github.com/tollgate/tollgate/pkg/chtest"
 	"github.com/tollgate/tollgate/pkg/finance"
 )
 
 func TestExportFocus(t *testing.T) {
-	addr := chtest.Start(t)
-	var suffix [4]byte
-	_, _ = rand.Read(suffix[:])
-	db := "focus_" + hex.EncodeToString(suffix[:])
+	addr, db, st := migratedStore(t, "focus")
 	ctx := context.Background()
-	st, err := chstore.Open(ctx, chstore.Options{Addr: addr, Database: db})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	if err := st.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
 	b, err := st.Conn().PrepareBatch(ctx, "INSERT INTO usage_events (event_id, request_id, ts, ts_ms, dept, team, project, key_id, provider, served_model, prompt_tokens, completion_tokens, cost_nano_usd, ingested_at)")
 	if err != nil {
 		t.Fatal(err)

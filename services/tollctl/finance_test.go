@@ -15,19 +15,8 @@ import (
 )
 
 func TestStatementCommands(t *testing.T) {
-	addr := chtest.Start(t)
-	var suffix [4]byte
-	_, _ = rand.Read(suffix[:])
-	db := "cli_" + hex.EncodeToString(suffix[:])
+	addr, db, st := migratedStore(t, "cli")
 	ctx := context.Background()
-	st, err := chstore.Open(ctx, chstore.Options{Addr: addr, Database: db})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	if err := st.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
 	b, err := st.Conn().PrepareBatch(ctx, "INSERT INTO usage_events (event_id, request_id, ts, ts_ms, dept, team, project, served_model, cost_nano_usd, pricing_version, ingested_at)")
 	if err != nil {
 		t.Fatal(err)
@@ -87,19 +76,8 @@ func TestStatementCommands(t *testing.T) {
 // TestExplainShowsBudgets: tollctl explain prints each budget checked at
 // admission with its limit, spend and headroom.
 func TestExplainShowsBudgets(t *testing.T) {
-	addr := chtest.Start(t)
-	var suffix [4]byte
-	_, _ = rand.Read(suffix[:])
-	db := "cli_" + hex.EncodeToString(suffix[:])
+	addr, db, st := migratedStore(t, "cli")
 	ctx := context.Background()
-	st, err := chstore.Open(ctx, chstore.Options{Addr: addr, Database: db})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	if err := st.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
 	b, err := st.Conn().PrepareBatch(ctx, `INSERT INTO usage_events (event_id, request_id, ts, ts_ms, dept, served_model, cost_nano_usd,
 		pricing_version, ingested_at, budget_scope, budget_value, budget_period, budget_period_start, budget_from_token,
 		budget_limit_nano_usd, budget_spent_nano_usd, budget_reserved_nano_usd, budget_headroom_nano_usd)`)
@@ -156,19 +134,8 @@ func TestExplainShowsBudgets(t *testing.T) {
 // book (plus prices overrides) is broken down, cache writes included, when
 // explain is given the gateway's config or the book itself.
 func TestExplainFindsThePriceBook(t *testing.T) {
-	addr := chtest.Start(t)
-	var suffix [4]byte
-	_, _ = rand.Read(suffix[:])
-	db := "cli_" + hex.EncodeToString(suffix[:])
+	addr, db, st := migratedStore(t, "cli")
 	ctx := context.Background()
-	st, err := chstore.Open(ctx, chstore.Options{Addr: addr, Database: db})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	if err := st.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
 	dir := t.TempDir()
 	book := writeFile(t, dir, "book.yaml", `version: "book-7"
 prices:
@@ -221,4 +188,25 @@ prices:
 			}
 		})
 	}
+}
+
+// migratedStore starts (or shares) a ClickHouse server and returns its
+// address, a fresh database named prefix_<random> with the migrations
+// applied, and a store on it, closed when the test ends.
+func migratedStore(t *testing.T, prefix string) (addr, db string, st *chstore.Store) {
+	t.Helper()
+	addr = chtest.Start(t)
+	var suffix [4]byte
+	_, _ = rand.Read(suffix[:])
+	db = prefix + "_" + hex.EncodeToString(suffix[:])
+	ctx := context.Background()
+	st, err := chstore.Open(ctx, chstore.Options{Addr: addr, Database: db})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	if err := st.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return addr, db, st
 }
