@@ -63,22 +63,25 @@ func listen(t testing.TB) net.Listener {
 	return ln
 }
 
-// testConfig is the gateway config of the rig; mutate lets a test adjust it.
-func testConfig(mockURL string) string {
-	return `
-listen: 127.0.0.1:0
-body_limit: 65536
-log: {format: json, level: debug, requests: true}
-auth:
+// testAuthYAML is the auth section of the test configs: the issuer the
+// rig's tokens are signed for.
+const testAuthYAML = `auth:
   issuers:
     - name: test
       issuer: ` + testIssuer + `
       audience: ` + testAudience + `
       algorithms: [HS256]
       keys:
-        - kid: k1
-          secret: ` + testSecret + `
-providers:
+        - {kid: k1, secret: ` + testSecret + `}
+`
+
+// testConfig is the gateway config of the rig; mutate lets a test adjust it.
+func testConfig(mockURL string) string {
+	return `
+listen: 127.0.0.1:0
+body_limit: 65536
+log: {format: json, level: debug, requests: true}
+` + testAuthYAML + `providers:
   - name: mock
     kind: openai
     base_url: ` + mockURL + `

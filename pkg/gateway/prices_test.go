@@ -22,15 +22,7 @@ import (
 func bookConfig(base, book string) string {
 	return `
 listen: 127.0.0.1:0
-auth:
-  issuers:
-    - name: test
-      issuer: ` + testIssuer + `
-      audience: ` + testAudience + `
-      algorithms: [HS256]
-      keys:
-        - {kid: k1, secret: ` + testSecret + `}
-providers:
+` + testAuthYAML + `providers:
   - {name: claude, kind: anthropic, base_url: "` + base + `", api_key: ` + testProvKey + `}
   - {name: claude-eu, kind: anthropic, base_url: "` + base + `", api_key: ` + testProvKey + `}
 models:
