@@ -251,12 +251,12 @@ func (g *Gateway) tryUnaryMessages(c *fiber.Ctx, req *fasthttp.Request, rt *rout
 	}
 	var out []byte
 	if native {
-		if !providers.ValidJSON(resp.Body()) {
-			err = providers.ErrMalformed
-		} else {
-			err = providers.CheckMember(resp.Body(), "content")
+		// One pass: validity, the content array and the usage member.
+		var a providers.Answer
+		if a, err = providers.ScanAnswer(resp.Body(), "content"); err == nil {
+			rec.usage = anthropic.UsageOf(a.Usage)
 		}
-		out, rec.usage = resp.Body(), anthropic.NativeUsage(resp.Body())
+		out = resp.Body()
 	} else {
 		var oa []byte
 		if oa, rec.usage, err = rt.up.prov.Response(nil, resp.Body(), call); err == nil {

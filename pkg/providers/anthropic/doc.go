@@ -93,6 +93,6 @@
 // reports cached prompt tokens as cache_read_input_tokens apart from
 // input_tokens.
 //
-// BuildNative, BuildCountTokens, NativeStream and NativeUsage pass an
+// BuildNative, BuildCountTokens, NativeStream and UsageOf pass an
 // Anthropic client's request through to an Anthropic provider unchanged.
 package anthropic

@@ -395,8 +395,9 @@ func TestMockNative(t *testing.T) {
 			}
 			want := providers.Usage{Prompt: e2ePrompt, Completion: 3, Reported: true}
 			if !stream {
-				if got := NativeUsage(resp.Body()); got != want || gjsonGet(resp.Body(), "model").Str != "claude-upstream" {
-					t.Errorf("usage %+v body %s", got, resp.Body())
+				a, err := providers.ScanAnswer(resp.Body(), "content")
+				if got := UsageOf(a.Usage); err != nil || got != want || gjsonGet(resp.Body(), "model").Str != "claude-upstream" {
+					t.Errorf("usage %+v (%v) body %s", got, err, resp.Body())
 				}
 				return
 			}

@@ -57,7 +57,9 @@ func FuzzResponse(f *testing.F) {
 		if err == nil && !json.Valid(out) {
 			t.Fatalf("invalid JSON %s for %s", out, body)
 		}
-		NativeUsage(body)
+		if a, err := providers.ScanAnswer(body, "content"); err == nil {
+			UsageOf(a.Usage)
+		}
 	})
 }
 

@@ -119,13 +119,10 @@ func (s *nativeStream) Event(dst, ev []byte) ([]byte, providers.State, error) {
 	return append(dst, ev...), providers.More, nil
 }
 
-// NativeUsage reads the usage of a non-stream Anthropic message body
-// (Reported is false when it has none).
-func NativeUsage(body []byte) providers.Usage {
-	if !providers.ValidJSON(body) {
-		return providers.Usage{}
-	}
+// UsageOf reads an Anthropic usage object as written (the usage member
+// providers.ScanAnswer returns; "" when there is none).
+func UsageOf(raw string) providers.Usage {
 	var u usage
-	u.update(member(bytesString(body), "usage"))
+	u.update(raw)
 	return u.providers()
 }

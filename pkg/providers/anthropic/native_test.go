@@ -96,18 +96,25 @@ func TestNativeStream(t *testing.T) {
 	})
 }
 
+// The usage of a native non-stream answer, read as the gateway reads it:
+// the one scan of providers.ScanAnswer, then UsageOf.
 func TestNativeUsage(t *testing.T) {
 	tests := []struct {
 		name, body string
 		want       providers.Usage
+		malformed  bool
 	}{
-		{"full", `{"type":"message","usage":{"input_tokens":10,"cache_creation_input_tokens":5,"cache_read_input_tokens":100,"output_tokens":7}}`, providers.Usage{Prompt: 115, Completion: 7, Cached: 100, CacheWrite: 5, Reported: true}},
-		{"none", `{"type":"message"}`, providers.Usage{}},
-		{"not JSON", `{`, providers.Usage{}},
+		{"full", `{"type":"message","content":[],"usage":{"input_tokens":10,"cache_creation_input_tokens":5,"cache_read_input_tokens":100,"output_tokens":7}}`, providers.Usage{Prompt: 115, Completion: 7, Cached: 100, CacheWrite: 5, Reported: true}, false},
+		{"none", `{"type":"message","content":[]}`, providers.Usage{}, false},
+		{"not JSON", `{`, providers.Usage{}, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := NativeUsage([]byte(tt.body)); got != tt.want {
+			a, err := providers.ScanAnswer([]byte(tt.body), "content")
+			if (err != nil) != tt.malformed {
+				t.Fatalf("ScanAnswer error %v, want malformed %v", err, tt.malformed)
+			}
+			if got := UsageOf(a.Usage); got != tt.want {
 				t.Errorf("got %+v, want %+v", got, tt.want)
 			}
 		})
