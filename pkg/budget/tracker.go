@@ -379,11 +379,12 @@ func (t *Tracker) Reserved(scope Scope) int64 {
 // does not consult leases: the gateway admits with Reserve and
 // CheckReserved.
 func (t *Tracker) Check(s Scopes, claims []Limit, estimateNano int64) error {
-	starts := periodStarts(t.now().UnixNano())
 	var err error
-	t.eachLimit(&s, claims, func(l *Limit, v string, _ bool) bool {
-		id := TotalID{Scope: l.Scope, Value: v, Period: l.Period, Start: starts[l.Period]}
-		spend, reserved, _ := t.Spend(id)
+	t.eachBound(t.bind(&s, periodStarts(t.now().UnixNano())), &s, claims, func(l *Limit, v string, id TotalID, sl *slot, _ bool) bool {
+		var spend, reserved int64
+		if sl != nil {
+			spend, reserved = sl.spend.Load(), sl.reserved.Load()
+		}
 		if spend+reserved+estimateNano > l.AmountNano {
 			err = &ExceededError{Scope: l.Scope, Value: v, Period: l.Period, PeriodStart: id.PeriodStart(),
 				LimitNano: l.AmountNano, SpendNano: spend, ReservedNano: reserved, EstimateNano: estimateNano}
@@ -565,19 +566,6 @@ func (t *Tracker) used(id TotalID) int64 {
 		return s.spend.Load() + s.reserved.Load()
 	}
 	return 0
-}
-
-// eachLimit calls f with every limit applying to s, the value it limits and
-// whether it came from claims, until f returns false.
-func (t *Tracker) eachLimit(s *Scopes, claims []Limit, f func(l *Limit, v string, fromToken bool) bool) {
-	if !eachConfigured(t.limits.Load(), s, func(l *Limit, v string) bool { return f(l, v, false) }) {
-		return
-	}
-	for i := range claims {
-		if v, ok := claims[i].appliesTo(s); ok && !f(&claims[i], v, true) {
-			return
-		}
-	}
 }
 
 // eachConfigured calls f with every limit of ix applying to s and the value
