@@ -25,7 +25,7 @@ type binding struct {
 	scopes  [maxSlots]Scope
 	periods [maxSlots]Period
 
-	// lim are the configured limits that apply, in eachLimit's order.
+	// lim are the configured limits that apply, in eachConfigured's order.
 	lim []boundLimit
 }
 
