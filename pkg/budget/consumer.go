@@ -112,6 +112,7 @@ type Consumer struct {
 	cache   map[TotalID]*cachedTotal
 	alerts  map[TotalID]*alertRecord
 	aggs    map[TotalID]*agg
+	groups  map[groupKey]*agg    // fold's per-principal sums (id unset)
 	absent  map[TotalID]struct{} // totals whose write expecting "absent" conflicted in this fold
 	events  []event
 	written []writtenTotal
@@ -191,6 +192,13 @@ type event struct {
 	vals             [numScopes]string
 }
 
+// groupKey is what decides an event's totals: its scope values and the
+// starts of its periods.
+type groupKey struct {
+	vals   [numScopes]string
+	starts [numPeriods]int32
+}
+
 // agg is one batch's contribution to one total.
 type agg struct {
 	id               TotalID
@@ -267,6 +275,7 @@ func NewConsumer(js jetstream.JetStream, o ConsumerOptions) (*Consumer, error) {
 		cache:   make(map[TotalID]*cachedTotal),
 		alerts:  make(map[TotalID]*alertRecord),
 		aggs:    make(map[TotalID]*agg),
+		groups:  make(map[groupKey]*agg),
 		absent:  make(map[TotalID]struct{}),
 		touched: make(map[string]struct{}),
 		cpRev:   make(map[string]uint64),
@@ -621,27 +630,45 @@ func (c *Consumer) readRange(ctx context.Context, from, to uint64) error {
 }
 
 // fold aggregates c.events per total and writes every touched total once.
+// Events of one principal and period share all their totals, so they are
+// summed per (scope values, period starts) first: one map lookup per event
+// instead of one per total (up to 18).
 func (c *Consumer) fold(ctx context.Context) error {
-	clear(c.aggs)
+	clear(c.groups)
 	for i := range c.events {
 		e := &c.events[i]
+		k := groupKey{vals: e.vals, starts: e.starts}
+		g := c.groups[k]
+		if g == nil {
+			g = &agg{minSeq: e.seq}
+			c.groups[k] = g
+		}
+		g.cost += e.cost
+		g.prompt += e.prompt
+		g.complete += e.complete
+		g.requests++
+		g.maxSeq = e.seq
+	}
+	clear(c.aggs)
+	for k, g := range c.groups {
 		for sc := range numScopes {
-			v := e.vals[sc]
+			v := k.vals[sc]
 			if sc != ScopeGlobal && v == "" {
 				continue
 			}
 			for p := range numPeriods {
-				id := TotalID{Scope: sc, Value: v, Period: p, Start: e.starts[p]}
+				id := TotalID{Scope: sc, Value: v, Period: p, Start: k.starts[p]}
 				a := c.aggs[id]
 				if a == nil {
-					a = &agg{id: id, minSeq: e.seq}
+					a = &agg{id: id, minSeq: g.minSeq}
 					c.aggs[id] = a
 				}
-				a.cost += e.cost
-				a.prompt += e.prompt
-				a.complete += e.complete
-				a.requests++
-				a.maxSeq = e.seq
+				a.cost += g.cost
+				a.prompt += g.prompt
+				a.complete += g.complete
+				a.requests += g.requests
+				a.minSeq = min(a.minSeq, g.minSeq)
+				a.maxSeq = max(a.maxSeq, g.maxSeq)
 			}
 		}
 	}
