@@ -2,11 +2,13 @@ package usagev1_test
 
 import (
 	"bytes"
+	"errors"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
+	"github.com/tollgate/tollgate/pkg/usage"
 	usagev1 "github.com/tollgate/tollgate/proto/tollgate/usage/v1"
 )
 
@@ -100,4 +102,140 @@ func TestVTProtoMatchesProto(t *testing.T) {
 			t.Errorf("%s: UnmarshalVT of proto.Marshal's bytes differs from the original", name)
 		}
 	}
+}
+
+// fullBatch is a batch with every field set (fill) and a valid producer.
+func fullBatch() *usagev1.UsageBatch {
+	var b usagev1.UsageBatch
+	n := 0
+	fill(b.ProtoReflect(), &n)
+	b.ProducerId, b.Seq = "gw1", 7
+	return &b
+}
+
+// eachString calls f with a setter for every string value in m, its
+// fields, list elements and nested messages.
+func eachString(m protoreflect.Message, f func(set func(string))) {
+	fields := m.Descriptor().Fields()
+	for i := range fields.Len() {
+		fd := fields.Get(i)
+		switch {
+		case fd.IsList():
+			l := m.Mutable(fd).List()
+			for j := range l.Len() {
+				if fd.Message() != nil {
+					eachString(l.Get(j).Message(), f)
+				} else if fd.Kind() == protoreflect.StringKind {
+					f(func(s string) { l.Set(j, protoreflect.ValueOfString(s)) })
+				}
+			}
+		case fd.Message() != nil && !fd.IsMap():
+			eachString(m.Mutable(fd).Message(), f)
+		case fd.Kind() == protoreflect.StringKind:
+			f(func(s string) { m.Set(fd, protoreflect.ValueOfString(s)) })
+		}
+	}
+}
+
+// TestDecodeRejectsInvalidUTF8: every string of a batch or of a legacy
+// event, set to bytes that are not UTF-8, makes usage.DecodeMessage fail,
+// as proto.Unmarshal fails; UnmarshalVT alone would take them.
+func TestDecodeRejectsInvalidUTF8(t *testing.T) {
+	var b usagev1.UsageBatch
+	if err := usage.DecodeMessage(mustVT(t, fullBatch()), &b); err != nil {
+		t.Fatalf("full batch: %v", err)
+	}
+	if !proto.Equal(&b, fullBatch()) {
+		t.Fatal("full batch decoded to something else")
+	}
+	n := 0
+	for i := 0; ; i++ {
+		in := fullBatch()
+		k := 0
+		eachString(in.ProtoReflect(), func(set func(string)) {
+			if k == i {
+				set("ok\xffno")
+			}
+			k++
+		})
+		if i >= k {
+			break
+		}
+		data := mustVT(t, in)
+		if err := usage.DecodeMessage(data, &b); err == nil {
+			t.Errorf("string %d of %d set to invalid UTF-8: decoded without an error", i, k)
+		}
+		if err := proto.Unmarshal(data, new(usagev1.UsageBatch)); err == nil {
+			t.Errorf("string %d: proto.Unmarshal took it, so the reference is wrong", i)
+		}
+		n++
+	}
+	if n < 20 {
+		t.Fatalf("only %d strings visited", n)
+	}
+	// A legacy message: one event, not in a batch.
+	ev := fullBatch().Events[0]
+	ev.Budgets[1].PeriodStart = "\xc3"
+	if err := usage.DecodeMessage(mustVT(t, ev), &b); err == nil {
+		t.Error("legacy event with an invalid string: decoded without an error")
+	}
+}
+
+func mustVT(t *testing.T, m interface{ MarshalVT() ([]byte, error) }) []byte {
+	t.Helper()
+	data, err := m.MarshalVT()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+// referenceDecode is usage.DecodeMessage as it was written with
+// proto.Unmarshal (reflection), kept as the reference of FuzzDecodeMessage.
+func referenceDecode(data []byte) (proto.Message, error) {
+	var b usagev1.UsageBatch
+	if err := proto.Unmarshal(data, &b); err != nil {
+		return nil, err
+	}
+	if b.ProducerId == "" {
+		if b.Seq != 0 || len(b.Events) != 0 {
+			return nil, errors.New("batch fields without a producer id")
+		}
+		ev := &usagev1.UsageEvent{}
+		if err := proto.Unmarshal(data, ev); err != nil {
+			return nil, err
+		}
+		return &usagev1.UsageBatch{Events: []*usagev1.UsageEvent{ev}}, nil
+	}
+	if !usage.ValidProducerID(b.ProducerId) || b.Seq == 0 {
+		return nil, errors.New("bad producer or seq")
+	}
+	return &b, nil
+}
+
+// FuzzDecodeMessage holds usage.DecodeMessage (UnmarshalVT where its
+// result is plain, proto.Unmarshal otherwise) to the proto.Unmarshal
+// reference: both refuse the same messages and decode the others alike.
+func FuzzDecodeMessage(f *testing.F) {
+	full := fullBatch()
+	data, _ := full.MarshalVT()
+	f.Add(data)
+	f.Add(data[:len(data)/2])
+	ev, _ := full.Events[0].MarshalVT()
+	f.Add(ev)
+	f.Add([]byte{})
+	f.Add([]byte{0xc2, 0x3e, 0x02, 0x08, 0x01}) // field 1000 with a varint where a string is
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var got usagev1.UsageBatch
+		err := usage.DecodeMessage(data, &got)
+		want, werr := referenceDecode(data)
+		switch {
+		case err == nil && werr != nil:
+			t.Fatalf("decoded what the reference refuses (%v)", werr)
+		case err == nil && !proto.Equal(&got, want):
+			t.Fatalf("decoded %v, the reference %v", &got, want)
+		case err != nil && werr == nil:
+			t.Fatalf("refused (%v) what the reference decodes", err)
+		}
+	})
 }
