@@ -16,6 +16,7 @@ import (
 
 	"github.com/tidwall/gjson"
 	"github.com/tollgate/tollgate/pkg/providers"
+	"github.com/tollgate/tollgate/pkg/rawjson"
 	"github.com/valyala/fasthttp"
 )
 
@@ -297,9 +298,9 @@ func (p *Provider) Response(_, body []byte, c *providers.Call) ([]byte, provider
 	if err != nil {
 		return nil, providers.Usage{}, fmt.Errorf("provider %s: %w", p.name, err)
 	}
-	u := ParseUsage(gjson.Parse(a.Usage))
+	u := ParseUsage(a.Usage)
 	if u.Reported {
-		u.Tier = serviceTier(a.ServiceTier, "@this")
+		u.Tier = tierOf(a.ServiceTier)
 	}
 	return body, u, nil
 }
@@ -320,18 +321,19 @@ func (p *Provider) ErrorMessage(body []byte) string {
 }
 
 // ParseUsage reads an OpenAI usage object (chat, completions, embeddings
-// and the Responses API's input/output names). Usage that is malformed (no
-// prompt or completion count, or a count that is not a non-negative
-// integer) is not reported, so the gateway estimates it instead of billing
-// made-up numbers.
-func ParseUsage(u gjson.Result) providers.Usage {
-	if !u.IsObject() {
+// and the Responses API's input/output names) from raw, JSON its caller
+// has already validated, in one walk over its members. Usage that is
+// malformed (no prompt or completion count, or a count that is not a
+// non-negative integer) is not reported, so the gateway estimates it
+// instead of billing made-up numbers.
+func ParseUsage(raw string) providers.Usage {
+	if i := rawjson.SkipSpace(raw, 0); i >= len(raw) || raw[i] != '{' {
 		return providers.Usage{}
 	}
 	out := providers.Usage{Reported: true}
 	counted := false
-	u.ForEach(func(k, v gjson.Result) bool {
-		switch k.Str {
+	rawjson.EachMember(raw, func(k, v string, _ int) bool {
+		switch memberName(k) {
 		case "prompt_tokens", "input_tokens":
 			out.Prompt, out.Reported = count(v, out.Reported)
 			counted = true
@@ -339,11 +341,11 @@ func ParseUsage(u gjson.Result) providers.Usage {
 			out.Completion, out.Reported = count(v, out.Reported)
 			counted = true
 		case "prompt_tokens_details", "input_tokens_details":
-			if c := v.Get("cached_tokens"); c.Exists() && c.Type != gjson.Null {
+			if c := firstMember(v, "cached_tokens"); c != "" && c != "null" {
 				out.Cached, out.Reported = count(c, out.Reported)
 			}
 		case "completion_tokens_details", "output_tokens_details":
-			if r := v.Get("reasoning_tokens"); r.Exists() && r.Type != gjson.Null {
+			if r := firstMember(v, "reasoning_tokens"); r != "" && r != "null" {
 				out.Reasoning, out.Reported = count(r, out.Reported)
 			}
 		}
@@ -355,13 +357,39 @@ func ParseUsage(u gjson.Result) providers.Usage {
 	return out
 }
 
+// memberName is a member's key as written, or decoded when it has escapes.
+func memberName(k string) string {
+	if strings.IndexByte(k, '\\') < 0 {
+		return k
+	}
+	return rawjson.Unquote(`"` + k + `"`)
+}
+
+// firstMember returns the raw value of the first member named name of the
+// object obj (keys compared decoded), or "".
+func firstMember(obj, name string) string {
+	var out string
+	rawjson.EachMember(obj, func(k, v string, _ int) bool {
+		if rawjson.KeyIs(k, name) {
+			out = v
+			return false
+		}
+		return true
+	})
+	return out
+}
+
 // count reads a token count: a JSON number that is a non-negative integer.
 // ok stays false once a count was bad.
-func count(v gjson.Result, ok bool) (uint64, bool) {
-	if v.Type != gjson.Number || strings.Trim(v.Raw, "0123456789") != "" {
+func count(raw string, ok bool) (uint64, bool) {
+	if raw == "" || strings.Trim(raw, "0123456789") != "" {
 		return 0, false
 	}
-	return v.Uint(), ok
+	if len(raw) <= 19 { // below 10^19, so it fits
+		n, _ := strconv.ParseUint(raw, 10, 64)
+		return n, ok
+	}
+	return gjson.Parse(raw).Uint(), ok // as gjson has always read the rest
 }
 
 // bytesString views b as a string without copying; b must not change while

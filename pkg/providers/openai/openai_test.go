@@ -10,6 +10,7 @@ import (
 	"github.com/tollgate/tollgate/pkg/pricing"
 	"github.com/tollgate/tollgate/pkg/providers"
 	"github.com/tollgate/tollgate/pkg/providers/kind"
+	"github.com/tollgate/tollgate/pkg/rawjson"
 	"github.com/valyala/fasthttp"
 )
 
@@ -202,15 +203,16 @@ func TestParseUsage(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := ParseUsage(gjson.Parse(tt.json)); got != tt.want {
+			if got := ParseUsage(tt.json); got != tt.want {
 				t.Errorf("ParseUsage(%s) = %+v, want %+v", tt.json, got, tt.want)
 			}
 		})
 	}
 }
 
-// FuzzParseUsage: usage is reported only when encoding/json reads the same
-// counts as non-negative integers.
+// FuzzParseUsage: on valid JSON, ParseUsage reads what the gjson walk it
+// replaced (referenceUsage) reads, and usage is reported only when
+// encoding/json reads the same counts as non-negative integers.
 func FuzzParseUsage(f *testing.F) {
 	for _, s := range []string{`{"prompt_tokens":11,"completion_tokens":8}`, `{"input_tokens":5,"output_tokens":6}`,
 		`{"prompt_tokens":-1,"completion_tokens":"many"}`, `{"prompt_tokens":1e3}`, `{}`, `null`,
@@ -218,7 +220,13 @@ func FuzzParseUsage(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		u := ParseUsage(gjson.Parse(s))
+		if !rawjson.Valid([]byte(s), 64) {
+			return // ParseUsage reads answers the gateway has validated
+		}
+		u := ParseUsage(s)
+		if want := referenceUsage(gjson.Parse(s)); u != want {
+			t.Fatalf("ParseUsage = %+v, the gjson reference %+v", u, want)
+		}
 		if !u.Reported {
 			if u != (providers.Usage{}) {
 				t.Fatalf("unreported usage with counts: %+v", u)
@@ -303,4 +311,43 @@ func TestServiceTier(t *testing.T) {
 			t.Errorf("usage %+v", u)
 		}
 	})
+}
+
+// referenceUsage is ParseUsage as it was written over gjson (a lookup per
+// member), kept as the reference of FuzzParseUsage and FuzzStream.
+func referenceUsage(u gjson.Result) providers.Usage {
+	if !u.IsObject() {
+		return providers.Usage{}
+	}
+	out := providers.Usage{Reported: true}
+	counted := false
+	refCount := func(v gjson.Result, ok bool) (uint64, bool) {
+		if v.Type != gjson.Number || strings.Trim(v.Raw, "0123456789") != "" {
+			return 0, false
+		}
+		return v.Uint(), ok
+	}
+	u.ForEach(func(k, v gjson.Result) bool {
+		switch k.Str {
+		case "prompt_tokens", "input_tokens":
+			out.Prompt, out.Reported = refCount(v, out.Reported)
+			counted = true
+		case "completion_tokens", "output_tokens":
+			out.Completion, out.Reported = refCount(v, out.Reported)
+			counted = true
+		case "prompt_tokens_details", "input_tokens_details":
+			if c := v.Get("cached_tokens"); c.Exists() && c.Type != gjson.Null {
+				out.Cached, out.Reported = refCount(c, out.Reported)
+			}
+		case "completion_tokens_details", "output_tokens_details":
+			if r := v.Get("reasoning_tokens"); r.Exists() && r.Type != gjson.Null {
+				out.Reasoning, out.Reported = refCount(r, out.Reported)
+			}
+		}
+		return true
+	})
+	if !out.Reported || !counted {
+		return providers.Usage{}
+	}
+	return out
 }

@@ -116,7 +116,7 @@ func (s *responsesStream) Event(dst, ev []byte) ([]byte, providers.State, error)
 // readUsage reads response.usage of a terminal event, when it has one.
 func (s *responsesStream) readUsage(data []byte) {
 	if u := gjson.GetBytes(data, "response.usage"); u.IsObject() {
-		s.usage = ParseUsage(u)
+		s.usage = ParseUsage(u.Raw)
 		if s.usage.Reported {
 			s.usage.Tier = serviceTier(bytesString(data), "response.service_tier")
 		}

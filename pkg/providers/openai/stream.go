@@ -68,10 +68,10 @@ func (s *stream) Event(dst, ev []byte) ([]byte, providers.State, error) {
 	if fr := gjson.Get(choices, "0.finish_reason"); fr.Exists() && fr.Type != gjson.Null {
 		s.complete = true
 	}
-	if u := gjson.Parse(f[chunkUsage].Raw); u.IsObject() {
+	if u := f[chunkUsage].Raw; u != "" && u[0] == '{' {
 		s.usage = ParseUsage(u)
 		if s.usage.Reported {
-			s.usage.Tier = serviceTier(f[chunkTier].Raw, "@this")
+			s.usage.Tier = tierOf(f[chunkTier].Raw)
 		}
 		if !s.includeUsage && emptyChoices(choices) {
 			return dst, providers.More, nil // the usage chunk the gateway asked for

@@ -114,7 +114,7 @@ func (r *refStream) event(ev []byte, includeUsage bool) {
 		r.complete = true
 	}
 	if u := gjson.Get(d, "usage"); u.IsObject() {
-		r.usage = ParseUsage(u)
+		r.usage = referenceUsage(u)
 		if r.usage.Reported {
 			r.usage.Tier = serviceTier(d, "service_tier")
 		}

@@ -4,6 +4,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/tollgate/tollgate/pkg/pricing"
+	"github.com/tollgate/tollgate/pkg/rawjson"
 )
 
 // serviceTier reads the service tier an answer reports at path
@@ -17,4 +18,12 @@ func serviceTier(json, path string) pricing.ServiceTier {
 		return pricing.TierStandard
 	}
 	return pricing.ParseServiceTier(v.Str)
+}
+
+// tierOf is serviceTier for the raw value of a service_tier member.
+func tierOf(raw string) pricing.ServiceTier {
+	if !rawjson.IsString(raw) {
+		return pricing.TierStandard
+	}
+	return pricing.ParseServiceTier(rawjson.Unquote(raw))
 }
