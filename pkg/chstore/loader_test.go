@@ -261,7 +261,13 @@ func TestExactlyOnceAcrossCrash(t *testing.T) {
 			js, s := newJS(t), newStore(t, ch.Addr(t))
 			last := publish(t, js, 0, events)
 
-			l1, err := NewLoader(s, js, testOptions(batch))
+			// Every event is in the stream before the loader starts, so
+			// each batch fills to its size; the interval only has to be
+			// longer than fetching 500 messages takes under -race, or a
+			// batch would be cut short and the counts below would move.
+			opts := testOptions(batch)
+			opts.BatchInterval = 2 * time.Second
+			l1, err := NewLoader(s, js, opts)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -290,7 +296,9 @@ func TestExactlyOnceAcrossCrash(t *testing.T) {
 				t.Fatalf("after the first run: %d rows, watermark %d; want %d, %d", rows, wm, tt.rows, tt.wmBatches*batch)
 			}
 
-			l2, err := NewLoader(s, js, testOptions(batch))
+			opts = testOptions(batch) // its own metrics registry
+			opts.BatchInterval = 2 * time.Second
+			l2, err := NewLoader(s, js, opts)
 			if err != nil {
 				t.Fatal(err)
 			}
