@@ -42,8 +42,14 @@ func TestBatchEncodingCarriesEveryField(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var b usagev1.UsageBatch
-			if err := DecodeMessage(tt.data(t), &b); err != nil {
+			data := tt.data(t)
+			if err := DecodeMessage(data, &b); err != nil {
 				t.Fatal(err)
+			}
+			// A producer's batch takes the UnmarshalVT path; a legacy event
+			// goes straight to proto.Unmarshal.
+			if fast := batchStart(data) && plainVT(t, data); fast != (tt.name == "batch") {
+				t.Errorf("decoded by UnmarshalVT: %v", fast)
 			}
 			if len(b.Events) != len(tt.want) {
 				t.Fatalf("%d events, want %d", len(b.Events), len(tt.want))
@@ -58,4 +64,11 @@ func TestBatchEncodingCarriesEveryField(t *testing.T) {
 			}
 		})
 	}
+}
+
+// plainVT reports whether UnmarshalVT alone decodes data to a plain batch.
+func plainVT(t *testing.T, data []byte) bool {
+	t.Helper()
+	var b usagev1.UsageBatch
+	return b.UnmarshalVT(data) == nil && plain(&b)
 }

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"unicode/utf8"
 
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	usagev1 "github.com/tollgate/tollgate/proto/tollgate/usage/v1"
@@ -108,12 +109,23 @@ func DecodeMessage(data []byte, b *usagev1.UsageBatch) error {
 // message) is decoded again by proto.Unmarshal. FuzzDecodeMessage holds
 // the two to the same result.
 func unmarshal(data []byte, b *usagev1.UsageBatch) error {
-	if b.UnmarshalVT(data) == nil && plain(b) {
+	if batchStart(data) && b.UnmarshalVT(data) == nil && plain(b) {
 		return nil
 	}
 	b.Reset()
 	return proto.Unmarshal(data, b)
 }
+
+// batchStart reports whether data starts as every batch a producer writes
+// does: with producer_id (appendBatchHead writes it first). A legacy event
+// starts with a field of its own, so it goes to proto.Unmarshal without a
+// first attempt.
+func batchStart(data []byte) bool {
+	return len(data) > len(producerTag) && string(data[:len(producerTag)]) == producerTag
+}
+
+// producerTag is the encoded tag of UsageBatch.producer_id.
+var producerTag = string(protowire.AppendTag(nil, fieldProducerID, protowire.BytesType))
 
 // plain reports whether b and its events hold no unknown fields and only
 // UTF-8 strings.
