@@ -159,9 +159,13 @@ func (c Config) JetStreamOptions() []jetstream.JetStreamOpt {
 
 // Stats is a snapshot of a Publisher's counters. Every event counted in
 // Queued is eventually counted in Published, Drained or Dropped; until then
-// it is queued, pending or spooled. An event Enqueue drops itself (queue and
-// spool full, fail-open) is counted in Dropped only. The event counts are
-// those of the batches counted alike in the Batches fields.
+// it is queued (QueueLen), in the batch being formed or in one held behind
+// a batch neither NATS nor the spool could take yet (neither is counted in
+// QueueLen or Pending), pending or spooled. So QueueLen, Pending and
+// SpoolBytes all 0 does not mean every event went out; Published + Drained
+// + Dropped == Queued does. An event Enqueue drops itself (queue and spool
+// full, fail-open) is counted in Dropped only. The event counts are those
+// of the batches counted alike in the Batches fields.
 type Stats struct {
 	Queued     int64 // events accepted by Enqueue
 	Published  int64 // events acked by the stream straight from memory
