@@ -202,6 +202,15 @@ func EachElem(arr string, f func(n int, val string) bool) {
 	}
 }
 
+// KeyName returns key, as written between the quotes (escapes kept),
+// decoded: as it is when it has no escape (no copy), else a new string.
+func KeyName(key string) string {
+	if strings.IndexByte(key, '\\') < 0 {
+		return key
+	}
+	return string(appendUnquoted(make([]byte, 0, len(key)), key))
+}
+
 // KeyIs reports whether key, as written between the quotes (escapes
 // kept), is name once decoded: "mod\u0065l" is "model".
 func KeyIs(key, name string) bool {

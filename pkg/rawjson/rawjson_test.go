@@ -104,3 +104,22 @@ func TestMember(t *testing.T) {
 		t.Error("Inner/IsString")
 	}
 }
+
+// TestKeyName: a key is read decoded whether or not it was written with
+// escapes, and KeyIs agrees with it.
+func TestKeyName(t *testing.T) {
+	for _, tc := range []struct{ raw, want string }{
+		{"model", "model"},
+		{`mod\u0065l`, "model"},
+		{`a\"b`, `a"b`},
+		{`tab\tand\\`, "tab\tand\\"},
+		{"", ""},
+	} {
+		if got := KeyName(tc.raw); got != tc.want {
+			t.Errorf("KeyName(%q) = %q, want %q", tc.raw, got, tc.want)
+		}
+		if !KeyIs(tc.raw, tc.want) {
+			t.Errorf("KeyIs(%q, %q) = false", tc.raw, tc.want)
+		}
+	}
+}

@@ -183,9 +183,7 @@ func volatile(key string) bool {
 func (w *writer) object(obj string, top bool) {
 	start := len(w.ms)
 	rawjson.EachMember(obj, func(k, v string, _ int) bool {
-		if strings.IndexByte(k, '\\') >= 0 {
-			k = rawjson.Unquote(`"` + k + `"`) // rare: a key spelled with escapes
-		}
+		k = rawjson.KeyName(k)
 		if !top || !volatile(k) {
 			w.ms = append(w.ms, member{k, v})
 		}

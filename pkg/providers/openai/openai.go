@@ -333,7 +333,7 @@ func ParseUsage(raw string) providers.Usage {
 	out := providers.Usage{Reported: true}
 	counted := false
 	rawjson.EachMember(raw, func(k, v string, _ int) bool {
-		switch memberName(k) {
+		switch rawjson.KeyName(k) {
 		case "prompt_tokens", "input_tokens":
 			out.Prompt, out.Reported = count(v, out.Reported)
 			counted = true
@@ -355,14 +355,6 @@ func ParseUsage(raw string) providers.Usage {
 		return providers.Usage{}
 	}
 	return out
-}
-
-// memberName is a member's key as written, or decoded when it has escapes.
-func memberName(k string) string {
-	if strings.IndexByte(k, '\\') < 0 {
-		return k
-	}
-	return rawjson.Unquote(`"` + k + `"`)
 }
 
 // firstMember returns the raw value of the first member named name of the
