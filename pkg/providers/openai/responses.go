@@ -118,7 +118,7 @@ func (s *responsesStream) readUsage(data []byte) {
 	if u := gjson.GetBytes(data, "response.usage"); u.IsObject() {
 		s.usage = ParseUsage(u.Raw)
 		if s.usage.Reported {
-			s.usage.Tier = serviceTier(bytesString(data), "response.service_tier")
+			s.usage.Tier = tierOf(gjson.GetBytes(data, "response.service_tier").Raw)
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/tidwall/gjson"
+	"github.com/tollgate/tollgate/pkg/pricing"
 	"github.com/tollgate/tollgate/pkg/providers"
 	"github.com/tollgate/tollgate/pkg/sse"
 )
@@ -116,7 +117,9 @@ func (r *refStream) event(ev []byte, includeUsage bool) {
 	if u := gjson.Get(d, "usage"); u.IsObject() {
 		r.usage = referenceUsage(u)
 		if r.usage.Reported {
-			r.usage.Tier = serviceTier(d, "service_tier")
+			if v := gjson.Get(d, "service_tier"); v.Type == gjson.String {
+				r.usage.Tier = pricing.ParseServiceTier(v.Str)
+			}
 		}
 		c := gjson.Get(d, "choices")
 		if !includeUsage && (!c.Exists() || (c.IsArray() && c.Get("#").Int() == 0)) {
