@@ -134,23 +134,22 @@ func plain(b *usagev1.UsageBatch) bool {
 		return false
 	}
 	for _, ev := range b.Events {
-		if ev == nil || len(ev.ProtoReflect().GetUnknown()) > 0 || !eventUTF8(ev) {
+		if ev == nil || !plainEvent(ev) {
 			return false
-		}
-		for _, c := range ev.Budgets {
-			if c == nil || len(c.ProtoReflect().GetUnknown()) > 0 {
-				return false
-			}
 		}
 	}
 	return true
 }
 
-// eventUTF8 reports whether every string of ev is UTF-8. Every string
-// field of UsageEvent and BudgetCheck is listed here;
-// TestDecodeRejectsInvalidUTF8 fails when one is added and left out (the
-// batch would then take a string proto.Unmarshal refuses).
-func eventUTF8(ev *usagev1.UsageEvent) bool {
+// plainEvent reports whether ev and its budget checks hold no unknown
+// fields and only UTF-8 strings. Every string field of UsageEvent and
+// BudgetCheck is listed here; TestDecodeRejectsInvalidUTF8 fails when one
+// is added and left out (the batch would then take a string
+// proto.Unmarshal refuses).
+func plainEvent(ev *usagev1.UsageEvent) bool {
+	if len(ev.ProtoReflect().GetUnknown()) > 0 {
+		return false
+	}
 	for _, s := range [...]string{ev.EventId, ev.RequestId, ev.Issuer, ev.Subject, ev.KeyId, ev.Dept, ev.Team, ev.Project,
 		ev.RequestedModel, ev.ServedModel, ev.Provider, ev.Deployment, ev.Route, ev.PricingVersion, ev.ServiceTier,
 		ev.Endpoint, ev.ErrorType, ev.DegradationStep, ev.Unit} {
@@ -164,7 +163,8 @@ func eventUTF8(ev *usagev1.UsageEvent) bool {
 		}
 	}
 	for _, c := range ev.Budgets {
-		if c != nil && !(utf8.ValidString(c.Scope) && utf8.ValidString(c.Value) && utf8.ValidString(c.Period) && utf8.ValidString(c.PeriodStart)) {
+		if c == nil || len(c.ProtoReflect().GetUnknown()) > 0 ||
+			!(utf8.ValidString(c.Scope) && utf8.ValidString(c.Value) && utf8.ValidString(c.Period) && utf8.ValidString(c.PeriodStart)) {
 			return false
 		}
 	}
