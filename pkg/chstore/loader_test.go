@@ -265,9 +265,13 @@ func TestExactlyOnceAcrossCrash(t *testing.T) {
 			// each batch fills to its size; the interval only has to be
 			// longer than fetching 500 messages takes under -race, or a
 			// batch would be cut short and the counts below would move.
-			opts := testOptions(batch)
-			opts.BatchInterval = 2 * time.Second
-			l1, err := NewLoader(s, js, opts)
+			// Each loader has its own metrics registry.
+			opts := func() LoaderOptions {
+				o := testOptions(batch)
+				o.BatchInterval = 2 * time.Second
+				return o
+			}
+			l1, err := NewLoader(s, js, opts())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -296,9 +300,7 @@ func TestExactlyOnceAcrossCrash(t *testing.T) {
 				t.Fatalf("after the first run: %d rows, watermark %d; want %d, %d", rows, wm, tt.rows, tt.wmBatches*batch)
 			}
 
-			opts = testOptions(batch) // its own metrics registry
-			opts.BatchInterval = 2 * time.Second
-			l2, err := NewLoader(s, js, opts)
+			l2, err := NewLoader(s, js, opts())
 			if err != nil {
 				t.Fatal(err)
 			}
