@@ -73,6 +73,11 @@ func Scan(b []byte, maxDepth int, keys []string, fields []Field) error {
 			s.fail(errSyntax, i)
 		}
 	}
+	if haveSIMD && s.err == errNone && !validUTF8(b) {
+		// The strings' UTF-8, checked over the whole text: a valid text
+		// is ASCII outside its strings.
+		s.notUTF8 = true
+	}
 	for k := range fields {
 		// Set here, not while scanning: a pointer stored through the
 		// recursive scanner would move fields to the heap.
@@ -356,10 +361,43 @@ const (
 // a few ALU operations and one well-predicted branch. Non-ASCII text goes
 // to utf8Run, which checks it a word at a time without a branch per byte
 // or per character.
+//
+// Where the vector instructions are there (haveSIMD: built with
+// GOEXPERIMENT=simd, on an AVX2 machine), long strings are read 64 bytes
+// at a time by blocks instead, and the text's UTF-8 is checked once, over
+// the whole text, at the end of Scan; both readers accept and refuse the
+// same texts, at the same offsets.
 func (s *scanner) str(i int) int {
-	b := s.b
 	i++
+	if !haveSIMD {
+		i, _ = s.strRun(i, len(s.b)+1)
+		return i
+	}
 	for {
+		// Whole blocks of the string with vector instructions; what they
+		// hand back (an escape they cannot check, a control byte, the
+		// last bytes of the text) the word-at-a-time reader takes until
+		// past that block.
+		var done bool
+		if i, done = s.blocks(i); done {
+			return i
+		}
+		if i, done = s.strRun(i, i+blockLen+8); done {
+			return i
+		}
+	}
+}
+
+// strRun reads a string from b[i], a byte inside it that does not continue
+// an escape sequence. It returns the index past the closing quote (or -1
+// after a failure) and true, or, once at or past limit, the index of the
+// next byte to read (again not within an escape sequence) and false.
+func (s *scanner) strRun(i, limit int) (int, bool) {
+	b := s.b
+	for {
+		if i >= limit {
+			return i, false
+		}
 		var x, m uint64
 		w := b[i:]
 		for ; len(w) >= 8; w = w[8:] {
@@ -381,7 +419,7 @@ func (s *scanner) str(i int) int {
 			p := bits.TrailingZeros64(m) >> 3
 			j := i + p
 			if j >= len(b) {
-				return s.fail(errSyntax, len(b))
+				return s.fail(errSyntax, len(b)), true
 			}
 			switch c := byte(x >> (8 * p)); {
 			case c == '\\':
@@ -394,14 +432,17 @@ func (s *scanner) str(i int) int {
 				} else if j+6 <= len(b) && b[j+1] == 'u' && hexDigit[b[j+2]]&hexDigit[b[j+3]]&hexDigit[b[j+4]]&hexDigit[b[j+5]] != 0 {
 					i = j + 6 // \uXXXX, as pasted code's <, > and & are sent
 				} else if i = s.escape(j); i < 0 {
-					return -1
+					return -1, true
 				}
 			case c == '"':
-				return j + 1
+				return j + 1, true
+			case c >= utf8.RuneSelf && haveSIMD:
+				// Scan checks the whole text's UTF-8 at the end.
+				i = plainRun(b, j)
 			case c >= utf8.RuneSelf:
 				i = s.utf8Run(j)
 			default: // a control byte
-				return s.fail(errSyntax, j)
+				return s.fail(errSyntax, j), true
 			}
 			break
 		}
@@ -491,6 +532,25 @@ func (s *scanner) utf8Run(i int) int {
 			s.notUTF8 = true
 		}
 		return i + n
+	}
+}
+
+// plainRun returns the index of the first quote, backslash or control
+// byte of b at or after i (or of the word past the end of the text): the
+// bytes the string reader skips without reading them, when the text's
+// UTF-8 is checked apart.
+func plainRun(b []byte, i int) int {
+	for {
+		var x uint64
+		if i+8 <= len(b) {
+			x = binary.LittleEndian.Uint64(b[i:])
+		} else {
+			x = loadTail(b, i)
+		}
+		if m := stops(x); m != 0 {
+			return i + bits.TrailingZeros64(m)>>3
+		}
+		i += 8
 	}
 }
 

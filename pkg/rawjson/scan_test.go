@@ -127,7 +127,7 @@ func FuzzScan(f *testing.F) {
 		`{"a":"\ud83d\ude80 é"}`, ` 1 `, `{"a":01}`, `{"a":"x`, ``} {
 		f.Add([]byte(s))
 	}
-	for _, s := range alignmentSeeds() {
+	for _, s := range fuzzSeeds() {
 		f.Add([]byte(s))
 	}
 	f.Add([]byte("{\n        \"model\": \"m\",\n\t\t\"messages\": [\r\n                {}\n        ]\n}"))
@@ -203,16 +203,19 @@ func firstInvalid(b []byte) int {
 	return off
 }
 
+// seedPieces are the kinds of byte str treats apart: escapes (valid and
+// not), a quote, control bytes, valid and invalid UTF-8.
+var seedPieces = []string{`\"`, `\\`, `\n`, `\/`, `\u00e9`, `\ud83d\ude80`, `\u12`, `\x`, `\`, `"`, `\"#`, `\\]`,
+	"\x00", "\x1f", "\n", "\x7f", "é", "网", "🚀", "\xff", "\xc3", "\xe6\x9c", "\xf0\x9f\x9a",
+	"\xc0\xaf", "\xed\xa0\x80", "\xf4\x90\x80\x80", "\xe0\x80\xaf", "\xf0\x80\x80\xaf", "\x80"}
+
 // alignmentSeeds are string bodies that put each kind of byte str treats
 // apart (an escape, a quote, a control byte, valid and invalid UTF-8) at
 // every offset of an eight-byte word, in short and in long strings, and at
 // the end of the text.
 func alignmentSeeds() []string {
-	pieces := []string{`\"`, `\\`, `\n`, `\/`, `\u00e9`, `\ud83d\ude80`, `\u12`, `\x`, `\`, `"`, `\"#`, `\\]`,
-		"\x00", "\x1f", "\n", "\x7f", "é", "网", "🚀", "\xff", "\xc3", "\xe6\x9c", "\xf0\x9f\x9a",
-		"\xc0\xaf", "\xed\xa0\x80", "\xf4\x90\x80\x80", "\xe0\x80\xaf", "\xf0\x80\x80\xaf", "\x80"}
 	var out []string
-	for _, p := range pieces {
+	for _, p := range seedPieces {
 		for k := range 16 {
 			pre := strings.Repeat("a", k)
 			out = append(out,
@@ -227,11 +230,45 @@ func alignmentSeeds() []string {
 	return out
 }
 
-// TestScanAlignments checks Scan's verdict on alignmentSeeds against
-// encoding/json and utf8, in a plain test run (FuzzScan's seeds also do,
-// with the fields).
+// blockSeeds are long strings, for the 64-byte blocks of the vector
+// reader: each of seedPieces (and runs of backslashes) at each
+// offset of a block, in strings that span blocks, after runs of
+// backslashes that cross into the next block, and at the end of the text.
+// Plain tests read all of them; the fuzz targets start from every
+// sixteenth (their baseline pass over thousands of seeds would take most
+// of a short fuzz run).
+func blockSeeds() []string {
+	var out []string
+	for _, p := range append(seedPieces, `\\\\\\\\"`, `\\\\\\\"`, `\u00e9\u00e9`, `\u123`) {
+		for k := range 64 {
+			pre := strings.Repeat("a", k)
+			out = append(out,
+				`{"model":"`+pre+p+strings.Repeat("b", 70)+`"}`,
+				`{"model":"`+strings.Repeat("网", 20)+pre+p+`é"}`,
+				`{"model":"`+pre+strings.Repeat(`\\\\`, 10)+p+strings.Repeat("b", 60)+p+`"}`,
+				`{"x":"`+strings.Repeat("c", 60)+`","model":"`+pre+p+strings.Repeat("b", 54),
+				`{"model":"`+strings.Repeat("b", 64)+pre+p)
+		}
+	}
+	return out
+}
+
+// fuzzSeeds are alignmentSeeds and every sixteenth of blockSeeds.
+func fuzzSeeds() []string {
+	out := alignmentSeeds()
+	for i, s := range blockSeeds() {
+		if i%16 == 0 {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// TestScanAlignments checks Scan's verdict on alignmentSeeds and
+// blockSeeds against encoding/json and utf8, in a plain test run
+// (FuzzScan's seeds also do, with the fields).
 func TestScanAlignments(t *testing.T) {
-	for _, s := range alignmentSeeds() {
+	for _, s := range append(alignmentSeeds(), blockSeeds()...) {
 		b := []byte(s)
 		var fields [4]Field
 		err := Scan(b, 16, scanKeys, fields[:])
