@@ -4,6 +4,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# Go's experimental SIMD package for the request-body scan, as the Makefile
+# sets it (GOEXPERIMENT= for the portable build).
+export GOEXPERIMENT="${GOEXPERIMENT-simd}"
 scripts/deps.sh
 export PATH="$PATH:$(go env GOPATH)/bin"
 
@@ -16,8 +19,10 @@ fi
 echo "== go vet"
 go vet ./...
 go vet -tags clickhouse ./services/gateway # the gateway's optional ClickHouse lookups
+GOEXPERIMENT= go vet ./pkg/rawjson # the portable build of the body scan
 
 echo "== go test"
 go test -race -count=1 -timeout 15m ./...
 go test -race -count=1 -tags clickhouse ./services/gateway # -embed with the analytics loaders
+GOEXPERIMENT= go test -count=1 ./pkg/rawjson # the body scan without the vector reader
 FUZZ_BUDGET=${FUZZ_BUDGET:-300} scripts/fuzz.sh # every fuzz target, FUZZTIME (3s) each, 5 minutes at most

@@ -21,6 +21,9 @@ if ! command -v taskset >/dev/null 2>&1; then
   echo "bench: taskset not found (util-linux): processes will not be pinned to CPUs" >&2
 fi
 
+# Go's experimental SIMD package for the request-body scan, as the Makefile
+# sets it (GOEXPERIMENT= for the portable build).
+export GOEXPERIMENT="${GOEXPERIMENT-simd}"
 mkdir -p bench-results/bin
 go build -o bench-results/bin/benchrun ./scripts/bench/cmd/benchrun
 # exec: an interrupt reaches the orchestrator, which stops what it started.

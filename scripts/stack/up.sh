@@ -69,6 +69,9 @@ fi
 
 # 2. Build.
 echo "stack: building services"
+# Go's experimental SIMD package for the request-body scan, as the Makefile
+# sets it (GOEXPERIMENT= for the portable build).
+export GOEXPERIMENT="${GOEXPERIMENT-simd}"
 go build -o "$S/bin/" ./services/gateway ./services/budget ./services/analytics ./services/mockllm ./services/tollctl
 
 # 3. NATS with JetStream.

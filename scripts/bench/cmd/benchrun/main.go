@@ -509,6 +509,9 @@ func describeMachine() Machine {
 	}
 	if out, err := exec.Command("go", "version").Output(); err == nil {
 		m.GoVersion = strings.TrimPrefix(strings.TrimSpace(string(out)), "go version ")
+		if x := os.Getenv("GOEXPERIMENT"); x != "" {
+			m.GoVersion += " GOEXPERIMENT=" + x
+		}
 	}
 	if out, err := exec.Command("git", "rev-parse", "--short", "HEAD").Output(); err == nil {
 		m.Commit = strings.TrimSpace(string(out))
