@@ -80,20 +80,59 @@ type rateCharge struct {
 	tpm     int64
 }
 
-// admit applies rate limits, the publisher's fail-closed state and budgets
-// before the upstream is called. It may clamp max_tokens (call.ClampMaxTokens).
+// admit admits a chat, Responses or Messages request: the model's price
+// (refusing an unpriced one when the gateway is set to), then admitCost
+// with a first guess of the prompt's tokens (a quarter of the body's
+// bytes) charged to rate limits and, near a budget's limit, the prompt
+// counted exactly and max_tokens clamped to what the headroom affords
+// (call.ClampMaxTokens).
 func (g *Gateway) admit(c *fiber.Ctx, st *state, p *auth.Principal, rt *route, info *reqInfo, body []byte) (admission, *apiError) {
 	var adm admission
-	a := &g.acct
-	if aerr := g.backlogFull(); aerr != nil {
-		return adm, aerr
-	}
 	adm.price, adm.priced = routePrice(st.prices, rt)
 	if !adm.priced && st.refuseUnpriced {
 		return adm, errBadRequest("model_not_priced", "model", fmt.Sprintf("the model %q has no price, and this gateway refuses unpriced models", rt.name))
 	}
 	promptGuess := int64(len(body) / 4) // a cheap first estimate; exact only when it matters
-	if aerr := g.rateLimit(&adm, st, p, promptGuess); aerr != nil {
+	return g.admitCost(c, st, p, adm, promptGuess, func(adm *admission, headroom int64) int64 {
+		a := &g.acct
+		out := info.maxTokens
+		if out <= 0 {
+			out = a.OutputReserve
+		}
+		est := adm.price.Cost(pricing.Usage{PromptTokens: uint64(promptGuess), CompletionTokens: uint64(out)})
+		prompt := promptGuess
+		if est > headroom/2 && a.Estimator != nil {
+			// Near the limit: count the prompt exactly.
+			if info.ep == epChat {
+				prompt = int64(a.Estimator.ChatPrompt(body))
+			} else {
+				prompt = int64(a.Estimator.Prompt(body))
+			}
+			est = adm.price.Cost(pricing.Usage{PromptTokens: uint64(prompt), CompletionTokens: uint64(out)})
+		}
+		if est > headroom && adm.price.OutputPerM > 0 {
+			promptCost := adm.price.Cost(pricing.Usage{PromptTokens: uint64(prompt)})
+			if afford := affordable(headroom-promptCost, adm.price.OutputPerM); afford >= 1 && afford < out {
+				out, adm.clamp = afford, afford
+				est = adm.price.Cost(pricing.Usage{PromptTokens: uint64(prompt), CompletionTokens: uint64(out)})
+			}
+		}
+		return est
+	})
+}
+
+// admitCost is admission, the same for every endpoint: the publisher's
+// fail-closed state, rate limits (one request and tokens, the tokens
+// known before the call), then, when a budget limits the request's
+// scopes, a reservation of cost(&adm, headroom) nano-USD, checked with
+// the reservation included (two requests racing for the last headroom
+// cannot both pass). adm holds the price.
+func (g *Gateway) admitCost(c *fiber.Ctx, st *state, p *auth.Principal, adm admission, tokens int64, cost func(adm *admission, headroom int64) int64) (admission, *apiError) {
+	a := &g.acct
+	if aerr := g.backlogFull(); aerr != nil {
+		return adm, aerr
+	}
+	if aerr := g.rateLimit(&adm, st, p, tokens); aerr != nil {
 		return adm, aerr
 	}
 	if a.Tracker == nil {
@@ -107,31 +146,7 @@ func (g *Gateway) admit(c *fiber.Ctx, st *state, p *auth.Principal, rt *route, i
 	if !limited {
 		return adm, nil
 	}
-	out := info.maxTokens
-	if out <= 0 {
-		out = a.OutputReserve
-	}
-	est := adm.price.Cost(pricing.Usage{PromptTokens: uint64(promptGuess), CompletionTokens: uint64(out)})
-	prompt := promptGuess
-	if est > headroom/2 && a.Estimator != nil {
-		// Near the limit: count the prompt exactly.
-		if info.ep == epChat {
-			prompt = int64(a.Estimator.ChatPrompt(body))
-		} else {
-			prompt = int64(a.Estimator.Prompt(body))
-		}
-		est = adm.price.Cost(pricing.Usage{PromptTokens: uint64(prompt), CompletionTokens: uint64(out)})
-	}
-	if est > headroom && adm.price.OutputPerM > 0 {
-		promptCost := adm.price.Cost(pricing.Usage{PromptTokens: uint64(prompt)})
-		if afford := affordable(headroom-promptCost, adm.price.OutputPerM); afford >= 1 && afford < out {
-			out, adm.clamp = afford, afford
-			est = adm.price.Cost(pricing.Usage{PromptTokens: uint64(prompt), CompletionTokens: uint64(out)})
-		}
-	}
-	// Reserve first, then check including the reservation: two requests
-	// racing for the last headroom cannot both pass.
-	if aerr := g.reserve(c, &adm, scopes, claims, est); aerr != nil {
+	if aerr := g.reserve(c, &adm, scopes, claims, cost(&adm, headroom)); aerr != nil {
 		return adm, aerr
 	}
 	if adm.clamp > 0 {

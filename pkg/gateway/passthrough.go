@@ -13,7 +13,6 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/tidwall/gjson"
-	"github.com/tollgate/tollgate/pkg/auth"
 	"github.com/tollgate/tollgate/pkg/config"
 	"github.com/tollgate/tollgate/pkg/metrics"
 	"github.com/tollgate/tollgate/pkg/pricing"
@@ -295,7 +294,11 @@ func (g *Gateway) servePass(c *fiber.Ctx, pr *passRoute) error {
 	}
 	price, priced, aerr := st.passPrice(pc)
 	if aerr == nil {
-		rec.adm, aerr = g.admitPass(c, st, p, price, priced, pc.est)
+		// One request, no tokens; the reservation is the cost of the
+		// units known before the call (images, characters; the
+		// per_request price only for audio, whose length is known after).
+		rec.adm, aerr = g.admitCost(c, st, p, admission{price: price, priced: priced}, 0,
+			func(adm *admission, _ int64) int64 { return adm.price.Cost(pc.est) })
 	}
 	if aerr != nil {
 		pc.done(router.Outcome{Class: router.Canceled})
@@ -500,35 +503,6 @@ func (st *state) passPrice(pc *passCall) (pricing.Price, bool, *apiError) {
 			fmt.Sprintf("the model %q has no price, and this gateway refuses unpriced models", pc.rt.name))
 	}
 	return price, false, nil
-}
-
-// admitPass applies the publisher's fail-closed state, rate limits (one
-// request, no tokens) and budgets to a pass-through request, reserving the
-// cost of the units known before the call (images, characters; the
-// per_request price only for audio, whose length is known afterwards).
-func (g *Gateway) admitPass(c *fiber.Ctx, st *state, p *auth.Principal, price pricing.Price, priced bool, est pricing.Usage) (admission, *apiError) {
-	adm := admission{price: price, priced: priced}
-	a := &g.acct
-	if aerr := g.backlogFull(); aerr != nil {
-		return adm, aerr
-	}
-	if aerr := g.rateLimit(&adm, st, p, 0); aerr != nil {
-		return adm, aerr
-	}
-	if a.Tracker == nil {
-		return adm, nil
-	}
-	scopes, claims, aerr := g.budgetScopes(&adm, p)
-	if aerr != nil {
-		return adm, aerr
-	}
-	if _, limited := a.Tracker.Headroom(scopes, claims); !limited {
-		return adm, nil
-	}
-	if aerr := g.reserve(c, &adm, scopes, claims, price.Cost(est)); aerr != nil {
-		return adm, aerr
-	}
-	return adm, nil
 }
 
 // callPass makes the upstream call and relays its answer.
