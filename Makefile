@@ -12,7 +12,7 @@ export GOEXPERIMENT ?= simd
 run:
 	$(GO) run ./services/gateway -embed -config deploy/dev/tollgate.yaml
 
-## test: install test dependencies, gofmt, go vet, go test -race ./..., then every fuzz target for 3s (FUZZ_BUDGET=300s in all)
+## test: install test dependencies, gofmt, go vet, go test -race ./... (and the portable body scan), then every fuzz target for 3s (FUZZ_BUDGET=300s in all)
 test:
 	scripts/test.sh
 
