@@ -397,7 +397,12 @@ func (t *Tracker) RunLeases(ctx context.Context, kv jetstream.KeyValue) error {
 		cancel()
 		<-done
 	}()
-	tick := time.NewTicker(20 * time.Millisecond)
+	// The loop looks at the leases every refillTick while one is in use
+	// (renewals, give-backs and shrinking are due by time). With none in
+	// use it waits for a kick (a request short of room, another gateway's
+	// write), looking once a TTL to forget stale leases: an idle gateway
+	// does not wake 50 times a second.
+	tick := time.NewTimer(refillTick)
 	defer tick.Stop()
 	for {
 		select {
@@ -410,9 +415,17 @@ func (t *Tracker) RunLeases(ctx context.Context, kv jetstream.KeyValue) error {
 		case <-tick.C:
 		}
 		ls.kicked.Store(false)
-		t.refillAll(ctx, kv)
+		next := time.Duration(ls.ttl)
+		if t.refillAll(ctx, kv) {
+			next = refillTick
+		}
+		tick.Reset(next)
 	}
 }
+
+// refillTick is how often RunLeases looks at the leases while one is in
+// use.
+const refillTick = 20 * time.Millisecond
 
 // LeasesReady is closed once RunLeases has read the leases bucket (at
 // once when leases are off).
@@ -450,7 +463,10 @@ func (t *Tracker) applyLease(e jetstream.KeyValueEntry, _ bool) bool {
 }
 
 // refillAll refills each lease that needs it. Only the refill loop calls it.
-func (t *Tracker) refillAll(ctx context.Context, kv jetstream.KeyValue) {
+//
+// It reports whether a lease is in use: granted and not given back, or
+// wanted by a waiting request; the others change only after a kick.
+func (t *Tracker) refillAll(ctx context.Context, kv jetstream.KeyValue) (inUse bool) {
 	ls := t.leases
 	ls.mu.Lock()
 	list := ls.list
@@ -458,7 +474,7 @@ func (t *Tracker) refillAll(ctx context.Context, kv jetstream.KeyValue) {
 	held := uint64(0)
 	for _, le := range list {
 		if ctx.Err() != nil {
-			return
+			return true
 		}
 		now := t.now().UnixNano()
 		if reason := t.refillReason(le, now); reason != refillNone {
@@ -467,9 +483,13 @@ func (t *Tracker) refillAll(ctx context.Context, kv jetstream.KeyValue) {
 		if r, ok := le.room(now); ok && r > 0 {
 			held++
 		}
+		if le.need.Load() || le.granted.Load() && !le.idle.Load() {
+			inUse = true
+		}
 	}
 	ls.held.Store(held)
 	t.pruneLeases(t.now().UnixNano())
+	return inUse
 }
 
 // pruneLeases forgets the leases given back and unused for 10 x TTL
