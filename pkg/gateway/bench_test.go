@@ -184,6 +184,11 @@ func BenchmarkParsePassJSON(b *testing.B) {
 // 3 GB/s (BenchmarkParseRequest). Checking UTF-8 a word at a time with an
 // automaton made the scan about 1.2x faster on this text (1.45x on
 // accented and CJK text alone; rawjson's BenchmarkScan has the figures).
+// Built with GOEXPERIMENT=simd (the vector string reader and one UTF-8
+// check of the whole body; 2026-12-02, quiet machine, best of 3 runs
+// interleaved with the portable build): 1.6 KiB 1,800 -> 3,133 MB/s, 64
+// KiB 1,819 -> 4,308 MB/s (36 -> 15 µs), 512 KiB 1,800 -> 3,853 MB/s
+// (291 -> 136 µs), 0 allocs/op in both.
 func BenchmarkParseLargeRequest(b *testing.B) {
 	for _, kb := range []int{1, 64, 512} {
 		body, err := loadgen.BuildBody(loadgen.BodySpec{Model: "mock-gpt", HistoryKB: kb, MixedText: true, PromptWords: 16})
