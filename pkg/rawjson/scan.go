@@ -346,6 +346,10 @@ func digits(b []byte, i int) int {
 	return i
 }
 
+// blockLen is the vector string reader's block size (scan_simd.go): two
+// 32-byte vectors, one bit per byte in a uint64 mask.
+const blockLen = 64
+
 // SWAR constants: one bit or value per byte of a uint64.
 const (
 	ones  = 0x0101010101010101
@@ -429,7 +433,7 @@ func (s *scanner) strRun(i, limit int) (int, bool) {
 						continue
 					}
 					i += 8
-				} else if j+6 <= len(b) && b[j+1] == 'u' && hexDigit[b[j+2]]&hexDigit[b[j+3]]&hexDigit[b[j+4]]&hexDigit[b[j+5]] != 0 {
+				} else if j+6 <= len(b) && b[j+1] == 'u' && allHex(b[j+2:j+6]) {
 					i = j + 6 // \uXXXX, as pasted code's <, > and & are sent
 				} else if i = s.escape(j); i < 0 {
 					return -1, true
@@ -493,12 +497,7 @@ func (s *scanner) utf8Run(i int) int {
 	st := uint64(dfaAccept)
 	t := &utf8DFA
 	for {
-		var x uint64
-		if i+8 <= len(b) {
-			x = binary.LittleEndian.Uint64(b[i:])
-		} else {
-			x = loadTail(b, i)
-		}
+		x := loadWord(b, i)
 		m := stops(x)
 		if m|x&highs == 0 && st == dfaAccept {
 			return i + 8
@@ -541,17 +540,20 @@ func (s *scanner) utf8Run(i int) int {
 // UTF-8 is checked apart.
 func plainRun(b []byte, i int) int {
 	for {
-		var x uint64
-		if i+8 <= len(b) {
-			x = binary.LittleEndian.Uint64(b[i:])
-		} else {
-			x = loadTail(b, i)
-		}
-		if m := stops(x); m != 0 {
+		if m := stops(loadWord(b, i)); m != 0 {
 			return i + bits.TrailingZeros64(m)>>3
 		}
 		i += 8
 	}
+}
+
+// loadWord returns the eight bytes of b from i on as a little-endian
+// word, zero bytes standing in for those past the end.
+func loadWord(b []byte, i int) uint64 {
+	if i+8 <= len(b) {
+		return binary.LittleEndian.Uint64(b[i:])
+	}
+	return loadTail(b, i)
 }
 
 // loadTail returns the bytes of b from i on (fewer than eight) as a
@@ -571,6 +573,12 @@ var hexDigit = func() (t [256]uint8) {
 	}
 	return t
 }()
+
+// allHex reports whether the four bytes of h are hexadecimal digits (a
+// table lookup each, no branch; hex4 decodes them).
+func allHex(h []byte) bool {
+	return hexDigit[h[0]]&hexDigit[h[1]]&hexDigit[h[2]]&hexDigit[h[3]] != 0
+}
 
 // simpleEscape marks the bytes that end a two-byte escape sequence.
 var simpleEscape = [256]bool{'"': true, '\\': true, '/': true, 'b': true, 'f': true, 'n': true, 'r': true, 't': true}

@@ -6,9 +6,6 @@ package rawjson
 // scan_simd.go for the vector reader).
 const haveSIMD = false
 
-// blockLen is the vector reader's block size.
-const blockLen = 64
-
 // blocks is the vector string reader; this build has none and never
 // calls it.
 func (s *scanner) blocks(i int) (int, bool) { return i, false }

@@ -13,10 +13,6 @@ import (
 // machine has AVX2).
 var haveSIMD = archsimd.X86.AVX2()
 
-// blockLen is the vector reader's block size: two 32-byte vectors, one bit
-// per byte in a uint64 mask.
-const blockLen = 64
-
 // validUTF8 reports whether b is UTF-8, with vector instructions
 // (segmentio/asm): Scan's check of its strings when blocks read them.
 func validUTF8(b []byte) bool { return asmutf8.Valid(b) }
@@ -56,9 +52,8 @@ func (s *scanner) blocks(i int) (int, bool) {
 		blk := (*[blockLen]byte)(b[i : i+blockLen])
 		lo := archsimd.LoadUint8x32((*[32]uint8)(blk[:32]))
 		hi := archsimd.LoadUint8x32((*[32]uint8)(blk[32:]))
-		q := uint64(lo.Equal(quote).ToBits()) | uint64(hi.Equal(quote).ToBits())<<32
-		bs := uint64(lo.Equal(bslash).ToBits()) | uint64(hi.Equal(bslash).ToBits())<<32
-		ctl := uint64(lo.Min(ctlMax).Equal(lo).ToBits()) | uint64(hi.Min(ctlMax).Equal(hi).ToBits())<<32
+		q, bs := join(lo.Equal(quote), hi.Equal(quote)), join(lo.Equal(bslash), hi.Equal(bslash))
+		ctl := join(lo.Min(ctlMax).Equal(lo), hi.Min(ctlMax).Equal(hi))
 		var esc, escaping uint64
 		if bs|carry != 0 {
 			esc, escaping = escapedBytes(bs, carry)
@@ -72,15 +67,15 @@ func (s *scanner) blocks(i int) (int, bool) {
 		bad := ctl
 		if esc &= before; esc != 0 {
 			s.esc = true
-			u := uint64(lo.Equal(lu).ToBits()) | uint64(hi.Equal(lu).ToBits())<<32
+			u := join(lo.Equal(lu), hi.Equal(lu))
 			ends := u | bs | escQuote |
-				uint64(lo.Equal(slash).Or(lo.Equal(lb)).Or(lo.Equal(lf)).Or(lo.Equal(ln)).Or(lo.Equal(lr)).Or(lo.Equal(lt)).ToBits()) |
-				uint64(hi.Equal(slash).Or(hi.Equal(lb)).Or(hi.Equal(lf)).Or(hi.Equal(ln)).Or(hi.Equal(lr)).Or(hi.Equal(lt)).ToBits())<<32
+				join(lo.Equal(slash).Or(lo.Equal(lb)).Or(lo.Equal(lf)).Or(lo.Equal(ln)).Or(lo.Equal(lr)).Or(lo.Equal(lt)),
+					hi.Equal(slash).Or(hi.Equal(lb)).Or(hi.Equal(lf)).Or(hi.Equal(ln)).Or(hi.Equal(lr)).Or(hi.Equal(lt)))
 			bad |= esc &^ ends
 			for ue := esc & u; ue != 0; ue &= ue - 1 {
 				// \u and four hex digits, which may run into the next block.
 				p := i + bits.TrailingZeros64(ue)
-				if p+5 > len(b) || hexDigit[b[p+1]]&hexDigit[b[p+2]]&hexDigit[b[p+3]]&hexDigit[b[p+4]] == 0 {
+				if p+5 > len(b) || !allHex(b[p+1:p+5]) {
 					bad |= ue & -ue
 				}
 			}
@@ -95,6 +90,11 @@ func (s *scanner) blocks(i int) (int, bool) {
 	}
 	// From the escaping backslash when the last block ended with one.
 	return i - int(carry), false
+}
+
+// join makes the 64-bit mask of a block from its halves' masks.
+func join(lo, hi archsimd.Mask8x32) uint64 {
+	return uint64(lo.ToBits()) | uint64(hi.ToBits())<<32
 }
 
 // escapedBytes works out, from the backslashes bs of a block and carry (1
