@@ -298,3 +298,43 @@ func BenchmarkAdmission(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkSweepBacklog is one sweep of the watch loop over a backlog of
+// published reservations that no total covers yet, as when the budget
+// consumer is down: "totals still" (nothing stored since the last sweep;
+// the sweep looks only at what was published since, here one
+// reservation) against the baseline "a total moved" (every reservation
+// must be looked at again). Expected: still costs the same at any backlog.
+func BenchmarkSweepBacklog(b *testing.B) {
+	limits := []Limit{{Scope: ScopeDept, Value: Star, Period: PeriodMonth, AmountNano: 1 << 60}}
+	for _, n := range []int{1_000, 100_000} {
+		for _, moved := range []bool{false, true} {
+			name := fmt.Sprintf("backlog=%d/totals-still", n)
+			if moved {
+				name = fmt.Sprintf("backlog=%d/a-total-moved", n)
+			}
+			b.Run(name, func(b *testing.B) {
+				tr := NewTracker(TrackerOptions{Limits: limits})
+				s := NewScopes("", "alice", "research", "nlp", "bench")
+				for i := range n {
+					tr.Reserve(s, 1000).Published(uint64(i + 1))
+				}
+				now := time.Now().UnixNano()
+				tr.sweep(now)
+				b.ReportAllocs()
+				b.ResetTimer()
+				for i := 0; b.Loop(); i++ {
+					tr.Reserve(s, 1000).Published(uint64(n + i + 1))
+					if moved {
+						tr.applied++
+					}
+					tr.sweep(now)
+				}
+				b.StopTimer()
+				if got := len(tr.pending); got < n {
+					b.Fatalf("%d reservations pending, want at least %d: none is covered", got, n)
+				}
+			})
+		}
+	}
+}

@@ -145,6 +145,17 @@ type Tracker struct {
 	pendMu  sync.Mutex
 	pending []*Reservation // published, not fully released; guarded by pendMu
 
+	// What the last sweep saw; only the watch goroutine touches these.
+	// pending starts with the sweptN reservations that sweep kept. Until
+	// apply stores a total (applied moves on) or graceDue passes, nothing
+	// can release them, so the next sweep looks only at the reservations
+	// published since: a backlog that the totals do not reach (the budget
+	// consumer down) costs a sweep nothing.
+	applied  uint64 // totals stored by apply
+	sweptAt  uint64 // applied as the last sweep saw it
+	sweptN   int
+	graceDue int64 // earliest coveredAt+grace among the kept, or 0
+
 	await       [awaitShards]awaitShard // reservations awaiting their event's ack (await.go)
 	ackWait     int64                   // ns
 	unacked     atomic.Uint64           // released for want of an ack
@@ -713,12 +724,16 @@ func (t *Tracker) sweep(now int64) {
 	list := t.pending
 	t.pending = nil
 	t.pendMu.Unlock()
-	if len(list) == 0 {
-		return
+	from := 0 // a total moved or a grace ran out: look at every reservation
+	if t.applied == t.sweptAt && (t.graceDue == 0 || now < t.graceDue) {
+		from = min(t.sweptN, len(list))
+	} else {
+		t.graceDue = 0
 	}
+	t.sweptAt = t.applied
 	w := t.maxAsOf.Load()
-	keep := list[:0]
-	for _, r := range list {
+	keep := list[:from]
+	for _, r := range list[from:] {
 		r.mu.Lock()
 		r.releaseCovered()
 		if !r.done() && r.seq <= w {
@@ -732,10 +747,17 @@ func (t *Tracker) sweep(now int64) {
 		}
 		if !r.done() {
 			keep = append(keep, r)
+			if r.coveredAt != 0 && (t.graceDue == 0 || r.coveredAt+t.grace < t.graceDue) {
+				t.graceDue = r.coveredAt + t.grace
+			}
 		}
 		r.mu.Unlock()
 	}
 	clear(list[len(keep):])
+	t.sweptN = len(keep)
+	if len(list) == 0 {
+		return
+	}
 	t.pendMu.Lock()
 	t.pending = append(keep, t.pending...)
 	t.pendMu.Unlock()
@@ -762,6 +784,7 @@ func (t *Tracker) apply(e jetstream.KeyValueEntry) error {
 	}
 	s.spend.Store(st.CostNanoUsd)
 	s.asOf.Store(st.AsOfSeq)
+	t.applied++
 	for {
 		w := t.maxAsOf.Load()
 		if st.AsOfSeq <= w || t.maxAsOf.CompareAndSwap(w, st.AsOfSeq) {
