@@ -126,7 +126,14 @@ func (g *Gateway) limitBody(c *fiber.Ctx) error {
 	case cl > limit:
 		return fiber.ErrRequestEntityTooLarge
 	case cl >= 0:
-		_ = req.Body() // at most Content-Length bytes
+		// At most Content-Length bytes. When the client ends the body
+		// early, fasthttp's Body() holds its error text instead (always
+		// shorter: it reads the first 8 KiB with the headers and answers
+		// a short one itself).
+		if b := req.Body(); len(b) != cl {
+			return fiber.NewError(fiber.StatusBadRequest,
+				fmt.Sprintf("read request body: it ended before its Content-Length of %d bytes", cl))
+		}
 		return c.Next()
 	}
 	// Chunked: read at most limit+1 bytes.
