@@ -724,6 +724,9 @@ func (t *Tracker) sweep(now int64) {
 	list := t.pending
 	t.pending = nil
 	t.pendMu.Unlock()
+	if len(list) == 0 {
+		return // and sweptN is 0: pending always starts with what the last sweep kept
+	}
 	from := 0 // a total moved or a grace ran out: look at every reservation
 	if t.applied == t.sweptAt && (t.graceDue == 0 || now < t.graceDue) {
 		from = min(t.sweptN, len(list))
@@ -755,9 +758,6 @@ func (t *Tracker) sweep(now int64) {
 	}
 	clear(list[len(keep):])
 	t.sweptN = len(keep)
-	if len(list) == 0 {
-		return
-	}
 	t.pendMu.Lock()
 	t.pending = append(keep, t.pending...)
 	t.pendMu.Unlock()
