@@ -1,17 +1,14 @@
 package gateway
 
 import (
-	"bufio"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"regexp"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 )
 
 // TestBodiesReachUpstreamIntact: concurrent requests of different sizes,
@@ -75,24 +72,8 @@ func TestBodyCutShort(t *testing.T) {
 	tok := r.token(nil)
 	for _, sent := range []int{100, 12 << 10} { // inside and past the 8 KiB fasthttp reads with the headers
 		t.Run(strconv.Itoa(sent), func(t *testing.T) {
-			conn, err := net.Dial("tcp", strings.TrimPrefix(r.url, "http://"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer conn.Close()
-			_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
 			body := `{"model":"mock-gpt","messages":[{"role":"user","content":"` + strings.Repeat("x", 30000) + `"}]}`
-			if _, err := io.WriteString(conn, requestHead(tok, "Content-Length: "+strconv.Itoa(len(body)))+body[:sent]); err != nil {
-				t.Fatal(err)
-			}
-			if err := conn.(*net.TCPConn).CloseWrite(); err != nil {
-				t.Fatal(err)
-			}
-			resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
-			if err != nil {
-				t.Fatalf("read response: %v", err)
-			}
-			got, _ := io.ReadAll(resp.Body)
+			resp, got := r.rawSend(t, requestHead(tok, "Content-Length: "+strconv.Itoa(len(body)))+body[:sent], true)
 			if resp.StatusCode != http.StatusBadRequest {
 				t.Fatalf("status %d, want 400: %.300s", resp.StatusCode, got)
 			}

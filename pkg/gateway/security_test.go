@@ -29,6 +29,13 @@ import (
 // response.
 func (r *rig) rawExchange(t testing.TB, req string) (*http.Response, []byte) {
 	t.Helper()
+	return r.rawSend(t, req, false)
+}
+
+// rawSend is rawExchange; with closeWrite the client then closes its
+// side of the connection, as a client that stops sending does.
+func (r *rig) rawSend(t testing.TB, req string, closeWrite bool) (*http.Response, []byte) {
+	t.Helper()
 	conn, err := net.Dial("tcp", strings.TrimPrefix(r.url, "http://"))
 	if err != nil {
 		t.Fatal(err)
@@ -37,6 +44,11 @@ func (r *rig) rawExchange(t testing.TB, req string) (*http.Response, []byte) {
 	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
 	if _, err := io.WriteString(conn, req); err != nil {
 		t.Fatal(err)
+	}
+	if closeWrite {
+		if err := conn.(*net.TCPConn).CloseWrite(); err != nil {
+			t.Fatal(err)
+		}
 	}
 	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
 	if err != nil {
