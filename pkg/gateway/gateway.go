@@ -314,7 +314,7 @@ func (g *Gateway) newApp() *fiber.App {
 		ReadTimeout:           g.cfg.ReadTimeout,
 		IdleTimeout:           g.cfg.IdleTimeout,
 		ErrorHandler:          g.handleFiberError,
-		// A whole non-stream answer; a stream extends it per event (relay.Read).
+		// A whole non-stream answer; a stream extends it per write (relay.armWrite).
 		WriteTimeout: g.cfg.WriteTimeout,
 		// The read buffer is also the limit of request line and headers (431).
 		ReadBufferSize: g.cfg.MaxHeaderBytes,

@@ -31,10 +31,10 @@ var errClientGone = errors.New("client closed the connection")
 // maxEventSize bounds one upstream SSE event.
 const maxEventSize = 8 << 20
 
-// relay streams an upstream SSE body to the client. fasthttp reads it as the
-// response body stream: every Read hands out the events buffered so far and
-// fasthttp writes and flushes them as one HTTP chunk before the next Read,
-// so each event reaches the client before the next is read from upstream.
+// relay streams an upstream SSE body to the client. It is the response
+// body stream, which fasthttp writes through WriteTo: the events buffered so
+// far go out and are flushed as one HTTP chunk before the next read from
+// upstream, so each event reaches the client before the next is read.
 // A failed write to the client closes the relay, which closes the upstream
 // connection at once.
 type relay struct {
@@ -87,8 +87,16 @@ type relay struct {
 	writeTimeout time.Duration
 }
 
+// relayBuf is the initial size of a relay's SSE and output buffers. A
+// held stream keeps both for its whole life, and a chat chunk is a few
+// hundred bytes; each grows (and stays grown in the pool) when a burst or a
+// large event needs more. The upstream connection's own read buffer
+// (upstreamReadBuf) sits below, so a small buffer here costs copies, not
+// reads from the socket.
+const relayBuf = 2 << 10
+
 var relayPool = sync.Pool{New: func() any {
-	return &relay{sc: sse.NewReader(nil, 8<<10, maxEventSize), out: make([]byte, 0, 8<<10)}
+	return &relay{sc: sse.NewReader(nil, relayBuf, maxEventSize), out: make([]byte, 0, relayBuf)}
 }}
 
 func (g *Gateway) newRelay(resp *fasthttp.Response, rt *route, rec *record, upStart time.Time, call *providers.Call, s providers.Stream, enc *anthropic.Encoder) *relay {
@@ -126,15 +134,59 @@ func (r *relay) prime() *apiError {
 	return nil
 }
 
-// Read implements io.Reader for fasthttp's chunked body writer. fasthttp
-// writes what it returns before the next Read, so the write deadline set
-// here bounds that one write.
+// Read implements io.Reader; fasthttp itself writes a stream through
+// WriteTo. Both hand out the events buffered so far and arm the client
+// write deadline before that output is written.
 func (r *relay) Read(p []byte) (int, error) {
-	defer func() {
-		if r.client != nil && r.writeTimeout > 0 {
-			_ = r.client.SetWriteDeadline(time.Now().Add(r.writeTimeout))
+	b, err := r.next()
+	r.armWrite()
+	if err != nil {
+		return 0, err
+	}
+	n := copy(p, b)
+	r.pos += n
+	return n, nil
+}
+
+// SupportsBodyWriteTo lets fasthttp's chunked body writer call WriteTo
+// instead of Read: WriteTo does exactly what Read does, without fasthttp's
+// 4 KiB copy buffer, which a held stream would keep for its whole life.
+func (r *relay) SupportsBodyWriteTo() bool { return true }
+
+// WriteTo writes each batch of events to w (fasthttp's chunk writer, which
+// writes and flushes one HTTP chunk per call) before the next is read from
+// upstream. The client write deadline bounds each write.
+func (r *relay) WriteTo(w io.Writer) (int64, error) {
+	var total int64
+	for {
+		b, err := r.next()
+		r.armWrite()
+		if err == io.EOF {
+			return total, nil
 		}
-	}()
+		if err != nil {
+			return total, err
+		}
+		n, err := w.Write(b)
+		r.pos += n
+		total += int64(n)
+		if err != nil {
+			return total, err
+		}
+	}
+}
+
+// armWrite bounds the client write that follows by write_timeout, so a
+// client that stops reading is disconnected.
+func (r *relay) armWrite() {
+	if r.client != nil && r.writeTimeout > 0 {
+		_ = r.client.SetWriteDeadline(time.Now().Add(r.writeTimeout))
+	}
+}
+
+// next returns the output not yet written, pumping the upstream until some
+// is ready, or io.EOF after the last event (and a failure's error event).
+func (r *relay) next() ([]byte, error) {
 	for r.pos == len(r.out) {
 		if r.done {
 			if r.failure != nil {
@@ -152,14 +204,12 @@ func (r *relay) Read(p []byte) (int, error) {
 				r.failure = nil
 				continue
 			}
-			return 0, io.EOF
+			return nil, io.EOF
 		}
 		r.out, r.pos = r.out[:0], 0
 		r.pump()
 	}
-	n := copy(p, r.out[r.pos:])
-	r.pos += n
-	return n, nil
+	return r.out[r.pos:], nil
 }
 
 // pump turns the buffered events into output; when none is buffered it
