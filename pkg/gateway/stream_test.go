@@ -310,3 +310,59 @@ func TestClientDisconnectCancelsSlowUpstreamAtOnce(t *testing.T) {
 		return strings.Contains(r.logs.String(), `"status":499`)
 	})
 }
+
+// TestUpstreamHeaderLimit: an upstream answer's status line and headers
+// must fit the connection's read buffer (upstreamReadBuf). Headers a little
+// under it pass, stream and non-stream; over it the client gets a 502 that
+// says so, not fasthttp's advice to raise a buffer size it cannot set.
+func TestUpstreamHeaderLimit(t *testing.T) {
+	const answer = "data: {\"id\":\"c1\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n"
+	const unary = `{"id":"c1","object":"chat.completion","model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4}}`
+	for _, tc := range []struct {
+		name   string
+		header int // bytes of one X-Filler header value
+		stream bool
+		status int
+	}{
+		{"6 KiB stream", 6 << 10, true, 200},
+		{"6 KiB unary", 6 << 10, false, 200},
+		{"9 KiB stream", 9 << 10, true, 502},
+		{"9 KiB unary", 9 << 10, false, 502},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ln := listen(t)
+			srv := &fasthttp.Server{Handler: func(ctx *fasthttp.RequestCtx) {
+				ctx.Response.Header.Set("X-Filler", strings.Repeat("f", tc.header))
+				if tc.stream {
+					ctx.SetContentType("text/event-stream")
+					ctx.SetBodyString(answer)
+					return
+				}
+				ctx.SetContentType("application/json")
+				ctx.SetBodyString(unary)
+			}}
+			go func() { _ = srv.Serve(ln) }()
+			t.Cleanup(func() { _ = srv.Shutdown() })
+			r := newRigFor(t, nil, "http://"+ln.Addr().String()+"/v1", nil)
+			body := `{"model":"mock-gpt","messages":[{"role":"user","content":"hi"}]}`
+			if tc.stream {
+				body = streamBody(`{}`)
+			}
+			resp := r.post("/v1/chat/completions", r.token(nil), body)
+			got := readBody(t, resp)
+			if resp.StatusCode != tc.status {
+				t.Fatalf("status = %d, want %d: %s", resp.StatusCode, tc.status, got)
+			}
+			if tc.status == 200 {
+				if !strings.Contains(string(got), `"hi"`) {
+					t.Fatalf("answer lost: %s", got)
+				}
+				return
+			}
+			msg := errorShape(t, got, typeUpstream, "upstream_error")
+			if !strings.Contains(msg, "headers over 8 KiB") {
+				t.Errorf("message = %q, want it to name the 8 KiB header limit", msg)
+			}
+		})
+	}
+}

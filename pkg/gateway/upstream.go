@@ -17,6 +17,13 @@ import (
 	"github.com/valyala/fasthttp"
 )
 
+// upstreamReadBuf is each upstream connection's read buffer. It also bounds
+// an answer's status line and headers (fasthttp fails a longer head as a
+// transport error, reported as upstream_error). Providers send 1-3 KiB of
+// headers. A streamed answer holds its connection's buffer for the whole
+// stream, so this is most of what a held stream costs.
+const upstreamReadBuf = 8 << 10
+
 // upstream is one provider: its wire protocol and its pooled connections.
 type upstream struct {
 	name      string
@@ -95,7 +102,7 @@ func newUpstream(p config.Provider) (*upstream, error) {
 			return false, attempts == 1 && staleConn(err)
 		},
 		Transport:              &up.legs,
-		ReadBufferSize:         16 << 10,
+		ReadBufferSize:         upstreamReadBuf,
 		WriteBufferSize:        16 << 10,
 		DisablePathNormalizing: true,
 	}
@@ -159,6 +166,9 @@ func (u *upstream) classify(err error) *apiError {
 	case errors.Is(err, syscall.ECONNREFUSED):
 		return &apiError{Status: fasthttp.StatusBadGateway, Type: typeUpstream, Code: "upstream_unreachable",
 			Message: fmt.Sprintf("provider %s refused the connection", u.name)}
+	case errors.As(err, new(*fasthttp.ErrSmallBuffer)):
+		return &apiError{Status: fasthttp.StatusBadGateway, Type: typeUpstream, Code: "upstream_error",
+			Message: fmt.Sprintf("provider %s answered with a status line and headers over %d KiB", u.name, upstreamReadBuf>>10)}
 	default:
 		return &apiError{Status: fasthttp.StatusBadGateway, Type: typeUpstream, Code: "upstream_error",
 			Message: fmt.Sprintf("provider %s: %s", u.name, u.scrub(err.Error()))}
