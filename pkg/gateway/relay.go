@@ -249,12 +249,12 @@ func (r *relay) handleEvent(ev []byte) {
 		case r.rec.endpoint == epResponses:
 			r.content = appendResponsesContent(r.content, r.out[n:])
 		default:
-			r.content = appendContent(r.content, r.out[n:])
+			r.content = r.appendContent(r.out[n:])
 		}
 	} else {
 		r.tmp, st, err = r.stream.Event(r.tmp[:0], ev)
 		if r.track {
-			r.content = appendContent(r.content, r.tmp)
+			r.content = r.appendContent(r.tmp)
 		}
 		var eerr error
 		if r.out, eerr = r.enc.Events(r.out, r.tmp); eerr != nil && st != providers.Failed {
@@ -461,6 +461,19 @@ func (r *relay) release() {
 
 // maxDelivered bounds the content kept for estimating a stream's tokens.
 const maxDelivered = 1 << 20
+
+// appendContent adds the text the stream's last event delivered (OpenAI
+// format events evs) to r.content: as the stream read it when it can say,
+// else parsed from evs.
+func (r *relay) appendContent(evs []byte) []byte {
+	if cs, ok := r.stream.(providers.ContentStream); ok {
+		if len(r.content) >= maxDelivered {
+			return r.content
+		}
+		return append(r.content, cs.LastContent()...)
+	}
+	return appendContent(r.content, evs)
+}
 
 // appendContent appends the delta content of OpenAI chunk events in evs to
 // dst (as raw JSON string text, which tokenizes close to the text itself).

@@ -158,6 +158,18 @@ type Stream interface {
 	Close()
 }
 
+// ContentStream is a Stream that reads each event's delivered text while
+// it handles it (the OpenAI decoder reads every chunk's first choice
+// anyway). The gateway keeps that text to estimate the tokens of a stream
+// that reports no usage, instead of parsing each event a second time.
+type ContentStream interface {
+	Stream
+	// LastContent returns the text the last event delivered (its first
+	// choice's delta.content, between the quotes, escapes kept), or "".
+	// It aliases the event and is valid until the next read from upstream.
+	LastContent() string
+}
+
 // State is what a stream event meant.
 type State uint8
 

@@ -22,6 +22,7 @@ type stream struct {
 	complete     bool
 	usage        providers.Usage
 	scratch      []byte
+	content      string // the last event's delta.content (LastContent)
 }
 
 var streamPool = sync.Pool{New: func() any { return new(stream) }}
@@ -42,6 +43,7 @@ func (s *stream) Framer(io.Reader) providers.Framer { return nil }
 // Event handles one SSE event.
 func (s *stream) Event(dst, ev []byte) ([]byte, providers.State, error) {
 	var data []byte
+	s.content = ""
 	_, data, s.scratch = sse.Parse(ev, s.scratch)
 	switch {
 	case len(data) == 0: // comment or keep-alive
@@ -65,8 +67,12 @@ func (s *stream) Event(dst, ev []byte) ([]byte, providers.State, error) {
 		return dst, providers.Failed, &providers.UpstreamError{Message: msg}
 	}
 	choices := f[chunkChoices].Raw
-	if fr := gjson.Get(choices, "0.finish_reason"); fr.Exists() && fr.Type != gjson.Null {
+	fr, content := firstChoice(choices)
+	if fr != "" && fr != "null" {
 		s.complete = true
+	}
+	if rawjson.IsString(content) {
+		s.content = rawjson.Inner(content)
 	}
 	if u := f[chunkUsage].Raw; u != "" && u[0] == '{' {
 		s.usage = ParseUsage(u)
@@ -99,6 +105,37 @@ func emptyChoices(choices string) bool {
 	c := gjson.Parse(choices)
 	return c.IsArray() && c.Get("#").Int() == 0
 }
+
+// firstChoice returns the raw finish_reason and delta.content of the
+// first element of a chunk's choices (each "" when absent; the first of
+// repeated keys wins), in one pass over that element. Scan has already
+// checked the chunk is valid JSON.
+func firstChoice(choices string) (finishReason, content string) {
+	rawjson.EachElem(choices, func(_ int, c string) bool {
+		delta := false
+		rawjson.EachMember(c, func(k, v string, _ int) bool {
+			switch {
+			case finishReason == "" && rawjson.KeyIs(k, "finish_reason"):
+				finishReason = v
+			case !delta && rawjson.KeyIs(k, "delta"):
+				delta = true
+				rawjson.EachMember(v, func(k, v string, _ int) bool {
+					if rawjson.KeyIs(k, "content") {
+						content = v
+						return false
+					}
+					return true
+				})
+			}
+			return true
+		})
+		return false
+	})
+	return finishReason, content
+}
+
+// LastContent returns the text the last event delivered.
+func (s *stream) LastContent() string { return s.content }
 
 func (s *stream) Complete() bool         { return s.complete }
 func (s *stream) Usage() providers.Usage { return s.usage }

@@ -25,6 +25,9 @@ func FuzzStream(f *testing.F) {
 		"data: {\"usage\":{\"prompt_tokens\":-1,\"completion_tokens\":1e30}}\n\n",
 		"data:[DONE]\r\n\r\n",
 		"data: {\"a\":1}\ndata: {\"b\":2}\n\n",
+		"data: {\"choices\":[{\"delta\":{\"role\":\"assistant\",\"content\":\"a \\\"q\\\" \\u00e9\"},\"finish_reason\":null},{\"finish_reason\":\"stop\"}]}\n\n",
+		"data: {\"choices\":{\"0\":{\"finish_reason\":\"stop\",\"delta\":{\"content\":\"x\"}}}}\n\n",
+		"data: {\"choices\":[{\"delta\":{\"content\":\"1\",\"content\":\"2\"},\"delta\":{\"content\":\"3\"},\"finish_\\u0072eason\":\"length\"}]}\n\n",
 	} {
 		f.Add([]byte(s), false)
 	}
@@ -51,6 +54,9 @@ func FuzzStream(f *testing.F) {
 				(st == providers.Failed && err.Error() != ref.msg) {
 				t.Fatalf("event %q: state %v hidden %v complete %v usage %+v err %v; the gjson reference says %v %v %v %+v %q",
 					ev, st, len(out) == 0, s.Complete(), s.Usage(), err, ref.st, ref.hidden, ref.complete, ref.usage, ref.msg)
+			}
+			if got := s.(providers.ContentStream).LastContent(); got != ref.content {
+				t.Fatalf("event %q: content %q; the gjson reference says %q", ev, got, ref.content)
 			}
 			if len(out) > 0 && !bytes.Equal(out, ev) {
 				t.Fatalf("event %q came out as %q", ev, out)
@@ -82,6 +88,7 @@ func FuzzStream(f *testing.F) {
 // per member (validity first), the reference the one-pass decoder must
 // agree with on every input.
 type refStream struct {
+	content  string // choices[0].delta.content between its quotes
 	st       providers.State
 	hidden   bool
 	msg      string
@@ -91,7 +98,7 @@ type refStream struct {
 
 func (r *refStream) event(ev []byte, includeUsage bool) {
 	_, data, _ := sse.Parse(ev, nil)
-	r.st, r.hidden, r.msg = providers.More, false, ""
+	r.st, r.hidden, r.msg, r.content = providers.More, false, "", ""
 	switch {
 	case len(data) == 0:
 		return
@@ -111,8 +118,14 @@ func (r *refStream) event(ev []byte, includeUsage bool) {
 		r.st, r.hidden, r.msg = providers.Failed, true, msg
 		return
 	}
-	if fr := gjson.Get(d, "choices.0.finish_reason"); fr.Exists() && fr.Type != gjson.Null {
-		r.complete = true
+	// choices must be an array: gjson would also read "0" as an object key.
+	if c := gjson.Get(d, "choices"); c.IsArray() {
+		if fr := c.Get("0.finish_reason"); fr.Exists() && fr.Type != gjson.Null {
+			r.complete = true
+		}
+		if v := c.Get("0.delta.content"); v.Type == gjson.String {
+			r.content = v.Raw[1 : len(v.Raw)-1]
+		}
 	}
 	if u := gjson.Get(d, "usage"); u.IsObject() {
 		r.usage = referenceUsage(u)
