@@ -28,6 +28,7 @@ func FuzzStream(f *testing.F) {
 		"data: {\"choices\":[{\"delta\":{\"role\":\"assistant\",\"content\":\"a \\\"q\\\" \\u00e9\"},\"finish_reason\":null},{\"finish_reason\":\"stop\"}]}\n\n",
 		"data: {\"choices\":{\"0\":{\"finish_reason\":\"stop\",\"delta\":{\"content\":\"x\"}}}}\n\n",
 		"data: {\"choices\":[{\"delta\":{\"content\":\"1\",\"content\":\"2\"},\"delta\":{\"content\":\"3\"},\"finish_\\u0072eason\":\"length\"}]}\n\n",
+		"data:{\"choices\":[{\"delta\":{},\"delta\":{\"content\":\"0\"}}]}\n\n",
 	} {
 		f.Add([]byte(s), false)
 	}
@@ -123,7 +124,9 @@ func (r *refStream) event(ev []byte, includeUsage bool) {
 		if fr := c.Get("0.finish_reason"); fr.Exists() && fr.Type != gjson.Null {
 			r.complete = true
 		}
-		if v := c.Get("0.delta.content"); v.Type == gjson.String {
+		// One Get per key: a dotted path would look past a first "delta"
+		// without content into a repeated one; the first key wins.
+		if v := c.Get("0").Get("delta").Get("content"); v.Type == gjson.String {
 			r.content = v.Raw[1 : len(v.Raw)-1]
 		}
 	}
