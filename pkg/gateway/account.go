@@ -86,11 +86,11 @@ type rateCharge struct {
 // bytes) charged to rate limits and, near a budget's limit, the prompt
 // counted exactly and max_tokens clamped to what the headroom affords
 // (call.ClampMaxTokens).
-func (g *Gateway) admit(c *fiber.Ctx, st *state, p *auth.Principal, rt *route, info *reqInfo, body []byte) (admission, *apiError) {
-	var adm admission
+func (g *Gateway) admit(c *fiber.Ctx, st *state, p *auth.Principal, rt *route, info *reqInfo, body []byte, adm *admission) *apiError {
 	adm.price, adm.priced = routePrice(st.prices, rt)
 	if !adm.priced && st.refuseUnpriced {
-		return adm, errBadRequest("model_not_priced", "model", fmt.Sprintf("the model %q has no price, and this gateway refuses unpriced models", rt.name))
+		adm.price, adm.priced = pricing.Price{}, false
+		return errBadRequest("model_not_priced", "model", fmt.Sprintf("the model %q has no price, and this gateway refuses unpriced models", rt.name))
 	}
 	promptGuess := int64(len(body) / 4) // a cheap first estimate; exact only when it matters
 	return g.admitCost(c, st, p, adm, promptGuess, func(adm *admission, headroom int64) int64 {
@@ -126,33 +126,44 @@ func (g *Gateway) admit(c *fiber.Ctx, st *state, p *auth.Principal, rt *route, i
 // known before the call), then, when a budget limits the request's
 // scopes, a reservation of cost(&adm, headroom) nano-USD, checked with
 // the reservation included (two requests racing for the last headroom
-// cannot both pass). adm holds the price.
-func (g *Gateway) admitCost(c *fiber.Ctx, st *state, p *auth.Principal, adm admission, tokens int64, cost func(adm *admission, headroom int64) int64) (admission, *apiError) {
+// cannot both pass). adm, the request record's (zero but for the price it
+// holds), is filled in place: an admission is some 1 KB, and a copy
+// returned by value would move to the heap once per request. A refused
+// request keeps only the limits checked (for its usage event).
+func (g *Gateway) admitCost(c *fiber.Ctx, st *state, p *auth.Principal, adm *admission, tokens int64, cost func(adm *admission, headroom int64) int64) *apiError {
+	aerr := g.admitInto(c, st, p, adm, tokens, cost)
+	if aerr != nil {
+		*adm = admission{checks: adm.checks}
+	}
+	return aerr
+}
+
+func (g *Gateway) admitInto(c *fiber.Ctx, st *state, p *auth.Principal, adm *admission, tokens int64, cost func(adm *admission, headroom int64) int64) *apiError {
 	a := &g.acct
 	if aerr := g.backlogFull(); aerr != nil {
-		return adm, aerr
+		return aerr
 	}
-	if aerr := g.rateLimit(&adm, st, p, tokens); aerr != nil {
-		return adm, aerr
+	if aerr := g.rateLimit(adm, st, p, tokens); aerr != nil {
+		return aerr
 	}
 	if a.Tracker == nil {
-		return adm, nil
+		return nil
 	}
-	scopes, claims, aerr := g.budgetScopes(&adm, p)
+	scopes, claims, aerr := g.budgetScopes(adm, p)
 	if aerr != nil {
-		return adm, aerr
+		return aerr
 	}
 	headroom, limited := a.Tracker.Headroom(scopes, claims)
 	if !limited {
-		return adm, nil
+		return nil
 	}
-	if aerr := g.reserve(c, &adm, scopes, claims, cost(&adm, headroom)); aerr != nil {
-		return adm, aerr
+	if aerr := g.reserve(c, adm, scopes, claims, cost(adm, headroom)); aerr != nil {
+		return aerr
 	}
 	if adm.clamp > 0 {
 		c.Set("x-tollgate-max-tokens-clamped", strconv.FormatInt(adm.clamp, 10))
 	}
-	return adm, nil
+	return nil
 }
 
 // backlogFull refuses a request while the publisher can hold no more

@@ -58,13 +58,11 @@ func (g *Gateway) serveMessages(c *fiber.Ctx) error {
 	cs := &rec.call
 	cs.g, cs.m = g, newMessagesRequest(body, &f)
 	m := &cs.m
-	adm, aerr := g.admit(c, st, p, st.priceRoute(rr, model.Str), &m.admInfo, m.admBody)
-	if aerr != nil {
+	if aerr := g.admit(c, st, p, st.priceRoute(rr, model.Str), &m.admInfo, m.admBody, &rec.adm); aerr != nil {
 		plan.Release()
-		rec.adm.checks = adm.checks // a budget refusal records the limits checked
 		return g.fail(c, rec, aerr)
 	}
-	rec.adm, rec.body = adm, m.admBody
+	rec.body = m.admBody
 	return g.attempts(c, st, plan, rec, (*messagesCaller)(cs))
 }
 

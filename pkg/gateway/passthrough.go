@@ -304,7 +304,8 @@ func (g *Gateway) servePass(c *fiber.Ctx, pr *passRoute) error {
 		// One request, no tokens; the reservation is the cost of the
 		// units known before the call (images, characters; the
 		// per_request price only for audio, whose length is known after).
-		rec.adm, aerr = g.admitCost(c, st, p, admission{price: price, priced: priced}, 0,
+		rec.adm.price, rec.adm.priced = price, priced
+		aerr = g.admitCost(c, st, p, &rec.adm, 0,
 			func(adm *admission, _ int64) int64 { return adm.price.Cost(pc.est) })
 	}
 	if aerr != nil {

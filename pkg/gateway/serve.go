@@ -114,13 +114,10 @@ func (g *Gateway) serve(c *fiber.Ctx, ep endpoint) error {
 		plan.Release()
 		return nil
 	}
-	adm, aerr := g.admit(c, st, p, st.priceRoute(rr, info.model), info, body)
-	if aerr != nil {
+	if aerr := g.admit(c, st, p, st.priceRoute(rr, info.model), info, body, &rec.adm); aerr != nil {
 		plan.Release()
-		rec.adm.checks = adm.checks // a budget refusal records the limits checked
 		return g.fail(c, rec, aerr)
 	}
-	rec.adm = adm
 	rec.body = body
 	return g.attempts(c, st, plan, rec, (*chatCaller)(cs))
 }
