@@ -19,11 +19,11 @@ func TestAwaitAck(t *testing.T) {
 	dept := TotalID{Scope: ScopeDept, Value: "eng", Period: PeriodTotal}
 	reserved := func() int64 { _, r, _ := tr.Spend(dept); return r }
 
-	acked := tr.Reserve(Scopes{Dept: "eng"}, 100)
+	acked := tr.Bind(Scopes{Dept: "eng"}).Reserve(100)
 	tr.Await("ev-acked", acked)
-	unacked := tr.Reserve(Scopes{Dept: "eng"}, 10)
+	unacked := tr.Bind(Scopes{Dept: "eng"}).Reserve(10)
 	tr.Await("ev-spooled", unacked)
-	forgotten := tr.Reserve(Scopes{Dept: "eng"}, 1)
+	forgotten := tr.Bind(Scopes{Dept: "eng"}).Reserve(1)
 	tr.Await("ev-not-enqueued", forgotten)
 	if got := tr.Awaiting(); got != 3 {
 		t.Fatalf("Awaiting() = %d, want 3", got)

@@ -120,7 +120,7 @@ func BenchmarkTrackerCheckReserve(b *testing.B) {
 	for i := range scopes {
 		x := benchEvent(i, time.Time{})
 		scopes[i] = NewScopes(x.key, x.subject, x.dept, x.team, x.project)
-		tr.Reserve(scopes[i], 0).Release() // create the slots
+		tr.Bind(scopes[i]).Reserve(0).Release() // create the slots
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -129,12 +129,13 @@ func BenchmarkTrackerCheckReserve(b *testing.B) {
 		i := 0
 		for pb.Next() {
 			s := scopes[i%len(scopes)]
-			if _, limited := tr.Headroom(s, claims); !limited {
+			bd := tr.Bind(s)
+			if _, limited := bd.Headroom(claims); !limited {
 				b.Error("no limit applies")
 				return
 			}
-			r := tr.Reserve(s, 1000)
-			if _, _, err := tr.CheckReserved(context.Background(), s, claims, 1000, dst[:0]); err != nil {
+			r := bd.Reserve(1000)
+			if _, _, err := bd.CheckReserved(context.Background(), claims, 1000, dst[:0]); err != nil {
 				b.Error(err)
 				return
 			}
@@ -252,9 +253,10 @@ func BenchmarkAdmission(b *testing.B) {
 			s := Scopes{Dept: "eng", Team: "ml"}
 			var dst [8]Checked
 			admit := func(tr *Tracker) (time.Duration, error) {
-				r := tr.Reserve(s, est)
+				bd := tr.Bind(s)
+				r := bd.Reserve(est)
 				start := time.Now()
-				_, _, err := tr.CheckReserved(ctx, s, nil, est, dst[:0])
+				_, _, err := bd.CheckReserved(ctx, nil, est, dst[:0])
 				d := time.Since(start)
 				if err != nil {
 					r.Release()
@@ -317,14 +319,14 @@ func BenchmarkSweepBacklog(b *testing.B) {
 				tr := NewTracker(TrackerOptions{Limits: limits})
 				s := NewScopes("", "alice", "research", "nlp", "bench")
 				for i := range n {
-					tr.Reserve(s, 1000).Published(uint64(i + 1))
+					tr.Bind(s).Reserve(1000).Published(uint64(i + 1))
 				}
 				now := time.Now().UnixNano()
 				tr.sweep(now)
 				b.ReportAllocs()
 				b.ResetTimer()
 				for i := 0; b.Loop(); i++ {
-					tr.Reserve(s, 1000).Published(uint64(n + i + 1))
+					tr.Bind(s).Reserve(1000).Published(uint64(n + i + 1))
 					if moved {
 						tr.applied++
 					}

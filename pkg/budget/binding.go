@@ -9,8 +9,8 @@ import (
 // periods: the slots Reserve adds to, and the configured limits that apply
 // with the slots they are checked against. The Tracker resolves it once
 // per Scopes value, period and limit set, so that admission does one map
-// lookup per call instead of one per total (up to 18 for Reserve, one per
-// limit for Headroom and CheckReserved): atomics only after that.
+// lookup per request (Bind) instead of one per total (up to 18 for Reserve,
+// one per limit for Headroom and CheckReserved): atomics only after that.
 //
 // Slots are never removed from the Tracker, so a binding's slot pointers
 // stay the totals' own until its periods end; a new day or month, or

@@ -21,9 +21,9 @@ func TestBindingFollowsPeriodsAndLimits(t *testing.T) {
 	d1 := utc(2026, 12, 1, 0, 0, 0)
 	d2 := utc(2026, 12, 2, 0, 0, 0)
 
-	r1 := tr.Reserve(s, 100)
+	r1 := tr.Bind(s).Reserve(100)
 	set(utc(2026, 12, 2, 0, 0, 1))
-	r2 := tr.Reserve(s, 7)
+	r2 := tr.Bind(s).Reserve(7)
 	for _, sc := range []Scope{ScopeGlobal, ScopeDept, ScopeTeam, ScopeKey} {
 		v := s.value(sc)
 		if _, res, _ := tr.Spend(day(d1, sc, v)); res != 100 {
@@ -33,23 +33,23 @@ func TestBindingFollowsPeriodsAndLimits(t *testing.T) {
 			t.Errorf("%s day 2 reserved %d, want 7 (the request after midnight)", sc, res)
 		}
 	}
-	if _, limited := tr.Headroom(s, nil); limited {
+	if _, limited := tr.Bind(s).Headroom(nil); limited {
 		t.Fatal("Headroom limited with no limits configured")
 	}
 
 	tr.SetLimits([]Limit{{Scope: ScopeTeam, Value: "research/ml", Period: PeriodDay, AmountNano: 50}})
-	room, limited := tr.Headroom(s, nil)
+	room, limited := tr.Bind(s).Headroom(nil)
 	if !limited || room != 43 {
 		t.Fatalf("after the reload Headroom = %d, %v; want 43 (50 - 7 reserved today), true", room, limited)
 	}
-	r3 := tr.Reserve(s, 44)
-	_, _, err := tr.CheckReserved(context.Background(), s, nil, 44, nil)
+	r3 := tr.Bind(s).Reserve(44)
+	_, _, err := tr.Bind(s).CheckReserved(context.Background(), nil, 44, nil)
 	if err == nil {
 		t.Fatal("CheckReserved admitted 44 on a day limit of 50 with 7 reserved")
 	}
 	r3.Release()
 	tr.SetLimits(nil)
-	if _, limited := tr.Headroom(s, nil); limited {
+	if _, limited := tr.Bind(s).Headroom(nil); limited {
 		t.Fatal("Headroom still limited after the limit was removed")
 	}
 	r1.Release()

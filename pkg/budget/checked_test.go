@@ -58,9 +58,9 @@ func TestCheckReserved(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			tr := NewTracker(TrackerOptions{Limits: limits, Now: fixedClock(now)})
-			tr.Reserve(alice, tt.other)
-			tr.Reserve(alice, tt.own)
-			got, _, err := tr.CheckReserved(context.Background(), alice, tt.claims, tt.own, make([]Checked, 0, tt.size))
+			tr.Bind(alice).Reserve(tt.other)
+			tr.Bind(alice).Reserve(tt.own)
+			got, _, err := tr.Bind(alice).CheckReserved(context.Background(), tt.claims, tt.own, make([]Checked, 0, tt.size))
 			if len(got) != len(tt.want) {
 				t.Fatalf("got %d checks %+v, want %d", len(got), got, len(tt.want))
 			}
@@ -95,7 +95,7 @@ func TestCheckReservedAllocs(t *testing.T) {
 	s := Scopes{Team: "ml", Dept: "eng"}
 	dst := make([]Checked, 0, 8)
 	allocs := testing.AllocsPerRun(100, func() {
-		if _, _, err := tr.CheckReserved(context.Background(), s, nil, 0, dst); err != nil {
+		if _, _, err := tr.Bind(s).CheckReserved(context.Background(), nil, 0, dst); err != nil {
 			t.Fatal(err)
 		}
 	})

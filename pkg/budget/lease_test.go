@@ -78,8 +78,8 @@ func (g *gw) request(t *testing.T, s Scopes, est, actual int64, upstream func())
 // admitted.
 func (g *gw) requestObserved(t *testing.T, s Scopes, est, actual int64, upstream func(), admitted func()) error {
 	var dst [8]Checked
-	r := g.tr.Reserve(s, est)
-	if _, _, err := g.tr.CheckReserved(context.Background(), s, nil, est, dst[:0]); err != nil {
+	r := g.tr.Bind(s).Reserve(est)
+	if _, _, err := g.tr.Bind(s).CheckReserved(context.Background(), nil, est, dst[:0]); err != nil {
 		r.Release()
 		return err
 	}
@@ -213,8 +213,8 @@ func TestLeaseSingleGatewayExact(t *testing.T) {
 	s := Scopes{Dept: "eng"}
 	var dst [8]Checked
 	for i, amount := range []int64{4 * usd, 4 * usd, 2 * usd} {
-		g.tr.Reserve(s, amount)
-		checks, _, err := g.tr.CheckReserved(context.Background(), s, nil, amount, dst[:0])
+		g.tr.Bind(s).Reserve(amount)
+		checks, _, err := g.tr.Bind(s).CheckReserved(context.Background(), nil, amount, dst[:0])
 		if err != nil {
 			t.Fatalf("request %d of %d: %v", i, amount, err)
 		}
@@ -222,11 +222,11 @@ func TestLeaseSingleGatewayExact(t *testing.T) {
 			t.Errorf("request %d: checks %+v, want headroom %d", i, checks, want)
 		}
 	}
-	if h, _ := g.tr.Headroom(s, nil); h != 0 {
+	if h, _ := g.tr.Bind(s).Headroom(nil); h != 0 {
 		t.Errorf("headroom %d at the limit, want 0", h)
 	}
-	r := g.tr.Reserve(s, 1)
-	_, _, err := g.tr.CheckReserved(context.Background(), s, nil, 1, dst[:0])
+	r := g.tr.Bind(s).Reserve(1)
+	_, _, err := g.tr.Bind(s).CheckReserved(context.Background(), nil, 1, dst[:0])
 	var ex *ExceededError
 	if !errors.As(err, &ex) || ex.LimitNano != 10*usd {
 		t.Fatalf("one nano over the limit: %v, want refused", err)

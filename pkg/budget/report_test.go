@@ -13,7 +13,7 @@ func TestReportAndSetLimits(t *testing.T) {
 		{Scope: ScopeDept, Value: "finance", Period: PeriodMonth, AmountNano: 1000},
 		{Scope: ScopeTeam, Value: Star, Period: PeriodDay, AmountNano: 500},
 	}})
-	r := tr.Reserve(Scopes{Dept: "finance", Team: "ml"}, 250)
+	r := tr.Bind(Scopes{Dept: "finance", Team: "ml"}).Reserve(250)
 	rep := tr.Report()
 	if len(rep) != 2 {
 		t.Fatalf("report has %d rows, want 2: %+v", len(rep), rep)
@@ -44,7 +44,7 @@ func TestReportQualified(t *testing.T) {
 	}})
 	for _, s := range []Scopes{NewScopes("", "", "research", "ml", ""), NewScopes("", "", "finance", "ml", ""),
 		NewScopes("", "", "research", "web", ""), NewScopes("", "", "finance", "web", "")} {
-		tr.Reserve(s, 100)
+		tr.Bind(s).Reserve(100)
 	}
 	var got []string
 	for _, st := range tr.Report() {

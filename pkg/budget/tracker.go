@@ -127,7 +127,7 @@ type TrackerOptions struct {
 // gateways' in-flight reservations within one propagation delay
 // (publish -> consumer batch -> KV -> watch).
 //
-// Reads (Check, Headroom, Reserve) take only a per-shard read lock and
+// Reads (Check, Bind and its steps) take only a per-shard read lock and
 // atomics; the single watch goroutine in Run writes.
 type Tracker struct {
 	now    func() time.Time
@@ -406,15 +406,31 @@ func (t *Tracker) Check(s Scopes, claims []Limit, estimateNano int64) error {
 	return err
 }
 
+// Bound is one request's scopes bound to their totals at one instant, for
+// the steps of its admission in turn (Headroom, Reserve, CheckReserved):
+// the totals are looked up and the clock is read once per request, not
+// once per step, and every step sees the same day and month.
+type Bound struct {
+	t   *Tracker
+	s   Scopes
+	b   *binding
+	now int64 // unix ns
+}
+
+// Bind binds s at the current instant.
+func (t *Tracker) Bind(s Scopes) Bound {
+	now := t.now().UnixNano()
+	return Bound{t: t, s: s, b: t.bind(&s, periodStarts(now)), now: now}
+}
+
 // Headroom returns the smallest remaining amount (limit - spend - reserved,
 // at least 0) over every applicable limit, for clamping max_tokens; limited
 // is false when no limit applies. With leases, a limit's remaining amount
 // is at most what this gateway can admit: what its slice still admits, or
 // what a refill could draw, whichever is more.
-func (t *Tracker) Headroom(s Scopes, claims []Limit) (nano int64, limited bool) {
-	now := t.now().UnixNano()
-	b := t.bind(&s, periodStarts(now))
-	t.eachBound(b, &s, claims, func(l *Limit, _ string, _ TotalID, sl *slot, _ bool) bool {
+func (bd Bound) Headroom(claims []Limit) (nano int64, limited bool) {
+	t, now := bd.t, bd.now
+	t.eachBound(bd.b, &bd.s, claims, func(l *Limit, _ string, _ TotalID, sl *slot, _ bool) bool {
 		left := l.AmountNano
 		if sl != nil {
 			left -= sl.spend.Load() + sl.reserved.Load()
@@ -466,9 +482,10 @@ func (c *Checked) HeadroomNano() int64 { return c.LimitNano - c.SpentNano }
 // LeaseOptions.RefillWait (FirstGrantWait for a total this gateway holds no
 // slice of), or until ctx ends, then refuses; waited is how long it waited
 // (0 when it did not).
-func (t *Tracker) CheckReserved(ctx context.Context, s Scopes, claims []Limit, ownNano int64, dst []Checked) (checked []Checked, waited time.Duration, err error) {
+func (bd Bound) CheckReserved(ctx context.Context, claims []Limit, ownNano int64, dst []Checked) (checked []Checked, waited time.Duration, err error) {
+	t, s := bd.t, &bd.s
 	n := len(dst)
-	checked, short, err := t.checkReserved(&s, claims, ownNano, dst)
+	checked, short, err := t.checkReserved(bd.b, bd.now, s, claims, ownNano, dst)
 	if short.le == nil || err != nil {
 		return checked, 0, err
 	}
@@ -481,11 +498,12 @@ func (t *Tracker) CheckReserved(ctx context.Context, s Scopes, claims []Limit, o
 	deadline := begin.Add(wait)
 	ls.waits.Add(1)
 	for short.le != nil && err == nil {
-		if !t.waitRefill(ctx, short.le, deadline) {
-			checked, short, err = t.checkReserved(&s, claims, ownNano, dst[:n])
+		refilled := t.waitRefill(ctx, short.le, deadline)
+		now := t.now().UnixNano()
+		checked, short, err = t.checkReserved(t.bind(s, periodStarts(now)), now, s, claims, ownNano, dst[:n])
+		if !refilled {
 			break
 		}
-		checked, short, err = t.checkReserved(&s, claims, ownNano, dst[:n])
 	}
 	waited = time.Since(begin)
 	ls.waitHist.observe(waited)
@@ -513,13 +531,11 @@ type shortLease struct {
 
 // checkReserved is one pass of CheckReserved: err is a refusal by the
 // totals, short the first limit whose lease does not admit the request.
-func (t *Tracker) checkReserved(s *Scopes, claims []Limit, ownNano int64, dst []Checked) ([]Checked, shortLease, error) {
-	now := t.now().UnixNano()
-	starts := periodStarts(now)
-	names := t.periodNames(starts)
+func (t *Tracker) checkReserved(b *binding, now int64, s *Scopes, claims []Limit, ownNano int64, dst []Checked) ([]Checked, shortLease, error) {
+	names := t.periodNames(b.starts)
 	var err error
 	var short shortLease
-	t.eachBound(t.bind(s, starts), s, claims, func(l *Limit, v string, id TotalID, sl *slot, fromToken bool) bool {
+	t.eachBound(b, s, claims, func(l *Limit, v string, id TotalID, sl *slot, fromToken bool) bool {
 		var spend, reserved int64
 		if sl != nil {
 			spend, reserved = sl.spend.Load(), sl.reserved.Load()
@@ -632,8 +648,8 @@ type Reservation struct {
 // Reserve adds estimateNano to every total the request counts towards
 // (each scope value of s, and global, for day, month and total) until the
 // request's event is in those totals.
-func (t *Tracker) Reserve(s Scopes, estimateNano int64) *Reservation {
-	b := t.bind(&s, periodStarts(t.now().UnixNano()))
+func (bd Bound) Reserve(estimateNano int64) *Reservation {
+	t, b := bd.t, bd.b
 	r := &Reservation{t: t, b: b, amount: estimateNano}
 	for i := range b.n {
 		b.slots[i].reserved.Add(estimateNano)

@@ -82,7 +82,7 @@ func TestTrackerCheck(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			tr := NewTracker(TrackerOptions{Limits: limits, Now: fixedClock(now)})
 			for _, s := range tt.reserve {
-				tr.Reserve(s, 4_500_000_000)
+				tr.Bind(s).Reserve(4_500_000_000)
 			}
 			err := tr.Check(tt.scopes, tt.claims, tt.estimate)
 			if tt.want == nil {
@@ -98,7 +98,7 @@ func TestTrackerCheck(t *testing.T) {
 					t.Fatalf("Check = %+v, want %+v", *got, *tt.want)
 				}
 			}
-			h, limited := tr.Headroom(tt.scopes, tt.claims)
+			h, limited := tr.Bind(tt.scopes).Headroom(tt.claims)
 			if h != tt.headroom || !limited {
 				t.Fatalf("Headroom = %d, %v; want %d, true", h, limited, tt.headroom)
 			}
@@ -135,7 +135,7 @@ func TestTrackerHierarchy(t *testing.T) {
 			l := tt.limit
 			l.Period, l.AmountNano = PeriodDay, 5*usd
 			tr := NewTracker(TrackerOptions{Limits: []Limit{l}, Now: fixedClock(now)})
-			tr.Reserve(research, 4_500_000_000) // research's ml has 0.50 USD left
+			tr.Bind(research).Reserve(4_500_000_000) // research's ml has 0.50 USD left
 			err := tr.Check(tt.scopes, nil, usd)
 			var ex *ExceededError
 			switch {
@@ -148,7 +148,7 @@ func TestTrackerHierarchy(t *testing.T) {
 			}
 			// The same limit from a token claim decides the same way.
 			tr = NewTracker(TrackerOptions{Now: fixedClock(now)})
-			tr.Reserve(research, 4_500_000_000)
+			tr.Bind(research).Reserve(4_500_000_000)
 			if err := tr.Check(tt.scopes, []Limit{l}, usd); (err != nil) != (tt.refused != "") {
 				t.Fatalf("as a claim: Check = %v, want refused %v", err, tt.refused != "")
 			}
@@ -161,8 +161,8 @@ func TestReservationLifecycle(t *testing.T) {
 	tr := NewTracker(TrackerOptions{Now: fixedClock(now)})
 	s := Scopes{Key: "k1", Dept: "eng"}
 	dept := TotalID{Scope: ScopeDept, Value: "eng", Period: PeriodTotal}
-	r := tr.Reserve(s, 100)
-	r2 := tr.Reserve(Scopes{Dept: "eng"}, 50)
+	r := tr.Bind(s).Reserve(100)
+	r2 := tr.Bind(Scopes{Dept: "eng"}).Reserve(50)
 	steps := []struct {
 		name               string
 		do                 func()
@@ -207,7 +207,7 @@ func TestTrackerPropagation(t *testing.T) {
 			dept := TotalID{Scope: ScopeDept, Value: "eng", Period: PeriodTotal}
 			day := TotalID{Scope: ScopeDept, Value: "eng", Period: PeriodDay, Start: periodStart(PeriodDay, utc(2026, 12, 1, 0, 0, 0).UnixNano())}
 
-			r := tr.Reserve(s, 6*usd)
+			r := tr.Bind(s).Reserve(6 * usd)
 			if err := tr.Check(s, nil, 5*usd); !errors.Is(err, ErrOverBudget) {
 				t.Fatalf("Check with $6 reserved and $5 more = %v, want over budget", err)
 			}

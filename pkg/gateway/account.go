@@ -153,11 +153,12 @@ func (g *Gateway) admitInto(c *fiber.Ctx, st *state, p *auth.Principal, adm *adm
 	if aerr != nil {
 		return aerr
 	}
-	headroom, limited := a.Tracker.Headroom(scopes, claims)
+	bd := a.Tracker.Bind(scopes)
+	headroom, limited := bd.Headroom(claims)
 	if !limited {
 		return nil
 	}
-	if aerr := g.reserve(c, adm, scopes, claims, cost(adm, headroom)); aerr != nil {
+	if aerr := g.reserve(c, adm, bd, claims, cost(adm, headroom)); aerr != nil {
 		return aerr
 	}
 	if adm.clamp > 0 {
@@ -192,16 +193,15 @@ func (g *Gateway) budgetScopes(adm *admission, p *auth.Principal) (budget.Scopes
 	return scopes, claims, nil
 }
 
-// reserve reserves est nano-USD on every total of scopes, then checks
+// reserve reserves est nano-USD on every total of bd's scopes, then checks
 // every limit including it (reserve first: two requests racing for the
 // last headroom cannot both pass), recording the checks for the usage
 // event. A refusal drops the reservation and refunds the rate charges. A
 // request that waited for its gateway's budget lease to be refilled says
 // so in x-tollgate-budget-wait-ms.
-func (g *Gateway) reserve(c *fiber.Ctx, adm *admission, scopes budget.Scopes, claims []budget.Limit, est int64) *apiError {
-	t := g.acct.Tracker
-	adm.res = t.Reserve(scopes, est)
-	checks, waited, err := t.CheckReserved(c.Context(), scopes, claims, est, adm.checks.a[:0])
+func (g *Gateway) reserve(c *fiber.Ctx, adm *admission, bd budget.Bound, claims []budget.Limit, est int64) *apiError {
+	adm.res = bd.Reserve(est)
+	checks, waited, err := bd.CheckReserved(c.Context(), claims, est, adm.checks.a[:0])
 	adm.checks.n, adm.checks.reserved = len(checks), est
 	if waited > 0 {
 		c.Set("x-tollgate-budget-wait-ms", strconv.FormatFloat(float64(waited.Microseconds())/1000, 'f', 1, 64))
