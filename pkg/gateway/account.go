@@ -270,28 +270,34 @@ func (g *Gateway) rateLimit(adm *admission, st *state, p *auth.Principal, tokens
 		if key == "" {
 			key = p.Subject
 		}
-		if aerr := g.allow(adm, g.limiters[budget.ScopeKey], key, p.RPM, p.TPM, tokens, "token"); aerr != nil {
+		if aerr := g.allow(adm, g.limiters[budget.ScopeKey], key, p.RPM, p.TPM, tokens, ""); aerr != nil {
 			return aerr
 		}
 	}
 	for i := range st.rateLimits {
 		rl := &st.rateLimits[i]
-		v := scopeValue(p, rl.Scope)
+		v := scopeValue(p, rl.scope)
 		if v == "" || rl.Value != "*" && rl.Value != v {
 			continue
 		}
-		sc, _ := budget.ParseScope(rl.Scope)
-		if aerr := g.allow(adm, g.limiters[sc], v, rl.RPM, rl.TPM, tokens, rl.Scope+" "+v); aerr != nil {
+		if aerr := g.allow(adm, g.limiters[rl.scope], v, rl.RPM, rl.TPM, tokens, rl.Scope); aerr != nil {
 			return aerr
 		}
 	}
 	return nil
 }
 
-func (g *Gateway) allow(adm *admission, l *ratelimit.Limiter, key string, rpm, tpm, tokens int64, what string) *apiError {
+// allow charges one request and tokens to key on l. scope names a
+// configured limit's scope for the refusal's message ("" for the token's
+// own rpm/tpm claims).
+func (g *Gateway) allow(adm *admission, l *ratelimit.Limiter, key string, rpm, tpm, tokens int64, scope string) *apiError {
 	ok, wait := l.Allow(key, rpm, tpm, tokens)
 	if !ok {
 		g.refundRate(adm)
+		what := "token"
+		if scope != "" {
+			what = scope + " " + key
+		}
 		secs := max(int((wait+time.Second-1)/time.Second), 1)
 		rs := &rateShare{rpm: rpm, tpm: tpm, gateways: l.Share().Gateways()}
 		msg := fmt.Sprintf("rate limit reached for %s (rpm %d, tpm %d); retry in %d s", what, rpm, tpm, secs)
@@ -318,17 +324,19 @@ func (g *Gateway) refundRate(adm *admission) {
 	adm.nRateKeys = 0
 }
 
-func scopeValue(p *auth.Principal, scope string) string {
+// scopeValue is p's value of a rate limit's scope ("" for global, which
+// rate limits do not take).
+func scopeValue(p *auth.Principal, scope budget.Scope) string {
 	switch scope {
-	case "key":
+	case budget.ScopeKey:
 		return p.KeyID
-	case "subject":
+	case budget.ScopeSubject:
 		return p.Subject
-	case "team":
+	case budget.ScopeTeam:
 		return p.Team
-	case "dept":
+	case budget.ScopeDept:
 		return p.Dept
-	case "project":
+	case budget.ScopeProject:
 		return p.Project
 	}
 	return ""

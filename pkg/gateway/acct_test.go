@@ -354,11 +354,41 @@ func TestRateLimitFromClaims(t *testing.T) {
 	if resp.StatusCode != 429 || resp.Header.Get("Retry-After") == "" {
 		t.Fatalf("third request: %d, retry-after %q: %s", resp.StatusCode, resp.Header.Get("Retry-After"), body)
 	}
-	errorShape(t, body, typeRateLimit, "rate_limit_exceeded")
+	if msg := errorShape(t, body, typeRateLimit, "rate_limit_exceeded"); !strings.HasPrefix(msg, "rate limit reached for token (rpm 2, tpm 0); retry in ") {
+		t.Errorf("message %q does not name the token's limit", msg)
+	}
 	for h, want := range map[string]string{"x-ratelimit-limit-requests": "2", "x-ratelimit-global-limit-requests": "2", "x-ratelimit-gateways": "1"} {
 		if got := resp.Header.Get(h); got != want {
 			t.Errorf("%s = %q, want %q", h, got, want)
 		}
+	}
+}
+
+// TestRateLimitConfigured checks a configured rate limit applies to the
+// scope it names, and only to the values it names: the refusal names the
+// scope and the value.
+func TestRateLimitConfigured(t *testing.T) {
+	a := newAcctRig(t, func(c *config.Config) {
+		c.RateLimits = []config.RateLimit{
+			{Scope: "team", Value: "nlp", RPM: 1},
+			{Scope: "dept", Value: "finance", RPM: 1}, // not alice's dept
+		}
+	})
+	tok := a.token(nil)
+	if resp := a.post("/v1/chat/completions", tok, chatBody); resp.StatusCode != 200 {
+		t.Fatalf("first request: %d", resp.StatusCode)
+	}
+	resp := a.post("/v1/chat/completions", tok, chatBody)
+	body := readBody(t, resp)
+	if resp.StatusCode != 429 {
+		t.Fatalf("second request in a minute on team nlp's rpm 1: %d: %s", resp.StatusCode, body)
+	}
+	if msg := errorShape(t, body, typeRateLimit, "rate_limit_exceeded"); !strings.HasPrefix(msg, "rate limit reached for team nlp (rpm 1, tpm 0); retry in ") {
+		t.Errorf("message %q does not name the team limit", msg)
+	}
+	other := a.token(func(o *auth.MintOptions) { o.Team = "vision" })
+	if resp := a.post("/v1/chat/completions", other, chatBody); resp.StatusCode != 200 {
+		t.Errorf("team vision, which no limit names: %d", resp.StatusCode)
 	}
 }
 

@@ -157,19 +157,31 @@ type state struct {
 	routes         map[string]*route   // each model's first target (/v1/messages, pricing)
 	names          []string            // model names, sorted, for /v1/models
 	prices         *pricing.Table
-	rateLimits     []config.RateLimit
+	rateLimits     []rateRule
 	files          *upstream // files_provider: /v1/files and /v1/batches; nil when unset
 	refuseUnpriced bool
 	ladders        []ladder // budget degradation steps
+}
+
+// rateRule is a configured rate limit with its scope parsed once.
+type rateRule struct {
+	config.RateLimit
+	scope budget.Scope
 }
 
 // buildState turns a validated config into routes.
 func (g *Gateway) buildState(cfg *config.Config, v verifier, prices *pricing.Table, prev *router.Router) (*state, error) {
 	st := &state{
 		cfg: cfg, verifier: v, routes: make(map[string]*route, len(cfg.Models)), prices: prices,
-		rateLimits: cfg.RateLimits, refuseUnpriced: cfg.Usage.UnpricedModel == config.UnpricedRefuse,
 		ups: make([]*upstream, len(cfg.Providers)), targets: make([]map[string]*route, len(cfg.Providers)),
-		ladders: buildLadders(cfg),
+		ladders: buildLadders(cfg), refuseUnpriced: cfg.Usage.UnpricedModel == config.UnpricedRefuse,
+	}
+	for _, rl := range cfg.RateLimits {
+		sc, err := budget.ParseScope(rl.Scope)
+		if err != nil {
+			return nil, fmt.Errorf("rate limit: %w", err)
+		}
+		st.rateLimits = append(st.rateLimits, rateRule{RateLimit: rl, scope: sc})
 	}
 	ups := make(map[string]int, len(cfg.Providers))
 	for i, p := range cfg.Providers {
