@@ -18,11 +18,15 @@ import (
 // every change from then on. name names the bucket in errors.
 func Run(ctx context.Context, kv jetstream.KeyValue, name string, ready chan<- struct{},
 	apply func(e jetstream.KeyValueEntry, loaded bool) bool, publish func()) error {
+	// The client stops a watch opened with ctx once ctx ends: it
+	// unsubscribes and deletes the watch's consumer. Stopping it here as
+	// well raced with that and sent a second delete of the same consumer,
+	// which a clustered nats-server leaves unanswered: the caller then
+	// waited the client's request timeout (5 s) before returning.
 	w, err := kv.WatchAll(ctx)
 	if err != nil {
 		return fmt.Errorf("watch %s: %w", name, err)
 	}
-	defer func() { _ = w.Stop() }()
 	loaded := false
 	for {
 		select {
