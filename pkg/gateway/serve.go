@@ -261,8 +261,14 @@ func (g *Gateway) answerUnary(c *fiber.Ctx, resp *fasthttp.Response, rt *route, 
 	g.storeUnary(rec, out) // Put copies before it returns
 	if len(out) > 0 && len(body) > 0 && &out[0] == &body[0] {
 		// Passed through: the client response takes the upstream buffer and
-		// the upstream response takes the client's back to its pool.
-		resp.SwapBody(c.Response().SwapBody(out))
+		// the upstream response takes the client's back to its pool. That
+		// one comes back emptied (fasthttp empties it after each response)
+		// and goes back at its full length: the pool sizes its buffers by
+		// the length they hold when put back, so an empty one passed for a
+		// small buffer, was dropped as too large for its size, and every
+		// upstream body was read into a new one.
+		old := c.Response().SwapBody(out)
+		resp.SwapBody(old[:cap(old)])
 	} else {
 		c.Response().SetBodyRaw(nil)
 		c.Response().SetBody(out)
