@@ -399,11 +399,20 @@ func (g *Gateway) bill(rec *record) {
 	}
 }
 
-// routePrice finds the price of what rt serves: the provider's entry
+// routePrice is the price of what rt serves in t: found when the state
+// was built for its routes, looked up for a route made per request.
+func routePrice(t *pricing.Table, rt *route) (pricing.Price, bool) {
+	if t != nil && rt.prices == t {
+		return rt.price, rt.priced
+	}
+	return findPrice(t, rt)
+}
+
+// findPrice looks up the price of what rt serves: the provider's entry
 // ("provider/model", looked up on the route's deployment, which is built
 // once per route, so nothing is concatenated per request), else the
 // upstream model's, else the route's model name's.
-func routePrice(t *pricing.Table, rt *route) (pricing.Price, bool) {
+func findPrice(t *pricing.Table, rt *route) (pricing.Price, bool) {
 	if rt.up != nil {
 		if p, ok := t.LookupAt(rt.up.name, rt.deployment); ok {
 			return p, true

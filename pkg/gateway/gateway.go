@@ -95,6 +95,12 @@ type route struct {
 	// modelJSON replaces the body's model value when the upstream knows
 	// the model by another name; nil when the names match.
 	modelJSON []byte
+	// prices, price and priced: routePrice's answer for prices, found once
+	// for the routes a state builds (nil prices on a route made for one
+	// request), so that admission and billing do not look it up.
+	prices *pricing.Table
+	price  pricing.Price
+	priced bool
 }
 
 // New builds a gateway from a validated config.
@@ -217,6 +223,10 @@ func (g *Gateway) buildState(cfg *config.Config, v verifier, prices *pricing.Tab
 			r := st.targets[pi][model]
 			if r == nil && !strings.Contains(model, "*") {
 				r = g.newRoute(m.Name, m.Type == config.ModelTypeEmbeddings, st.ups[pi], model)
+				if prices != nil {
+					r.price, r.priced = findPrice(prices, r)
+					r.prices = prices
+				}
 				st.targets[pi][model] = r
 			}
 			if ti == 0 && r != nil {
