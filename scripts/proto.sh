@@ -39,5 +39,5 @@ if [ "${#files[@]}" -eq 0 ]; then
 fi
 
 protoc -I proto --go_out=proto --go_opt=paths=source_relative \
-	--go-vtproto_out=proto --go-vtproto_opt=paths=source_relative,features=marshal+size+unmarshal "${files[@]}"
+	--go-vtproto_out=proto --go-vtproto_opt=paths=source_relative,features=marshal+size+unmarshal+unmarshal_unsafe "${files[@]}"
 echo "proto.sh: generated ${#files[@]} file(s) with $(protoc --version), protoc-gen-go $want, protoc-gen-go-vtproto $vtproto" >&2

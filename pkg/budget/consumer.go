@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -116,7 +117,8 @@ type Consumer struct {
 	absent  map[TotalID]struct{} // totals whose write expecting "absent" conflicted in this fold
 	events  []event
 	written []writtenTotal
-	batch   usagev1.UsageBatch // the message being decoded
+	batch   usagev1.UsageBatch // the message being decoded; its strings share the message's bytes
+	names   map[string]string  // intern's copies of producer ids and scope values
 
 	// applier says which batches count; its state is exact after every
 	// stream message up to safe (see loadCheckpoints). stale means a
@@ -557,9 +559,12 @@ func cmpU64(a, b uint64) int {
 // finds the batch fresh. It returns an error for an undecodable message.
 func (c *Consumer) take(data []byte, seq uint64) error {
 	b := &c.batch
-	if err := usage.DecodeMessage(data, b); err != nil {
+	// Aliased: b's strings share data's bytes; the producer id and the
+	// scope values, which outlive the message, are interned copies.
+	if err := usage.DecodeMessageAliased(data, b); err != nil {
 		return err
 	}
+	b.ProducerId = c.intern(b.ProducerId)
 	v, lost := c.applier.Apply(seq, b)
 	if lost > 0 {
 		c.tally.lost += lost
@@ -578,9 +583,34 @@ func (c *Consumer) take(data []byte, seq uint64) error {
 		ev := event{seq: seq, cost: u.CostNanoUsd, prompt: u.PromptTokens, complete: u.CompletionTokens,
 			starts: periodStarts(u.Timestamp), hour: u.Timestamp / int64(time.Hour)}
 		ev.vals = ScopeValues(u.KeyId, u.Subject, u.Dept, u.Team, u.Project)
+		for i, v := range ev.vals {
+			ev.vals[i] = c.intern(v)
+		}
 		c.events = append(c.events, ev)
 	}
 	return nil
+}
+
+// maxInterned bounds the consumer's interned strings; past it the table
+// starts afresh.
+const maxInterned = 1 << 16
+
+// intern returns a copy of s that does not share the message's bytes, the
+// same copy for the same text while the table holds it: a principal's
+// values are copied once, not once per event.
+func (c *Consumer) intern(s string) string {
+	if s == "" {
+		return ""
+	}
+	if v, ok := c.names[s]; ok {
+		return v
+	}
+	if len(c.names) >= maxInterned || c.names == nil {
+		c.names = make(map[string]string)
+	}
+	v := strings.Clone(s)
+	c.names[v] = v
+	return v
 }
 
 // readRange takes (see take) every message of stream sequences from..to,

@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	usagev1 "github.com/tollgate/tollgate/proto/tollgate/usage/v1"
 )
 
 // knownEvents straddle a day and a month boundary in UTC and need escaping.
@@ -380,4 +382,39 @@ func TestConsumerPoison(t *testing.T) {
 	e.waitApplied(t, seq)
 	e.waitConsumed(t, Durable)
 	e.checkAll(t, knownEvents)
+}
+
+// TestTakeKeepsNoMessageBytes: the consumer decodes a batch with its
+// strings sharing the message's bytes, so what it keeps past the message
+// (the producer id, the scope values) must be copies: scribbling over the
+// message after take leaves them whole.
+func TestTakeKeepsNoMessageBytes(t *testing.T) {
+	e := startEnv(t)
+	c := newConsumer(t, e.js, ConsumerOptions{})
+	at := utc(2026, 12, 1, 12, 0, 0)
+	b := &usagev1.UsageBatch{ProducerId: "gw-one", Seq: 1, Events: []*usagev1.UsageEvent{
+		{EventId: "e1", Timestamp: at.UnixNano(), KeyId: "k1", Subject: "alice", Dept: "research", CostNanoUsd: 5},
+		{EventId: "e2", Timestamp: at.UnixNano(), KeyId: "k1", Subject: "alice", Dept: "research", Team: "nlp", Project: "p", CostNanoUsd: 7},
+	}}
+	data, err := b.MarshalVT()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.take(data, 1); err != nil {
+		t.Fatal(err)
+	}
+	for i := range data {
+		data[i] = 'x'
+	}
+	if len(c.events) != 2 {
+		t.Fatalf("%d events taken, want 2", len(c.events))
+	}
+	for i, ev := range c.events {
+		if ev.vals[ScopeKey] != "k1" || ev.vals[ScopeSubject] != "alice" || ev.vals[ScopeDept] != "research" {
+			t.Errorf("event %d: scope values %q after the message was overwritten", i, ev.vals)
+		}
+	}
+	if _, ok := c.touched["gw-one"]; !ok {
+		t.Errorf("producers touched %v after the message was overwritten, want gw-one", c.touched)
+	}
 }

@@ -68,8 +68,21 @@ var ErrBadBatch = errors.New("usage: malformed batch")
 // legacy way (stream sequence and event id). b's events are newly
 // allocated, so the caller may keep them.
 func DecodeMessage(data []byte, b *usagev1.UsageBatch) error {
+	return decodeMessage(data, b, false)
+}
+
+// DecodeMessageAliased is DecodeMessage for a caller that reads b only
+// while data stays unchanged: a batch's strings share data's bytes instead
+// of being copies (no allocation per string), so a string kept longer must
+// be cloned. The budget consumer, which keeps a few scope values of each
+// event, decodes so.
+func DecodeMessageAliased(data []byte, b *usagev1.UsageBatch) error {
+	return decodeMessage(data, b, true)
+}
+
+func decodeMessage(data []byte, b *usagev1.UsageBatch, aliased bool) error {
 	b.Reset()
-	if err := unmarshal(data, b); err != nil {
+	if err := unmarshal(data, b, aliased); err != nil {
 		return fmt.Errorf("%w: %v", ErrBadBatch, err)
 	}
 	if b.ProducerId == "" {
@@ -107,10 +120,19 @@ func DecodeMessage(data []byte, b *usagev1.UsageBatch) error {
 // every string is UTF-8, as every batch a producer writes; anything else
 // (a legacy event, whose fields are all unknown to a batch, or a damaged
 // message) is decoded again by proto.Unmarshal. FuzzDecodeMessage holds
-// the two to the same result.
-func unmarshal(data []byte, b *usagev1.UsageBatch) error {
-	if batchStart(data) && b.UnmarshalVT(data) == nil && plain(b) {
-		return nil
+// the two to the same result. aliased decodes with UnmarshalVTUnsafe,
+// whose strings share data's bytes.
+func unmarshal(data []byte, b *usagev1.UsageBatch, aliased bool) error {
+	if batchStart(data) {
+		var err error
+		if aliased {
+			err = b.UnmarshalVTUnsafe(data)
+		} else {
+			err = b.UnmarshalVT(data)
+		}
+		if err == nil && plain(b) {
+			return nil
+		}
 	}
 	b.Reset()
 	return proto.Unmarshal(data, b)

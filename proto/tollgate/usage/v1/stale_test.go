@@ -15,7 +15,7 @@ const protoRoot = "../../.."
 
 // vtprotoFeatures are the protoc-gen-go-vtproto features generated (as
 // scripts/proto.sh passes them).
-const vtprotoFeatures = "marshal+size+unmarshal"
+const vtprotoFeatures = "marshal+size+unmarshal+unmarshal_unsafe"
 
 // TestGeneratedCodeIsCurrent regenerates usage.pb.go and usage_vtproto.pb.go
 // from usage.proto and fails when a committed file differs: run

@@ -237,5 +237,10 @@ func FuzzDecodeMessage(f *testing.F) {
 		case err != nil && werr == nil:
 			t.Fatalf("refused (%v) what the reference decodes", err)
 		}
+		var aliased usagev1.UsageBatch
+		aerr := usage.DecodeMessageAliased(data, &aliased)
+		if (aerr == nil) != (err == nil) || err == nil && !proto.Equal(&aliased, &got) {
+			t.Fatalf("aliased decode %v (%v), the copying one %v (%v)", &aliased, aerr, &got, err)
+		}
 	})
 }
