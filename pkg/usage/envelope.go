@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"unicode/utf8"
 
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
@@ -113,24 +112,27 @@ func decodeMessage(data []byte, b *usagev1.UsageBatch, aliased bool) error {
 
 // unmarshal decodes a batch as proto.Unmarshal does, by the faster way
 // when it can: the generated UnmarshalVT reads the wire format without
-// reflection, but it does not check that strings are UTF-8, it takes field
-// numbers above the largest valid one, and it refuses a known field sent
-// with the wrong wire type (proto.Unmarshal keeps that as an unknown
-// field). So its result stands only when it has no unknown field and
-// every string is UTF-8, as every batch a producer writes; anything else
-// (a legacy event, whose fields are all unknown to a batch, or a damaged
-// message) is decoded again by proto.Unmarshal. FuzzDecodeMessage holds
-// the two to the same result. aliased decodes with UnmarshalVTUnsafe,
-// whose strings share data's bytes.
+// reflection, but it is more lenient. It does not check that strings are
+// UTF-8 (nor any string a later copy of the same field replaces), it
+// takes a 10-byte varint holding more than 64 bits, it takes field numbers
+// above the largest valid one, and it refuses a known field sent with the
+// wrong wire type (proto.Unmarshal keeps that as an unknown field). So it
+// runs only on data that batchShape.valid finds as every batch a producer
+// writes: known fields of their wire type, in-range varints, UTF-8
+// strings, nested messages likewise; anything else (a legacy event, whose
+// fields are all unknown to a batch, or a damaged message) goes to
+// proto.Unmarshal. FuzzDecodeMessage holds the two to the same result.
+// aliased decodes with UnmarshalVTUnsafe, whose strings share data's
+// bytes.
 func unmarshal(data []byte, b *usagev1.UsageBatch, aliased bool) error {
-	if batchStart(data) {
+	if batchStart(data) && batchShape.valid(data) {
 		var err error
 		if aliased {
 			err = b.UnmarshalVTUnsafe(data)
 		} else {
 			err = b.UnmarshalVT(data)
 		}
-		if err == nil && plain(b) {
+		if err == nil {
 			return nil
 		}
 	}
@@ -148,47 +150,3 @@ func batchStart(data []byte) bool {
 
 // producerTag is the encoded tag of UsageBatch.producer_id.
 var producerTag = string(protowire.AppendTag(nil, fieldProducerID, protowire.BytesType))
-
-// plain reports whether b and its events hold no unknown fields and only
-// UTF-8 strings.
-func plain(b *usagev1.UsageBatch) bool {
-	if len(b.ProtoReflect().GetUnknown()) > 0 || !utf8.ValidString(b.ProducerId) {
-		return false
-	}
-	for _, ev := range b.Events {
-		if ev == nil || !plainEvent(ev) {
-			return false
-		}
-	}
-	return true
-}
-
-// plainEvent reports whether ev and its budget checks hold no unknown
-// fields and only UTF-8 strings. Every string field of UsageEvent and
-// BudgetCheck is listed here; TestDecodeRejectsInvalidUTF8 fails when one
-// is added and left out (the batch would then take a string
-// proto.Unmarshal refuses).
-func plainEvent(ev *usagev1.UsageEvent) bool {
-	if len(ev.ProtoReflect().GetUnknown()) > 0 {
-		return false
-	}
-	for _, s := range [...]string{ev.EventId, ev.RequestId, ev.Issuer, ev.Subject, ev.KeyId, ev.Dept, ev.Team, ev.Project,
-		ev.RequestedModel, ev.ServedModel, ev.Provider, ev.Deployment, ev.Route, ev.PricingVersion, ev.ServiceTier,
-		ev.Endpoint, ev.ErrorType, ev.DegradationStep, ev.Unit} {
-		if !utf8.ValidString(s) {
-			return false
-		}
-	}
-	for _, s := range ev.Fallbacks {
-		if !utf8.ValidString(s) {
-			return false
-		}
-	}
-	for _, c := range ev.Budgets {
-		if c == nil || len(c.ProtoReflect().GetUnknown()) > 0 ||
-			!(utf8.ValidString(c.Scope) && utf8.ValidString(c.Value) && utf8.ValidString(c.Period) && utf8.ValidString(c.PeriodStart)) {
-			return false
-		}
-	}
-	return true
-}
