@@ -276,26 +276,35 @@ func FuzzResponsesStream(f *testing.F) {
 		if err != nil || !isObject {
 			return
 		}
-		var v struct {
-			Type     string `json:"type"`
-			Response struct {
-				Usage *struct {
-					Input  uint64 `json:"input_tokens"`
-					Output uint64 `json:"output_tokens"`
-				} `json:"usage"`
-			} `json:"response"`
+		// The reference reads members by their exact names, as the wire
+		// format means them (encoding/json's struct fields would also take
+		// "usAge" for usage).
+		var typ string
+		var input, output uint64
+		var usage map[string]json.RawMessage
+		if t, ok := obj["type"]; ok && json.Unmarshal(t, &typ) != nil {
+			return
 		}
-		if json.Unmarshal(data, &v) != nil {
-			return // e.g. a number too large for uint64: gjson reads it differently
+		var resp map[string]json.RawMessage
+		if r, ok := obj["response"]; ok && json.Unmarshal(r, &resp) != nil {
+			return
 		}
-		terminal := v.Type == evCompleted || v.Type == evIncomplete
+		if u, ok := resp["usage"]; ok && json.Unmarshal(u, &usage) != nil {
+			return
+		}
+		for k, dst := range map[string]*uint64{"input_tokens": &input, "output_tokens": &output} {
+			if n, ok := usage[k]; ok && json.Unmarshal(n, dst) != nil {
+				return // e.g. a number too large for uint64: gjson reads it differently
+			}
+		}
+		terminal := typ == evCompleted || typ == evIncomplete
 		if terminal && st != providers.Done && !bytes.Contains(ev, []byte("event:")) && bytes.Count(data, []byte(`"type"`)) == 1 {
-			t.Fatalf("terminal %q not Done: %v", v.Type, st)
+			t.Fatalf("terminal %q not Done: %v", typ, st)
 		}
-		if terminal && v.Response.Usage != nil && st == providers.Done {
+		if terminal && usage != nil && st == providers.Done {
 			u := s.Usage()
-			if u.Prompt != v.Response.Usage.Input || u.Completion != v.Response.Usage.Output {
-				t.Fatalf("usage %+v, encoding/json reads %+v", u, *v.Response.Usage)
+			if u.Prompt != input || u.Completion != output {
+				t.Fatalf("usage %+v, encoding/json reads input %d, output %d", u, input, output)
 			}
 		}
 	})
