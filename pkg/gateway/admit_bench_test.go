@@ -51,11 +51,7 @@ func BenchmarkBudgetedRequest(b *testing.B) {
 	h := gw.Handler()
 	var ctx fasthttp.RequestCtx
 	var req fasthttp.Request
-	req.Header.SetMethod("POST")
-	req.SetRequestURI("/v1/chat/completions")
-	req.Header.Set("Authorization", "Bearer "+r.token(nil))
-	req.Header.SetContentType("application/json")
-	req.SetBody(body)
+	benchPost(&req, "/v1/chat/completions", r.token(nil), body)
 	addr := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 5555}
 	run := func() {
 		ctx.Init(&req, addr, nil)
@@ -64,13 +60,5 @@ func BenchmarkBudgetedRequest(b *testing.B) {
 			b.Fatalf("status %d: %s", ctx.Response.StatusCode(), ctx.Response.Body())
 		}
 	}
-	for range 100 { // warm pools and the token cache
-		run()
-	}
-	b.ReportAllocs()
-	b.SetBytes(int64(len(body)))
-	b.ResetTimer()
-	for range b.N {
-		run()
-	}
+	measure(b, 100, len(body), run) // warm pools and the token cache
 }

@@ -103,11 +103,7 @@ func BenchmarkNonStreamRequest(b *testing.B) {
 			h := r.gw.Handler()
 			var ctx fasthttp.RequestCtx
 			var req fasthttp.Request
-			req.Header.SetMethod("POST")
-			req.SetRequestURI(tc.path)
-			req.Header.Set("Authorization", "Bearer "+tok)
-			req.Header.SetContentType("application/json")
-			req.SetBody(body)
+			benchPost(&req, tc.path, tok, body)
 			addr := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 5555}
 			run := func() {
 				ctx.Init(&req, addr, nil)
@@ -119,15 +115,7 @@ func BenchmarkNonStreamRequest(b *testing.B) {
 					b.Fatalf("status %d: %s", ctx.Response.StatusCode(), out)
 				}
 			}
-			for i := 0; i < 100; i++ { // warm pools and the token cache
-				run()
-			}
-			b.ReportAllocs()
-			b.SetBytes(int64(len(body)))
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				run()
-			}
+			measure(b, 100, len(body), run) // warm pools and the token cache
 		})
 	}
 }
@@ -148,22 +136,33 @@ func BenchmarkServedRequest(b *testing.B) {
 	hc := &fasthttp.HostClient{Addr: strings.TrimPrefix(r.url, "http://")}
 	var req fasthttp.Request
 	var resp fasthttp.Response
-	req.Header.SetMethod("POST")
-	req.SetRequestURI(r.url + "/v1/chat/completions")
-	req.Header.Set("Authorization", "Bearer "+r.token(nil))
-	req.Header.SetContentType("application/json")
 	body := []byte(`{"model":"mock-gpt","messages":[{"role":"user","content":"` + strings.Repeat("word ", 200) + `"}]}`)
-	req.SetBody(body)
+	benchPost(&req, r.url+"/v1/chat/completions", r.token(nil), body)
 	run := func() {
 		if err := hc.Do(&req, &resp); err != nil || resp.StatusCode() != 200 || !bytes.Equal(resp.Body(), benchCompletion) {
 			b.Fatalf("%v: status %d: %s", err, resp.StatusCode(), resp.Body())
 		}
 	}
-	for range 45_000 { // the token cache, and the body pools past their sizing
+	measure(b, 45_000, len(body), run) // the token cache, and the body pools past their sizing
+}
+
+// benchPost makes req a client's POST of a JSON body to uri with token.
+func benchPost(req *fasthttp.Request, uri, token string, body []byte) {
+	req.Header.SetMethod("POST")
+	req.SetRequestURI(uri)
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.SetContentType("application/json")
+	req.SetBody(body)
+}
+
+// measure runs run warm times unmeasured, then b.N times, reporting
+// allocations and bodyLen bytes per op.
+func measure(b *testing.B, warm, bodyLen int, run func()) {
+	for range warm {
 		run()
 	}
 	b.ReportAllocs()
-	b.SetBytes(int64(len(body)))
+	b.SetBytes(int64(bodyLen))
 	b.ResetTimer()
 	for range b.N {
 		run()
