@@ -87,11 +87,11 @@ type rateCharge struct {
 // counted exactly and max_tokens clamped to what the headroom affords
 // (call.ClampMaxTokens).
 func (g *Gateway) admit(c *fiber.Ctx, st *state, p *auth.Principal, rt *route, info *reqInfo, body []byte, adm *admission) *apiError {
-	adm.price, adm.priced = routePrice(st.prices, rt)
-	if !adm.priced && st.refuseUnpriced {
-		adm.price, adm.priced = pricing.Price{}, false
+	price, priced := routePrice(st.prices, rt)
+	if !priced && st.refuseUnpriced {
 		return errBadRequest("model_not_priced", "model", fmt.Sprintf("the model %q has no price, and this gateway refuses unpriced models", rt.name))
 	}
+	adm.price, adm.priced = price, priced
 	promptGuess := int64(len(body) / 4) // a cheap first estimate; exact only when it matters
 	return g.admitCost(c, st, p, adm, promptGuess, func(adm *admission, headroom int64) int64 {
 		a := &g.acct
@@ -138,6 +138,7 @@ func (g *Gateway) admitCost(c *fiber.Ctx, st *state, p *auth.Principal, adm *adm
 	return aerr
 }
 
+// admitInto is admitCost's steps, filling adm as they go.
 func (g *Gateway) admitInto(c *fiber.Ctx, st *state, p *auth.Principal, adm *admission, tokens int64, cost func(adm *admission, headroom int64) int64) *apiError {
 	a := &g.acct
 	if aerr := g.backlogFull(); aerr != nil {
