@@ -48,7 +48,7 @@ func TestBatchEncodingCarriesEveryField(t *testing.T) {
 			}
 			// A producer's batch takes the UnmarshalVT path; a legacy event
 			// goes straight to proto.Unmarshal.
-			if fast := batchStart(data) && batchShape.valid(data); fast != (tt.name == "batch") {
+			if fast := batchStart(data) && batchShape().valid(data); fast != (tt.name == "batch") {
 				t.Errorf("decoded by UnmarshalVT: %v", fast)
 			}
 			if len(b.Events) != len(tt.want) {

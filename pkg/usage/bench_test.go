@@ -189,7 +189,7 @@ func BenchmarkDecodeMessage(b *testing.B) {
 	b.Run("check", func(b *testing.B) {
 		b.SetBytes(int64(len(data)))
 		for b.Loop() {
-			if !batchShape.valid(data) {
+			if !batchShape().valid(data) {
 				b.Fatal("a producer's batch refused")
 			}
 		}

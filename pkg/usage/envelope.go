@@ -117,7 +117,7 @@ func decodeMessage(data []byte, b *usagev1.UsageBatch, aliased bool) error {
 // takes a 10-byte varint holding more than 64 bits, it takes field numbers
 // above the largest valid one, and it refuses a known field sent with the
 // wrong wire type (proto.Unmarshal keeps that as an unknown field). So it
-// runs only on data that batchShape.valid finds as every batch a producer
+// runs only on data that batchShape().valid finds as every batch a producer
 // writes: known fields of their wire type, in-range varints, UTF-8
 // strings, nested messages likewise; anything else (a legacy event, whose
 // fields are all unknown to a batch, or a damaged message) goes to
@@ -125,7 +125,7 @@ func decodeMessage(data []byte, b *usagev1.UsageBatch, aliased bool) error {
 // aliased decodes with UnmarshalVTUnsafe, whose strings share data's
 // bytes.
 func unmarshal(data []byte, b *usagev1.UsageBatch, aliased bool) error {
-	if batchStart(data) && batchShape.valid(data) {
+	if batchStart(data) && batchShape().valid(data) {
 		var err error
 		if aliased {
 			err = b.UnmarshalVTUnsafe(data)

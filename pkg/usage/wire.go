@@ -1,6 +1,7 @@
 package usage
 
 import (
+	"sync"
 	"unicode/utf8"
 
 	"google.golang.org/protobuf/encoding/protowire"
@@ -25,8 +26,11 @@ type wireField struct {
 	msg   *wireShape
 }
 
-// batchShape is UsageBatch's, with UsageEvent's and BudgetCheck's inside.
-var batchShape = newWireShape((&usagev1.UsageBatch{}).ProtoReflect().Descriptor())
+// batchShape is UsageBatch's, with UsageEvent's and BudgetCheck's inside,
+// built on first use: a gateway, which only encodes, never builds it.
+var batchShape = sync.OnceValue(func() *wireShape {
+	return newWireShape((&usagev1.UsageBatch{}).ProtoReflect().Descriptor())
+})
 
 func newWireShape(md protoreflect.MessageDescriptor) *wireShape {
 	fds := md.Fields()
@@ -77,26 +81,19 @@ func (s *wireShape) valid(b []byte) bool {
 		if !f.known || f.typ != typ {
 			return false
 		}
-		switch typ {
-		case protowire.BytesType:
+		if typ == protowire.BytesType {
 			v, n := protowire.ConsumeBytes(b)
 			if n < 0 || f.utf8 && !utf8.Valid(v) || f.msg != nil && !f.msg.valid(v) {
 				return false
 			}
 			b = b[n:]
-		case protowire.VarintType:
-			_, n := protowire.ConsumeVarint(b)
-			if n < 0 {
-				return false
-			}
-			b = b[n:]
-		default:
-			n := protowire.ConsumeFieldValue(num, typ, b)
-			if n < 0 {
-				return false
-			}
-			b = b[n:]
+			continue
 		}
+		n = protowire.ConsumeFieldValue(num, typ, b)
+		if n < 0 {
+			return false
+		}
+		b = b[n:]
 	}
 	return true
 }
