@@ -73,10 +73,10 @@ func Scan(b []byte, maxDepth int, keys []string, fields []Field) error {
 			s.fail(errSyntax, i)
 		}
 	}
-	if haveSIMD && s.err == errNone && !validUTF8(b) {
-		// The strings' UTF-8, checked over the whole text: a valid text
-		// is ASCII outside its strings.
-		s.notUTF8 = true
+	if haveSIMD && s.err == errNone {
+		// The strings' UTF-8, checked over the text not yet checked: a
+		// valid text is ASCII outside its strings.
+		s.checkUTF8(len(b))
 	}
 	for k := range fields {
 		// Set here, not while scanning: a pointer stored through the
@@ -153,12 +153,15 @@ type scanner struct {
 	// notUTF8 is set when a string holds a byte sequence that is not
 	// UTF-8 (Scan then finds the offset of the first).
 	notUTF8 bool
-	esc     bool
-	err     errKind
-	at      int
-	keys    []string
-	fields  []Field // Idx and Repeat, set while scanning
-	ends    [MaxKeys]int
+	// utf8To is how far the vector reader's build has checked the
+	// text's UTF-8 (checkUTF8).
+	utf8To int
+	esc    bool
+	err    errKind
+	at     int
+	keys   []string
+	fields []Field // Idx and Repeat, set while scanning
+	ends   [MaxKeys]int
 }
 
 // errKind is a failure while scanning: an index into sentinels.
@@ -368,9 +371,10 @@ const (
 //
 // Where the vector instructions are there (haveSIMD: built with
 // GOEXPERIMENT=simd, on an AVX2 machine), long strings are read 64 bytes
-// at a time by blocks instead, and the text's UTF-8 is checked once, over
-// the whole text, at the end of Scan; both readers accept and refuse the
-// same texts, at the same offsets.
+// at a time by blocks instead, and the text's UTF-8 is checked by
+// checkUTF8 a window at a time: after the string that ends a window, and
+// at the end of Scan; both readers accept and refuse the same texts, at
+// the same offsets.
 func (s *scanner) str(i int) int {
 	i++
 	if !haveSIMD {
@@ -384,12 +388,32 @@ func (s *scanner) str(i int) int {
 		// past that block.
 		var done bool
 		if i, done = s.blocks(i); done {
+			if i-s.utf8To >= utf8Window {
+				s.checkUTF8(i)
+			}
 			return i
 		}
 		if i, done = s.strRun(i, i+blockLen+8); done {
 			return i
 		}
 	}
+}
+
+// utf8Window is how much text the vector reader's build reads before it
+// checks that text's UTF-8: little enough that the text is still in the
+// processor's first caches, where a check over the whole of a large body
+// after the scan would read it again from memory. A variable so that the
+// tests can check windows of any size.
+var utf8Window = 16 << 10
+
+// checkUTF8 checks the UTF-8 of the text from s.utf8To to to, which ends
+// with an ASCII byte (a string's closing quote, or the end of the text),
+// so that no character is cut in two.
+func (s *scanner) checkUTF8(to int) {
+	if !s.notUTF8 && !validUTF8(s.b[s.utf8To:to]) {
+		s.notUTF8 = true
+	}
+	s.utf8To = to
 }
 
 // strRun reads a string from b[i], a byte inside it that does not continue

@@ -17,7 +17,7 @@ import (
 // backslash or non-ASCII byte about every 7 bytes), and the same sizes in
 // plain ASCII words, and the 64 KiB mixed one indented (four spaces a
 // level, as a pretty-printing client sends it).
-func benchBodies(b *testing.B) []struct {
+func benchBodies(b testing.TB) []struct {
 	name string
 	body []byte
 } {

@@ -20,31 +20,97 @@ func validUTF8(b []byte) bool { return asmutf8.Valid(b) }
 // evenBits has the bits of the even byte positions of a block.
 const evenBits = 0x5555555555555555
 
+// Vector constants, read from memory (a broadcast costs more than a load,
+// and blocks runs once per string): 32 copies of a byte, and the two
+// 16-byte tables of classify, each twice (VPSHUFB looks up within each
+// 128-bit half).
+var (
+	vQuote   = fill('"')
+	vBslash  = fill('\\')
+	vCtlMax  = fill(0x1F)
+	vU       = fill('u')
+	vNibble  = fill(0x0F)
+	vEndBits = fill(classEnd)
+	vHexBits = fill(classHex)
+	vZero    [32]byte
+	vFour    = [32]byte{0: 4, 4: 4, 8: 4, 12: 4, 16: 4, 20: 4, 24: 4, 28: 4} // 4 in each 32-bit lane
+
+	vLoClass, vHiClass = classTables()
+)
+
+func fill(c byte) (v [32]byte) {
+	for i := range v {
+		v[i] = c
+	}
+	return v
+}
+
+// Byte classes, one bit per class and high nibble, so that a byte is in a
+// class exactly when the bit is set in both the table of its low nibble
+// and that of its high one: the bytes an escape may end with (", /, \, b,
+// f, n, r, t and u) and the hexadecimal digits.
+const (
+	classEnd2 = 1 << iota // " /
+	classEnd5             // \
+	classEnd6             // b f n
+	classEnd7             // r t u
+	classHex3             // 0-9
+	classHex4             // A-F
+	classHex6             // a-f
+
+	classEnd = classEnd2 | classEnd5 | classEnd6 | classEnd7
+	classHex = classHex3 | classHex4 | classHex6
+)
+
+// classTables builds the low- and high-nibble tables of the byte classes.
+func classTables() (lo, hi [32]byte) {
+	add := func(set string, bit map[byte]byte) {
+		for _, c := range []byte(set) {
+			k := bit[c>>4]
+			for half := 0; half < 32; half += 16 {
+				lo[half+int(c&15)] |= k
+				hi[half+int(c>>4)] |= k
+			}
+		}
+	}
+	add(`"/\bfnrtu`, map[byte]byte{2: classEnd2, 5: classEnd5, 6: classEnd6, 7: classEnd7})
+	add("0123456789ABCDEFabcdef", map[byte]byte{3: classHex3, 4: classHex4, 6: classHex6})
+	return lo, hi
+}
+
+// classify returns the class bits of each byte of v. The high nibbles
+// come from a shift of each 32-bit lane by the counts in four (VPSRLVD):
+// a shift by a count in a general register (VPSRLW) is compiled with a
+// legacy-encoded move into the vector register, which costs this machine
+// about 100 times the shift itself.
+func classify(v, lo, hi, nibble, four archsimd.Uint8x32) archsimd.Uint8x32 {
+	l := lo.PermuteOrZeroGrouped(v.And(nibble).AsInt8x32())
+	h := hi.PermuteOrZeroGrouped(v.AsUint32x8().ShiftRight(four.AsUint32x8()).AsUint8x32().And(nibble).AsInt8x32())
+	return l.And(h)
+}
+
+// outside returns the mask of the bytes of a block whose classes (clo,
+// chi: its halves') have none of bits.
+func outside(clo, chi, bits, zero archsimd.Uint8x32) uint64 {
+	return join(clo.And(bits).Equal(zero), chi.And(bits).Equal(zero))
+}
+
 // blocks reads a string from b[i] (inside it, not within an escape
 // sequence) 64 bytes at a time. Each block becomes bit masks, one bit per
-// byte: quotes, backslashes, control bytes and the bytes an escape may
-// end with. From the backslashes it works out which bytes are escaped
-// (escapedBytes), so the first quote that is not escaped ends the string,
-// with no branch per escape. It returns the index past the closing quote
-// and true, or false and the index to go on from with strRun: where a
-// block holds something it leaves to strRun (a control byte, an escape
-// other than the two-byte ones and \uXXXX with four hex digits in the
-// text), or where fewer than 64 bytes are left. UTF-8 is not checked here
-// (Scan checks the whole text once).
+// byte: quotes, backslashes, control bytes, and, where the block has an
+// escape, the bytes an escape may end with and the hexadecimal digits
+// (classify: two table lookups a half). From the backslashes it works out
+// which bytes are escaped (escapedBytes), so the first quote that is not
+// escaped ends the string, with no branch per escape, and each \u is
+// checked for its four digits from the masks. It returns the index past
+// the closing quote and true, or false and the index to go on from with
+// strRun: where a block holds something it leaves to strRun (a control
+// byte, an escape other than the two-byte ones and \uXXXX with four hex
+// digits in the text), or where fewer than 64 bytes are left. UTF-8 is not
+// checked here (str hands the text read to checkUTF8 a window at a time).
 func (s *scanner) blocks(i int) (int, bool) {
 	b := s.b
-	var (
-		quote  = archsimd.BroadcastUint8x32('"')
-		bslash = archsimd.BroadcastUint8x32('\\')
-		ctlMax = archsimd.BroadcastUint8x32(0x1F)
-		slash  = archsimd.BroadcastUint8x32('/')
-		lb     = archsimd.BroadcastUint8x32('b')
-		lf     = archsimd.BroadcastUint8x32('f')
-		ln     = archsimd.BroadcastUint8x32('n')
-		lr     = archsimd.BroadcastUint8x32('r')
-		lt     = archsimd.BroadcastUint8x32('t')
-		lu     = archsimd.BroadcastUint8x32('u')
-	)
+	quote, bslash, ctlMax := archsimd.LoadUint8x32(&vQuote), archsimd.LoadUint8x32(&vBslash), archsimd.LoadUint8x32(&vCtlMax)
 	// carry is 1 when the previous block ended with a backslash that
 	// escapes this block's first byte.
 	var carry uint64
@@ -58,7 +124,6 @@ func (s *scanner) blocks(i int) (int, bool) {
 		if bs|carry != 0 {
 			esc, escaping = escapedBytes(bs, carry)
 		}
-		escQuote := q // a quote may be escaped: \"
 		q &^= esc
 		before := ^uint64(0) // the bytes of the block before the closing quote
 		if q != 0 {
@@ -67,13 +132,20 @@ func (s *scanner) blocks(i int) (int, bool) {
 		bad := ctl
 		if esc &= before; esc != 0 {
 			s.esc = true
-			u := join(lo.Equal(lu), hi.Equal(lu))
-			ends := u | bs | escQuote |
-				join(lo.Equal(slash).Or(lo.Equal(lb)).Or(lo.Equal(lf)).Or(lo.Equal(ln)).Or(lo.Equal(lr)).Or(lo.Equal(lt)),
-					hi.Equal(slash).Or(hi.Equal(lb)).Or(hi.Equal(lf)).Or(hi.Equal(ln)).Or(hi.Equal(lr)).Or(hi.Equal(lt)))
-			bad |= esc &^ ends
-			for ue := esc & u; ue != 0; ue &= ue - 1 {
-				// \u and four hex digits, which may run into the next block.
+			nibble, zero := archsimd.LoadUint8x32(&vNibble), archsimd.LoadUint8x32(&vZero)
+			loClass, hiClass := archsimd.LoadUint8x32(&vLoClass), archsimd.LoadUint8x32(&vHiClass)
+			four := archsimd.LoadUint8x32(&vFour)
+			clo, chi := classify(lo, loClass, hiClass, nibble, four), classify(hi, loClass, hiClass, nibble, four)
+			bad |= esc & outside(clo, chi, archsimd.LoadUint8x32(&vEndBits), zero)
+			// \u and four hex digits: a \u fails when a byte of the four
+			// after it is not one. Without a branch: whether a block has
+			// a \u is as good as random in pasted code.
+			u := archsimd.LoadUint8x32(&vU)
+			ue := esc & join(lo.Equal(u), hi.Equal(u))
+			nh := outside(clo, chi, archsimd.LoadUint8x32(&vHexBits), zero)
+			bad |= ue & (nh>>1 | nh>>2 | nh>>3 | nh>>4)
+			for ue &= 0xF << 60; ue != 0; ue &= ue - 1 {
+				// Digits that run into the next block.
 				p := i + bits.TrailingZeros64(ue)
 				if p+5 > len(b) || !allHex(b[p+1:p+5]) {
 					bad |= ue & -ue

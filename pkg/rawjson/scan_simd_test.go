@@ -3,15 +3,21 @@
 package rawjson
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
+	"simd/archsimd"
 	"strings"
 	"testing"
 )
 
 // scanBoth runs Scan with the vector string reader and with the
-// word-at-a-time one and returns each verdict with the fields found.
+// word-at-a-time one and returns each verdict with the fields found. The
+// vector reader runs twice, with UTF-8 windows of one byte (a check after
+// every string) and of the default size, and fails the test when the two
+// disagree.
 func scanBoth(t testing.TB, b []byte) (vector, words string) {
+	t.Helper()
 	if !haveSIMD {
 		t.Skip("this machine has no AVX2: the build reads a word at a time only")
 	}
@@ -21,9 +27,93 @@ func scanBoth(t testing.TB, b []byte) (vector, words string) {
 		return fmt.Sprintf("%v %+v valid=%v", err, fields, Valid(b, 16))
 	}
 	vector = run()
+	window := utf8Window
+	utf8Window = 1
+	perString := run()
+	utf8Window = window
+	if perString != vector {
+		t.Fatalf("Scan(%q): vector reader %s with a UTF-8 check after each string, %s with %d-byte windows", b, perString, vector, window)
+	}
 	haveSIMD = false
 	defer func() { haveSIMD = true }()
 	return vector, run()
+}
+
+// TestClassify checks classify's tables on every byte: the bytes an
+// escape may end with, and the hexadecimal digits.
+func TestClassify(t *testing.T) {
+	if !haveSIMD {
+		t.Skip("this machine has no AVX2: the build reads a word at a time only")
+	}
+	lo, hi := archsimd.LoadUint8x32(&vLoClass), archsimd.LoadUint8x32(&vHiClass)
+	nibble, four := archsimd.LoadUint8x32(&vNibble), archsimd.LoadUint8x32(&vFour)
+	for base := 0; base < 256; base += 32 {
+		var in, out [32]byte
+		for k := range in {
+			in[k] = byte(base + k)
+		}
+		classify(archsimd.LoadUint8x32(&in), lo, hi, nibble, four).Store(&out)
+		for k, c := range in {
+			end := strings.IndexByte(`"/\bfnrtu`, c) >= 0
+			hex := strings.IndexByte("0123456789ABCDEFabcdef", c) >= 0
+			if got := out[k]&classEnd != 0; got != end {
+				t.Errorf("byte %#x: ends an escape %v, want %v", c, got, end)
+			}
+			if got := out[k]&classHex != 0; got != hex {
+				t.Errorf("byte %#x: hexadecimal digit %v, want %v", c, got, hex)
+			}
+		}
+	}
+}
+
+// TestUTF8Windows checks the windowed UTF-8 check on bodies of several
+// windows: a byte sequence that is not UTF-8 early, on either side of a
+// window's end, inside a string that spans windows, and last, is refused
+// at its offset by both readers.
+func TestUTF8Windows(t *testing.T) {
+	var sb strings.Builder
+	sb.WriteString(`{"model":"m","messages":[`)
+	for k := range 600 {
+		if k > 0 {
+			sb.WriteByte(',')
+		}
+		fmt.Fprintf(&sb, `{"role":"user","content":"%s é 网 \n %d"}`, strings.Repeat("plain text ", 1+k%13), k)
+	}
+	sb.WriteString(`,{"role":"user","content":"` + strings.Repeat("long string ", 4000) + `"}`)
+	sb.WriteString(`]}`)
+	body := sb.String()
+	if len(body) < 4*utf8Window {
+		t.Fatalf("body of %d bytes, want several %d-byte windows", len(body), utf8Window)
+	}
+	// Offsets inside strings: a letter after a letter or a space (not
+	// the n of an escape).
+	letter := func(c byte) bool { return c >= 'a' && c <= 'z' }
+	var at []int
+	for _, want := range []int{40, utf8Window - 3, utf8Window, utf8Window + 5, 2*utf8Window + 1, len(body) - 5000, len(body) - 10} {
+		p := want
+		for !letter(body[p]) || !letter(body[p-1]) && body[p-1] != ' ' {
+			p++
+		}
+		at = append(at, p)
+	}
+	for _, p := range at {
+		for _, bad := range []string{"\xff", "\xe6\x9c"} {
+			b := []byte(body)
+			copy(b[p:], bad)
+			v, w := scanBoth(t, b)
+			if v != w {
+				t.Fatalf("%s at %d: vector reader %s, word reader %s", bad, p, v, w)
+			}
+			err := Scan(b, 16, scanKeys, make([]Field, 4))
+			var e *Error
+			if !errors.As(err, &e) || !errors.Is(err, ErrUTF8) || e.Offset != firstInvalid(b) {
+				t.Fatalf("%s at %d: Scan = %v, want ErrUTF8 at %d", bad, p, err, firstInvalid(b))
+			}
+		}
+	}
+	if v, w := scanBoth(t, []byte(body)); v != w || strings.HasPrefix(v, "rawjson") {
+		t.Fatalf("valid body: vector reader %s, word reader %s", v, w)
+	}
 }
 
 // TestBlocksAgree checks that the two string readers give the same
