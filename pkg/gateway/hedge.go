@@ -355,7 +355,7 @@ func (g *Gateway) runLeg(l *leg, out chan<- *leg) {
 	l.req = nil
 	switch {
 	case l.s != nil:
-		l.relay, l.res = g.openStream(resp, err, l.rt, l.rec, l.start, &l.call, l.s, nil)
+		l.relay, l.res = g.openStream(resp, err, l.rt, l.rec, l.start, l.s, nil)
 		l.s = nil
 	case err != nil:
 		fasthttp.ReleaseResponse(resp)

@@ -50,7 +50,6 @@ type relay struct {
 	out      []byte             // output not yet handed to fasthttp: out[pos:]
 	pos      int
 	scratch  []byte
-	bodyCopy []byte // the request body, kept for token estimation
 	content  []byte // delivered content, for token estimation
 	// rec is the request's record. Until commit (commitStream) the relay
 	// only reads its fields set before the first call (start, endpoint,
@@ -99,7 +98,7 @@ var relayPool = sync.Pool{New: func() any {
 	return &relay{sc: sse.NewReader(nil, relayBuf, maxEventSize), out: make([]byte, 0, relayBuf)}
 }}
 
-func (g *Gateway) newRelay(resp *fasthttp.Response, rt *route, rec *record, upStart time.Time, call *providers.Call, s providers.Stream, enc *anthropic.Encoder) *relay {
+func (g *Gateway) newRelay(resp *fasthttp.Response, rt *route, rec *record, upStart time.Time, s providers.Stream, enc *anthropic.Encoder) *relay {
 	r := relayPool.Get().(*relay)
 	if !rec.held { // a hedge leg's relay: tryHedged set it before the legs ran
 		rec.held = true
@@ -108,10 +107,10 @@ func (g *Gateway) newRelay(resp *fasthttp.Response, rt *route, rec *record, upSt
 	r.body = resp.BodyStream()
 	r.conn = connOf(resp)
 	r.stream, r.enc = s, enc
-	if g.acct.Estimator != nil && g.acct.Publisher != nil {
-		r.bodyCopy = append(r.bodyCopy[:0], call.Body...)
-		r.track = true
-	}
+	// The prompt is estimated from rec.body, the client's request (or
+	// its translation), which stays valid until the stream is written:
+	// fasthttp resets a request only after its response.
+	r.track = g.acct.Estimator != nil && g.acct.Publisher != nil
 	if r.fr = r.stream.Framer(r.body); r.fr == nil {
 		r.sc.Reset(r.body)
 		r.fr = r.sc
@@ -455,7 +454,7 @@ func (r *relay) release() {
 		r.enc.Release()
 	}
 	r.sc.Reset(nil)
-	*r = relay{sc: r.sc, out: r.out[:0], scratch: r.scratch[:0], bodyCopy: r.bodyCopy[:0], content: r.content[:0], tmp: r.tmp[:0]}
+	*r = relay{sc: r.sc, out: r.out[:0], scratch: r.scratch[:0], content: r.content[:0], tmp: r.tmp[:0]}
 	relayPool.Put(r)
 }
 

@@ -293,7 +293,7 @@ func (g *Gateway) startStream(c *fiber.Ctx, req *fasthttp.Request, rt *route, re
 	t := rt.up.timeouts
 	err := rt.up.hc.DoDeadline(req, resp, rec.start.Add(min(t.FirstByte, t.Total)))
 	fasthttp.ReleaseRequest(req)
-	r, res := g.openStream(resp, err, rt, rec, upStart, call, s, enc)
+	r, res := g.openStream(resp, err, rt, rec, upStart, s, enc)
 	if r == nil {
 		return res
 	}
@@ -303,7 +303,7 @@ func (g *Gateway) startStream(c *fiber.Ctx, req *fasthttp.Request, rt *route, re
 
 // openStream checks a streamed call's answer and reads its first event. It
 // owns resp, s and enc: on failure (nil relay) they are released.
-func (g *Gateway) openStream(resp *fasthttp.Response, err error, rt *route, rec *record, upStart time.Time, call *providers.Call, s providers.Stream, enc *anthropic.Encoder) (*relay, attemptResult) {
+func (g *Gateway) openStream(resp *fasthttp.Response, err error, rt *route, rec *record, upStart time.Time, s providers.Stream, enc *anthropic.Encoder) (*relay, attemptResult) {
 	if err != nil {
 		fasthttp.ReleaseResponse(resp)
 		releaseStream(s, enc)
@@ -318,7 +318,7 @@ func (g *Gateway) openStream(resp *fasthttp.Response, err error, rt *route, rec 
 		releaseStream(s, enc)
 		return nil, failed(aerr, st, nil, body, ra)
 	}
-	r := g.newRelay(resp, rt, rec, upStart, call, s, enc)
+	r := g.newRelay(resp, rt, rec, upStart, s, enc)
 	if aerr := r.prime(); aerr != nil {
 		r.release()
 		// Failing before the first event is a failure before the first byte.
@@ -337,9 +337,6 @@ func (g *Gateway) openStream(resp *fasthttp.Response, err error, rt *route, rec 
 func (g *Gateway) commitStream(c *fiber.Ctx, r *relay, rec *record, a *router.Attempt, plan *router.Plan) {
 	r.attempt, r.plan = a, plan
 	rec.started = true
-	if r.track {
-		rec.body = r.bodyCopy
-	}
 	if rec.cache != nil && rec.cache.put && g.cache != nil {
 		r.cached = &respcache.Entry{Stream: true}
 		if len(r.out) > 0 { // the primed first events
