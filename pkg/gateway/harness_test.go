@@ -126,6 +126,12 @@ func newRig(t testing.TB, mutate func(*config.Config)) *rig {
 
 func newRigFor(t testing.TB, mock *mockllm.Server, upstreamURL string, mutate func(*config.Config)) *rig {
 	t.Helper()
+	return newRigOn(t, listen(t), mock, upstreamURL, mutate)
+}
+
+// newRigOn is newRigFor with the gateway serving on ln.
+func newRigOn(t testing.TB, ln net.Listener, mock *mockllm.Server, upstreamURL string, mutate func(*config.Config)) *rig {
+	t.Helper()
 	cfg, err := config.Parse([]byte(testConfig(upstreamURL)), func(string) string { return "" })
 	if err != nil {
 		t.Fatal(err)
@@ -142,7 +148,6 @@ func newRigFor(t testing.TB, mock *mockllm.Server, upstreamURL string, mutate fu
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln := listen(t)
 	go func() { _ = gw.Serve(ln) }()
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -38,19 +38,19 @@ const maxEventSize = 8 << 20
 // A failed write to the client closes the relay, which closes the upstream
 // connection at once.
 type relay struct {
-	g        *Gateway
-	resp     *fasthttp.Response
-	body     io.Reader
-	conn     *trackedConn
-	sc       *sse.Reader      // pooled SSE framing
-	fr       providers.Framer // sc, or the provider's own framing
-	stream   providers.Stream
-	enc      *anthropic.Encoder // OpenAI events to Anthropic ones, or nil
-	tmp      []byte             // OpenAI events before enc
-	out      []byte             // output not yet handed to fasthttp: out[pos:]
-	pos      int
-	scratch  []byte
-	content  []byte // delivered content, for token estimation
+	g       *Gateway
+	resp    *fasthttp.Response
+	body    io.Reader
+	conn    *trackedConn
+	sc      *sse.Reader      // pooled SSE framing
+	fr      providers.Framer // sc, or the provider's own framing
+	stream  providers.Stream
+	enc     *anthropic.Encoder // OpenAI events to Anthropic ones, or nil
+	tmp     []byte             // OpenAI events before enc
+	out     []byte             // output not yet handed to fasthttp: out[pos:]
+	pos     int
+	scratch []byte
+	content []byte // delivered content, for token estimation
 	// rec is the request's record. Until commit (commitStream) the relay
 	// only reads its fields set before the first call (start, endpoint,
 	// anthropic, requestID), and a hedge leg's relay shares it with the
@@ -77,7 +77,13 @@ type relay struct {
 	cached *respcache.Entry // events stored in the response cache, or nil
 
 	watch *clientWatch
-	gone  atomic.Bool // the client closed its connection (seen by watch)
+
+	// w is the client writer while WriteTo runs (flushBeforeRead writes to
+	// it), written the bytes written so far, werr a failed write's error.
+	w       io.Writer
+	written int64
+	werr    error
+	gone    atomic.Bool // the client closed its connection (seen by watch)
 
 	// client is the client connection; each write to it must complete
 	// within writeTimeout (config write_timeout), so a client that stops
@@ -152,27 +158,75 @@ func (r *relay) Read(p []byte) (int, error) {
 // 4 KiB copy buffer, which a held stream would keep for its whole life.
 func (r *relay) SupportsBodyWriteTo() bool { return true }
 
-// WriteTo writes each batch of events to w (fasthttp's chunk writer, which
-// writes and flushes one HTTP chunk per call) before the next is read from
-// upstream. The client write deadline bounds each write.
+// WriteTo writes the stream to w (fasthttp's chunk writer, which writes
+// and flushes one HTTP chunk per call). The events are written when the
+// relay is about to wait for more: before each read from the upstream
+// socket (flushBeforeRead, called by the connection), so all the events
+// that one socket read brought in go out in one write, and none is held
+// while the upstream is waited for. Without a tracked connection each
+// batch of events read goes out before the next read. The first events
+// go out as soon as WriteTo starts, and pending output is written once it
+// reaches flushBytes, so a burst is not held back whole. The client write
+// deadline bounds each write.
 func (r *relay) WriteTo(w io.Writer) (int64, error) {
-	var total int64
-	for {
-		b, err := r.next()
-		r.armWrite()
-		if err == io.EOF {
-			return total, nil
-		}
-		if err != nil {
-			return total, err
-		}
-		n, err := w.Write(b)
-		r.pos += n
-		total += int64(n)
-		if err != nil {
-			return total, err
+	if r.conn != nil {
+		r.w, r.conn.flusher = w, r
+		defer r.unhook()
+		// The first events (prime read them) go out at once.
+		if err := r.flushBeforeRead(); err != nil {
+			return r.written, err
 		}
 	}
+	for {
+		b, err := r.next()
+		if r.werr != nil {
+			return r.written, r.werr
+		}
+		r.armWrite()
+		if err == io.EOF {
+			return r.written, nil
+		}
+		if err != nil {
+			return r.written, err
+		}
+		if err := r.write(w, b); err != nil {
+			return r.written, err
+		}
+	}
+}
+
+// write writes b, output not yet written, to w.
+func (r *relay) write(w io.Writer, b []byte) error {
+	n, err := w.Write(b)
+	r.pos += n
+	r.written += int64(n)
+	return err
+}
+
+// flushBeforeRead writes the pending output before the upstream
+// connection reads from its socket. A failed write ends the relay: the
+// read is aborted, and WriteTo returns the write's error.
+func (r *relay) flushBeforeRead() error {
+	if r.pos == len(r.out) {
+		return nil
+	}
+	r.armWrite()
+	if err := r.write(r.w, r.out[r.pos:]); err != nil {
+		r.werr = err
+		return err
+	}
+	r.out, r.pos = r.out[:0], 0
+	return nil
+}
+
+// flushBytes is how much output a relay gathers at most before it writes:
+// about twenty chat chunks, and a relay's output buffer
+// (kept in its pool) stays about that size.
+const flushBytes = 4 << 10
+
+// unhook ends the writes before reads when WriteTo returns.
+func (r *relay) unhook() {
+	r.conn.flusher, r.w = nil, nil
 }
 
 // armWrite bounds the client write that follows by write_timeout, so a
@@ -185,30 +239,36 @@ func (r *relay) armWrite() {
 
 // next returns the output not yet written, pumping the upstream until some
 // is ready, or io.EOF after the last event (and a failure's error event).
+// While WriteTo runs, it pumps to the end of the stream: flushBeforeRead
+// writes the output on the way.
 func (r *relay) next() ([]byte, error) {
-	for r.pos == len(r.out) {
-		if r.done {
-			if r.failure != nil {
-				switch {
-				case r.enc != nil:
-					r.out = r.enc.Fail(r.out[:0], anthropic.ErrorType(r.failure.Status), r.failure.Message)
-				case r.rec.anthropic:
-					r.out = appendAnthropicErrorEvent(r.out[:0], r.failure)
-				case r.rec.endpoint == epResponses:
-					r.out = appendResponsesErrorEvent(r.out[:0], r.failure, r.stream)
-				default:
-					r.out = appendErrorEvent(r.out[:0], r.failure)
-				}
-				r.pos = 0
-				r.failure = nil
-				continue
-			}
-			return nil, io.EOF
+	for {
+		if r.pos < len(r.out) && (r.w == nil || r.done) {
+			return r.out[r.pos:], nil
 		}
-		r.out, r.pos = r.out[:0], 0
+		if r.done {
+			if r.failure == nil {
+				return nil, io.EOF
+			}
+			switch {
+			case r.enc != nil:
+				r.out = r.enc.Fail(r.out[:0], anthropic.ErrorType(r.failure.Status), r.failure.Message)
+			case r.rec.anthropic:
+				r.out = appendAnthropicErrorEvent(r.out[:0], r.failure)
+			case r.rec.endpoint == epResponses:
+				r.out = appendResponsesErrorEvent(r.out[:0], r.failure, r.stream)
+			default:
+				r.out = appendErrorEvent(r.out[:0], r.failure)
+			}
+			r.pos = 0
+			r.failure = nil
+			continue
+		}
+		if r.pos == len(r.out) {
+			r.out, r.pos = r.out[:0], 0
+		}
 		r.pump()
 	}
-	return r.out[r.pos:], nil
 }
 
 // pump turns the buffered events into output; when none is buffered it
@@ -220,8 +280,14 @@ func (r *relay) pump() {
 			break
 		}
 		r.handleEvent(ev)
+		if r.w != nil && len(r.out)-r.pos >= flushBytes && r.flushBeforeRead() != nil {
+			r.done = true // the client write failed; WriteTo reports it
+			return
+		}
 	}
-	if r.done || len(r.out) > 0 {
+	if r.done || len(r.out) > 0 && r.w == nil {
+		// With a writer (WriteTo), reading goes on: the output is written
+		// before the connection next reads its socket.
 		return
 	}
 	if r.primed && r.conn != nil {
@@ -232,6 +298,10 @@ func (r *relay) pump() {
 		_ = r.conn.SetReadDeadline(d)
 	}
 	if err := r.fr.Fill(); err != nil {
+		if r.werr != nil {
+			r.done = true // the client write failed; WriteTo reports it
+			return
+		}
 		r.upstreamEnded(err)
 	}
 }

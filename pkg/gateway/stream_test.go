@@ -6,7 +6,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"strings"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -248,6 +251,138 @@ func TestStreamUpstreamShapes(t *testing.T) {
 	}
 }
 
+// acceptRequest accepts one connection on ln and reads a request from it:
+// its head and its Content-Length body.
+func acceptRequest(ln net.Listener) (net.Conn, *bufio.Reader, error) {
+	c, err := ln.Accept()
+	if err != nil {
+		return nil, nil, err
+	}
+	br := bufio.NewReader(c)
+	n := 0
+	for {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			c.Close()
+			return nil, nil, err
+		}
+		if v, ok := strings.CutPrefix(strings.ToLower(line), "content-length: "); ok {
+			fmt.Sscan(v, &n)
+		}
+		if line == "\r\n" {
+			break
+		}
+	}
+	if _, err := io.ReadFull(br, make([]byte, n)); err != nil {
+		c.Close()
+		return nil, nil, err
+	}
+	return c, br, nil
+}
+
+// writeCounter counts the writes to the connections it accepts.
+type writeCounter struct {
+	net.Listener
+	writes atomic.Int64
+}
+
+func (l *writeCounter) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &countedConn{Conn: c, writes: &l.writes}, nil
+}
+
+type countedConn struct {
+	net.Conn
+	writes *atomic.Int64
+}
+
+func (c *countedConn) Write(p []byte) (int, error) {
+	c.writes.Add(1)
+	return c.Conn.Write(p)
+}
+
+// SyscallConn keeps the client watch working on the counted connection.
+func (c *countedConn) SyscallConn() (syscall.RawConn, error) {
+	return c.Conn.(syscall.Conn).SyscallConn()
+}
+
+// TestStreamBurstWrittenTogether: events a provider sent together reach
+// the client in a few writes, not in one write each, and none is held
+// back while the provider is waited for: the provider sends the rest of
+// the stream only once the client has read every event of the burst.
+func TestStreamBurstWrittenTogether(t *testing.T) {
+	const n = 200
+	ln := listen(t)
+	release := make(chan struct{})
+	held := make(chan bool, 1)
+	go func() {
+		c, _, err := acceptRequest(ln)
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		var b strings.Builder
+		b.WriteString("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
+		chunk := func(ev string) { fmt.Fprintf(&b, "%x\r\n%s\r\n", len(ev), ev) }
+		for i := range n {
+			chunk(fmt.Sprintf("data: {\"id\":\"c\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"w%d \"},\"finish_reason\":null}]}\n\n", i))
+		}
+		if _, err := io.WriteString(c, b.String()); err != nil {
+			return
+		}
+		select {
+		case <-release:
+			held <- false
+		case <-time.After(10 * time.Second):
+			held <- true
+			return
+		}
+		b.Reset()
+		chunk("data: {\"id\":\"c\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n")
+		chunk("data: [DONE]\n\n")
+		b.WriteString("0\r\n\r\n")
+		_, _ = io.WriteString(c, b.String())
+	}()
+	gwln := &writeCounter{Listener: listen(t)}
+	r := newRigOn(t, gwln, nil, "http://"+ln.Addr().String()+"/v1", nil)
+	resp := r.post("/v1/chat/completions", r.token(nil), streamBody(`{}`))
+	if resp.StatusCode != 200 {
+		t.Fatalf("status %d: %s", resp.StatusCode, readBody(t, resp))
+	}
+	defer resp.Body.Close()
+	br := bufio.NewReader(resp.Body)
+	for got := 0; got < n; {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			t.Fatalf("after %d of the burst's %d events: %v", got, n, err)
+		}
+		if strings.HasPrefix(line, "data: ") {
+			if want := fmt.Sprintf(`"content":"w%d "`, got); !strings.Contains(line, want) {
+				t.Fatalf("event %d is %q, want its content %s", got, line, want)
+			}
+			got++
+		}
+	}
+	writes := gwln.writes.Load()
+	close(release)
+	if <-held {
+		t.Fatal("the client got the burst only when the provider gave up: the relay held it waiting for more")
+	}
+	rest, err := io.ReadAll(br)
+	if err != nil || !strings.Contains(string(rest), `"finish_reason":"stop"`) || !strings.HasSuffix(string(rest), "data: [DONE]\n\n") {
+		t.Fatalf("rest of the stream %q, %v", rest, err)
+	}
+	// The burst is about 22 KB: written at most 4 KiB at a time, and
+	// before each of the few socket reads it takes, it needs about ten
+	// writes. One per event would be 200.
+	if writes > n/10 {
+		t.Errorf("the gateway wrote the %d events of one burst in %d writes", n, writes)
+	}
+}
+
 // TestClientDisconnectCancelsSlowUpstreamAtOnce: the provider is thinking
 // (no chunk for many seconds) when the client leaves; the gateway must close
 // the upstream connection at once, not at the provider's next chunk.
@@ -255,29 +390,11 @@ func TestClientDisconnectCancelsSlowUpstreamAtOnce(t *testing.T) {
 	ln := listen(t)
 	upstreamClosed := make(chan time.Time, 1)
 	go func() {
-		c, err := ln.Accept()
+		c, br, err := acceptRequest(ln)
 		if err != nil {
 			return
 		}
 		defer c.Close()
-		br := bufio.NewReader(c)
-		// Read the request head and its body (Content-Length).
-		n := 0
-		for {
-			line, err := br.ReadString('\n')
-			if err != nil {
-				return
-			}
-			if v, ok := strings.CutPrefix(strings.ToLower(line), "content-length: "); ok {
-				fmt.Sscan(v, &n)
-			}
-			if line == "\r\n" {
-				break
-			}
-		}
-		if _, err := io.ReadFull(br, make([]byte, n)); err != nil {
-			return
-		}
 		ev := "data: {\"id\":\"c\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"thinking\"},\"finish_reason\":null}]}\n\n"
 		fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n", len(ev), ev)
 		// Now think for a long time; a read returns when the gateway closes.

@@ -128,6 +128,25 @@ func staleConn(err error) bool {
 type trackedConn struct {
 	net.Conn
 	addr *connAddr
+	// flusher, while a relay writes a stream from this connection to its
+	// client, writes the relay's pending output before each read from the
+	// socket: events already read go out together, and none waits for
+	// the network.
+	flusher readFlusher
+}
+
+// readFlusher writes what a relay holds for its client; an error aborts
+// the upstream read that was about to start.
+type readFlusher interface{ flushBeforeRead() error }
+
+// Read reads from the socket, after the relay's pending output is written.
+func (c *trackedConn) Read(p []byte) (int, error) {
+	if c.flusher != nil {
+		if err := c.flusher.flushBeforeRead(); err != nil {
+			return 0, err
+		}
+	}
+	return c.Conn.Read(p)
 }
 
 type connAddr struct {
