@@ -32,9 +32,9 @@ var errClientGone = errors.New("client closed the connection")
 const maxEventSize = 8 << 20
 
 // relay streams an upstream SSE body to the client. It is the response
-// body stream, which fasthttp writes through WriteTo: the events buffered so
-// far go out and are flushed as one HTTP chunk before the next read from
-// upstream, so each event reaches the client before the next is read.
+// body stream, which fasthttp writes through WriteTo: the events read so
+// far go out and are flushed as one HTTP chunk before the upstream
+// connection next reads its socket, so no event waits for the provider.
 // A failed write to the client closes the relay, which closes the upstream
 // connection at once.
 type relay struct {
