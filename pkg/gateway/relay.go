@@ -83,6 +83,7 @@ type relay struct {
 	w       io.Writer
 	written int64
 	werr    error
+	flushAt int         // pending output is written once it reaches this
 	gone    atomic.Bool // the client closed its connection (seen by watch)
 
 	// client is the client connection; each write to it must complete
@@ -166,11 +167,12 @@ func (r *relay) SupportsBodyWriteTo() bool { return true }
 // while the upstream is waited for. Without a tracked connection each
 // batch of events read goes out before the next read. The first events
 // go out as soon as WriteTo starts, and pending output is written once it
-// reaches flushBytes, so a burst is not held back whole. The client write
+// reaches flushAt (flushMin, doubling with each write up to flushMax), so a
+// burst is not held back whole. The client write
 // deadline bounds each write.
 func (r *relay) WriteTo(w io.Writer) (int64, error) {
 	if r.conn != nil {
-		r.w, r.conn.flusher = w, r
+		r.w, r.conn.flusher, r.flushAt = w, r, flushMin
 		defer r.unhook()
 		// The first events (prime read them) go out at once.
 		if err := r.flushBeforeRead(); err != nil {
@@ -216,13 +218,19 @@ func (r *relay) flushBeforeRead() error {
 		return err
 	}
 	r.out, r.pos = r.out[:0], 0
+	r.flushAt = min(2*r.flushAt, flushMax)
 	return nil
 }
 
-// flushBytes is how much output a relay gathers at most before it writes:
-// about twenty chat chunks, and a relay's output buffer
-// (kept in its pool) stays about that size.
-const flushBytes = 4 << 10
+// flushMin and flushMax bound how much output a relay gathers before it
+// writes: from flushMin (a few chat chunks, so the first tokens of a
+// burst are not held back by the rest) doubling with each write to
+// flushMax (about twenty chunks; a relay's output buffer, kept in its
+// pool, stays about that size).
+const (
+	flushMin = 512
+	flushMax = 4 << 10
+)
 
 // unhook ends the writes before reads when WriteTo returns.
 func (r *relay) unhook() {
@@ -280,7 +288,7 @@ func (r *relay) pump() {
 			break
 		}
 		r.handleEvent(ev)
-		if r.w != nil && len(r.out)-r.pos >= flushBytes && r.flushBeforeRead() != nil {
+		if r.w != nil && len(r.out)-r.pos >= r.flushAt && r.flushBeforeRead() != nil {
 			r.done = true // the client write failed; WriteTo reports it
 			return
 		}

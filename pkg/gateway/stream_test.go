@@ -375,9 +375,10 @@ func TestStreamBurstWrittenTogether(t *testing.T) {
 	if err != nil || !strings.Contains(string(rest), `"finish_reason":"stop"`) || !strings.HasSuffix(string(rest), "data: [DONE]\n\n") {
 		t.Fatalf("rest of the stream %q, %v", rest, err)
 	}
-	// The burst is about 22 KB: written at most 4 KiB at a time, and
-	// before each of the few socket reads it takes, it needs about ten
-	// writes. One per event would be 200.
+	// The burst is about 22 KB: written 512 bytes at first, then in
+	// writes that double up to 4 KiB, and before each of the few socket
+	// reads it takes, it needs about ten writes. One per event would be
+	// 200.
 	if writes > n/10 {
 		t.Errorf("the gateway wrote the %d events of one burst in %d writes", n, writes)
 	}
