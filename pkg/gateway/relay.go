@@ -168,8 +168,8 @@ func (r *relay) SupportsBodyWriteTo() bool { return true }
 // batch of events read goes out before the next read. The first events
 // go out as soon as WriteTo starts, and pending output is written once it
 // reaches flushAt (flushMin, doubling with each write up to flushMax), so a
-// burst is not held back whole. The client write
-// deadline bounds each write.
+// burst is not held back whole. The client write deadline bounds each
+// write.
 func (r *relay) WriteTo(w io.Writer) (int64, error) {
 	if r.conn != nil {
 		r.w, r.conn.flusher, r.flushAt = w, r, flushMin
