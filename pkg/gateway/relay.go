@@ -78,8 +78,7 @@ type relay struct {
 
 	watch *clientWatch
 
-	// w is the client writer while WriteTo runs (flushBeforeRead writes to
-	// it), written the bytes written so far, werr a failed write's error.
+	// w is the client writer while WriteTo runs (flush writes to it), written the bytes written so far, werr a failed write's error.
 	w       io.Writer
 	written int64
 	werr    error
@@ -162,7 +161,7 @@ func (r *relay) SupportsBodyWriteTo() bool { return true }
 // WriteTo writes the stream to w (fasthttp's chunk writer, which writes
 // and flushes one HTTP chunk per call). The events are written when the
 // relay is about to wait for more: before each read from the upstream
-// socket (flushBeforeRead, called by the connection), so all the events
+// socket (beforeRead, called by the connection), so all the events
 // that one socket read brought in go out in one write, and none is held
 // while the upstream is waited for. Without a tracked connection each
 // batch of events read goes out before the next read. The first events
@@ -172,10 +171,10 @@ func (r *relay) SupportsBodyWriteTo() bool { return true }
 // write.
 func (r *relay) WriteTo(w io.Writer) (int64, error) {
 	if r.conn != nil {
-		r.w, r.conn.flusher, r.flushAt = w, r, flushMin
+		r.w, r.conn.hook, r.flushAt = w, r, flushMin
 		defer r.unhook()
 		// The first events (prime read them) go out at once.
-		if err := r.flushBeforeRead(); err != nil {
+		if err := r.flush(); err != nil {
 			return r.written, err
 		}
 	}
@@ -205,10 +204,33 @@ func (r *relay) write(w io.Writer, b []byte) error {
 	return err
 }
 
-// flushBeforeRead writes the pending output before the upstream
-// connection reads from its socket. A failed write ends the relay: the
-// read is aborted, and WriteTo returns the write's error.
-func (r *relay) flushBeforeRead() error {
+// beforeRead runs on the upstream connection before each read from its
+// socket while WriteTo runs: it writes the pending output, then bounds
+// the read by the idle timeout (not during drain, which sets its own). A
+// failed write aborts the read, and WriteTo returns the write's error.
+func (r *relay) beforeRead() error {
+	if err := r.flush(); err != nil {
+		return err
+	}
+	if !r.done {
+		r.armRead()
+	}
+	return nil
+}
+
+// armRead bounds the next upstream read by the idle timeout, and by the
+// call's total deadline when that comes first.
+func (r *relay) armRead() {
+	d := time.Now().Add(r.idle)
+	if r.deadline.Before(d) {
+		d = r.deadline
+	}
+	_ = r.conn.SetReadDeadline(d)
+}
+
+// flush writes the pending output. A failed write ends the relay:
+// WriteTo returns the write's error.
+func (r *relay) flush() error {
 	if r.pos == len(r.out) {
 		return nil
 	}
@@ -232,9 +254,9 @@ const (
 	flushMax = 4 << 10
 )
 
-// unhook ends the writes before reads when WriteTo returns.
+// unhook ends the work before reads when WriteTo returns.
 func (r *relay) unhook() {
-	r.conn.flusher, r.w = nil, nil
+	r.conn.hook, r.w = nil, nil
 }
 
 // armWrite bounds the client write that follows by write_timeout, so a
@@ -247,8 +269,8 @@ func (r *relay) armWrite() {
 
 // next returns the output not yet written, pumping the upstream until some
 // is ready, or io.EOF after the last event (and a failure's error event).
-// While WriteTo runs, it pumps to the end of the stream: flushBeforeRead
-// writes the output on the way.
+// While WriteTo runs, it pumps to the end of the stream: flush writes the
+// output on the way.
 func (r *relay) next() ([]byte, error) {
 	for {
 		if r.pos < len(r.out) && (r.w == nil || r.done) {
@@ -288,7 +310,7 @@ func (r *relay) pump() {
 			break
 		}
 		r.handleEvent(ev)
-		if r.w != nil && len(r.out)-r.pos >= r.flushAt && r.flushBeforeRead() != nil {
+		if r.w != nil && len(r.out)-r.pos >= r.flushAt && r.flush() != nil {
 			r.done = true // the client write failed; WriteTo reports it
 			return
 		}
@@ -298,12 +320,10 @@ func (r *relay) pump() {
 		// before the connection next reads its socket.
 		return
 	}
-	if r.primed && r.conn != nil {
-		d := time.Now().Add(r.idle)
-		if r.deadline.Before(d) {
-			d = r.deadline
-		}
-		_ = r.conn.SetReadDeadline(d)
+	if r.primed && r.conn != nil && r.w == nil {
+		// While WriteTo runs, beforeRead arms it, only before the reads
+		// that wait for the socket.
+		r.armRead()
 	}
 	if err := r.fr.Fill(); err != nil {
 		if r.werr != nil {

@@ -153,14 +153,24 @@ func TestStreamFailuresAfterFirstByte(t *testing.T) {
 		headers    []string
 		code       string
 		content    int
+		cfg        func(*config.Config) // a rig of its own with this change
 	}{
-		{"cut mid-stream", `{"chunks":10,"cut_after":3}`, nil, "upstream_stream_cut", 3},
-		{"garbage mid-stream", `{"chunks":10,"cut_after":2,"garbage":true}`, nil, "upstream_malformed", 2},
-		{"error event mid-stream", `{"chunks":10,"error_event_after":4}`, nil, "upstream_error", 4},
-		{"idle timeout", `{"chunks":4,"chunk_delay_ms":2500}`, nil, "upstream_timeout", 1},
+		{"cut mid-stream", `{"chunks":10,"cut_after":3}`, nil, "upstream_stream_cut", 3, nil},
+		{"garbage mid-stream", `{"chunks":10,"cut_after":2,"garbage":true}`, nil, "upstream_malformed", 2, nil},
+		{"error event mid-stream", `{"chunks":10,"error_event_after":4}`, nil, "upstream_error", 4, nil},
+		{"idle timeout", `{"chunks":4,"chunk_delay_ms":2500}`, nil, "upstream_timeout", 1, nil},
+		// Only the idle timeout can end this stream: the first-byte and
+		// total deadlines are far off, and the provider would go on.
+		{"idle timeout alone", `{"chunks":3,"chunk_delay_ms":1200}`, nil, "upstream_timeout", 1, func(c *config.Config) {
+			c.Providers[0].Timeouts.FirstByte, c.Providers[0].Timeouts.Idle, c.Providers[0].Timeouts.Total = 20*time.Second, 300*time.Millisecond, 30*time.Second
+		}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
+			r := r
+			if tc.cfg != nil {
+				r = newRig(t, tc.cfg)
+			}
 			resp := r.post("/v1/chat/completions", r.token(nil), streamBody(tc.mock), tc.headers...)
 			if resp.StatusCode != 200 {
 				t.Fatalf("status %d, want 200 then an error event", resp.StatusCode)

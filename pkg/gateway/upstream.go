@@ -128,21 +128,20 @@ func staleConn(err error) bool {
 type trackedConn struct {
 	net.Conn
 	addr *connAddr
-	// flusher, while a relay writes a stream from this connection to its
-	// client, writes the relay's pending output before each read from the
-	// socket: events already read go out together, and none waits for
-	// the network.
-	flusher readFlusher
+	// hook, while a relay writes a stream from this connection to its
+	// client, runs before each read from the socket: the relay writes
+	// what it holds (events already read go out together, and none waits
+	// for the network) and arms the read's idle deadline.
+	hook readHook
 }
 
-// readFlusher writes what a relay holds for its client; an error aborts
-// the upstream read that was about to start.
-type readFlusher interface{ flushBeforeRead() error }
+// readHook runs before a read from the socket; an error aborts the read.
+type readHook interface{ beforeRead() error }
 
-// Read reads from the socket, after the relay's pending output is written.
+// Read reads from the socket, after the hook.
 func (c *trackedConn) Read(p []byte) (int, error) {
-	if c.flusher != nil {
-		if err := c.flusher.flushBeforeRead(); err != nil {
+	if c.hook != nil {
+		if err := c.hook.beforeRead(); err != nil {
 			return 0, err
 		}
 	}
