@@ -26,11 +26,13 @@ import (
 // crash. Two files next to the id keep the numbering:
 //
 //   - "seq" holds the last seq assigned, with the producer id and the
-//     kernel's boot id. It is overwritten in place (one 8-byte-aligned
-//     pwrite of a few dozen bytes, no fsync) each time a batch gets its seq,
-//     before the batch is published or spooled. The page cache survives a
-//     SIGKILL, so after one the file is exact; after a machine crash it may
-//     be stale, which the boot id tells: it differs from the running
+//     kernel's boot id. It is overwritten in place (a few dozen bytes at
+//     offset 0, no fsync; a copy into the file's shared mapping on Linux,
+//     else a pwrite: see seqFile) each time a batch gets its seq, before
+//     the batch is published or spooled. The page cache survives a
+//     SIGKILL, so after one the file is exact (or torn, and then its
+//     checksum fails and the ceiling is taken); after a machine crash it
+//     may be stale, which the boot id tells: it differs from the running
 //     kernel's.
 //   - "seq.ceiling" holds a seq reserved durably (written like "producer")
 //     ahead of use: no seq above it is assigned before the file says so.
@@ -73,7 +75,7 @@ type numbering struct {
 	id      string
 	boot    [16]byte // zero when unknown
 	crc     *crc32.Table
-	f       *os.File // "seq", written in place
+	f       *seqFile // "seq", written in place
 	last    uint64   // last seq assigned
 	ceiling uint64   // durably reserved: no seq above it is assigned
 	resumed bool     // the next batch is the first after a jump to the ceiling
@@ -103,9 +105,9 @@ func openNumbering(dir string) (*numbering, error) {
 		n.last = last // a ceiling lost to damage: the best we have
 	}
 	n.ceiling = max(ceil, n.last)
-	f, err := os.OpenFile(filepath.Join(dir, seqName), os.O_RDWR|os.O_CREATE, 0o640)
+	f, err := openSeqFile(filepath.Join(dir, seqName))
 	if err != nil {
-		return nil, fmt.Errorf("open seq file: %w", err)
+		return nil, err
 	}
 	n.f = f
 	return n, nil
@@ -227,7 +229,7 @@ func (n *numbering) loadSeq() (seq uint64, boot [16]byte, ok bool) {
 
 // writeSeq overwrites "seq" in place with the last seq assigned.
 func (n *numbering) writeSeq() error {
-	if _, err := n.f.WriteAt(n.encode(n.last, false), 0); err != nil {
+	if err := n.f.write(n.encode(n.last, false)); err != nil {
 		return fmt.Errorf("write producer seq: %w", err)
 	}
 	return nil
