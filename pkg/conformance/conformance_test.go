@@ -83,7 +83,7 @@ func startGateway(t *testing.T, configure func(mockURL string) *config.Config) (
 
 	nc := natstest.Connect(t, natstest.Start(t))
 	ucfg := usage.Config{SpoolDir: t.TempDir()}
-	js, err := jetstream.New(nc, ucfg.JetStreamOptions()...)
+	js, err := jetstream.New(nc)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -47,7 +47,7 @@ func newAcctRig(t *testing.T, mutate func(*config.Config)) *acctRig {
 	ns := natstest.Start(t)
 	nc := natstest.Connect(t, ns)
 	ucfg := usage.Config{SpoolDir: t.TempDir()}
-	js, err := jetstream.New(nc, ucfg.JetStreamOptions()...)
+	js, err := jetstream.New(nc)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -31,7 +31,7 @@ func TestNATSOutageUnderLoad(t *testing.T) {
 	}
 	t.Cleanup(nc.Close)
 	ucfg := usage.Config{SpoolDir: t.TempDir(), AckTimeout: time.Second}
-	js, err := jetstream.New(nc, ucfg.JetStreamOptions()...)
+	js, err := jetstream.New(nc)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -49,7 +49,7 @@ func UsageConfig(c config.Usage) usage.Config {
 func StartAccounting(ctx context.Context, g group, nc *nats.Conn, s *Settings, log *slog.Logger) (Accounting, *usage.Publisher, error) {
 	cfg := s.Config
 	ucfg := UsageConfig(cfg.Usage)
-	js, err := jetstream.New(nc, ucfg.JetStreamOptions()...)
+	js, err := jetstream.New(nc)
 	if err != nil {
 		return Accounting{}, nil, fmt.Errorf("jetstream: %w", err)
 	}

@@ -86,7 +86,7 @@ func newRig(t *testing.T) *rig {
 	nc := natstest.Connect(t, ns)
 	discard := slog.New(slog.DiscardHandler)
 	ucfg := usage.Config{SpoolDir: t.TempDir()}
-	js, err := jetstream.New(nc, ucfg.JetStreamOptions()...)
+	js, err := jetstream.New(nc)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -55,13 +55,15 @@ const (
 // srv-cpu-ns/event, writes/event (write syscalls of this process, from
 // /proc/self/io: mostly the NATS client's socket writes, plus the embedded
 // server's), events/s (wall clock), allocs/op (per event; the embedded
-// server's included). Expected with server=ext: 1 alloc per event for
-// mode=run under load=paced and 0 under load=burst, since one publish
-// carries a whole batch (issue #13) and its allocations (the NATS client's
-// pending-ack future, timer, channels, reply subject and ack JSON; the
-// batch's event list and Nats-Msg-Id) are shared by the batch's events;
-// 30 for mode=direct, which publishes one event per message as the
-// publisher did before batches (24 then).
+// server's included). Expected with server=ext: at most 1 alloc per event
+// for mode=run and 0 under load=burst, since one publish carries a whole
+// batch (issue #13) and its allocations (the reply subject, the ack
+// message the client delivers; the batch's event list and Nats-Msg-Id)
+// are shared by the batch's events; about 6 for mode=run-noflush (a batch
+// per event; 19-21 when the publisher used the JetStream client's
+// asynchronous publish, with its pending-ack future, timer, channels and
+// ack JSON); 30 for mode=direct, which publishes one event per message with
+// that client API, as the publisher did before batches (24 then).
 func BenchmarkPublishCPU(b *testing.B) {
 	modes := []struct {
 		name string

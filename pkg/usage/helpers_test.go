@@ -81,7 +81,7 @@ func connectURL(t testing.TB, url string, cfg Config) (*nats.Conn, jetstream.Jet
 		t.Fatalf("connect: %v", err)
 	}
 	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc, cfg.JetStreamOptions()...)
+	js, err := jetstream.New(nc)
 	if err != nil {
 		t.Fatalf("jetstream: %v", err)
 	}

@@ -73,8 +73,9 @@ type Config struct {
 	// default) when NATS is connected at NewPublisher.
 	BatchBytes int
 	// MaxPending bounds the publishes (batches) awaiting their ack. Default
-	// 256. Create the JetStream context with JetStreamOptions so that its
-	// own limit matches.
+	// 256. The publisher publishes with the core client and reads its acks
+	// itself (ack.go), so none of the JetStream context's asynchronous
+	// publish options apply to it.
 	MaxPending int
 	// AckTimeout is how long a publish may wait for its ack before its
 	// batch is spooled. Default 5s.
@@ -142,19 +143,6 @@ func (c Config) withDefaults() Config {
 		c.Clock = time.Now
 	}
 	return c
-}
-
-// JetStreamOptions returns the options to create the JetStream context a
-// Publisher with this Config uses: its async max-pending and ack timeout
-// match the Config's MaxPending and AckTimeout. Add no async ack or error
-// handler to that context: the Publisher reuses one message for all its
-// publishes, so a handler would be shown another event's.
-func (c Config) JetStreamOptions() []jetstream.JetStreamOpt {
-	c = c.withDefaults()
-	return []jetstream.JetStreamOpt{
-		jetstream.WithPublishAsyncMaxPending(c.MaxPending),
-		jetstream.WithPublishAsyncTimeout(c.AckTimeout),
-	}
 }
 
 // Stats is a snapshot of a Publisher's counters. Every event counted in
@@ -291,7 +279,11 @@ func NewPublisher(js jetstream.JetStream, cfg Config, log *slog.Logger) (*Publis
 		spool:     sp,
 	}
 	p.batchWant.Store(math.MaxInt64)
-	p.run.init(p)
+	if err := p.run.init(p); err != nil {
+		_ = num.f.Close()
+		_ = sp.close()
+		return nil, fmt.Errorf("new usage publisher: %w", err)
+	}
 	return p, nil
 }
 

@@ -19,9 +19,6 @@ const (
 	// before publishing (or draining the spool) is tried again.
 	minBackoff = 100 * time.Millisecond
 	maxBackoff = 5 * time.Second
-	// stallWait bounds how long a publish waits for a free slot when the
-	// JetStream context's own max-pending is below Config.MaxPending.
-	stallWait = 50 * time.Millisecond
 	// maxTick is the longest pause between checks for ack timeouts,
 	// reconnection and fsync.
 	maxTick = 50 * time.Millisecond
@@ -36,7 +33,10 @@ var errAckTimeout = errors.New("usage publish ack timeout")
 // flight is one publish awaiting its ack: a batch, or a legacy
 // single-event record drained from an old spool (head.seq 0).
 type flight struct {
-	fut      jetstream.PubAckFuture
+	token    uint64 // of its reply subject (see ackSub)
+	done     bool   // its ack came: seq, or err
+	seq      uint64
+	err      error
 	deadline time.Time
 	b        batch
 	gen      uint64   // drain read it belongs to; 0 for batches sent from memory
@@ -108,7 +108,7 @@ type runState struct {
 	body     []byte                // the events of batch, encoded
 	buf      []byte                // a whole batch, encoded
 	subjects map[string]string
-	opts     []jetstream.PublishOpt
+	acks     ackSub
 	msg      nats.Msg // reused for every publish, with msgID as its Nats-Msg-Id
 	msgID    []string
 	tick     time.Duration
@@ -134,15 +134,13 @@ type runState struct {
 	closeErr error
 }
 
-func (r *runState) init(p *Publisher) {
+func (r *runState) init(p *Publisher) error {
 	r.p, r.cfg, r.spool, r.num = p, p.cfg, p.spool, p.num
 	r.ring.buf = make([]flight, p.cfg.MaxPending)
 	r.subjects = make(map[string]string)
-	// No retries inside the client: the spool retries, and the client would
-	// otherwise keep the message (reused, as is its buffer) for a resend.
-	r.opts = []jetstream.PublishOpt{
-		jetstream.WithRetryAttempts(0),
-		jetstream.WithStallWait(stallWait),
+	// Room for an ack per flight, and as many late ones.
+	if err := r.acks.open(p.nc, 2*p.cfg.MaxPending); err != nil {
+		return err
 	}
 	// The Nats-Msg-Id header is set here rather than with WithMsgID, which
 	// would allocate a header map and an option per publish.
@@ -152,6 +150,7 @@ func (r *runState) init(p *Publisher) {
 	r.tick = min(p.cfg.SyncInterval, maxTick)
 	r.gather = time.NewTimer(time.Hour)
 	r.gather.Stop()
+	return nil
 }
 
 // loop is the body of Run (stop nil) and of a Close without Run (stop set).
@@ -200,11 +199,6 @@ func (r *runState) wait(ctx context.Context, tick <-chan time.Time) {
 	if r.canTake() {
 		in = r.p.ch
 	}
-	var okc <-chan *jetstream.PubAck
-	var errc <-chan error
-	if f := r.ring.front(); f != nil {
-		okc, errc = f.fut.Ok(), f.fut.Err()
-	}
 	var closec chan context.Context
 	var stopc <-chan struct{}
 	if r.stopping {
@@ -220,11 +214,8 @@ func (r *runState) wait(ctx context.Context, tick <-chan time.Time) {
 	case <-stopc:
 	case ev := <-in:
 		r.take(ev)
-	case ack := <-okc:
-		r.settle(r.ring.pop(), ack, nil)
-		r.settleReady()
-	case err := <-errc:
-		r.settle(r.ring.pop(), nil, err)
+	case m := <-r.acks.ch:
+		r.onAck(m)
 		r.settleReady()
 	case <-r.p.wake:
 	case <-tick:
@@ -506,14 +497,14 @@ func (r *runState) hold(b batch) {
 func (r *runState) publishLive(b *batch, data []byte) bool {
 	r.msg.Subject, r.msg.Data = BatchSubject(r.num.id), data
 	r.msgID[0] = BatchMsgID(r.num.id, b.head.seq)
-	fut, err := r.p.js.PublishMsgAsync(&r.msg, r.opts...)
+	token, err := r.send()
 	if err != nil {
 		r.p.failed.Add(int64(len(b.events)))
 		r.p.batchesFailed.Add(1)
 		r.markFailure(err)
 		return false
 	}
-	r.ring.push(flight{b: *b, fut: fut, deadline: r.now.Add(r.cfg.AckTimeout)})
+	r.ring.push(flight{b: *b, token: token, deadline: r.now.Add(r.cfg.AckTimeout)})
 	r.live++
 	r.p.pending.Store(int64(r.ring.len()))
 	return true
@@ -523,7 +514,7 @@ func (r *runState) publishLive(b *batch, data []byte) bool {
 // producer's subject, a legacy event on its department's subject with its
 // event id as Nats-Msg-Id, as before batches existed. The client copies
 // data before returning, so the caller may reuse it.
-func (r *runState) publishRecord(b *usagev1.UsageBatch, data []byte) (jetstream.PubAckFuture, error) {
+func (r *runState) publishRecord(b *usagev1.UsageBatch, data []byte) (uint64, error) {
 	if b.ProducerId == "" {
 		ev := b.Events[0]
 		r.msg.Subject = r.subject(ev.GetDept())
@@ -533,7 +524,46 @@ func (r *runState) publishRecord(b *usagev1.UsageBatch, data []byte) (jetstream.
 		r.msgID[0] = BatchMsgID(b.ProducerId, b.Seq)
 	}
 	r.msg.Data = data
-	return r.p.js.PublishMsgAsync(&r.msg, r.opts...)
+	return r.send()
+}
+
+// send publishes r.msg with a reply subject of its own and returns its
+// token. The client copies the message into its buffer before returning.
+// No retries inside the client: the spool retries.
+func (r *runState) send() (uint64, error) {
+	reply, token := r.acks.replyTo()
+	r.msg.Reply = reply
+	err := r.p.nc.PublishMsg(&r.msg)
+	r.msg.Reply = ""
+	return token, err
+}
+
+// onAck records the ack m on its flight, when that is still in the ring.
+// Flights are in token order, without gaps but those that were settled.
+func (r *runState) onAck(m *nats.Msg) {
+	token, ok := r.acks.token(m)
+	front := r.ring.front()
+	if !ok || front == nil || token < front.token || token-front.token >= uint64(r.ring.len()) {
+		return // late, or no reply of ours
+	}
+	f := r.ring.at(int(token - front.token))
+	if f.token != token || f.done {
+		return
+	}
+	f.seq, f.err = parseAck(m)
+	f.done = true
+}
+
+// takeAcks records the acks that have come, without waiting.
+func (r *runState) takeAcks() {
+	for {
+		select {
+		case m := <-r.acks.ch:
+			r.onAck(m)
+		default:
+			return
+		}
+	}
 }
 
 func (r *runState) subject(dept string) string {
@@ -564,15 +594,9 @@ func (r *runState) markFailure(err error) {
 
 // settleReady settles the flights at the front whose outcome is known.
 func (r *runState) settleReady() {
-	for f := r.ring.front(); f != nil; f = r.ring.front() {
-		select {
-		case ack := <-f.fut.Ok():
-			r.settle(r.ring.pop(), ack, nil)
-		case err := <-f.fut.Err():
-			r.settle(r.ring.pop(), nil, err)
-		default:
-			return
-		}
+	for f := r.ring.front(); f != nil && f.done; f = r.ring.front() {
+		f := r.ring.pop()
+		r.settle(f, f.seq, f.err)
 	}
 }
 
@@ -580,7 +604,7 @@ func (r *runState) settleReady() {
 func (r *runState) expire() {
 	now := r.cfg.Clock()
 	for f := r.ring.front(); f != nil && now.After(f.deadline); f = r.ring.front() {
-		r.settle(r.ring.pop(), nil, errAckTimeout)
+		r.settle(r.ring.pop(), 0, errAckTimeout)
 	}
 }
 
@@ -588,11 +612,11 @@ func (r *runState) expire() {
 // ring. A failed batch is spooled whole, with its seq, to be published
 // again later: consumers drop it if the first publish did reach the
 // stream.
-func (r *runState) settle(f flight, ack *jetstream.PubAck, err error) {
+func (r *runState) settle(f flight, seq uint64, err error) {
 	p := r.p
 	p.pending.Store(int64(r.ring.len()))
 	if f.gen != 0 {
-		r.settleDrain(f, ack, err)
+		r.settleDrain(f, seq, err)
 		return
 	}
 	r.live--
@@ -608,7 +632,7 @@ func (r *runState) settle(f flight, ack *jetstream.PubAck, err error) {
 	p.published.Add(int64(len(f.b.events)))
 	p.batchesPublished.Add(1)
 	r.backoff = 0
-	r.acked(f.b.events, ack.Sequence)
+	r.acked(f.b.events, seq)
 }
 
 // acked reports each event of an acked message to OnAck.
@@ -621,7 +645,7 @@ func (r *runState) acked(evs []*usagev1.UsageEvent, seq uint64) {
 	}
 }
 
-func (r *runState) settleDrain(f flight, ack *jetstream.PubAck, err error) {
+func (r *runState) settleDrain(f flight, seq uint64, err error) {
 	d := &r.drain
 	if !d.active || f.gen != d.gen {
 		return // from an abandoned read: its records are read again
@@ -636,7 +660,7 @@ func (r *runState) settleDrain(f flight, ack *jetstream.PubAck, err error) {
 	r.p.drained.Add(int64(len(f.b.events)))
 	r.p.batchesDrained.Add(1)
 	r.backoff = 0
-	r.acked(f.b.events, ack.Sequence)
+	r.acked(f.b.events, seq)
 	if f.b.head.seq != 0 {
 		d.lastSeq = f.b.head.seq
 	}
@@ -691,7 +715,7 @@ func (r *runState) startDrain() {
 				break
 			}
 		}
-		fut, err := r.publishRecord(b, rec.payload)
+		token, err := r.publishRecord(b, rec.payload)
 		if err != nil {
 			r.p.failed.Add(int64(len(b.Events)))
 			r.p.batchesFailed.Add(1)
@@ -700,7 +724,7 @@ func (r *runState) startDrain() {
 			break
 		}
 		fb := batch{head: batchHead{seq: b.Seq}, events: b.Events}
-		r.ring.push(flight{b: fb, fut: fut, deadline: r.now.Add(r.cfg.AckTimeout), gen: d.gen, end: rec.end})
+		r.ring.push(flight{b: fb, token: token, deadline: r.now.Add(r.cfg.AckTimeout), gen: d.gen, end: rec.end})
 		d.left++
 		d.topSeq = max(d.topSeq, b.Seq)
 	}
@@ -763,6 +787,7 @@ func (r *runState) finish() error {
 	p := r.p
 	r.stopping = true
 	p.shut()
+	r.takeAcks()
 	r.settleReady()
 	if r.drain.active {
 		r.endDrain() // keep what was acked; the rest is read again next time
@@ -810,6 +835,7 @@ func (r *runState) finish() error {
 	if lost > 0 {
 		p.log.Error("usage events dropped at shutdown: spool full or failing", "events", lost)
 	}
+	r.acks.close()
 	r.closeErr = errors.Join(r.spool.close(), r.num.close())
 	if r.closeErr != nil {
 		r.closeErr = fmt.Errorf("close usage publisher: %w", r.closeErr)

@@ -39,7 +39,7 @@ func startKeyGateway(t *testing.T) (gwURL, natsURL string) {
 
 	ns := natstest.Start(t)
 	ucfg := usagepkg.Config{SpoolDir: t.TempDir()}
-	js, err := jetstream.New(natstest.Connect(t, ns), ucfg.JetStreamOptions()...)
+	js, err := jetstream.New(natstest.Connect(t, ns))
 	if err != nil {
 		t.Fatal(err)
 	}
