@@ -64,7 +64,13 @@ func Scan(b []byte, maxDepth int, keys []string, fields []Field) error {
 	keys = keys[:min(len(keys), MaxKeys)]
 	fields = fields[:len(keys)]
 	clear(fields)
-	s := scanner{b: b, max: maxDepth, keys: keys, fields: fields}
+	// The keys are copied in, and the fields filled in after the scan from
+	// what the scanner recorded: the scanner holds no pointer to either
+	// array. (Its text goes to an assembly routine in the vector build,
+	// which the compiler takes to keep what it is given; through the
+	// scanner, the callers' arrays would move to the heap.)
+	s := scanner{b: b, max: maxDepth, nkeys: len(keys)}
+	copy(s.keys[:], keys)
 	i := skipSpace(b, 0)
 	obj := i < len(b) && b[i] == '{'
 	i = s.value(i, true)
@@ -79,10 +85,8 @@ func Scan(b []byte, maxDepth int, keys []string, fields []Field) error {
 		s.checkUTF8(len(b))
 	}
 	for k := range fields {
-		// Set here, not while scanning: a pointer stored through the
-		// recursive scanner would move fields to the heap.
-		if f := &fields[k]; s.ends[k] > 0 {
-			f.Raw = unsafe.String(&b[f.Idx], s.ends[k]-f.Idx)
+		if s.ends[k] > 0 {
+			fields[k] = Field{Raw: unsafe.String(&b[s.idx[k]], s.ends[k]-s.idx[k]), Idx: s.idx[k], Repeat: s.rep[k]}
 		}
 	}
 	switch {
@@ -159,9 +163,14 @@ type scanner struct {
 	esc    bool
 	err    errKind
 	at     int
-	keys   []string
-	fields []Field // Idx and Repeat, set while scanning
-	ends   [MaxKeys]int
+	// The keys Scan looks for, and per key the offsets of its value's
+	// start (idx) and end (ends; 0 while not found) and of its second
+	// appearance's value (rep).
+	nkeys int
+	keys  [MaxKeys]string
+	idx   [MaxKeys]int
+	ends  [MaxKeys]int
+	rep   [MaxKeys]int
 }
 
 // errKind is a failure while scanning: an index into sentinels.
@@ -240,7 +249,7 @@ func (s *scanner) object(i int, top bool) int {
 		if i = s.value(vs, false); i < 0 {
 			return -1
 		}
-		if top && len(s.keys) > 0 {
+		if top && s.nkeys > 0 {
 			s.member(b[ks+1:ke-1], esc, vs, i)
 		}
 		if i = skipSpace(b, i); i >= len(b) {
@@ -265,16 +274,15 @@ func (s *scanner) member(key []byte, esc bool, vs, ve int) {
 	if esc {
 		key = appendUnquoted(buf[:0], unsafe.String(unsafe.SliceData(key), len(key)))
 	}
-	for k, want := range s.keys {
-		if string(key) != want {
+	for k := range s.nkeys {
+		if string(key) != s.keys[k] {
 			continue
 		}
-		f := &s.fields[k]
 		switch {
 		case s.ends[k] == 0:
-			f.Idx, s.ends[k] = vs, ve
-		case f.Repeat == 0:
-			f.Repeat = vs
+			s.idx[k], s.ends[k] = vs, ve
+		case s.rep[k] == 0:
+			s.rep[k] = vs
 		}
 		return
 	}
