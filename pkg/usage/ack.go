@@ -42,7 +42,7 @@ type ackSub struct {
 	ch     chan *nats.Msg
 	sub    *nats.Subscription
 	prefix string // reply subjects' prefix: an inbox and a dot
-	next   uint64 // token of the last publish
+	next   uint64 // token of the last publish sent
 	reply  []byte
 }
 
@@ -65,11 +65,10 @@ func (a *ackSub) close() {
 	}
 }
 
-// replyTo returns the reply subject and the token of the next publish.
-func (a *ackSub) replyTo() (string, uint64) {
-	a.next++
-	a.reply = strconv.AppendUint(append(a.reply[:0], a.prefix...), a.next, 36)
-	return string(a.reply), a.next
+// replyTo returns the reply subject of the publish with this token.
+func (a *ackSub) replyTo(token uint64) string {
+	a.reply = strconv.AppendUint(append(a.reply[:0], a.prefix...), token, 36)
+	return string(a.reply)
 }
 
 // token returns the token of the publish m replies to; false for a

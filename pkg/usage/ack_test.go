@@ -2,6 +2,7 @@ package usage
 
 import (
 	"errors"
+	"strconv"
 	"testing"
 	"time"
 
@@ -81,7 +82,7 @@ func TestAcksMatchFlights(t *testing.T) {
 	r := &runState{}
 	r.ring.buf = make([]flight, 8)
 	r.acks.prefix = "_INBOX.test."
-	subj := func() string { s, _ := r.acks.replyTo(); return s }
+	subj := func() string { r.acks.next++; return r.acks.replyTo(r.acks.next) }
 	var subjects []string
 	for range 4 {
 		s := subj()
@@ -109,5 +110,53 @@ func TestAcksMatchFlights(t *testing.T) {
 		if f := r.ring.at(i); !f.done || f.seq != want {
 			t.Errorf("after the timeout, flight %d: done %v seq %d, want %d", i, f.done, f.seq, want)
 		}
+	}
+}
+
+// TestFailedSendUsesNoToken: a publish the client refuses uses up no
+// token, so the flights that follow keep consecutive tokens and their acks
+// still find them.
+func TestFailedSendUsesNoToken(t *testing.T) {
+	srv := startServer(t)
+	nc, _ := connect(t, srv, Config{})
+	r := &runState{p: &Publisher{nc: nc}}
+	r.ring.buf = make([]flight, 4)
+	if err := r.acks.open(nc, 8); err != nil {
+		t.Fatal(err)
+	}
+	defer r.acks.close()
+	r.msg = nats.Msg{Subject: BatchSubject("token-test"), Data: []byte("x"), Header: nats.Header{}}
+	send := func() (uint64, error) {
+		r.msgID = []string{strconv.FormatUint(r.acks.next+1, 10)}
+		r.msg.Header.Set(jetstream.MsgIDHeader, r.msgID[0])
+		return r.send()
+	}
+	first, err := send()
+	if err != nil || first != 1 {
+		t.Fatalf("first send: token %d err %v", first, err)
+	}
+	r.ring.push(flight{token: first})
+	big := r.msg.Data
+	r.msg.Data = make([]byte, nc.MaxPayload()+1) // refused by the client
+	if _, err := send(); err == nil {
+		t.Fatal("a publish over max_payload was sent")
+	}
+	r.msg.Data = big
+	second, err := send()
+	if err != nil || second != 2 {
+		t.Fatalf("send after a refused one: token %d err %v, want 2", second, err)
+	}
+	r.ring.push(flight{token: second})
+	deadline := time.After(5 * time.Second)
+	for !r.ring.at(1).done {
+		select {
+		case m := <-r.acks.ch:
+			r.onAck(m)
+		case <-deadline:
+			t.Fatal("the ack of the publish after a refused one found no flight")
+		}
+	}
+	if f := r.ring.at(1); f.err != nil || f.seq == 0 {
+		t.Errorf("second flight: seq %d err %v", f.seq, f.err)
 	}
 }

@@ -528,18 +528,25 @@ func (r *runState) publishRecord(b *usagev1.UsageBatch, data []byte) (uint64, er
 }
 
 // send publishes r.msg with a reply subject of its own and returns its
-// token. The client copies the message into its buffer before returning.
+// token. A token is used up only by a publish that was sent, and each
+// one sent becomes a flight, so the flights in the ring carry consecutive
+// tokens. The client copies the message into its buffer before returning.
 // No retries inside the client: the spool retries.
 func (r *runState) send() (uint64, error) {
-	reply, token := r.acks.replyTo()
-	r.msg.Reply = reply
+	token := r.acks.next + 1
+	r.msg.Reply = r.acks.replyTo(token)
 	err := r.p.nc.PublishMsg(&r.msg)
 	r.msg.Reply = ""
-	return token, err
+	if err != nil {
+		return 0, err
+	}
+	r.acks.next = token
+	return token, nil
 }
 
-// onAck records the ack m on its flight, when that is still in the ring.
-// Flights are in token order, without gaps but those that were settled.
+// onAck records the ack m on its flight, when that is still in the ring:
+// the flight as far from the front as its token from the front's (see
+// send).
 func (r *runState) onAck(m *nats.Msg) {
 	token, ok := r.acks.token(m)
 	front := r.ring.front()
