@@ -78,7 +78,8 @@ type relay struct {
 
 	watch *clientWatch
 
-	// w is the client writer while WriteTo runs (flush writes to it), written the bytes written so far, werr a failed write's error.
+	// w is the client writer while WriteTo runs (flush writes to it),
+	// written the bytes written so far, werr a failed write's error.
 	w       io.Writer
 	written int64
 	werr    error

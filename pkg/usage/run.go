@@ -602,8 +602,7 @@ func (r *runState) markFailure(err error) {
 // settleReady settles the flights at the front whose outcome is known.
 func (r *runState) settleReady() {
 	for f := r.ring.front(); f != nil && f.done; f = r.ring.front() {
-		f := r.ring.pop()
-		r.settle(f, f.seq, f.err)
+		r.settle(r.ring.pop())
 	}
 }
 
@@ -611,23 +610,25 @@ func (r *runState) settleReady() {
 func (r *runState) expire() {
 	now := r.cfg.Clock()
 	for f := r.ring.front(); f != nil && now.After(f.deadline); f = r.ring.front() {
-		r.settle(r.ring.pop(), 0, errAckTimeout)
+		f := r.ring.pop()
+		f.seq, f.err = 0, errAckTimeout
+		r.settle(f)
 	}
 }
 
-// settle handles the outcome of one publish, taken from the front of the
-// ring. A failed batch is spooled whole, with its seq, to be published
+// settle handles the outcome of one publish (f.seq, or f.err), taken from
+// the front of the ring. A failed batch is spooled whole, with its seq, to be published
 // again later: consumers drop it if the first publish did reach the
 // stream.
-func (r *runState) settle(f flight, seq uint64, err error) {
+func (r *runState) settle(f flight) {
 	p := r.p
 	p.pending.Store(int64(r.ring.len()))
 	if f.gen != 0 {
-		r.settleDrain(f, seq, err)
+		r.settleDrain(f)
 		return
 	}
 	r.live--
-	if err != nil {
+	if err := f.err; err != nil {
 		p.failed.Add(int64(len(f.b.events)))
 		p.batchesFailed.Add(1)
 		r.markFailure(err)
@@ -639,7 +640,7 @@ func (r *runState) settle(f flight, seq uint64, err error) {
 	p.published.Add(int64(len(f.b.events)))
 	p.batchesPublished.Add(1)
 	r.backoff = 0
-	r.acked(f.b.events, seq)
+	r.acked(f.b.events, f.seq)
 }
 
 // acked reports each event of an acked message to OnAck.
@@ -652,12 +653,12 @@ func (r *runState) acked(evs []*usagev1.UsageEvent, seq uint64) {
 	}
 }
 
-func (r *runState) settleDrain(f flight, seq uint64, err error) {
+func (r *runState) settleDrain(f flight) {
 	d := &r.drain
 	if !d.active || f.gen != d.gen {
 		return // from an abandoned read: its records are read again
 	}
-	if err != nil {
+	if err := f.err; err != nil {
 		r.p.failed.Add(int64(len(f.b.events)))
 		r.p.batchesFailed.Add(1)
 		r.markFailure(err)
@@ -667,7 +668,7 @@ func (r *runState) settleDrain(f flight, seq uint64, err error) {
 	r.p.drained.Add(int64(len(f.b.events)))
 	r.p.batchesDrained.Add(1)
 	r.backoff = 0
-	r.acked(f.b.events, seq)
+	r.acked(f.b.events, f.seq)
 	if f.b.head.seq != 0 {
 		d.lastSeq = f.b.head.seq
 	}
