@@ -11,12 +11,10 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net/url"
 	"os"
 	"strings"
 
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -71,13 +69,9 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Tracer, error) {
 	if strings.EqualFold(os.Getenv("OTEL_SDK_DISABLED"), "true") || (cfg.Endpoint == "" && envEndpoint == "") {
 		return &Tracer{}, nil
 	}
-	opts, err := exporterOptions(cfg)
+	exp, err := newExporter(cfg)
 	if err != nil {
 		return nil, err
-	}
-	exp, err := otlptracehttp.New(ctx, opts...)
-	if err != nil {
-		return nil, fmt.Errorf("create otlp trace exporter: %w", err)
 	}
 	res, err := newResource(ctx, cfg.ServiceName)
 	if err != nil {
@@ -92,7 +86,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Tracer, error) {
 		sdktrace.WithResource(res),
 		sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(ratio))),
 	)
-	log.Info("tracing enabled", "endpoint", cfg.Endpoint, "sample_ratio", ratio)
+	log.Info("tracing enabled", "endpoint", exp.url, "sample_ratio", ratio)
 	return newTracer(tp), nil
 }
 
@@ -104,38 +98,6 @@ func NewWithProvider(tp *sdktrace.TracerProvider) *Tracer { return newTracer(tp)
 // newTracer wraps a ready provider.
 func newTracer(tp *sdktrace.TracerProvider) *Tracer {
 	return &Tracer{tracer: tp.Tracer(instrumentation), provider: tp}
-}
-
-// exporterOptions turns cfg.Endpoint into exporter options. An empty
-// endpoint yields none, so the exporter reads the OTEL_* variables itself.
-func exporterOptions(cfg Config) ([]otlptracehttp.Option, error) {
-	if cfg.Endpoint == "" {
-		return nil, nil
-	}
-	raw := cfg.Endpoint
-	scheme := "https"
-	if cfg.Insecure {
-		scheme = "http"
-	}
-	if !strings.Contains(raw, "://") {
-		raw = scheme + "://" + raw
-	}
-	u, err := url.Parse(raw)
-	if err != nil {
-		return nil, fmt.Errorf("parse tracing endpoint %q: %w", cfg.Endpoint, err)
-	}
-	if u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
-		return nil, fmt.Errorf("parse tracing endpoint %q: want http(s)://host:port", cfg.Endpoint)
-	}
-	path := u.Path
-	if path == "" || path == "/" {
-		path = "/v1/traces"
-	}
-	opts := []otlptracehttp.Option{otlptracehttp.WithEndpoint(u.Host), otlptracehttp.WithURLPath(path)}
-	if u.Scheme == "http" {
-		opts = append(opts, otlptracehttp.WithInsecure())
-	}
-	return opts, nil
 }
 
 // newResource describes this process: the SDK, OTEL_RESOURCE_ATTRIBUTES, and

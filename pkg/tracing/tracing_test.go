@@ -31,9 +31,12 @@ var (
 // clearEnv unsets the variables that would switch tracing on from outside.
 func clearEnv(t *testing.T) {
 	t.Helper()
-	for _, k := range []string{"OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
-		"OTEL_SDK_DISABLED", "OTEL_SERVICE_NAME", "OTEL_RESOURCE_ATTRIBUTES"} {
+	for _, k := range []string{"OTEL_SDK_DISABLED", "OTEL_SERVICE_NAME", "OTEL_RESOURCE_ATTRIBUTES"} {
 		t.Setenv(k, "")
+	}
+	for _, k := range []string{"ENDPOINT", "HEADERS", "TIMEOUT", "COMPRESSION", "CERTIFICATE", "CLIENT_CERTIFICATE", "CLIENT_KEY"} {
+		t.Setenv("OTEL_EXPORTER_OTLP_"+k, "")
+		t.Setenv("OTEL_EXPORTER_OTLP_TRACES_"+k, "")
 	}
 }
 
