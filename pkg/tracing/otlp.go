@@ -22,6 +22,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	otelscope "go.opentelemetry.io/otel/sdk/instrumentation"
+	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/encoding/protowire"
@@ -121,7 +122,7 @@ func encodeSpans(spans []sdktrace.ReadOnlySpan) []byte {
 		spans []sdktrace.ReadOnlySpan
 	}
 	type resourceGroup struct {
-		res    sdktrace.ReadOnlySpan // the first span: its resource
+		res    *resource.Resource
 		scopes []*scopeGroup
 	}
 	var groups []*resourceGroup
@@ -133,7 +134,7 @@ func encodeSpans(spans []sdktrace.ReadOnlySpan) []byte {
 		key := s.Resource().Equivalent()
 		g := byRes[key]
 		if g == nil {
-			g = &resourceGroup{res: s}
+			g = &resourceGroup{res: s.Resource()}
 			byRes[key] = g
 			groups = append(groups, g)
 		}
@@ -148,7 +149,7 @@ func encodeSpans(spans []sdktrace.ReadOnlySpan) []byte {
 	var b []byte
 	for _, g := range groups {
 		b = appendMessage(b, fExportResourceSpans, func(b []byte) []byte {
-			res := g.res.Resource()
+			res := g.res
 			b = appendMessage(b, fResourceSpansResource, func(b []byte) []byte {
 				return appendKeyValues(b, fResourceAttributes, res.Attributes())
 			})
