@@ -10,7 +10,7 @@ export GOEXPERIMENT ?= simd
 
 ## run: the gateway in all-in-one mode with the development config
 run:
-	$(GO) run ./services/gateway -embed -config deploy/dev/tollgate.yaml
+	$(GO) run -tags embed ./services/gateway -embed -config deploy/dev/tollgate.yaml
 
 ## test: install test dependencies, gofmt, go vet, go test -race ./... (and the portable body scan), then every fuzz target for 3s (FUZZ_BUDGET=300s in all)
 test:
@@ -22,10 +22,11 @@ FUZZTIME ?= 30s
 fuzz:
 	FUZZTIME=$(FUZZTIME) scripts/fuzz.sh
 
-## build: every program into bin/
+## build: every program into bin/, and bin/gateway-embed, the gateway built with -tags embed (for -embed)
 build:
 	@mkdir -p $(BIN)
 	$(GO) build -o $(BIN)/ ./services/...
+	$(GO) build -tags embed -o $(BIN)/gateway-embed ./services/gateway
 
 .PHONY: stack stack-down
 ## stack: NATS, ClickHouse, gateway, budget and analytics on this machine under .stack/ (no Docker)

@@ -18,11 +18,11 @@ fi
 
 echo "== go vet"
 go vet ./...
-go vet -tags clickhouse ./services/gateway # the gateway's optional ClickHouse lookups
+go vet -tags clickhouse,embed ./services/gateway # the gateway's optional ClickHouse lookups and embedded NATS
 GOEXPERIMENT= go vet ./pkg/rawjson # the portable build of the body scan
 
 echo "== go test"
 go test -race -count=1 -timeout 15m ./...
-go test -race -count=1 -tags clickhouse ./services/gateway # -embed with the analytics loaders
+go test -race -count=1 -tags clickhouse,embed ./services/gateway # -embed with its NATS server and the analytics loaders
 GOEXPERIMENT= go test -count=1 ./pkg/rawjson # the body scan without the vector reader
 FUZZ_BUDGET=${FUZZ_BUDGET:-300} scripts/fuzz.sh # every fuzz target, FUZZTIME (3s) each, 5 minutes at most

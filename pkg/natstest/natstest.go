@@ -189,3 +189,24 @@ func tail(b []byte, n int) []byte {
 	}
 	return b
 }
+
+// CheckOpened fails t unless nc speaks JetStream and closeFn, the close
+// function its opener returned, closes it within 5 seconds.
+func CheckOpened(t testing.TB, nc *nats.Conn, closeFn func()) {
+	t.Helper()
+	js, err := nc.JetStream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.AccountInfo(); err != nil {
+		t.Fatalf("jetstream: %v", err)
+	}
+	closeFn()
+	deadline := time.Now().Add(5 * time.Second)
+	for !nc.IsClosed() && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if !nc.IsClosed() {
+		t.Fatal("connection not closed")
+	}
+}

@@ -4,7 +4,8 @@
 //	gateway [-config FILE] [-embed] [-data-dir DIR] [-nats-port N]
 //
 // The config file defaults to $TOLLGATE_CONFIG, else deploy/dev/tollgate.yaml.
-// -embed runs the all-in-one mode (see README): the budget consumer with
+// -embed, in a gateway built with -tags embed, runs the all-in-one mode
+// (see README): an embedded NATS JetStream server, the budget consumer with
 // the budget service's alert flags (-webhook, -webhook-format,
 // -forecast-alerts, -anomaly-factor) and, built with -tags clickhouse and
 // $TOLLGATE_CLICKHOUSE set, what the analytics service runs. GET
@@ -15,13 +16,11 @@ package main
 import (
 	"cmp"
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"net"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"syscall"
 	"time"
 
@@ -35,7 +34,6 @@ import (
 	"github.com/tollgate/tollgate/pkg/budget"
 	"github.com/tollgate/tollgate/pkg/gateway"
 	"github.com/tollgate/tollgate/pkg/mockllm"
-	"github.com/tollgate/tollgate/pkg/natsconn"
 	"github.com/tollgate/tollgate/pkg/profiling"
 	"github.com/tollgate/tollgate/pkg/respcache"
 	"github.com/tollgate/tollgate/pkg/revoke"
@@ -51,7 +49,7 @@ func main() {
 
 func run() error {
 	cfgPath := flag.String("config", cmp.Or(os.Getenv("TOLLGATE_CONFIG"), "deploy/dev/tollgate.yaml"), "config file (env TOLLGATE_CONFIG)")
-	embed := flag.Bool("embed", false, "all-in-one mode: embedded NATS JetStream, the budget consumer and (built with -tags clickhouse, $TOLLGATE_CLICKHOUSE set) the analytics loaders and budget_limits in this process")
+	embed := flag.Bool("embed", false, "all-in-one mode (a gateway built with -tags embed): embedded NATS JetStream, the budget consumer and (built with -tags clickhouse, $TOLLGATE_CLICKHOUSE set) the analytics loaders and budget_limits in this process")
 	dataDir := flag.String("data-dir", "data", "data directory for -embed (NATS store under nats/, usage spool under spool/)")
 	natsPort := flag.Int("nats-port", 4222, "loopback port of the embedded NATS server with -embed (0 picks a free one)")
 	var copts budget.ConsumerOptions // -embed's budget consumer
@@ -83,14 +81,7 @@ func run() error {
 	defer cancelBG()
 	g, bg := errgroup.WithContext(bg)
 
-	embedDir := ""
-	if *embed {
-		embedDir = *dataDir
-		cfg.Usage.SpoolDir = filepath.Join(*dataDir, "spool")
-	} else if cfg.NATS.URL == "" {
-		return errors.New("usage events need NATS: set nats.url in the config, or run with -embed")
-	}
-	nc, closeNATS, err := natsconn.Open(cfg.NATS, embedDir, *natsPort, "tollgate-gateway", log)
+	nc, closeNATS, err := openNATS(cfg.NATS, &cfg.Usage.SpoolDir, *embed, *dataDir, *natsPort, log)
 	if err != nil {
 		return err
 	}

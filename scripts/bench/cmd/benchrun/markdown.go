@@ -537,7 +537,7 @@ func startupTable(m *md, r *Results) {
 	for _, st := range r.Startup {
 		m.row(st.Target, ms2(st.MedianMS), joinNums(st.StartupMS, ms2), ms2(st.MedianRSS), ms2(st.MedianAnon), joinNums(st.IdleRSSMB, ms2))
 	}
-	m.p("\nStart-up of `tollgate` includes connecting to NATS, checking the usage stream and the spend bucket and loading the spend totals; `--embed` starts an embedded NATS JetStream server and the budget consumer in the process instead. ")
+	m.p("\nStart-up of `tollgate` includes connecting to NATS, checking the usage stream and the spend bucket and loading the spend totals; `--embed` (the gateway built with `-tags embed`, which links the NATS server; the default build does not) starts an embedded NATS JetStream server and the budget consumer in the process instead. ")
 	m.p("Anonymous memory (RssAnon) is heap, stacks and runtime; the rest of the RSS is the program's own code and read-only data paged in from its file, which the kernel shares and can reclaim.\n\n")
 }
 

@@ -46,18 +46,20 @@ func programs() [][2]string {
 // build compiles every program into dir as the release image does
 // (deploy/docker/Dockerfile): static (no cgo, so no C library mapped into
 // each process), without file paths, symbol table or DWARF, so that the
-// memory and start-up figures are those of the binaries we ship.
+// memory and start-up figures are those of the binaries we ship. The
+// gateway of --embed is gateway-embed, built with -tags embed.
 func build(ctx context.Context, root, dir string) error {
-	args := []string{"build", "-trimpath", "-ldflags=-s -w", "-o", dir + string(os.PathSeparator)}
+	all := []string{"-o", dir + string(os.PathSeparator)}
 	for _, p := range programs() {
-		args = append(args, p[1])
+		all = append(all, p[1])
 	}
-	cmd := exec.CommandContext(ctx, "go", args...)
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	cmd.Dir = root
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("go build: %w\n%s", err, out)
+	for _, args := range [][]string{all, {"-tags", "embed", "-o", filepath.Join(dir, "gateway-embed"), "./services/gateway"}} {
+		cmd := exec.CommandContext(ctx, "go", append([]string{"build", "-trimpath", "-ldflags=-s -w"}, args...)...)
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		cmd.Dir = root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("go build: %w\n%s", err, out)
+		}
 	}
 	return nil
 }
@@ -266,13 +268,13 @@ func (s *stack) startGateway(ctx context.Context, name string, embed bool) (inst
 	if err != nil {
 		return instance{}, err
 	}
-	args := []string{"-config", cfg}
+	args, bin := []string{"-config", cfg}, "gateway"
 	if embed {
-		args = append(args, "-embed", "-data-dir", filepath.Join(s.work, name+"-data"), "-nats-port", "0")
+		args, bin = append(args, "-embed", "-data-dir", filepath.Join(s.work, name+"-data"), "-nats-port", "0"), "gateway-embed"
 	}
 	in := instance{addr: fmt.Sprintf("127.0.0.1:%d", port), admin: admin}
 	start := time.Now()
-	in.p, err = s.ps.Start(name, procs.StartOptions{CPU: s.gwCPU}, s.binPath("gateway"), args...)
+	in.p, err = s.ps.Start(name, procs.StartOptions{CPU: s.gwCPU}, s.binPath(bin), args...)
 	if err != nil {
 		return instance{}, err
 	}
