@@ -379,7 +379,8 @@ const (
 //
 // Where the vector instructions are there (haveSIMD: built with
 // GOEXPERIMENT=simd, on an AVX2 machine), long strings are read 64 bytes
-// at a time by blocks instead, and the text's UTF-8 is checked by
+// at a time by blocks instead (blocks512, one 64-byte vector a block, on a
+// machine with AVX-512), and the text's UTF-8 is checked by
 // checkUTF8 a window at a time: after the string that ends a window, and
 // at the end of Scan; both readers accept and refuse the same texts, at
 // the same offsets.
@@ -395,7 +396,12 @@ func (s *scanner) str(i int) int {
 		// last bytes of the text) the word-at-a-time reader takes until
 		// past that block.
 		var done bool
-		if i, done = s.blocks(i); done {
+		if have512 {
+			i, done = s.blocks512(i)
+		} else {
+			i, done = s.blocks(i)
+		}
+		if done {
 			if i-s.utf8To >= utf8Window {
 				s.checkUTF8(i)
 			}
