@@ -283,7 +283,7 @@ func runSuite(ctx context.Context, o *options, out io.Writer) error {
 		outDir, mdPath = e.rawDir, filepath.Join(e.rawDir, "BENCHMARKS.md")
 	}
 	s := &suite{st: e.st, rawDir: e.rawDir, reps: o.reps, out: out, profile: o.profile}
-	var profileTop []byte // written with the results
+	profileTops := map[string][]byte{} // by scenario, written with the results
 	total := 0
 	for _, p := range ps {
 		total += o.reps * len(p.targets)
@@ -297,10 +297,11 @@ func runSuite(ctx context.Context, o *options, out io.Writer) error {
 		}
 		done += o.reps * len(p.targets)
 		res.Scenarios = append(res.Scenarios, sc)
-		if p.name == profileScenario {
+		if profiled(p.name) {
 			// After the measured repetitions, so that profiling slows none
 			// of them (see profile.go).
-			res.Profile, profileTop = s.profileRun(ctx, p, e.machine.Commit)
+			pr, top := s.profileRun(ctx, p, e.machine.Commit)
+			res.Profiles, profileTops[p.name] = append(res.Profiles, pr), top
 			if err := ctx.Err(); err != nil {
 				return err
 			}
@@ -333,16 +334,19 @@ func runSuite(ctx context.Context, o *options, out io.Writer) error {
 	if err := writeAll(res, outDir, mdPath); err != nil {
 		return err
 	}
-	if err := writeProfileTop(res.Profile, profileTop, outDir); err != nil {
-		return err
+	for _, pr := range res.Profiles {
+		if err := writeProfileTop(pr, profileTops[pr.Scenario], outDir); err != nil {
+			return err
+		}
 	}
 	fmt.Fprintf(out, "\ndone in %s: %s, %s/latest.json and charts written\n\n", time.Since(started).Round(time.Second), mdPath, outDir)
 	summary(out, res)
-	switch pr := res.Profile; {
-	case pr != nil && pr.File != "":
-		fmt.Fprintf(out, "  gateway CPU profile top (%s): %s\n", pr.Scenario, filepath.Join(outDir, pr.File))
-	case pr != nil:
-		fmt.Fprintf(out, "  gateway CPU profile (%s) not taken: %s\n", pr.Scenario, pr.Error)
+	for _, pr := range res.Profiles {
+		if pr.File != "" {
+			fmt.Fprintf(out, "  gateway CPU profile top (%s): %s\n", pr.Scenario, filepath.Join(outDir, pr.File))
+		} else {
+			fmt.Fprintf(out, "  gateway CPU profile (%s) not taken: %s\n", pr.Scenario, pr.Error)
+		}
 	}
 	return nil
 }
@@ -426,7 +430,7 @@ func printPlan(out io.Writer, ps []plan, o *options, startReps int, goBench bool
 		fmt.Fprintf(out, "  start-up and idle RSS: bareproxy, tollgate, tollgate --embed, %d repetitions\n", startReps)
 	}
 	for _, p := range ps {
-		if p.name == profileScenario {
+		if profiled(p.name) {
 			fmt.Fprintf(out, "  %-20s one more tollgate run (window %s), not measured: the gateway's CPU profile\n", p.name, profilePlan(p).dur)
 		}
 	}

@@ -172,7 +172,7 @@ func render(r *Results, soak *Soak, chartDir string) []byte {
 	m.p("\n## Targets\n\n")
 	cs := evaluate(r)
 	met, measured := 0, 0
-	m.header("Target (ratios within this run)", "Measured", "Verdict")
+	m.header("Target (ratios within this run)", "Measured", "Verdict", "Gateway CPU profile")
 	for _, c := range cs {
 		v := c.Verdict
 		switch v {
@@ -184,9 +184,14 @@ func render(r *Results, soak *Soak, chartDir string) []byte {
 			measured++
 			v = "**missed**"
 		}
-		m.row(c.Goal, c.Measured, v)
+		prof := "-"
+		if pr := r.profile(c.Profile); pr != nil && pr.File != "" {
+			f := path.Join(chartDir, pr.File)
+			prof = fmt.Sprintf("[%s](%s)", pr.Scenario, f)
+		}
+		m.row(c.Goal, c.Measured, v, prof)
 	}
-	m.p("\n%d of %d measured targets met.\n\n", met, measured)
+	m.p("\n%d of %d measured targets met. A target measured on the gateway's CPU links the profile of the scenario that measured it (see [Gateway CPU profiles](#gateway-cpu-profiles)): where a target is missed, that is where the time goes.\n\n", met, measured)
 
 	m.p("## Charts\n\n")
 	for _, c := range charts(r) {
@@ -217,7 +222,7 @@ func render(r *Results, soak *Soak, chartDir string) []byte {
 	}
 	soakSection(&m, soak)
 	goBenchSection(&m, r.GoBench)
-	profileSection(&m, r.Profile, chartDir)
+	profileSection(&m, r.Profiles, chartDir)
 	if len(r.Notes) > 0 {
 		m.p("## Notes on this run\n\n")
 		for _, n := range r.Notes {
@@ -588,20 +593,25 @@ func goBenchSection(m *md, gb *GoBench) {
 	}
 }
 
-// profileSection links the gateway's CPU profile top, or says why there
-// is none.
-func profileSection(m *md, pr *Profile, dir string) {
-	m.p("## Gateway CPU profile\n\n")
-	switch {
-	case pr == nil:
-		m.p("Not taken in this run: `make bench` profiles the gateway in an extra run of `%s` after that scenario's measured repetitions.\n\n", profileScenario)
-	case pr.File == "":
-		m.p("The gateway's CPU profile (an extra run of `%s` after its measured repetitions) could not be taken in this run: %s.\n\n", pr.Scenario, pr.Error)
-	default:
-		f := path.Join(dir, pr.File)
-		m.p("[%s](%s) is the top of the gateway's CPU profile while it served `%s` (%s): the %d functions with the most CPU time of their own (flat), then the %[5]d with the most time including their callees (cum), as `go tool pprof -top` and `-top -cum` show them. ", f, f, pr.Scenario, pr.Title, profileTopN)
-		m.p("It was taken from the admin listener's `/debug/pprof/profile` during an extra %s run of that scenario on tollgate after its measured repetitions, so profiling slowed none of the figures above; that run is in no table.\n\n", time.Duration(pr.WindowS*float64(time.Second)))
+// profileSection links the gateway's CPU profile tops, or says why there
+// are none.
+func profileSection(m *md, prs []*Profile, dir string) {
+	m.p("## Gateway CPU profiles\n\n")
+	if len(prs) == 0 {
+		m.p("Not taken in this run: `make bench` profiles the gateway in an extra run of each of `%s` after that scenario's measured repetitions.\n\n", strings.Join(profileScenarios, "`, `"))
+		return
 	}
+	m.p("Each file is the top of the gateway's CPU profile while it served one scenario: the %d functions with the most CPU time of their own (flat), then the %[1]d with the most time including their callees (cum), as `go tool pprof -top` and `-top -cum` show them. ", profileTopN)
+	m.p("Each was taken from the admin listener's `/debug/pprof/profile` during an extra run of its scenario on tollgate after the scenario's measured repetitions, so profiling slowed none of the figures above; those runs are in no table.\n\n")
+	for _, pr := range prs {
+		if pr.File == "" {
+			m.p("- `%s`: could not be taken in this run: %s.\n", pr.Scenario, pr.Error)
+			continue
+		}
+		f := path.Join(dir, pr.File)
+		m.p("- [%s](%s): `%s` (%s), a %s run.\n", f, f, pr.Scenario, pr.Title, time.Duration(pr.WindowS*float64(time.Second)))
+	}
+	m.p("\n")
 }
 
 // joinNums formats every value of v.

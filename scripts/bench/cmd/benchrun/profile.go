@@ -16,16 +16,25 @@ import (
 	"github.com/google/pprof/profile"
 )
 
-// The gateway's CPU profile (issue #12): after the measured repetitions of
-// profileScenario the suite runs that scenario once more on the gateway,
-// takes a CPU profile from its admin listener during that extra run, and
-// writes the profile's top next to latest.json, so that the next change to
-// the request path starts from data. The extra run is in no table:
-// profiling takes CPU from the gateway (a signal and a stack walk per
-// sample), and none of the measured figures pays for it.
+// The gateway's CPU profiles (issue #12): after the measured repetitions of
+// each of profileScenarios the suite runs that scenario once more on the
+// gateway, takes a CPU profile from its admin listener during that extra
+// run, and writes the profile's top next to latest.json, so that the next
+// change to the request path starts from data, and a target missed on the
+// gateway's CPU links the profile of the scenario that measured it. The
+// extra runs are in no table: profiling takes CPU from the gateway (a
+// signal and a stack walk per sample), and none of the measured figures
+// pays for it.
+
+// profileScenarios are the scenarios whose gateway profile is kept: one for
+// each kind of target measured on the gateway's CPU (throughput, CPU at a
+// fixed request rate, CPU with large bodies).
+var profileScenarios = []string{"nonstream-c32", "cpu-r1000", "large-64k-c8", "large-512k-c8"}
+
+// profiled reports whether scenario name gets an extra profiled run.
+func profiled(name string) bool { return slices.Contains(profileScenarios, name) }
+
 const (
-	// profileScenario is the scenario whose gateway profile is kept.
-	profileScenario = "nonstream-c32"
 	// profileMinWindow is the shortest profiled window (at 100 samples per
 	// second, 500 samples).
 	profileMinWindow = 5 * time.Second

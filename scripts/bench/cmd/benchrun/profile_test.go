@@ -165,7 +165,7 @@ func TestProfileTopFile(t *testing.T) {
 		t.Error("no error for a file that is not a profile")
 	}
 
-	pr := &Profile{Scenario: profileScenario, File: profileFile(profileScenario)}
+	pr := &Profile{Scenario: "nonstream-c32", File: profileFile("nonstream-c32")}
 	top := filepath.Join(dir, "profile-nonstream-c32.txt")
 	if err := writeProfileTop(pr, got, dir); err != nil {
 		t.Fatal(err)
@@ -174,7 +174,7 @@ func TestProfileTopFile(t *testing.T) {
 		t.Fatalf("written top: %q, %v", b, err)
 	}
 	// A run whose profile failed removes the earlier top.
-	if err := writeProfileTop(&Profile{Scenario: profileScenario, Error: "boom"}, nil, dir); err != nil {
+	if err := writeProfileTop(&Profile{Scenario: "nonstream-c32", Error: "boom"}, nil, dir); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(top); !os.IsNotExist(err) {
@@ -186,7 +186,7 @@ func TestProfileTopFile(t *testing.T) {
 }
 
 func TestProfileIntro(t *testing.T) {
-	pr := &Profile{Scenario: profileScenario, Title: "Non-stream, instant upstream, 32 clients", WindowS: 5}
+	pr := &Profile{Scenario: "nonstream-c32", Title: "Non-stream, instant upstream, 32 clients", WindowS: 5}
 	got := profileIntro(pr, "abc1234")
 	for _, s := range []string{"nonstream-c32 (Non-stream, instant upstream, 32 clients), commit abc1234", "extra 5s run", "after its measured repetitions", "top 40 functions"} {
 		if !strings.Contains(got, s) {

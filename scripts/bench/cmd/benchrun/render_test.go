@@ -261,11 +261,11 @@ func TestEvaluate(t *testing.T) {
 
 func TestRender(t *testing.T) {
 	tests := []struct {
-		name    string
-		soak    *Soak
-		profile *Profile
-		want    []string
-		notWant []string
+		name     string
+		soak     *Soak
+		profiles []*Profile
+		want     []string
+		notWant  []string
 	}{
 		{
 			name: "without soak",
@@ -286,26 +286,30 @@ func TestRender(t *testing.T) {
 		},
 		{
 			name:    "without profile",
-			want:    []string{"## Gateway CPU profile", "Not taken in this run"},
-			notWant: []string{"profile-nonstream-c32.txt"},
+			want:    []string{"## Gateway CPU profiles", "Not taken in this run", "`nonstream-c32`, `cpu-r1000`, `large-64k-c8`, `large-512k-c8`"},
+			notWant: []string{"profile-nonstream-c32.txt", "[cpu-r1000]"},
 		},
 		{
-			name:    "with profile",
-			profile: &Profile{Scenario: profileScenario, Title: "Non-stream, instant upstream, 32 clients", WindowS: 5, File: profileFile(profileScenario)},
-			want: []string{"[docs/bench/profile-nonstream-c32.txt](docs/bench/profile-nonstream-c32.txt) is the top of the gateway's CPU profile while it served `nonstream-c32`",
-				"an extra 5s run of that scenario on tollgate after its measured repetitions"},
-		},
-		{
-			name:    "profile failed",
-			profile: &Profile{Scenario: profileScenario, WindowS: 5, Error: "get profile: connection refused"},
-			want:    []string{"could not be taken in this run: get profile: connection refused."},
-			notWant: []string{"profile-nonstream-c32.txt"},
+			name: "with profiles",
+			profiles: []*Profile{
+				{Scenario: "nonstream-c32", Title: "Non-stream, instant upstream, 32 clients", WindowS: 5, File: profileFile("nonstream-c32")},
+				{Scenario: "cpu-r1000", WindowS: 5, Error: "get profile: connection refused"},
+			},
+			want: []string{"- [docs/bench/profile-nonstream-c32.txt](docs/bench/profile-nonstream-c32.txt): `nonstream-c32` (Non-stream, instant upstream, 32 clients), a 5s run.",
+				"an extra run of its scenario on tollgate after the scenario's measured repetitions",
+				"- `cpu-r1000`: could not be taken in this run: get profile: connection refused.",
+				// Both throughput targets link the profile that shows where the time goes.
+				"| Non-stream throughput at 8 clients >= 0.85 x bareproxy | 0.90 x (9000 vs 10000 req/s) | met | [nonstream-c32](docs/bench/profile-nonstream-c32.txt) |",
+				"| Non-stream throughput at 32 clients >= 0.85 x bareproxy |",
+			},
+			// A profile that was not taken is linked nowhere.
+			notWant: []string{"profile-cpu-r1000.txt", "[cpu-r1000]"},
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			res := sampleResults()
-			res.Profile = tt.profile
+			res.Profiles = tt.profiles
 			out := string(render(res, tt.soak, "docs/bench"))
 			for _, s := range tt.want {
 				if !strings.Contains(out, s) {

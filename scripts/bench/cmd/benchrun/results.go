@@ -27,8 +27,9 @@ type Results struct {
 	Startup []Startup `json:"startup"`
 	// GoBench is the per-stage Go benchmark table.
 	GoBench *GoBench `json:"go_bench,omitempty"`
-	// Profile is the gateway's CPU profile top, when profileScenario ran.
-	Profile *Profile `json:"profile,omitempty"`
+	// Profiles are the gateway's CPU profile tops of the profileScenarios
+	// that ran, in the order they ran.
+	Profiles []*Profile `json:"profiles,omitempty"`
 	// Pending lists scenarios that cannot run yet, with the reason.
 	Pending []Pending `json:"pending"`
 	// Notes are remarks about this run (retries, a busy machine).
@@ -255,6 +256,17 @@ func readJSON(path string, v any) error {
 	}
 	if err := json.Unmarshal(b, v); err != nil {
 		return fmt.Errorf("decode %s: %w", path, err)
+	}
+	return nil
+}
+
+// profile returns the profile of scenario name, or nil when it was not
+// profiled in this run.
+func (r *Results) profile(name string) *Profile {
+	for _, pr := range r.Profiles {
+		if pr.Scenario == name {
+			return pr
+		}
 	}
 	return nil
 }

@@ -151,7 +151,7 @@ func estimate(ps []plan, reps, startReps int, goBench bool) time.Duration {
 			per += 500 * time.Millisecond
 		}
 		d += per * time.Duration(reps*len(p.targets))
-		if p.name == profileScenario {
+		if profiled(p.name) {
 			pp := profilePlan(p)
 			d += pp.warmup + pp.dur + pp.extra + runOverhead
 		}

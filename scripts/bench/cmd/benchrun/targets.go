@@ -19,6 +19,20 @@ type check struct {
 	Goal     string `json:"goal"`
 	Measured string `json:"measured"`
 	Verdict  string `json:"verdict"`
+	// Profile names the profiled scenario that shows where the gateway's
+	// CPU went for this target ("" for targets not measured on its CPU).
+	Profile string `json:"profile,omitempty"`
+}
+
+// newCheck is a check of a target not measured on the gateway's CPU.
+func newCheck(goal, measured, verdict string) check {
+	return check{Goal: goal, Measured: measured, Verdict: verdict}
+}
+
+// profiled is c with the profiled scenario that shows its CPU.
+func (c check) profiled(scenario string) check {
+	c.Profile = scenario
+	return c
 }
 
 // lookup finds scenario name's median on target, or nil.
@@ -68,31 +82,31 @@ func evaluate(r *Results) []check {
 			continue
 		}
 		ratio := tg.RPS / bp.RPS
-		cs = append(cs, check{goal, fmt.Sprintf("%.2f x (%.0f vs %.0f req/s)", ratio, tg.RPS, bp.RPS), verdict(ratio >= 0.85 && tg.Errors == 0)})
+		cs = append(cs, newCheck(goal, fmt.Sprintf("%.2f x (%.0f vs %.0f req/s)", ratio, tg.RPS, bp.RPS), verdict(ratio >= 0.85 && tg.Errors == 0)).profiled("nonstream-c32"))
 	}
 	if tg, bp := pair("nonstream-c1"); tg != nil && bp != nil {
 		d50, d99 := tg.P50-bp.P50, tg.P99-bp.P99
 		cs = append(cs,
-			check{"Added latency at 1 client: p50 <= bareproxy + 0.03 ms", fmt.Sprintf("%+.3f ms (%.3f vs %.3f)", d50, tg.P50, bp.P50), verdict(d50 <= 0.03)},
-			check{"Added latency at 1 client: p99 <= bareproxy + 0.2 ms", fmt.Sprintf("%+.3f ms (%.3f vs %.3f)", d99, tg.P99, bp.P99), verdict(d99 <= 0.2)})
+			newCheck("Added latency at 1 client: p50 <= bareproxy + 0.03 ms", fmt.Sprintf("%+.3f ms (%.3f vs %.3f)", d50, tg.P50, bp.P50), verdict(d50 <= 0.03)),
+			newCheck("Added latency at 1 client: p99 <= bareproxy + 0.2 ms", fmt.Sprintf("%+.3f ms (%.3f vs %.3f)", d99, tg.P99, bp.P99), verdict(d99 <= 0.2)))
 	} else {
 		na("Added latency at 1 client")
 	}
 	if tg, bp := pair("stream-c64"); tg != nil && bp != nil && bp.RPS > 0 {
 		ratio := tg.RPS / bp.RPS
-		cs = append(cs, check{"Streams at 64 clients >= 0.9 x bareproxy", fmt.Sprintf("%.2f x (%.0f vs %.0f streams/s)", ratio, tg.RPS, bp.RPS), verdict(ratio >= 0.9 && tg.Errors == 0)})
+		cs = append(cs, newCheck("Streams at 64 clients >= 0.9 x bareproxy", fmt.Sprintf("%.2f x (%.0f vs %.0f streams/s)", ratio, tg.RPS, bp.RPS), verdict(ratio >= 0.9 && tg.Errors == 0)))
 	} else {
 		na("Streams at 64 clients >= 0.9 x bareproxy")
 	}
 	if tg, bp := pair("stream-c1"); tg != nil && bp != nil {
 		d := tg.TTFCP50 - bp.TTFCP50
-		cs = append(cs, check{"Time to first chunk (p50, 1 client) <= bareproxy + 0.1 ms", fmt.Sprintf("%+.3f ms (%.3f vs %.3f)", d, tg.TTFCP50, bp.TTFCP50), verdict(d <= 0.1)})
+		cs = append(cs, newCheck("Time to first chunk (p50, 1 client) <= bareproxy + 0.1 ms", fmt.Sprintf("%+.3f ms (%.3f vs %.3f)", d, tg.TTFCP50, bp.TTFCP50), verdict(d <= 0.1)))
 	} else {
 		na("Time to first chunk <= bareproxy + 0.1 ms")
 	}
 	if fb, ok := r.lookup("fallback-500-c16", targetFallback), r.lookup("fallback-500-c16", targetTollgate); fb != nil && ok != nil && ok.RPS > 0 {
 		ratio := fb.RPS / ok.RPS
-		cs = append(cs, check{"Fallback after upstream 500, 16 clients: >= 0.45 x the throughput without failures", fmt.Sprintf("%.2f x (%.0f vs %.0f req/s), %d errors", ratio, fb.RPS, ok.RPS, fb.Errors), verdict(ratio >= 0.45 && fb.Errors == 0)})
+		cs = append(cs, newCheck("Fallback after upstream 500, 16 clients: >= 0.45 x the throughput without failures", fmt.Sprintf("%.2f x (%.0f vs %.0f req/s), %d errors", ratio, fb.RPS, ok.RPS, fb.Errors), verdict(ratio >= 0.45 && fb.Errors == 0)))
 	} else {
 		na("Fallback after upstream 500, 16 clients: >= 0.45 x the throughput without failures")
 	}
@@ -106,15 +120,15 @@ func evaluate(r *Results) []check {
 		case tg == nil || bp == nil:
 			na(goal)
 		case bp.Errors > 0:
-			cs = append(cs, check{goal, fmt.Sprintf("bareproxy does not hold this rate (%d errors)", bp.Errors), verdictNA})
+			cs = append(cs, newCheck(goal, fmt.Sprintf("bareproxy does not hold this rate (%d errors)", bp.Errors), verdictNA))
 		default:
 			d := tg.P99 - bp.P99
-			cs = append(cs, check{goal, fmt.Sprintf("%d errors, p99 %+.2f ms (%.2f vs %.2f)", tg.Errors, d, tg.P99, bp.P99), verdict(tg.Errors == 0 && d <= 10)})
+			cs = append(cs, newCheck(goal, fmt.Sprintf("%d errors, p99 %+.2f ms (%.2f vs %.2f)", tg.Errors, d, tg.P99, bp.P99), verdict(tg.Errors == 0 && d <= 10)))
 		}
 	}
 	if tg, bp := pair("cpu-r1000"); tg != nil && bp != nil && bp.CPUPer1k > 0 {
 		ratio := tg.CPUPer1k / bp.CPUPer1k
-		cs = append(cs, check{"CPU per 1,000 requests <= 1.25 x bareproxy", fmt.Sprintf("%.2f x (%.3f vs %.3f CPU s)", ratio, tg.CPUPer1k, bp.CPUPer1k), verdict(ratio <= 1.25)})
+		cs = append(cs, newCheck("CPU per 1,000 requests <= 1.25 x bareproxy", fmt.Sprintf("%.2f x (%.3f vs %.3f CPU s)", ratio, tg.CPUPer1k, bp.CPUPer1k), verdict(ratio <= 1.25)).profiled("cpu-r1000"))
 	} else {
 		na("CPU per 1,000 requests <= 1.25 x bareproxy")
 	}
@@ -134,19 +148,19 @@ func evaluate(r *Results) []check {
 			continue
 		}
 		c := tg.CPUPer1k / bp.CPUPer1k
-		cs = append(cs, check{cpuGoal, fmt.Sprintf("%.2f x (%.3f vs %.3f CPU ms)", c, tg.CPUPer1k, bp.CPUPer1k), verdict(c <= t.cpu && tg.Errors == 0)})
+		cs = append(cs, newCheck(cpuGoal, fmt.Sprintf("%.2f x (%.3f vs %.3f CPU ms)", c, tg.CPUPer1k, bp.CPUPer1k), verdict(c <= t.cpu && tg.Errors == 0)).profiled(name))
 		if t.rps > 0 {
 			q := tg.RPS / bp.RPS
-			cs = append(cs, check{rpsGoal, fmt.Sprintf("%.2f x (%.0f vs %.0f req/s)", q, tg.RPS, bp.RPS), verdict(q >= t.rps && tg.Errors == 0)})
+			cs = append(cs, newCheck(rpsGoal, fmt.Sprintf("%.2f x (%.0f vs %.0f req/s)", q, tg.RPS, bp.RPS), verdict(q >= t.rps && tg.Errors == 0)).profiled(name))
 		}
 	}
 	if st := r.startup(targetTollgate); st != nil {
-		cs = append(cs, check{"Idle RSS <= 20 MB", fmt.Sprintf("%.1f MB", st.MedianRSS), verdict(st.MedianRSS <= 20)})
+		cs = append(cs, newCheck("Idle RSS <= 20 MB", fmt.Sprintf("%.1f MB", st.MedianRSS), verdict(st.MedianRSS <= 20)))
 	} else {
 		na("Idle RSS <= 20 MB")
 	}
 	if st := r.startup("tollgate --embed"); st != nil {
-		cs = append(cs, check{"Idle RSS with --embed <= 64 MB", fmt.Sprintf("%.1f MB", st.MedianRSS), verdict(st.MedianRSS <= 64)})
+		cs = append(cs, newCheck("Idle RSS with --embed <= 64 MB", fmt.Sprintf("%.1f MB", st.MedianRSS), verdict(st.MedianRSS <= 64)))
 	} else {
 		na("Idle RSS with --embed <= 64 MB")
 	}
@@ -159,12 +173,12 @@ func evaluate(r *Results) []check {
 		}
 	}
 	if len(per) > 0 {
-		cs = append(cs, check{"RSS per 1,000 concurrent streams <= 30 MB", strings.Join(perText, ", "), verdict(slices.Max(per) <= 30)})
+		cs = append(cs, newCheck("RSS per 1,000 concurrent streams <= 30 MB", strings.Join(perText, ", "), verdict(slices.Max(per) <= 30)))
 	} else {
 		na("RSS per 1,000 concurrent streams <= 30 MB")
 	}
 	if st := r.startup(targetTollgate); st != nil {
-		cs = append(cs, check{"Start-up to the first proxied response < 100 ms", fmt.Sprintf("%.1f ms", st.MedianMS), verdict(st.MedianMS < 100)})
+		cs = append(cs, newCheck("Start-up to the first proxied response < 100 ms", fmt.Sprintf("%.1f ms", st.MedianMS), verdict(st.MedianMS < 100)))
 	} else {
 		na("Start-up to the first proxied response < 100 ms")
 	}
