@@ -1,6 +1,7 @@
 package auth
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -85,13 +86,24 @@ func BenchmarkAllowsModel(b *testing.B) {
 	}
 }
 
-// BenchmarkBearerToken: expected allocs/op 0.
+// BenchmarkBearerToken: expected allocs/op 0. "short" is a minimal JWT,
+// "jwt" one the size of a gateway token with its claims (about 400 bytes).
+// The token's characters are checked eight bytes at a time: the check
+// alone on that token took 248 ns with the byte loop it replaced, 77 ns
+// (2026-12-04, the bench machine, both in one run).
 func BenchmarkBearerToken(b *testing.B) {
-	h := []byte("Bearer eyJhbGciOiJIUzI1NiJ9.eyJpc3MiOiJ4In0.c2ln")
-	b.ReportAllocs()
-	for b.Loop() {
-		if BearerToken(h) == nil {
-			b.Fatal("no token")
-		}
+	for _, tc := range []struct{ name, header string }{
+		{"short", "Bearer eyJhbGciOiJIUzI1NiJ9.eyJpc3MiOiJ4In0.c2ln"},
+		{"jwt", "Bearer eyJhbGciOiJIUzI1NiIsImtpZCI6ImJlbmNoLTEiLCJ0eXAiOiJKV1QifQ." + strings.Repeat("eyJpc3MiOiJ0b2xsZ2F0ZS1iZW5jaCIsInN1YiI6ImJlbmNoLXVzZXIi", 5) + ".c2lnbmF0dXJlLW9mLXRoZS10b2tlbi1pbi1iYXNlNjR1cmw"},
+	} {
+		h := []byte(tc.header)
+		b.Run(tc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if BearerToken(h) == nil {
+					b.Fatal("no token")
+				}
+			}
+		})
 	}
 }

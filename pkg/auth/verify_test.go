@@ -535,6 +535,33 @@ func TestBearerToken(t *testing.T) {
 	}
 }
 
+// TestTokenChars checks the word-at-a-time token check against the
+// byte-at-a-time rule on every byte value at every position of tokens of
+// several lengths.
+func TestTokenChars(t *testing.T) {
+	slow := func(b []byte) bool {
+		for _, c := range b {
+			if c <= ' ' || c == 0x7f {
+				return false
+			}
+		}
+		return true
+	}
+	for n := 1; n <= 40; n++ {
+		tok := []byte(strings.Repeat("eyJhbGciOi", 4)[:n])
+		for i := range tok {
+			orig := tok[i]
+			for c := range 256 {
+				tok[i] = byte(c)
+				if got, want := tokenChars(tok), slow(tok); got != want {
+					t.Fatalf("tokenChars(%q) = %v, want %v", tok, got, want)
+				}
+			}
+			tok[i] = orig
+		}
+	}
+}
+
 func TestBearerTokenNoAlloc(t *testing.T) {
 	h := []byte("Bearer abc.def.ghi")
 	if n := testing.AllocsPerRun(100, func() { BearerToken(h) }); n != 0 {
