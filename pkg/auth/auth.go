@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"sync/atomic"
 	"time"
 )
 
@@ -45,7 +46,22 @@ type Principal struct {
 	Admin bool
 	// ExpiresAt is the exp claim; NotBefore the nbf claim (zero when absent).
 	ExpiresAt, NotBefore time.Time
+
+	// derived is what the principal's user derives from its fields on every
+	// request (Derived).
+	derived atomic.Value
 }
+
+// Derived returns the value a caller stored with SetDerived, or nil. The
+// verifier caches one Principal per token, so a value derived from the
+// principal's fields alone (the gateway's budget scopes and token limits)
+// is computed once per token instead of once per request. One caller
+// stores one type of value.
+func (p *Principal) Derived() any { return p.derived.Load() }
+
+// SetDerived keeps v with the principal for Derived. v must be a function
+// of the principal's fields and must not change afterwards.
+func (p *Principal) SetDerived(v any) { p.derived.Store(v) }
 
 // BudgetClaim is one spend limit signed into a token's budgets claim.
 type BudgetClaim struct {

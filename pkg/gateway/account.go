@@ -182,16 +182,42 @@ func (g *Gateway) backlogFull() *apiError {
 // carries. A malformed budgets claim refunds adm's rate charges and
 // answers 401.
 func (g *Gateway) budgetScopes(adm *admission, p *auth.Principal) (budget.Scopes, []budget.Limit, *apiError) {
-	scopes := budget.NewScopes(p.KeyID, p.Subject, p.Dept, p.Team, p.Project)
-	if len(p.Budgets) == 0 {
-		return scopes, nil, nil
-	}
-	claims, err := budget.FromClaims(p.Budgets)
-	if err != nil {
+	pb := principalBudgetOf(p)
+	if pb.err != nil {
 		g.refundRate(adm)
-		return scopes, nil, &apiError{Status: fiber.StatusUnauthorized, Type: typeAuthentication, Code: "invalid_token", Message: "invalid token: " + err.Error()}
+		return pb.scopes, nil, &apiError{Status: fiber.StatusUnauthorized, Type: typeAuthentication, Code: "invalid_token", Message: "invalid token: " + pb.err.Error()}
 	}
-	return scopes, claims, nil
+	return pb.scopes, pb.claims, nil
+}
+
+// principalBudget is what admission derives from a principal: its budget
+// scopes (team and project qualified by department) and the limits of its
+// token's budgets claim, or why that claim is malformed. It is kept with
+// the principal (auth.Principal.Derived), which the verifier caches per
+// token, so that requests with the same token share it; the Tracker only
+// reads the claims.
+type principalBudget struct {
+	scopes budget.Scopes
+	vals   [budget.NumScopes]string // scopes by scope, for the degradation ladder
+	claims []budget.Limit
+	err    error
+}
+
+// principalBudgetOf returns p's principalBudget, deriving it on the first
+// request of p (two first requests racing may both derive it; either
+// result is the same).
+func principalBudgetOf(p *auth.Principal) *principalBudget {
+	if pb, ok := p.Derived().(*principalBudget); ok {
+		return pb
+	}
+	pb := &principalBudget{vals: budget.ScopeValues(p.KeyID, p.Subject, p.Dept, p.Team, p.Project)}
+	v := &pb.vals
+	pb.scopes = budget.Scopes{Key: v[budget.ScopeKey], Subject: v[budget.ScopeSubject], Dept: v[budget.ScopeDept], Team: v[budget.ScopeTeam], Project: v[budget.ScopeProject]}
+	if len(p.Budgets) > 0 {
+		pb.claims, pb.err = budget.FromClaims(p.Budgets)
+	}
+	p.SetDerived(pb)
+	return pb
 }
 
 // reserve reserves est nano-USD on every total of bd's scopes, then checks

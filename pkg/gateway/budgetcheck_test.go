@@ -2,11 +2,13 @@ package gateway
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/tollgate/tollgate/pkg/auth"
 	"github.com/tollgate/tollgate/pkg/budget"
 	"github.com/tollgate/tollgate/pkg/config"
 	usagev1 "github.com/tollgate/tollgate/proto/tollgate/usage/v1"
@@ -103,5 +105,58 @@ func seedSpend(t *testing.T, a *acctRig, sc budget.Scope, value string, p budget
 			t.Fatalf("tracker never saw %v: %v", id, ctx.Err())
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestTokenBudgetClaims: limits signed into a token's budgets claim hold
+// on every request of that token, not only the first (the gateway derives
+// them once per verified token and keeps them with the cached principal):
+// a limit with no room refuses each request with 429, a generous one
+// admits each and the usage event records it as the token's, and a
+// malformed claim refuses each request with 401.
+func TestTokenBudgetClaims(t *testing.T) {
+	a := newAcctRig(t, nil)
+	claim := func(bs ...auth.BudgetClaim) string {
+		return a.token(func(o *auth.MintOptions) { o.Budgets = bs })
+	}
+	tight := claim(auth.BudgetClaim{Scope: "subject", AmountUSD: 0.000000001, Period: "day"})
+	roomy := claim(auth.BudgetClaim{Scope: "team", Value: "nlp", AmountUSD: 100, Period: "day"})
+	broken := claim(auth.BudgetClaim{Scope: "team", Value: "research/", AmountUSD: 1, Period: "day"})
+	for i := range 3 {
+		resp := a.post("/v1/chat/completions", tight, chatBody)
+		msg := errorShape(t, readBody(t, resp), typeBudget, "budget_exceeded")
+		if resp.StatusCode != 429 || !strings.Contains(msg, `subject "alice" day limit`) {
+			t.Fatalf("request %d with a tight token limit: status %d: %s", i, resp.StatusCode, msg)
+		}
+		resp = a.post("/v1/chat/completions", broken, chatBody)
+		msg = errorShape(t, readBody(t, resp), typeAuthentication, "invalid_token")
+		if resp.StatusCode != 401 || !strings.Contains(msg, "budgets claim [0]") {
+			t.Fatalf("request %d with a malformed budgets claim: status %d: %s", i, resp.StatusCode, msg)
+		}
+		if resp = a.post("/v1/chat/completions", roomy, chatBody); resp.StatusCode != 200 {
+			t.Fatalf("request %d with a roomy token limit: status %d: %s", i, resp.StatusCode, readBody(t, resp))
+		}
+		readBody(t, resp)
+	}
+	// Every request's event, refused ones included (the 401s are refused
+	// before admission and bill nothing, so they have none).
+	var fromToken int
+	for _, ev := range a.events(t, 6) {
+		for _, b := range ev.Budgets {
+			if !b.FromToken {
+				t.Errorf("budget %v of a request with no configured limit is not the token's", b)
+			}
+			switch {
+			case ev.StatusCode == 200 && b.Scope == "team" && b.Value == "research/nlp" && b.LimitNanoUsd == 100_000_000_000:
+				fromToken++
+			case ev.StatusCode == 429 && b.Scope == "subject" && b.Value == "alice" && b.LimitNanoUsd == 1:
+				fromToken++
+			default:
+				t.Errorf("event status %d: unexpected budget %v", ev.StatusCode, b)
+			}
+		}
+	}
+	if fromToken != 6 {
+		t.Errorf("%d token limits recorded in the events, want 6 (3 admitted, 3 refused)", fromToken)
 	}
 }

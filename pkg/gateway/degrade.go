@@ -63,7 +63,7 @@ func (g *Gateway) degrade(c *fiber.Ctx, st *state, p *auth.Principal) *degradati
 	if prio == "" {
 		prio = "interactive"
 	}
-	vals := budget.ScopeValues(p.KeyID, p.Subject, p.Dept, p.Team, p.Project)
+	vals := &principalBudgetOf(p).vals
 	for i := range st.ladders {
 		l := &st.ladders[i]
 		v := vals[l.scope]
