@@ -20,10 +20,8 @@ type binding struct {
 	starts [numPeriods]int32
 
 	// The totals a request counts towards (Reserve), in scope then period order.
-	n       int
-	slots   [maxSlots]*slot
-	scopes  [maxSlots]Scope
-	periods [maxSlots]Period
+	n     int
+	slots [maxSlots]*slot
 
 	// lim are the configured limits that apply, in eachConfigured's order.
 	lim []boundLimit
@@ -80,7 +78,6 @@ func (t *Tracker) newBinding(s *Scopes, ix *limitIndex, starts [numPeriods]int32
 		}
 		for p := range numPeriods {
 			b.slots[b.n] = t.slotFor(TotalID{Scope: sc, Value: v, Period: p, Start: starts[p]})
-			b.scopes[b.n], b.periods[b.n] = sc, p
 			b.n++
 		}
 	}

@@ -139,8 +139,7 @@ type Tracker struct {
 	shards     [trackerShards]trackerShard
 	bindings   [bindShards]bindShard // binding.go
 
-	reserved [numScopes]atomic.Int64 // sum over the scope's total-period slots
-	maxAsOf  atomic.Uint64           // largest as_of_seq seen in any total
+	maxAsOf atomic.Uint64 // largest as_of_seq seen in any total
 
 	pendMu  sync.Mutex
 	pending []*Reservation // published, not fully released; guarded by pendMu
@@ -375,12 +374,26 @@ func (t *Tracker) Spend(id TotalID) (spendNano, reservedNano int64, asOfSeq uint
 }
 
 // Reserved returns this gateway's reserved spend for one scope (the sum
-// over all its values), for a metric.
+// over all its values), for a metric: the sum of the reservations on the
+// scope's total-period slots, each reservation being on one of them. It
+// reads every slot, so that requests share no counter: a scrape pays for
+// it, not every request.
 func (t *Tracker) Reserved(scope Scope) int64 {
 	if scope >= numScopes {
 		return 0
 	}
-	return t.reserved[scope].Load()
+	var sum int64
+	for i := range t.shards {
+		sh := &t.shards[i]
+		sh.mu.RLock()
+		for id, sl := range sh.m {
+			if id.Scope == scope && id.Period == PeriodTotal {
+				sum += sl.reserved.Load()
+			}
+		}
+		sh.mu.RUnlock()
+	}
+	return sum
 }
 
 // Check returns an *ExceededError for the first applicable limit, from the
@@ -653,21 +666,12 @@ func (bd Bound) Reserve(estimateNano int64) *Reservation {
 	r := &Reservation{t: t, b: b, amount: estimateNano}
 	for i := range b.n {
 		b.slots[i].reserved.Add(estimateNano)
-		if b.periods[i] == PeriodTotal {
-			t.reserved[b.scopes[i]].Add(estimateNano)
-		}
 	}
 	return r
 }
 
 // adjust adds d to slot i's reservation. r.mu is held.
-func (r *Reservation) adjust(i int, d int64) {
-	b := r.b
-	b.slots[i].reserved.Add(d)
-	if b.periods[i] == PeriodTotal {
-		r.t.reserved[b.scopes[i]].Add(d)
-	}
-}
+func (r *Reservation) adjust(i int, d int64) { r.b.slots[i].reserved.Add(d) }
 
 // release drops slot i's reservation; applied says the total now includes
 // it (it moves to the slot's drained spend, before it leaves reserved, so
