@@ -111,7 +111,8 @@ func benchConsumer(b *testing.B, perMsg, batch int) {
 // per-scope sums of reservations that every request added to (the
 // metric's sum is taken over the slots at scrape time instead), 1308-1361
 // -> 806-831 ns/op on the 2-core bench machine (2026-12-04, 3 runs each):
-// those counters were the only memory every request wrote.
+// every request added to those six counters three times (reserve, settle,
+// release), as it still does to the three slots of the global totals.
 func BenchmarkTrackerCheckReserve(b *testing.B) {
 	limits := []Limit{
 		{Scope: ScopeDept, Value: Star, Period: PeriodMonth, AmountNano: 1 << 60},
