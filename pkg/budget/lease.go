@@ -208,6 +208,25 @@ type holder struct {
 type leaseView struct {
 	rev uint64
 	rec leaseRecord
+	// holders is rec.Holders as a slice (newLeaseView): admission reads
+	// the others' slices on every request, and a slice costs no map
+	// iteration.
+	holders []heldSlice
+}
+
+// heldSlice is one holder of a leaseView.
+type heldSlice struct {
+	id string
+	h  holder
+}
+
+// newLeaseView returns the view of rec at revision rev.
+func newLeaseView(rev uint64, rec leaseRecord) *leaseView {
+	v := &leaseView{rev: rev, rec: rec, holders: make([]heldSlice, 0, len(rec.Holders))}
+	for id, h := range rec.Holders {
+		v.holders = append(v.holders, heldSlice{id, h})
+	}
+	return v
 }
 
 // others sums the unexpired slices of holders other than me and counts
@@ -216,7 +235,8 @@ func (v *leaseView) others(me string, nowMs int64) (sum int64, active int, want 
 	if v == nil {
 		return 0, 0, false
 	}
-	for id, h := range v.rec.Holders {
+	for i := range v.holders {
+		id, h := v.holders[i].id, &v.holders[i].h
 		if id == me || h.ExpMs <= nowMs {
 			continue
 		}
@@ -232,8 +252,8 @@ func (v *leaseView) others(me string, nowMs int64) (sum int64, active int, want 
 // expiredSince reports whether a slice of another holder than me expired
 // in (fromMs, toMs].
 func (v *leaseView) expiredSince(me string, fromMs, toMs int64) bool {
-	for id, h := range v.rec.Holders {
-		if id != me && h.ExpMs > fromMs && h.ExpMs <= toMs {
+	for _, hs := range v.holders {
+		if hs.id != me && hs.h.ExpMs > fromMs && hs.h.ExpMs <= toMs {
 			return true
 		}
 	}
@@ -441,13 +461,15 @@ func (t *Tracker) LeasesReady() <-chan struct{} {
 // applyLease records one watched entry (kvwatch apply).
 func (t *Tracker) applyLease(e jetstream.KeyValueEntry, _ bool) bool {
 	ls := t.leases
-	v := &leaseView{rev: e.Revision()}
+	var v *leaseView
 	if e.Operation() == jetstream.KeyValuePut {
-		if err := json.Unmarshal(e.Value(), &v.rec); err != nil {
+		var rec leaseRecord
+		if err := json.Unmarshal(e.Value(), &rec); err != nil {
 			return false // not ours to read
 		}
+		v = newLeaseView(e.Revision(), rec)
 	} else {
-		v.rev = 0 // deleted or aged out: the next write creates it
+		v = &leaseView{} // deleted or aged out: the next write creates it
 	}
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
@@ -710,7 +732,7 @@ func (t *Tracker) casOnce(ctx context.Context, kv jetstream.KeyValue, le *lease,
 		}
 		return false, fmt.Errorf("write lease %s: %w", le.key, err) // outcome unknown: the frozen cap stays
 	}
-	le.view.Store(&leaseView{rev: rev, rec: rec})
+	le.view.Store(newLeaseView(rev, rec))
 	le.wrote.Store(&leaseWrite{others: others, at: now})
 	le.cap.Store(frozen + room)
 	le.exp.Store(now + ls.ttl - ls.ttl/10) // stop using it before the others may take it back
@@ -733,11 +755,11 @@ func (t *Tracker) reread(ctx context.Context, kv jetstream.KeyValue, le *lease) 
 	if err != nil {
 		return fmt.Errorf("read lease %s: %w", le.key, err)
 	}
-	v := &leaseView{rev: e.Revision()}
-	if err := json.Unmarshal(e.Value(), &v.rec); err != nil {
+	var rec leaseRecord
+	if err := json.Unmarshal(e.Value(), &rec); err != nil {
 		return fmt.Errorf("decode lease %s: %w", le.key, err)
 	}
-	le.view.Store(v)
+	le.view.Store(newLeaseView(e.Revision(), rec))
 	return nil
 }
 
