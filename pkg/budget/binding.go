@@ -72,7 +72,7 @@ func (t *Tracker) bind(s *Scopes, starts [numPeriods]int32) *binding {
 func (t *Tracker) newBinding(s *Scopes, ix *limitIndex, starts [numPeriods]int32) *binding {
 	b := &binding{ix: ix, starts: starts}
 	for sc := range numScopes {
-		v := s.value(sc)
+		v := s.Value(sc)
 		if sc != ScopeGlobal && v == "" {
 			continue
 		}

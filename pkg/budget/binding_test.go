@@ -25,7 +25,7 @@ func TestBindingFollowsPeriodsAndLimits(t *testing.T) {
 	set(utc(2026, 12, 2, 0, 0, 1))
 	r2 := tr.Bind(s).Reserve(7)
 	for _, sc := range []Scope{ScopeGlobal, ScopeDept, ScopeTeam, ScopeKey} {
-		v := s.value(sc)
+		v := s.Value(sc)
 		if _, res, _ := tr.Spend(day(d1, sc, v)); res != 100 {
 			t.Errorf("%s day 1 reserved %d, want 100", sc, res)
 		}

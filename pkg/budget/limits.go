@@ -116,7 +116,7 @@ func (l *Limit) appliesTo(s *Scopes) (string, bool) {
 	if l.Scope == ScopeGlobal {
 		return "", true
 	}
-	v := s.value(l.Scope)
+	v := s.Value(l.Scope)
 	if v == "" || !l.Matches(v) {
 		return "", false
 	}

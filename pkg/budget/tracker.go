@@ -74,7 +74,8 @@ type Scopes struct {
 	Key, Subject, Team, Dept, Project string
 }
 
-func (s *Scopes) value(sc Scope) string {
+// Value returns the value of scope sc ("" for global).
+func (s *Scopes) Value(sc Scope) string {
 	switch sc {
 	case ScopeDept:
 		return s.Dept
@@ -612,7 +613,7 @@ func (t *Tracker) used(id TotalID) int64 {
 // it limits, until f returns false; it returns false when f did.
 func eachConfigured(ix *limitIndex, s *Scopes, f func(l *Limit, v string) bool) bool {
 	for sc := range numScopes {
-		v := s.value(sc)
+		v := s.Value(sc)
 		if sc != ScopeGlobal && v == "" {
 			continue
 		}

@@ -198,7 +198,6 @@ func (g *Gateway) budgetScopes(adm *admission, p *auth.Principal) (budget.Scopes
 // reads the claims.
 type principalBudget struct {
 	scopes budget.Scopes
-	vals   [budget.NumScopes]string // scopes by scope, for the degradation ladder
 	claims []budget.Limit
 	err    error
 }
@@ -210,9 +209,7 @@ func principalBudgetOf(p *auth.Principal) *principalBudget {
 	if pb, ok := p.Derived().(*principalBudget); ok {
 		return pb
 	}
-	pb := &principalBudget{vals: budget.ScopeValues(p.KeyID, p.Subject, p.Dept, p.Team, p.Project)}
-	v := &pb.vals
-	pb.scopes = budget.Scopes{Key: v[budget.ScopeKey], Subject: v[budget.ScopeSubject], Dept: v[budget.ScopeDept], Team: v[budget.ScopeTeam], Project: v[budget.ScopeProject]}
+	pb := &principalBudget{scopes: budget.NewScopes(p.KeyID, p.Subject, p.Dept, p.Team, p.Project)}
 	if len(p.Budgets) > 0 {
 		pb.claims, pb.err = budget.FromClaims(p.Budgets)
 	}

@@ -63,10 +63,10 @@ func (g *Gateway) degrade(c *fiber.Ctx, st *state, p *auth.Principal) *degradati
 	if prio == "" {
 		prio = "interactive"
 	}
-	vals := &principalBudgetOf(p).vals
+	scopes := &principalBudgetOf(p).scopes
 	for i := range st.ladders {
 		l := &st.ladders[i]
-		v := vals[l.scope]
+		v := scopes.Value(l.scope)
 		if lim := (budget.Limit{Scope: l.scope, Value: l.value}); l.scope != budget.ScopeGlobal && (v == "" || !lim.Matches(v)) {
 			continue
 		}
