@@ -81,15 +81,11 @@ func (s *scanner) blocks512(i int) (int, bool) {
 			s.esc = true
 			nibble, four := archsimd.LoadUint8x64(&wNibble), archsimd.LoadUint8x64(&wFour)
 			c := classify64(v, archsimd.LoadUint8x64(&wLoClass), archsimd.LoadUint8x64(&wHiClass), nibble, four)
-			bad |= esc & c.And(archsimd.LoadUint8x64(&wEndBits)).Equal(archsimd.Uint8x64{}).ToBits()
 			ue := esc & v.Equal(archsimd.LoadUint8x64(&wU)).ToBits()
 			nh := c.And(archsimd.LoadUint8x64(&wHexBits)).Equal(archsimd.Uint8x64{}).ToBits()
-			bad |= ue & (nh>>1 | nh>>2 | nh>>3 | nh>>4)
-			for ue &= 0xF << 60; ue != 0; ue &= ue - 1 {
-				p := i + bits.TrailingZeros64(ue)
-				if p+5 > len(b) || !allHex(b[p+1:p+5]) {
-					bad |= ue & -ue
-				}
+			bad |= esc&c.And(archsimd.LoadUint8x64(&wEndBits)).Equal(archsimd.Uint8x64{}).ToBits() | ue&(nh>>1|nh>>2|nh>>3|nh>>4)
+			if ue>>60 != 0 {
+				bad |= spanningHex(b, i, ue>>60<<60)
 			}
 		}
 		if bad&before != 0 {

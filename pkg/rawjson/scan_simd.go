@@ -136,20 +136,15 @@ func (s *scanner) blocks(i int) (int, bool) {
 			loClass, hiClass := archsimd.LoadUint8x32(&vLoClass), archsimd.LoadUint8x32(&vHiClass)
 			four := archsimd.LoadUint8x32(&vFour)
 			clo, chi := classify(lo, loClass, hiClass, nibble, four), classify(hi, loClass, hiClass, nibble, four)
-			bad |= esc & outside(clo, chi, archsimd.LoadUint8x32(&vEndBits), zero)
 			// \u and four hex digits: a \u fails when a byte of the four
 			// after it is not one. Without a branch: whether a block has
 			// a \u is as good as random in pasted code.
 			u := archsimd.LoadUint8x32(&vU)
 			ue := esc & join(lo.Equal(u), hi.Equal(u))
 			nh := outside(clo, chi, archsimd.LoadUint8x32(&vHexBits), zero)
-			bad |= ue & (nh>>1 | nh>>2 | nh>>3 | nh>>4)
-			for ue &= 0xF << 60; ue != 0; ue &= ue - 1 {
-				// Digits that run into the next block.
-				p := i + bits.TrailingZeros64(ue)
-				if p+5 > len(b) || !allHex(b[p+1:p+5]) {
-					bad |= ue & -ue
-				}
+			bad |= esc&outside(clo, chi, archsimd.LoadUint8x32(&vEndBits), zero) | ue&(nh>>1|nh>>2|nh>>3|nh>>4)
+			if ue>>60 != 0 {
+				bad |= spanningHex(b, i, ue>>60<<60)
 			}
 		}
 		if bad&before != 0 {
@@ -162,6 +157,22 @@ func (s *scanner) blocks(i int) (int, bool) {
 	}
 	// From the escaping backslash when the last block ended with one.
 	return i - int(carry), false
+}
+
+// spanningHex returns the \u of ue (escaped 'u's among the last four bytes
+// of the block at b[i]) whose four digits, running into the next block,
+// are not all hexadecimal. Both vector readers call it, rarely; out of
+// line, so that their loops stay as small as before it was shared.
+//
+//go:noinline
+func spanningHex(b []byte, i int, ue uint64) (bad uint64) {
+	for ; ue != 0; ue &= ue - 1 {
+		p := i + bits.TrailingZeros64(ue)
+		if p+5 > len(b) || !allHex(b[p+1:p+5]) {
+			bad |= ue & -ue
+		}
+	}
+	return bad
 }
 
 // join makes the 64-bit mask of a block from its halves' masks.
