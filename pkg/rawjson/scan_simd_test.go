@@ -215,7 +215,6 @@ func BenchmarkScanReaders(b *testing.B) {
 	if !haveSIMD {
 		b.Skip("this machine has no AVX2")
 	}
-	keys := []string{"model", "stream", "stream_options", "messages", "prompt", "input", "max_tokens", "max_completion_tokens", "max_output_tokens"}
 	wide := have512
 	defer func() { have512 = wide }()
 	for _, bb := range benchBodies(b) {
@@ -225,14 +224,7 @@ func BenchmarkScanReaders(b *testing.B) {
 			}
 			b.Run(bb.name+"/"+reader, func(b *testing.B) {
 				have512 = reader == "avx512"
-				var fields [9]Field
-				b.ReportAllocs()
-				b.SetBytes(int64(len(bb.body)))
-				for b.Loop() {
-					if err := Scan(bb.body, 128, keys, fields[:]); err != nil {
-						b.Fatal(err)
-					}
-				}
+				benchScan(b, bb.body)
 			})
 		}
 	}
