@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -138,25 +139,30 @@ func TestTokenBudgetClaims(t *testing.T) {
 		}
 		readBody(t, resp)
 	}
-	// Every request's event, refused ones included (the 401s are refused
-	// before admission and bill nothing, so they have none).
-	var fromToken int
-	for _, ev := range a.events(t, 6) {
+	// Every request's event, refused ones included: the 401s are refused
+	// before any limit is checked, so their events record none.
+	byStatus := map[uint32]int{}
+	for _, ev := range a.events(t, 9) {
+		byStatus[ev.StatusCode]++
+		if ev.StatusCode == 401 && len(ev.Budgets) != 0 {
+			t.Errorf("event of a malformed budgets claim records budgets %v", ev.Budgets)
+		}
+		if ev.StatusCode != 401 && len(ev.Budgets) != 1 {
+			t.Errorf("event status %d records budgets %v, want the token's one limit", ev.StatusCode, ev.Budgets)
+		}
 		for _, b := range ev.Budgets {
 			if !b.FromToken {
 				t.Errorf("budget %v of a request with no configured limit is not the token's", b)
 			}
 			switch {
 			case ev.StatusCode == 200 && b.Scope == "team" && b.Value == "research/nlp" && b.LimitNanoUsd == 100_000_000_000:
-				fromToken++
 			case ev.StatusCode == 429 && b.Scope == "subject" && b.Value == "alice" && b.LimitNanoUsd == 1:
-				fromToken++
 			default:
 				t.Errorf("event status %d: unexpected budget %v", ev.StatusCode, b)
 			}
 		}
 	}
-	if fromToken != 6 {
-		t.Errorf("%d token limits recorded in the events, want 6 (3 admitted, 3 refused)", fromToken)
+	if want := map[uint32]int{200: 3, 401: 3, 429: 3}; !maps.Equal(byStatus, want) {
+		t.Errorf("events by status %v, want %v", byStatus, want)
 	}
 }
