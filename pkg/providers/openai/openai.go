@@ -371,17 +371,19 @@ func firstMember(obj, name string) string {
 	return out
 }
 
-// count reads a token count: a JSON number that is a non-negative integer.
-// ok stays false once a count was bad.
+// count reads a token count: a JSON number that is a non-negative integer
+// that fits in 64 bits (a larger one is as bad as a negative one: no
+// provider counts 2^64 tokens, and billing it would wrap). ok stays false
+// once a count was bad.
 func count(raw string, ok bool) (uint64, bool) {
 	if raw == "" || !digits(raw) {
 		return 0, false
 	}
-	if len(raw) <= 19 { // below 10^19, so it fits
-		n, _ := strconv.ParseUint(raw, 10, 64)
-		return n, ok
+	n, err := strconv.ParseUint(raw, 10, 64)
+	if err != nil {
+		return 0, false
 	}
-	return gjson.Parse(raw).Uint(), ok // as gjson has always read the rest
+	return n, ok
 }
 
 // digits reports whether s is only ASCII digits (a loop: strings.Trim

@@ -3,6 +3,7 @@ package openai
 import (
 	"encoding/json"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -199,6 +200,8 @@ func TestParseUsage(t *testing.T) {
 		{"exponent", `{"prompt_tokens":1e3,"completion_tokens":3}`, providers.Usage{}},
 		{"null count", `{"prompt_tokens":null,"completion_tokens":3}`, providers.Usage{}},
 		{"bad cached", `{"prompt_tokens":4,"completion_tokens":3,"prompt_tokens_details":{"cached_tokens":-2}}`, providers.Usage{}},
+		{"count past 2^64", `{"prompt_tokens":4,"output_tokens":20000000000000000000}`, providers.Usage{}},
+		{"count of 2^64-1", `{"prompt_tokens":4,"completion_tokens":18446744073709551615}`, providers.Usage{Reported: true, Prompt: 4, Completion: 18446744073709551615}},
 		{"the mock's bad usage", `{"prompt_tokens":-1,"completion_tokens":"many","total_tokens":null}`, providers.Usage{}},
 	}
 	for _, tt := range tests {
@@ -324,6 +327,9 @@ func referenceUsage(u gjson.Result) providers.Usage {
 	refCount := func(v gjson.Result, ok bool) (uint64, bool) {
 		if v.Type != gjson.Number || strings.Trim(v.Raw, "0123456789") != "" {
 			return 0, false
+		}
+		if _, err := strconv.ParseUint(v.Raw, 10, 64); err != nil {
+			return 0, false // past 2^64-1, where gjson's Uint saturates
 		}
 		return v.Uint(), ok
 	}
