@@ -32,6 +32,12 @@ if ! command -v protoc-gen-go-vtproto >/dev/null 2>&1 || ! grep -q "protoc-gen-g
 	go install "github.com/planetscale/vtprotobuf/cmd/protoc-gen-go-vtproto@$vtproto"
 fi
 
+# Pooled messages: their ResetVT keeps the repeated fields' elements, so
+# decoding batch after batch into one UsageBatch (the budget consumer's
+# DecodeMessageAliased) reuses its events instead of allocating them.
+pkg=github.com/tollgate/tollgate/proto/tollgate/usage/v1
+pools="pool=$pkg.UsageBatch,pool=$pkg.UsageEvent,pool=$pkg.BudgetCheck"
+
 mapfile -t files < <(cd proto && find . -name '*.proto' -printf '%P\n' | sort)
 if [ "${#files[@]}" -eq 0 ]; then
 	echo "proto.sh: no .proto files under proto/" >&2
@@ -39,5 +45,5 @@ if [ "${#files[@]}" -eq 0 ]; then
 fi
 
 protoc -I proto --go_out=proto --go_opt=paths=source_relative \
-	--go-vtproto_out=proto --go-vtproto_opt=paths=source_relative,features=marshal+size+unmarshal+unmarshal_unsafe "${files[@]}"
+	--go-vtproto_out=proto --go-vtproto_opt=paths=source_relative,features=marshal+size+unmarshal+unmarshal_unsafe+pool,$pools "${files[@]}"
 echo "proto.sh: generated ${#files[@]} file(s) with $(protoc --version), protoc-gen-go $want, protoc-gen-go-vtproto $vtproto" >&2

@@ -71,16 +71,23 @@ func DecodeMessage(data []byte, b *usagev1.UsageBatch) error {
 }
 
 // DecodeMessageAliased is DecodeMessage for a caller that reads b only
-// while data stays unchanged: a batch's strings share data's bytes instead
-// of being copies (no allocation per string), so a string kept longer must
-// be cloned. The budget consumer, which keeps a few scope values of each
-// event, decodes so.
+// while data stays unchanged and until its next decode into b: a batch's
+// strings share data's bytes instead of being copies (no allocation per
+// string), so a string kept longer must be cloned, and b's events are
+// those of the previous decode into b, reset and refilled (no allocation
+// per event once b has held a batch as large), so an event kept longer
+// must be cloned (proto.Clone). The budget consumer, which keeps a few scope
+// values of each event, decodes so.
 func DecodeMessageAliased(data []byte, b *usagev1.UsageBatch) error {
 	return decodeMessage(data, b, true)
 }
 
 func decodeMessage(data []byte, b *usagev1.UsageBatch, aliased bool) error {
-	b.Reset()
+	if aliased {
+		b.ResetVT() // keeps the events for reuse
+	} else {
+		b.Reset()
+	}
 	if err := unmarshal(data, b, aliased); err != nil {
 		return fmt.Errorf("%w: %v", ErrBadBatch, err)
 	}

@@ -13,9 +13,12 @@ import (
 // protoRoot is the proto/ directory, relative to this package.
 const protoRoot = "../../.."
 
-// vtprotoFeatures are the protoc-gen-go-vtproto features generated (as
-// scripts/proto.sh passes them).
-const vtprotoFeatures = "marshal+size+unmarshal+unmarshal_unsafe"
+// vtprotoOpts are the protoc-gen-go-vtproto options (as scripts/proto.sh
+// passes them): the features generated and the pooled messages.
+const vtprotoOpts = "features=marshal+size+unmarshal+unmarshal_unsafe+pool," +
+	"pool=github.com/tollgate/tollgate/proto/tollgate/usage/v1.UsageBatch," +
+	"pool=github.com/tollgate/tollgate/proto/tollgate/usage/v1.UsageEvent," +
+	"pool=github.com/tollgate/tollgate/proto/tollgate/usage/v1.BudgetCheck"
 
 // TestGeneratedCodeIsCurrent regenerates usage.pb.go and usage_vtproto.pb.go
 // from usage.proto and fails when a committed file differs: run
@@ -34,7 +37,7 @@ func TestGeneratedCodeIsCurrent(t *testing.T) {
 		"--go_opt=paths=source_relative",
 		"--plugin=protoc-gen-go-vtproto="+vtplugin,
 		"--go-vtproto_out="+out,
-		"--go-vtproto_opt=paths=source_relative,features="+vtprotoFeatures,
+		"--go-vtproto_opt=paths=source_relative,"+vtprotoOpts,
 		"tollgate/usage/v1/usage.proto")
 	if msg, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("protoc: %v\n%s", err, msg)

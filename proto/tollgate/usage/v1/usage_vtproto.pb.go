@@ -9,6 +9,7 @@ import (
 	protohelpers "github.com/planetscale/vtprotobuf/protohelpers"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	io "io"
+	sync "sync"
 	unsafe "unsafe"
 )
 
@@ -663,6 +664,80 @@ func (m *SpendTotal) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 	return len(dAtA) - i, nil
 }
 
+var vtprotoPool_UsageBatch = sync.Pool{
+	New: func() interface{} {
+		return &UsageBatch{}
+	},
+}
+
+func (m *UsageBatch) ResetVT() {
+	if m != nil {
+		for _, mm := range m.Events {
+			mm.ResetVT()
+		}
+		f0 := m.Events[:0]
+		m.Reset()
+		m.Events = f0
+	}
+}
+func (m *UsageBatch) ReturnToVTPool() {
+	if m != nil {
+		m.ResetVT()
+		vtprotoPool_UsageBatch.Put(m)
+	}
+}
+func UsageBatchFromVTPool() *UsageBatch {
+	return vtprotoPool_UsageBatch.Get().(*UsageBatch)
+}
+
+var vtprotoPool_UsageEvent = sync.Pool{
+	New: func() interface{} {
+		return &UsageEvent{}
+	},
+}
+
+func (m *UsageEvent) ResetVT() {
+	if m != nil {
+		f0 := m.Fallbacks[:0]
+		for _, mm := range m.Budgets {
+			mm.ResetVT()
+		}
+		f1 := m.Budgets[:0]
+		m.Reset()
+		m.Fallbacks = f0
+		m.Budgets = f1
+	}
+}
+func (m *UsageEvent) ReturnToVTPool() {
+	if m != nil {
+		m.ResetVT()
+		vtprotoPool_UsageEvent.Put(m)
+	}
+}
+func UsageEventFromVTPool() *UsageEvent {
+	return vtprotoPool_UsageEvent.Get().(*UsageEvent)
+}
+
+var vtprotoPool_BudgetCheck = sync.Pool{
+	New: func() interface{} {
+		return &BudgetCheck{}
+	},
+}
+
+func (m *BudgetCheck) ResetVT() {
+	if m != nil {
+		m.Reset()
+	}
+}
+func (m *BudgetCheck) ReturnToVTPool() {
+	if m != nil {
+		m.ResetVT()
+		vtprotoPool_BudgetCheck.Put(m)
+	}
+}
+func BudgetCheckFromVTPool() *BudgetCheck {
+	return vtprotoPool_BudgetCheck.Get().(*BudgetCheck)
+}
 func (m *UsageBatch) SizeVT() (n int) {
 	if m == nil {
 		return 0
@@ -1044,7 +1119,14 @@ func (m *UsageBatch) UnmarshalVT(dAtA []byte) error {
 			if postIndex > l {
 				return io.ErrUnexpectedEOF
 			}
-			m.Events = append(m.Events, &UsageEvent{})
+			if len(m.Events) == cap(m.Events) {
+				m.Events = append(m.Events, &UsageEvent{})
+			} else {
+				m.Events = m.Events[:len(m.Events)+1]
+				if m.Events[len(m.Events)-1] == nil {
+					m.Events[len(m.Events)-1] = &UsageEvent{}
+				}
+			}
 			if err := m.Events[len(m.Events)-1].UnmarshalVT(dAtA[iNdEx:postIndex]); err != nil {
 				return err
 			}
@@ -2142,7 +2224,14 @@ func (m *UsageEvent) UnmarshalVT(dAtA []byte) error {
 			if postIndex > l {
 				return io.ErrUnexpectedEOF
 			}
-			m.Budgets = append(m.Budgets, &BudgetCheck{})
+			if len(m.Budgets) == cap(m.Budgets) {
+				m.Budgets = append(m.Budgets, &BudgetCheck{})
+			} else {
+				m.Budgets = m.Budgets[:len(m.Budgets)+1]
+				if m.Budgets[len(m.Budgets)-1] == nil {
+					m.Budgets[len(m.Budgets)-1] = &BudgetCheck{}
+				}
+			}
 			if err := m.Budgets[len(m.Budgets)-1].UnmarshalVT(dAtA[iNdEx:postIndex]); err != nil {
 				return err
 			}
@@ -2901,7 +2990,14 @@ func (m *UsageBatch) UnmarshalVTUnsafe(dAtA []byte) error {
 			if postIndex > l {
 				return io.ErrUnexpectedEOF
 			}
-			m.Events = append(m.Events, &UsageEvent{})
+			if len(m.Events) == cap(m.Events) {
+				m.Events = append(m.Events, &UsageEvent{})
+			} else {
+				m.Events = m.Events[:len(m.Events)+1]
+				if m.Events[len(m.Events)-1] == nil {
+					m.Events[len(m.Events)-1] = &UsageEvent{}
+				}
+			}
 			if err := m.Events[len(m.Events)-1].UnmarshalVTUnsafe(dAtA[iNdEx:postIndex]); err != nil {
 				return err
 			}
@@ -4075,7 +4171,14 @@ func (m *UsageEvent) UnmarshalVTUnsafe(dAtA []byte) error {
 			if postIndex > l {
 				return io.ErrUnexpectedEOF
 			}
-			m.Budgets = append(m.Budgets, &BudgetCheck{})
+			if len(m.Budgets) == cap(m.Budgets) {
+				m.Budgets = append(m.Budgets, &BudgetCheck{})
+			} else {
+				m.Budgets = m.Budgets[:len(m.Budgets)+1]
+				if m.Budgets[len(m.Budgets)-1] == nil {
+					m.Budgets[len(m.Budgets)-1] = &BudgetCheck{}
+				}
+			}
 			if err := m.Budgets[len(m.Budgets)-1].UnmarshalVTUnsafe(dAtA[iNdEx:postIndex]); err != nil {
 				return err
 			}

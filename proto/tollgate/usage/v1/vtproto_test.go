@@ -218,9 +218,9 @@ func referenceDecode(data []byte) (proto.Message, error) {
 // reference: both refuse the same messages and decode the others alike.
 func FuzzDecodeMessage(f *testing.F) {
 	full := fullBatch()
-	data, _ := full.MarshalVT()
-	f.Add(data)
-	f.Add(data[:len(data)/2])
+	fullData, _ := full.MarshalVT()
+	f.Add(fullData)
+	f.Add(fullData[:len(fullData)/2])
 	ev, _ := full.Events[0].MarshalVT()
 	f.Add(ev)
 	f.Add([]byte{})
@@ -237,7 +237,12 @@ func FuzzDecodeMessage(f *testing.F) {
 		case err != nil && werr == nil:
 			t.Fatalf("refused (%v) what the reference decodes", err)
 		}
+		// Aliased, into a batch that last held the full one (every field of
+		// its events set): the reused events must come out as fresh ones.
 		var aliased usagev1.UsageBatch
+		if err := usage.DecodeMessageAliased(fullData, &aliased); err != nil {
+			t.Fatal(err)
+		}
 		aerr := usage.DecodeMessageAliased(data, &aliased)
 		if (aerr == nil) != (err == nil) || err == nil && !proto.Equal(&aliased, &got) {
 			t.Fatalf("aliased decode %v (%v), the copying one %v (%v)", &aliased, aerr, &got, err)
