@@ -69,31 +69,66 @@ func newWireShape(md protoreflect.MessageDescriptor) *wireShape {
 // valid reports whether b is a message of shape s with nothing
 // UnmarshalVT takes more leniently than proto.Unmarshal: every field known
 // and of its wire type, every varint within 64 bits (protowire's checks),
-// every copy of a string field UTF-8, and nested messages likewise.
+// every copy of a string field UTF-8, and nested messages likewise. Tags
+// of one or two bytes and lengths and varints of one byte, nearly all of
+// an event's, are read inline; longer ones by protowire.
 func (s *wireShape) valid(b []byte) bool {
 	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 || int(num) >= len(s.fields) {
+		var num protowire.Number
+		var typ protowire.Type
+		if c := b[0]; c < 0x80 {
+			num, typ = protowire.Number(c>>3), protowire.Type(c&7)
+			b = b[1:]
+		} else if len(b) > 1 && b[1] < 0x80 {
+			v := uint64(c&0x7f) | uint64(b[1])<<7
+			num, typ = protowire.Number(v>>3), protowire.Type(v&7)
+			b = b[2:]
+		} else {
+			var n int
+			if num, typ, n = protowire.ConsumeTag(b); n < 0 {
+				return false
+			}
+			b = b[n:]
+		}
+		if int(num) >= len(s.fields) {
 			return false
 		}
-		b = b[n:]
 		f := &s.fields[num]
 		if !f.known || f.typ != typ {
 			return false
 		}
-		if typ == protowire.BytesType {
-			v, n := protowire.ConsumeBytes(b)
-			if n < 0 || f.utf8 && !utf8.Valid(v) || f.msg != nil && !f.msg.valid(v) {
+		switch typ {
+		case protowire.BytesType:
+			var v []byte
+			if len(b) > 0 && b[0] < 0x80 && int(b[0]) < len(b) {
+				v, b = b[1:1+b[0]], b[1+b[0]:]
+			} else {
+				var n int
+				if v, n = protowire.ConsumeBytes(b); n < 0 {
+					return false
+				}
+				b = b[n:]
+			}
+			if f.utf8 && !utf8.Valid(v) || f.msg != nil && !f.msg.valid(v) {
+				return false
+			}
+		case protowire.VarintType:
+			if len(b) > 0 && b[0] < 0x80 {
+				b = b[1:]
+				continue
+			}
+			_, n := protowire.ConsumeVarint(b)
+			if n < 0 {
 				return false
 			}
 			b = b[n:]
-			continue
+		default:
+			n := protowire.ConsumeFieldValue(num, typ, b)
+			if n < 0 {
+				return false
+			}
+			b = b[n:]
 		}
-		n = protowire.ConsumeFieldValue(num, typ, b)
-		if n < 0 {
-			return false
-		}
-		b = b[n:]
 	}
 	return true
 }
