@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/protobuf/proto"
 
 	usagev1 "github.com/tollgate/tollgate/proto/tollgate/usage/v1"
 )
@@ -246,3 +247,8 @@ func checkSeqs(t testing.TB, msgs []stored, producer string) {
 		last = m.batchSeq
 	}
 }
+
+// handOver returns a copy of ev for Enqueue, which owns what it is handed
+// (once its batch is acked, an event is reset and goes back to the message
+// pool): the test keeps ev to compare with what reached the stream.
+func handOver(ev *usagev1.UsageEvent) *usagev1.UsageEvent { return proto.CloneOf(ev) }

@@ -38,7 +38,7 @@ func TestBatchIsOneMessage(t *testing.T) {
 	for i := range n {
 		ev := newEvent(t, []string{"finance", "ops"}[i%2], i)
 		want = append(want, ev)
-		if err := p.Enqueue(ev); err != nil {
+		if err := p.Enqueue(handOver(ev)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -87,7 +87,7 @@ func publishSome(t *testing.T, p *Publisher, n int) []*usagev1.UsageEvent {
 		ev := newEvent(t, "ops", i)
 		evs = append(evs, ev)
 		before := p.Stats().Published
-		if err := p.Enqueue(ev); err != nil {
+		if err := p.Enqueue(handOver(ev)); err != nil {
 			t.Fatal(err)
 		}
 		waitFor(t, "published", func() bool { return p.Stats().Published == before+1 })
@@ -263,7 +263,7 @@ func TestRepublishSameSeq(t *testing.T) {
 	for i := range 20 {
 		ev := newEvent(t, "ops", i)
 		want = append(want, ev)
-		if err := p.Enqueue(ev); err != nil {
+		if err := p.Enqueue(handOver(ev)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -383,7 +383,7 @@ func TestLegacySpoolDrains(t *testing.T) {
 	for i := range 5 {
 		ev := newEvent(t, "ops", 10+i)
 		want = append(want, ev)
-		if err := p.Enqueue(ev); err != nil {
+		if err := p.Enqueue(handOver(ev)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -474,7 +474,7 @@ func TestBatchFitsMaxPayload(t *testing.T) {
 	for i := range 500 {
 		ev := newEvent(t, "ops", i)
 		want = append(want, ev)
-		if err := p.Enqueue(ev); err != nil {
+		if err := p.Enqueue(handOver(ev)); err != nil {
 			t.Fatal(err)
 		}
 	}

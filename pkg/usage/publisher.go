@@ -293,7 +293,11 @@ func NewPublisher(js jetstream.JetStream, cfg Config, log *slog.Logger) (*Publis
 // full too (or Run has fallen so far behind that the overflow list holds
 // Buffer events as well) does it fail: with ErrFull under
 // Config.FailClosed, else by dropping the event (counted in Stats.Dropped)
-// and returning nil. The caller must not modify ev afterwards.
+// and returning nil. Once Enqueue returns nil the publisher owns ev: the
+// caller must neither modify nor read it, since an event whose batch the
+// stream acknowledged is reset and returned to the message pool
+// (usagev1.UsageEventFromVTPool), where the next request's event may come
+// from.
 func (p *Publisher) Enqueue(ev *usagev1.UsageEvent) error {
 	p.mu.RLock()
 	defer p.mu.RUnlock()

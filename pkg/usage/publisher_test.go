@@ -155,7 +155,7 @@ func TestPublishDelivers(t *testing.T) {
 			for i := range tt.n {
 				ev := newEvent(t, tt.depts[i%len(tt.depts)], i)
 				want = append(want, ev)
-				if err := p.Enqueue(ev); err != nil {
+				if err := p.Enqueue(handOver(ev)); err != nil {
 					t.Fatalf("enqueue: %v", err)
 				}
 				if tt.gap > 0 {
@@ -212,7 +212,7 @@ func TestOutage(t *testing.T) {
 				for range n {
 					ev := newEvent(t, "finance", len(want))
 					want = append(want, ev)
-					if err := p.Enqueue(ev); err != nil {
+					if err := p.Enqueue(handOver(ev)); err != nil {
 						t.Fatalf("enqueue: %v", err)
 					}
 				}
@@ -275,7 +275,7 @@ func TestFlushDelay(t *testing.T) {
 		for range n {
 			ev := newEvent(t, "ops", len(want))
 			want = append(want, ev)
-			if err := p.Enqueue(ev); err != nil {
+			if err := p.Enqueue(handOver(ev)); err != nil {
 				t.Fatalf("enqueue: %v", err)
 			}
 		}
@@ -348,7 +348,7 @@ func TestCloseFlushes(t *testing.T) {
 			for i := range n {
 				ev := newEvent(t, "ops", i)
 				want = append(want, ev)
-				if err := p.Enqueue(ev); err != nil {
+				if err := p.Enqueue(handOver(ev)); err != nil {
 					t.Fatalf("enqueue: %v", err)
 				}
 			}
@@ -461,7 +461,7 @@ func TestFull(t *testing.T) {
 			var refused int
 			for i := 0; i < 5000 && refused == 0 && p.Stats().Dropped == 0; i++ {
 				ev := newEvent(t, "ops", i)
-				switch err := p.Enqueue(ev); {
+				switch err := p.Enqueue(handOver(ev)); {
 				case errors.Is(err, ErrFull):
 					refused++
 				case err != nil:
@@ -519,7 +519,7 @@ func TestConcurrentEnqueue(t *testing.T) {
 	for w := range workers {
 		wg.Go(func() {
 			for _, ev := range evs[w] {
-				if err := p.Enqueue(ev); err != nil {
+				if err := p.Enqueue(handOver(ev)); err != nil {
 					t.Errorf("enqueue: %v", err)
 					return
 				}
@@ -659,7 +659,7 @@ func TestAckTimeoutSpools(t *testing.T) {
 	for i := range 20 {
 		ev := newEvent(t, "ops", i)
 		want = append(want, ev)
-		if err := p.Enqueue(ev); err != nil {
+		if err := p.Enqueue(handOver(ev)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -704,7 +704,7 @@ func TestOverflow(t *testing.T) {
 			for i := range 6 {
 				ev := newEvent(t, "ops", i)
 				want = append(want, ev)
-				if err := p.Enqueue(ev); err != nil {
+				if err := p.Enqueue(handOver(ev)); err != nil {
 					t.Fatalf("enqueue %d: %v", i, err)
 				}
 			}

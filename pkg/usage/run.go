@@ -641,6 +641,13 @@ func (r *runState) settle(f flight) {
 	p.batchesPublished.Add(1)
 	r.backoff = 0
 	r.acked(f.b.events, f.seq)
+	// In the stream and reported: nothing reads these events again (a
+	// batch is published live once; one that failed went to the spool,
+	// whose drain decodes events of its own), so they go back to the
+	// message pool the gateway takes its next events from.
+	for _, ev := range f.b.events {
+		ev.ReturnToVTPool()
+	}
 }
 
 // acked reports each event of an acked message to OnAck.
