@@ -493,7 +493,11 @@ func appendAnswerText(dst, answer []byte) []byte {
 func (g *Gateway) event(rec *record, u tokenUsage, estimated bool, cost int64) *usagev1.UsageEvent {
 	p := rec.principal
 	total := rec.total
-	ev := &usagev1.UsageEvent{
+	// From the message pool the publisher returns acknowledged events to:
+	// reset, with the budget checks of an earlier request to refill.
+	ev := usagev1.UsageEventFromVTPool()
+	checks := ev.Budgets
+	*ev = usagev1.UsageEvent{
 		EventId:          usage.NewEventID(rec.start),
 		RequestId:        rec.requestID,
 		Timestamp:        rec.start.UnixNano(),
@@ -540,7 +544,7 @@ func (g *Gateway) event(rec *record, u tokenUsage, estimated bool, cost int64) *
 	}
 	ev.Fallbacks = rec.fallbacks
 	ev.Hedged = rec.hedged
-	ev.Budgets = rec.adm.checks.event()
+	ev.Budgets = rec.adm.checks.appendEvent(checks[:0])
 	ev.DegradationStep = rec.degradation
 	if rec.cache != nil && rec.cache.hit {
 		ev.CacheHit = true
@@ -549,21 +553,30 @@ func (g *Gateway) event(rec *record, u tokenUsage, estimated bool, cost int64) *
 	return ev
 }
 
-// event returns the checks as usage-event messages: two allocations (the
-// messages and the slice) when any limit applied, none otherwise.
-func (bc *budgetChecks) event() []*usagev1.BudgetCheck {
+// appendEvent appends the checks to dst as usage-event messages, reusing
+// the messages dst's backing array holds past its length (a pooled event's,
+// reset): no allocation when they are enough, else one for each missing
+// message and the array's growth. nil when no limit applied.
+func (bc *budgetChecks) appendEvent(dst []*usagev1.BudgetCheck) []*usagev1.BudgetCheck {
 	if bc.n == 0 {
 		return nil
 	}
-	msgs := make([]usagev1.BudgetCheck, bc.n)
-	out := make([]*usagev1.BudgetCheck, bc.n)
 	for i := range bc.n {
 		c := &bc.a[i]
-		m := &msgs[i]
+		var m *usagev1.BudgetCheck
+		if len(dst) < cap(dst) {
+			dst = dst[:len(dst)+1]
+			m = dst[len(dst)-1]
+		} else {
+			dst = append(dst, nil)
+		}
+		if m == nil {
+			m = &usagev1.BudgetCheck{}
+			dst[len(dst)-1] = m
+		}
 		m.Scope, m.Value, m.Period, m.PeriodStart = c.Scope.String(), c.Value, c.Period.String(), c.PeriodStart
 		m.FromToken, m.LimitNanoUsd, m.SpentNanoUsd = c.FromToken, c.LimitNano, c.SpentNano
 		m.ReservedNanoUsd, m.HeadroomNanoUsd = bc.reserved, c.HeadroomNano()
-		out[i] = m
 	}
-	return out
+	return dst
 }

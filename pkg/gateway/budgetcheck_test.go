@@ -166,3 +166,33 @@ func TestTokenBudgetClaims(t *testing.T) {
 		t.Errorf("events by status %v, want %v", byStatus, want)
 	}
 }
+
+// TestBudgetChecksReusePooledMessages: a usage event from the message pool
+// brings the budget-check messages of an earlier request; the checks are
+// written over them, nothing of the earlier request stays, and a request
+// that checked no limit records none.
+func TestBudgetChecksReusePooledMessages(t *testing.T) {
+	old := []*usagev1.BudgetCheck{
+		{Scope: "team", Value: "research/ml", Period: "day", PeriodStart: "2026-12-04", FromToken: true, LimitNanoUsd: 9, SpentNanoUsd: 8, ReservedNanoUsd: 7, HeadroomNanoUsd: 1},
+		{Scope: "key", Value: "k1", Period: "total", LimitNanoUsd: 5},
+		{Scope: "global", Period: "month", PeriodStart: "2026-12", LimitNanoUsd: 3},
+	}
+	bc := budgetChecks{n: 1, reserved: 40}
+	bc.a[0] = budget.Checked{Scope: budget.ScopeDept, Value: "research", Period: budget.PeriodMonth, PeriodStart: "2026-12", LimitNano: 100, SpentNano: 60}
+	want := []*usagev1.BudgetCheck{{Scope: "dept", Value: "research", Period: "month", PeriodStart: "2026-12", LimitNanoUsd: 100, SpentNanoUsd: 60, ReservedNanoUsd: 40, HeadroomNanoUsd: 40}}
+
+	reused := old[:0]
+	got := bc.appendEvent(reused)
+	if len(got) != 1 || !proto.Equal(got[0], want[0]) {
+		t.Fatalf("over an earlier event's checks: %v, want %v", got, want)
+	}
+	if got[0] != old[0] {
+		t.Error("the pooled message was not reused")
+	}
+	if got := bc.appendEvent(nil); len(got) != 1 || !proto.Equal(got[0], want[0]) {
+		t.Fatalf("into a new event: %v, want %v", got, want)
+	}
+	if got := (&budgetChecks{}).appendEvent(old[:0]); got != nil {
+		t.Fatalf("no limit checked: %v, want none", got)
+	}
+}
