@@ -196,7 +196,7 @@ func sampleResults() *Results {
 		Settings: Settings{Command: "benchrun", Reps: 3, Pinned: true, GatewayCPU: "0", LoadCPU: "1"},
 		Scenarios: []Scenario{
 			sc("nonstream-c1", groupNonStream, 1, Run{RPS: 5000, P50: 0.1, P99: 0.3}, Run{RPS: 3000, P50: 0.2, P99: 0.5}, Run{RPS: 2800, P50: 0.22, P99: 0.6}),
-			sc("nonstream-c8", groupNonStream, 8, Run{RPS: 9000}, Run{RPS: 10000}, Run{RPS: 9000}),
+			sc("nonstream-c8", groupNonStream, 8, Run{RPS: 9000}, Run{RPS: 10000, LoadCores: 1, CPUPer1k: 0.02}, Run{RPS: 9000, LoadCores: 0.99, CPUPer1k: 0.025, AcctCPUPer1k: 0.005}),
 			sc("nonstream-c32", groupNonStream, 32, Run{RPS: 9000}, Run{RPS: 10000}, Run{RPS: 5000, Errors: 3, ErrorsByKind: map[string]int64{"status_5xx": 3}}),
 			sc("stream-c1", groupStream, 1, Run{RPS: 900, TTFCP50: 0.3}, Run{RPS: 600, TTFCP50: 0.5}, Run{RPS: 500, TTFCP50: 0.55}),
 			sc("stream-c64", groupStream, 64, Run{RPS: 1000}, Run{RPS: 1000}, Run{RPS: 950}),
@@ -298,8 +298,10 @@ func TestRender(t *testing.T) {
 			want: []string{"- [docs/bench/profile-nonstream-c32.txt](docs/bench/profile-nonstream-c32.txt): `nonstream-c32` (Non-stream, instant upstream, 32 clients), a 5s run.",
 				"an extra run of its scenario on tollgate after the scenario's measured repetitions",
 				"- `cpu-r1000`: could not be taken in this run: get profile: connection refused.",
-				// Both throughput targets link the profile that shows where the time goes.
-				"| Non-stream throughput at 8 clients >= 0.85 x bareproxy | 0.90 x (9000 vs 10000 req/s) | met | [nonstream-c32](docs/bench/profile-nonstream-c32.txt) |",
+				// Both throughput targets link the profile that shows where the
+				// time goes, and say where each request's CPU went on the load
+				// CPU (accounting's share of it) and in the serving process.
+				"| Non-stream throughput at 8 clients >= 0.85 x bareproxy | 0.90 x (9000 vs 10000 req/s); CPU µs per request: load CPU 110.0 vs 100.0 (0.99 vs 1.00 cores busy; nats-server + budget 5.0 of it), serving process 25.0 vs 20.0 | met | [nonstream-c32](docs/bench/profile-nonstream-c32.txt) |",
 				"| Non-stream throughput at 32 clients >= 0.85 x bareproxy |",
 			},
 			// A profile that was not taken is linked nowhere.
