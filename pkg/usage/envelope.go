@@ -76,8 +76,8 @@ func DecodeMessage(data []byte, b *usagev1.UsageBatch) error {
 // string), so a string kept longer must be cloned, and b's events are
 // those of the previous decode into b, reset and refilled (no allocation
 // per event once b has held a batch as large), so an event kept longer
-// must be cloned (proto.Clone). The budget consumer, which keeps a few scope
-// values of each event, decodes so.
+// must be cloned (proto.Clone). The budget consumer, which keeps a few
+// scope values of each event, decodes so.
 func DecodeMessageAliased(data []byte, b *usagev1.UsageBatch) error {
 	return decodeMessage(data, b, true)
 }
