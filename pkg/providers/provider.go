@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 
 	"github.com/tollgate/tollgate/pkg/pricing"
 	"github.com/tollgate/tollgate/pkg/rawjson"
@@ -117,6 +118,29 @@ type Usage struct {
 	Tier pricing.ServiceTier
 	// Reported is true when the provider reported usage at all.
 	Reported bool
+}
+
+// Count reads one token count of a provider's usage object as raw JSON: a
+// number that is a non-negative integer below 2^64, written without
+// fraction or exponent. Anything else (negative, fractional, "1e3", quoted,
+// null, past 2^64-1) is not a count: ok is false, and the provider reports
+// no usage for the answer, so that the gateway estimates it with its
+// tokenizer (the usage event says estimated) instead of billing a number
+// the upstream garbled. Every provider kind reads its counts with it.
+func Count(raw string) (n uint64, ok bool) {
+	if raw == "" {
+		return 0, false
+	}
+	for i := 0; i < len(raw); i++ {
+		if raw[i] < '0' || raw[i] > '9' {
+			return 0, false
+		}
+	}
+	n, err := strconv.ParseUint(raw, 10, 64)
+	if err != nil {
+		return 0, false // past 2^64-1 (ParseUint would say 2^64-1)
+	}
+	return n, true
 }
 
 // Provider is one configured upstream.

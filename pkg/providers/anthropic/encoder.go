@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/tollgate/tollgate/pkg/providers"
+	"github.com/tollgate/tollgate/pkg/providers/openai"
 	"github.com/tollgate/tollgate/pkg/sse"
 )
 
@@ -117,13 +118,7 @@ func (e *Encoder) Event(dst, ev []byte) ([]byte, error) {
 		return e.failRaw(dst, ErrAPI, inner(member(errObj, "message"))), nil
 	}
 	if len(usage) > 0 && usage[0] == '{' {
-		e.u = providers.Usage{
-			Prompt:     rawUint(member(usage, "prompt_tokens")),
-			Completion: rawUint(member(usage, "completion_tokens")),
-			Cached:     rawUint(member(member(usage, "prompt_tokens_details"), "cached_tokens")),
-			Reasoning:  rawUint(member(member(usage, "completion_tokens_details"), "reasoning_tokens")),
-			Reported:   true,
-		}
+		e.u = openai.ParseUsage(usage) // the one reader of an OpenAI usage object
 	}
 	if !e.started {
 		dst = e.start(dst)
@@ -318,7 +313,7 @@ func (e *Encoder) text(dst []byte, raw string) []byte {
 // toolCall writes one tool_calls element: a new call opens a tool_use
 // block, argument fragments become input_json_delta events.
 func (e *Encoder) toolCall(dst []byte, tc string) []byte {
-	idx := rawUint(member(tc, "index"))
+	idx, _ := providers.Count(member(tc, "index")) // a bad index is 0
 	id := member(tc, "id")
 	fn := member(tc, "function")
 	newID := inner(id) != "" && inner(id) != inner(bytesString(e.toolID))

@@ -97,23 +97,6 @@ func appendRawJSON(dst []byte, raw string) []byte {
 	return append(dst, raw[start:]...)
 }
 
-// rawUint reads a raw JSON number as a non-negative integer: 0 for
-// anything else (negative, fractional beyond the dot, not a number).
-func rawUint(raw string) uint64 {
-	var n uint64
-	for i := 0; i < len(raw); i++ {
-		c := raw[i]
-		if c < '0' || c > '9' {
-			if i == 0 || c != '.' && c != 'e' && c != 'E' {
-				return 0
-			}
-			return n
-		}
-		n = n*10 + uint64(c-'0')
-	}
-	return n
-}
-
 // appendUint appends the decimal form of n.
 func appendUint(dst []byte, n uint64) []byte { return strconv.AppendUint(dst, n, 10) }
 

@@ -2,6 +2,8 @@ package anthropic
 
 import (
 	"fmt"
+	"math/bits"
+
 	"github.com/tollgate/tollgate/pkg/rawjson"
 
 	"github.com/tollgate/tollgate/pkg/providers"
@@ -12,34 +14,39 @@ import (
 type usage struct {
 	input, cacheCreation, cacheRead, output uint64
 	reported                                bool
+	bad                                     bool // a count was not one: no usage is reported
 }
 
 // update reads a raw usage object; members it lacks keep their value
-// (message_delta may carry only output_tokens).
+// (message_delta may carry only output_tokens). A member that is not a
+// count (providers.Count) spoils the whole usage.
 func (u *usage) update(raw string) {
 	if len(raw) == 0 || raw[0] != '{' {
 		return
 	}
 	u.reported = true
-	if v := member(raw, "input_tokens"); v != "" {
-		u.input = rawUint(v)
-	}
-	if v := member(raw, "cache_creation_input_tokens"); v != "" {
-		u.cacheCreation = rawUint(v)
-	}
-	if v := member(raw, "cache_read_input_tokens"); v != "" {
-		u.cacheRead = rawUint(v)
-	}
-	if v := member(raw, "output_tokens"); v != "" {
-		u.output = rawUint(v)
+	for _, m := range [...]struct {
+		name string
+		n    *uint64
+	}{{"input_tokens", &u.input}, {"cache_creation_input_tokens", &u.cacheCreation}, {"cache_read_input_tokens", &u.cacheRead}, {"output_tokens", &u.output}} {
+		if v := member(raw, m.name); v != "" {
+			n, ok := providers.Count(v)
+			*m.n, u.bad = n, u.bad || !ok
+		}
 	}
 }
 
-// providers returns the usage in the gateway's terms. Anthropic does not
+// providers returns the usage in the gateway's terms (none when a count
+// was bad, or the prompt's parts sum past 2^64-1). Anthropic does not
 // report thinking tokens apart from output tokens: Reasoning stays 0.
 func (u *usage) providers() providers.Usage {
+	prompt, c1 := bits.Add64(u.input, u.cacheCreation, 0)
+	prompt, c2 := bits.Add64(prompt, u.cacheRead, 0)
+	if u.bad || c1 != 0 || c2 != 0 {
+		return providers.Usage{}
+	}
 	return providers.Usage{
-		Prompt:     u.input + u.cacheCreation + u.cacheRead,
+		Prompt:     prompt,
 		Completion: u.output,
 		Cached:     u.cacheRead,
 		CacheWrite: u.cacheCreation,
@@ -115,7 +122,7 @@ func (p *Provider) Response(dst, body []byte, c *providers.Call) ([]byte, provid
 	dst = append(dst, finishReason(member(s, "stop_reason"))...)
 	dst = append(dst, "}]"...)
 	pu := u.providers()
-	if u.reported {
+	if pu.Reported {
 		dst = append(dst, `,"usage":`...)
 		dst = appendOpenAIUsage(dst, pu)
 	}

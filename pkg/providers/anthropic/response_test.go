@@ -62,3 +62,31 @@ func TestErrorMessage(t *testing.T) {
 		})
 	}
 }
+
+// TestUsageGarbage: an Anthropic usage object with a count that is not one
+// (negative, fractional, past 2^64-1), in the answer or a later stream
+// event, or a prompt whose parts sum past 2^64-1, reports no usage, not
+// the wrapped or truncated number.
+func TestUsageGarbage(t *testing.T) {
+	var u usage
+	u.update(`{"input_tokens":10,"cache_creation_input_tokens":2,"cache_read_input_tokens":3,"output_tokens":1}`)
+	u.update(`{"output_tokens":7}`) // message_delta: the other members keep their value
+	if got, want := u.providers(), (providers.Usage{Prompt: 15, Completion: 7, Cached: 3, CacheWrite: 2, Reported: true}); got != want {
+		t.Fatalf("good usage = %+v, want %+v", got, want)
+	}
+	for _, events := range [][]string{
+		{`{"input_tokens":-10,"output_tokens":1}`},
+		{`{"input_tokens":10,"output_tokens":2.5}`},
+		{`{"input_tokens":10,"output_tokens":18446744073709551617}`}, // would wrap to 1
+		{`{"input_tokens":10,"output_tokens":1}`, `{"output_tokens":"7"}`},
+		{`{"input_tokens":18446744073709551615,"cache_read_input_tokens":1,"output_tokens":1}`},
+	} {
+		var u usage
+		for _, ev := range events {
+			u.update(ev)
+		}
+		if got := u.providers(); got != (providers.Usage{}) {
+			t.Errorf("usage of %v = %+v, want none", events, got)
+		}
+	}
+}

@@ -112,10 +112,10 @@ func (s *stream) Event(dst, ev []byte) ([]byte, providers.State, error) {
 		}
 	case "message_stop":
 		dst = s.finish(dst, `"stop"`)
-		if s.includeUsage && s.u.reported {
+		if pu := s.u.providers(); s.includeUsage && pu.Reported {
 			dst = append(dst, s.pre...)
 			dst = append(dst, `"choices":[],"usage":`...)
-			dst = appendOpenAIUsage(dst, s.u.providers())
+			dst = appendOpenAIUsage(dst, pu)
 			dst = append(dst, "}\n\n"...)
 		}
 		return append(dst, "data: [DONE]\n\n"...), providers.Done, nil

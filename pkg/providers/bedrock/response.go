@@ -2,10 +2,11 @@ package bedrock
 
 import (
 	"fmt"
-	"github.com/tollgate/tollgate/pkg/rawjson"
+	"math/bits"
 
 	"github.com/tidwall/gjson"
 	"github.com/tollgate/tollgate/pkg/providers"
+	"github.com/tollgate/tollgate/pkg/rawjson"
 )
 
 // Response translates a Converse answer into a chat.completion object
@@ -109,28 +110,39 @@ func finishReason(stop string, tools bool) string {
 }
 
 // parseUsage reads a Converse usage object. Bedrock counts cache reads and
-// writes apart from inputTokens; OpenAI's prompt_tokens includes them.
+// writes apart from inputTokens; OpenAI's prompt_tokens includes them. A
+// count that is not one, or a prompt summing past 2^64-1, reports no usage.
 func parseUsage(u gjson.Result) providers.Usage {
 	if !u.IsObject() {
 		return providers.Usage{}
 	}
 	out := providers.Usage{Reported: true}
 	var input, write uint64
+	ok := true
+	read := func(v gjson.Result) uint64 {
+		n, good := providers.Count(v.Raw)
+		ok = ok && good
+		return n
+	}
 	u.ForEach(func(k, v gjson.Result) bool {
 		switch k.Str {
 		case "inputTokens":
-			input = v.Uint()
+			input = read(v)
 		case "outputTokens":
-			out.Completion = v.Uint()
+			out.Completion = read(v)
 		case "cacheReadInputTokens":
-			out.Cached = v.Uint()
+			out.Cached = read(v)
 		case "cacheWriteInputTokens":
-			write = v.Uint()
+			write = read(v)
 		}
-		return true
+		return ok
 	})
-	out.Prompt = input + out.Cached + write
-	out.CacheWrite = write
+	prompt, c1 := bits.Add64(input, out.Cached, 0)
+	prompt, c2 := bits.Add64(prompt, write, 0)
+	if !ok || c1 != 0 || c2 != 0 {
+		return providers.Usage{} // a count that is not one (providers.Count): none reported
+	}
+	out.Prompt, out.CacheWrite = prompt, write
 	return out
 }
 

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tidwall/gjson"
 	"github.com/tollgate/tollgate/pkg/providers"
 )
 
@@ -112,5 +113,28 @@ func TestFinishReason(t *testing.T) {
 				t.Errorf("finishReason(%q, %v) = %q, want %q", tc.stop, tc.tools, got, tc.want)
 			}
 		})
+	}
+}
+
+// TestUsageGarbage: a Converse usage object with a count that is not one
+// (negative, fractional, quoted, in exponent form, past 2^64-1) or a
+// prompt summing past 2^64-1 reports no usage, not gjson's rounding or
+// saturation of it.
+func TestUsageGarbage(t *testing.T) {
+	good := parseUsage(gjson.Parse(`{"inputTokens":10,"outputTokens":5,"cacheReadInputTokens":3,"cacheWriteInputTokens":2}`))
+	if want := (providers.Usage{Prompt: 15, Completion: 5, Cached: 3, CacheWrite: 2, Reported: true}); good != want {
+		t.Fatalf("good usage = %+v, want %+v", good, want)
+	}
+	for _, u := range []string{
+		`{"inputTokens":-10,"outputTokens":5}`,
+		`{"inputTokens":10,"outputTokens":2.7}`,
+		`{"inputTokens":10,"outputTokens":"5"}`,
+		`{"inputTokens":10,"outputTokens":1e30}`,
+		`{"inputTokens":20000000000000000000,"outputTokens":5}`,
+		`{"inputTokens":18446744073709551615,"outputTokens":5,"cacheReadInputTokens":1}`,
+	} {
+		if got := parseUsage(gjson.Parse(u)); got != (providers.Usage{}) {
+			t.Errorf("parseUsage(%s) = %+v, want no usage", u, got)
+		}
 	}
 }

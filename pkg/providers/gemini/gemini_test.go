@@ -320,3 +320,25 @@ func TestAppendJSONString(t *testing.T) {
 		})
 	}
 }
+
+// TestUsageGarbage: usage metadata with a count that is not one, or counts
+// summing past 2^64-1, reports no usage (the gateway estimates it) instead
+// of the 0 or the wrapped sum it would otherwise bill.
+func TestUsageGarbage(t *testing.T) {
+	good := parseUsage(`{"promptTokenCount":10,"toolUsePromptTokenCount":2,"candidatesTokenCount":5,"thoughtsTokenCount":3,"cachedContentTokenCount":4}`)
+	if want := (providers.Usage{Prompt: 12, Completion: 8, Cached: 4, Reasoning: 3, Reported: true}); good != want {
+		t.Fatalf("good usage = %+v, want %+v", good, want)
+	}
+	for _, u := range []string{
+		`{"promptTokenCount":-10,"candidatesTokenCount":5}`,
+		`{"promptTokenCount":10,"candidatesTokenCount":5.5}`,
+		`{"promptTokenCount":10,"candidatesTokenCount":"5"}`,
+		`{"promptTokenCount":18446744073709551615,"toolUsePromptTokenCount":2}`,
+		`{"candidatesTokenCount":18446744073709551615,"thoughtsTokenCount":1}`,
+		`{"promptTokenCount":99999999999999999999}`,
+	} {
+		if got := parseUsage(u); got != (providers.Usage{}) {
+			t.Errorf("parseUsage(%s) = %+v, want no usage", u, got)
+		}
+	}
+}

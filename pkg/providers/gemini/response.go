@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"math/bits"
 	"strconv"
 
 	"github.com/tidwall/gjson"
@@ -241,41 +242,43 @@ func finishReason(reason string, calls bool) string {
 }
 
 // parseUsage reads a raw usageMetadata object (see the package
-// documentation for how Gemini's counts map to OpenAI's).
+// documentation for how Gemini's counts map to OpenAI's). A count that is
+// not one (providers.Count), or sums past 2^64-1, reports no usage.
 func parseUsage(u string) providers.Usage {
 	if len(u) == 0 || u[0] != '{' {
 		return providers.Usage{}
 	}
 	out := providers.Usage{Reported: true}
 	var candidates uint64
+	ok := true
+	sum := func(a, b uint64) uint64 {
+		s, carry := bits.Add64(a, b, 0)
+		ok = ok && carry == 0
+		return s
+	}
+	read := func(raw string) uint64 {
+		n, good := providers.Count(raw)
+		ok = ok && good
+		return n
+	}
 	forEachMember(u, func(k, v string) bool {
 		switch k {
 		case "promptTokenCount", "toolUsePromptTokenCount":
-			out.Prompt += count(v)
+			out.Prompt = sum(out.Prompt, read(v))
 		case "candidatesTokenCount":
-			candidates = count(v)
+			candidates = read(v)
 		case "cachedContentTokenCount":
-			out.Cached = count(v)
+			out.Cached = read(v)
 		case "thoughtsTokenCount":
-			out.Reasoning = count(v)
+			out.Reasoning = read(v)
 		}
-		return true
+		return ok
 	})
-	out.Completion = candidates + out.Reasoning
-	return out
-}
-
-// count reads a raw token count: a non-negative integer, else 0.
-func count(raw string) uint64 {
-	var n uint64
-	for i := 0; i < len(raw); i++ {
-		c := raw[i]
-		if c < '0' || c > '9' || n > (math.MaxUint64-9)/10 {
-			return 0
-		}
-		n = n*10 + uint64(c-'0')
+	out.Completion = sum(candidates, out.Reasoning)
+	if !ok {
+		return providers.Usage{}
 	}
-	return n
+	return out
 }
 
 // appendUsage writes an OpenAI usage member.
@@ -339,7 +342,9 @@ func (p *Provider) embeddingsResponse(dst []byte, root gjson.Result, c *provider
 	dst = appendJSONString(dst, c.Model)
 	u := providers.Usage{}
 	if m := root.Get("usageMetadata"); m.IsObject() {
-		u = providers.Usage{Prompt: count(m.Get("promptTokenCount").Raw), Reported: true}
+		if n, ok := providers.Count(m.Get("promptTokenCount").Raw); ok {
+			u = providers.Usage{Prompt: n, Reported: true}
+		}
 	}
 	dst = append(dst, `,"usage":{"prompt_tokens":`...)
 	dst = appendUint(dst, u.Prompt)

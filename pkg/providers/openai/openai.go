@@ -371,30 +371,11 @@ func firstMember(obj, name string) string {
 	return out
 }
 
-// count reads a token count: a JSON number that is a non-negative integer
-// that fits in 64 bits (a larger one is as bad as a negative one: no
-// provider counts 2^64 tokens, and billing it would wrap). ok stays false
-// once a count was bad.
+// count reads a token count (providers.Count); ok stays false once a
+// count was bad.
 func count(raw string, ok bool) (uint64, bool) {
-	if raw == "" || !digits(raw) {
-		return 0, false
-	}
-	n, err := strconv.ParseUint(raw, 10, 64)
-	if err != nil {
-		return 0, false
-	}
-	return n, ok
-}
-
-// digits reports whether s is only ASCII digits (a loop: strings.Trim
-// with a cutset builds its set on every call, three times per answer).
-func digits(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return false
-		}
-	}
-	return true
+	n, good := providers.Count(raw)
+	return n, ok && good
 }
 
 // bytesString views b as a string without copying; b must not change while
