@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/bits"
 	"strconv"
 
 	"github.com/tollgate/tollgate/pkg/pricing"
@@ -142,6 +143,29 @@ func Count(raw string) (n uint64, ok bool) {
 	}
 	return n, true
 }
+
+// Counts reads the counts of one usage object (possibly over several
+// events) and remembers whether every one was a count and every sum fit:
+// a provider reports the usage only when OK.
+type Counts struct{ bad bool }
+
+// Read returns the count raw (Count), marking the usage bad when it is not
+// one.
+func (c *Counts) Read(raw string) uint64 {
+	n, ok := Count(raw)
+	c.bad = c.bad || !ok
+	return n
+}
+
+// Sum returns a + b, marking the usage bad when it passes 2^64-1.
+func (c *Counts) Sum(a, b uint64) uint64 {
+	s, carry := bits.Add64(a, b, 0)
+	c.bad = c.bad || carry != 0
+	return s
+}
+
+// OK reports whether every count read was one and every sum fit.
+func (c *Counts) OK() bool { return !c.bad }
 
 // Provider is one configured upstream.
 type Provider interface {

@@ -2,7 +2,6 @@ package anthropic
 
 import (
 	"fmt"
-	"math/bits"
 
 	"github.com/tollgate/tollgate/pkg/rawjson"
 
@@ -14,7 +13,7 @@ import (
 type usage struct {
 	input, cacheCreation, cacheRead, output uint64
 	reported                                bool
-	bad                                     bool // a count was not one: no usage is reported
+	counts                                  providers.Counts // every count read, over the events so far
 }
 
 // update reads a raw usage object; members it lacks keep their value
@@ -30,8 +29,7 @@ func (u *usage) update(raw string) {
 		n    *uint64
 	}{{"input_tokens", &u.input}, {"cache_creation_input_tokens", &u.cacheCreation}, {"cache_read_input_tokens", &u.cacheRead}, {"output_tokens", &u.output}} {
 		if v := member(raw, m.name); v != "" {
-			n, ok := providers.Count(v)
-			*m.n, u.bad = n, u.bad || !ok
+			*m.n = u.counts.Read(v)
 		}
 	}
 }
@@ -40,9 +38,9 @@ func (u *usage) update(raw string) {
 // was bad, or the prompt's parts sum past 2^64-1). Anthropic does not
 // report thinking tokens apart from output tokens: Reasoning stays 0.
 func (u *usage) providers() providers.Usage {
-	prompt, c1 := bits.Add64(u.input, u.cacheCreation, 0)
-	prompt, c2 := bits.Add64(prompt, u.cacheRead, 0)
-	if u.bad || c1 != 0 || c2 != 0 {
+	c := u.counts // the sum is checked on a copy: providers may be called again
+	prompt := c.Sum(c.Sum(u.input, u.cacheCreation), u.cacheRead)
+	if !c.OK() {
 		return providers.Usage{}
 	}
 	return providers.Usage{

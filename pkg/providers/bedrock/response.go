@@ -2,7 +2,6 @@ package bedrock
 
 import (
 	"fmt"
-	"math/bits"
 
 	"github.com/tidwall/gjson"
 	"github.com/tollgate/tollgate/pkg/providers"
@@ -118,28 +117,22 @@ func parseUsage(u gjson.Result) providers.Usage {
 	}
 	out := providers.Usage{Reported: true}
 	var input, write uint64
-	ok := true
-	read := func(v gjson.Result) uint64 {
-		n, good := providers.Count(v.Raw)
-		ok = ok && good
-		return n
-	}
+	var c providers.Counts
 	u.ForEach(func(k, v gjson.Result) bool {
 		switch k.Str {
 		case "inputTokens":
-			input = read(v)
+			input = c.Read(v.Raw)
 		case "outputTokens":
-			out.Completion = read(v)
+			out.Completion = c.Read(v.Raw)
 		case "cacheReadInputTokens":
-			out.Cached = read(v)
+			out.Cached = c.Read(v.Raw)
 		case "cacheWriteInputTokens":
-			write = read(v)
+			write = c.Read(v.Raw)
 		}
-		return ok
+		return c.OK()
 	})
-	prompt, c1 := bits.Add64(input, out.Cached, 0)
-	prompt, c2 := bits.Add64(prompt, write, 0)
-	if !ok || c1 != 0 || c2 != 0 {
+	prompt := c.Sum(c.Sum(input, out.Cached), write)
+	if !c.OK() {
 		return providers.Usage{} // a count that is not one (providers.Count): none reported
 	}
 	out.Prompt, out.CacheWrite = prompt, write

@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
-	"math/bits"
 	"strconv"
 
 	"github.com/tidwall/gjson"
@@ -250,32 +249,22 @@ func parseUsage(u string) providers.Usage {
 	}
 	out := providers.Usage{Reported: true}
 	var candidates uint64
-	ok := true
-	sum := func(a, b uint64) uint64 {
-		s, carry := bits.Add64(a, b, 0)
-		ok = ok && carry == 0
-		return s
-	}
-	read := func(raw string) uint64 {
-		n, good := providers.Count(raw)
-		ok = ok && good
-		return n
-	}
+	var c providers.Counts
 	forEachMember(u, func(k, v string) bool {
 		switch k {
 		case "promptTokenCount", "toolUsePromptTokenCount":
-			out.Prompt = sum(out.Prompt, read(v))
+			out.Prompt = c.Sum(out.Prompt, c.Read(v))
 		case "candidatesTokenCount":
-			candidates = read(v)
+			candidates = c.Read(v)
 		case "cachedContentTokenCount":
-			out.Cached = read(v)
+			out.Cached = c.Read(v)
 		case "thoughtsTokenCount":
-			out.Reasoning = read(v)
+			out.Reasoning = c.Read(v)
 		}
-		return ok
+		return c.OK()
 	})
-	out.Completion = sum(candidates, out.Reasoning)
-	if !ok {
+	out.Completion = c.Sum(candidates, out.Reasoning)
+	if !c.OK() {
 		return providers.Usage{}
 	}
 	return out

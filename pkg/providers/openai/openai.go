@@ -332,26 +332,27 @@ func ParseUsage(raw string) providers.Usage {
 	}
 	out := providers.Usage{Reported: true}
 	counted := false
+	var counts providers.Counts
 	rawjson.EachMember(raw, func(k, v string, _ int) bool {
 		switch rawjson.KeyName(k) {
 		case "prompt_tokens", "input_tokens":
-			out.Prompt, out.Reported = count(v, out.Reported)
+			out.Prompt = counts.Read(v)
 			counted = true
 		case "completion_tokens", "output_tokens":
-			out.Completion, out.Reported = count(v, out.Reported)
+			out.Completion = counts.Read(v)
 			counted = true
 		case "prompt_tokens_details", "input_tokens_details":
 			if c := firstMember(v, "cached_tokens"); c != "" && c != "null" {
-				out.Cached, out.Reported = count(c, out.Reported)
+				out.Cached = counts.Read(c)
 			}
 		case "completion_tokens_details", "output_tokens_details":
 			if r := firstMember(v, "reasoning_tokens"); r != "" && r != "null" {
-				out.Reasoning, out.Reported = count(r, out.Reported)
+				out.Reasoning = counts.Read(r)
 			}
 		}
 		return true
 	})
-	if !out.Reported || !counted {
+	if !counts.OK() || !counted {
 		return providers.Usage{}
 	}
 	return out
@@ -369,13 +370,6 @@ func firstMember(obj, name string) string {
 		return true
 	})
 	return out
-}
-
-// count reads a token count (providers.Count); ok stays false once a
-// count was bad.
-func count(raw string, ok bool) (uint64, bool) {
-	n, good := providers.Count(raw)
-	return n, ok && good
 }
 
 // bytesString views b as a string without copying; b must not change while
