@@ -1,6 +1,8 @@
 package gateway
 
 import (
+	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -36,7 +38,8 @@ type upstream struct {
 	apiKeyEnv string
 	timeouts  config.Timeouts
 	legs      legTransport // hands hedged calls their connection
-	pass      *passTarget  // OpenAI endpoints passed through; nil when the kind has none
+	dial      *dialer
+	pass      *passTarget // OpenAI endpoints passed through; nil when the kind has none
 }
 
 func newUpstream(p config.Provider) (*upstream, error) {
@@ -78,18 +81,16 @@ func newUpstream(p config.Provider) (*upstream, error) {
 			up.secrets = append(up.secrets, s)
 		}
 	}
-	dialer := &net.Dialer{Timeout: p.Timeouts.Connect, KeepAlive: 30 * time.Second}
+	d := &dialer{net: net.Dialer{Timeout: p.Timeouts.Connect, KeepAlive: 30 * time.Second}}
+	if u.Scheme == "https" {
+		d.tls = &tls.Config{ServerName: u.Hostname()}
+	}
+	up.dial = d
 	up.hc = &fasthttp.HostClient{
-		Addr:  addr,
-		IsTLS: u.Scheme == "https",
-		Name:  "tollgate",
-		Dial: func(addr string) (net.Conn, error) {
-			c, err := dialer.Dial("tcp", addr)
-			if err != nil {
-				return nil, err
-			}
-			return newTrackedConn(c), nil
-		},
+		Addr:                addr,
+		IsTLS:               d.tls != nil,
+		Name:                "tollgate",
+		Dial:                d.dial,
 		MaxConns:            p.MaxConns,
 		MaxIdleConnDuration: p.MaxIdleConnDuration,
 		MaxResponseBodySize: p.MaxResponseBody,
@@ -113,6 +114,41 @@ func newUpstream(p config.Provider) (*upstream, error) {
 // api_keys in rotation (a no-op for kinds whose credentials are not keys).
 func (u *upstream) setKey(req *fasthttp.Request, key string) {
 	u.caps.SetKey(req, key)
+}
+
+// dialer opens the connections of one upstream.
+type dialer struct {
+	net net.Dialer
+	tls *tls.Config // nil for plain HTTP
+}
+
+// dial opens a connection to addr and, for a TLS upstream, completes the
+// handshake, both within timeouts.connect. fasthttp takes a connection
+// that has a Handshake method as TLS already; left to it, the handshake
+// would run on the first write, bounded by no connect timeout.
+func (d *dialer) dial(addr string) (net.Conn, error) {
+	ctx := context.Background()
+	if d.net.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, d.net.Timeout)
+		defer cancel()
+	}
+	c, err := d.net.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	tc := newTrackedConn(c)
+	if d.tls == nil {
+		return tc, nil
+	}
+	tlsc := tls.Client(tc, d.tls)
+	if err := tlsc.HandshakeContext(ctx); err != nil {
+		_ = c.Close()
+		// A dial error, as the router and classify take it: a connect
+		// failure, a timeout when the handshake ran out of time.
+		return nil, fmt.Errorf("tls handshake: %w", &net.OpError{Op: "dial", Net: "tcp", Addr: c.RemoteAddr(), Err: err})
+	}
+	return tlsc, nil
 }
 
 // staleConn reports whether err is how a reused keep-alive connection that
