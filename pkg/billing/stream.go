@@ -63,7 +63,8 @@ func FromStream(ctx context.Context, js jetstream.JetStream, stream, requestID s
 			if err != nil {
 				return nil, fmt.Errorf("scan stream %s: %w", stream, err)
 			}
-			if bytes.Contains(m.Data(), needle) && usage.DecodeMessage(m.Data(), &b) == nil {
+			// A compressed batch is decoded to be searched.
+			if (usage.Compressed(m.Data()) || bytes.Contains(m.Data(), needle)) && usage.DecodeMessage(m.Data(), &b) == nil {
 				for _, ev := range b.Events {
 					if ev.RequestId == requestID {
 						return FromEvent(ev, tables...), nil

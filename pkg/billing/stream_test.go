@@ -1,8 +1,10 @@
 package billing
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -16,7 +18,8 @@ import (
 
 // TestFromStream finds a request's event in the usage stream, whether it
 // travelled as a legacy single-event message or inside a batch (stored
-// twice, as after a republish).
+// twice, as after a republish), compressed as gateways publish batches by
+// default or not.
 func TestFromStream(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -44,6 +47,21 @@ func TestFromStream(t *testing.T) {
 	b := &usagev1.UsageBatch{ProducerId: "gwaaaaaaaaaaaaaa", Seq: 1, Events: []*usagev1.UsageEvent{ev("r-first", 21), ev("r-second", 22)}}
 	pub(usage.BatchSubject(b.ProducerId), b)
 	pub(usage.BatchSubject(b.ProducerId), b) // republished: a second copy in the stream
+	zb := &usagev1.UsageBatch{ProducerId: "gwbbbbbbbbbbbbbb", Seq: 1}
+	for i := range 30 {
+		zb.Events = append(zb.Events, ev(fmt.Sprintf("r-compressed-%d", i), int64(40+i)))
+	}
+	plain, err := proto.Marshal(zb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	z := usage.Compress(nil, plain)
+	if !usage.Compressed(z) || bytes.Contains(z, []byte("r-compressed-17")) {
+		t.Fatal("the batch was not compressed, or its request ids show through")
+	}
+	if _, err := js.Publish(ctx, usage.BatchSubject(zb.ProducerId), z); err != nil {
+		t.Fatal(err)
+	}
 	pub(usage.SubjectPrefix+"eng", ev("r-last", 31))
 
 	tests := []struct {
@@ -54,6 +72,7 @@ func TestFromStream(t *testing.T) {
 		{id: "r-legacy", want: "ev-r-legacy"},
 		{id: "r-first", want: "ev-r-first"},
 		{id: "r-second", want: "ev-r-second"},
+		{id: "r-compressed-17", want: "ev-r-compressed-17"},
 		{id: "r-last", want: "ev-r-last"},
 		{id: "r-none", wantErr: ErrNotFound},
 	}

@@ -118,6 +118,7 @@ type Consumer struct {
 	events  []event
 	written []writtenTotal
 	batch   usagev1.UsageBatch // the message being decoded; its strings share the message's bytes
+	plain   []byte             // a compressed message's expansion, which batch's strings share then
 	names   map[string]string  // intern's copies of producer ids and scope values
 
 	// applier says which batches count; its state is exact after every
@@ -559,9 +560,10 @@ func cmpU64(a, b uint64) int {
 // finds the batch fresh. It returns an error for an undecodable message.
 func (c *Consumer) take(data []byte, seq uint64) error {
 	b := &c.batch
-	// Aliased: b's strings share data's bytes; the producer id and the
-	// scope values, which outlive the message, are interned copies.
-	if err := usage.DecodeMessageAliased(data, b); err != nil {
+	// Aliased: b's strings share data's bytes (or c.plain's); the producer
+	// id and the scope values, which outlive the message, are interned
+	// copies.
+	if err := usage.DecodeMessageAliased(data, b, &c.plain); err != nil {
 		return err
 	}
 	b.ProducerId = c.intern(b.ProducerId)

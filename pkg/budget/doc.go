@@ -20,8 +20,9 @@
 // # Exactly once
 //
 // The stream holds two kinds of message: a producer's batch of events
-// (usage.UsageBatch: producer id, batch seq) and, from before batches, a
-// legacy single event. A batch counts once per (producer, seq), at its
+// (usage.UsageBatch: producer id, batch seq; compressed or not, both read
+// by usage.DecodeMessageAliased) and, from before batches, a legacy single
+// event. A batch counts once per (producer, seq), at its
 // first appearance in stream order, with no time window: a copy the
 // stream stored again (published after the stream's duplicate window,
 // e.g. by a spool drain after a long outage) is skipped and counted in

@@ -5,7 +5,11 @@ import (
 	"encoding/base32"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
+	"sync"
+
+	"github.com/klauspost/compress/s2"
 
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
@@ -61,24 +65,47 @@ func BatchMsgID(producer string, seq uint64) string {
 var ErrBadBatch = errors.New("usage: malformed batch")
 
 // DecodeMessage decodes one stream or spool message into b, which it resets
-// first. A batch fills b as published. A legacy message (one encoded
-// UsageEvent, written before batches existed) fills b with that event alone
-// and no producer: b.ProducerId == "" tells the caller to apply it the
-// legacy way (stream sequence and event id). b's events are newly
-// allocated, so the caller may keep them.
+// first. A batch fills b as published (compressed or not, see Compress). A
+// legacy message (one encoded UsageEvent, written before batches existed)
+// fills b with that event alone and no producer: b.ProducerId == "" tells
+// the caller to apply it the legacy way (stream sequence and event id). b's
+// events are newly allocated, so the caller may keep them.
 func DecodeMessage(data []byte, b *usagev1.UsageBatch) error {
-	return decodeMessage(data, b, false)
+	if !Compressed(data) {
+		return decodeMessage(data, b, false)
+	}
+	buf := plainBufs.Get().(*[]byte)
+	defer plainBufs.Put(buf)
+	plain, err := expand(data, buf)
+	if err != nil {
+		b.Reset()
+		return err
+	}
+	return decodeMessage(plain, b, false) // UnmarshalVT copies the strings
 }
+
+// plainBufs holds the buffers DecodeMessage expands compressed messages
+// into.
+var plainBufs = sync.Pool{New: func() any { return new([]byte) }}
 
 // DecodeMessageAliased is DecodeMessage for a caller that reads b only
 // while data stays unchanged and until its next decode into b: a batch's
-// strings share data's bytes instead of being copies (no allocation per
-// string), so a string kept longer must be cloned, and b's events are
-// those of the previous decode into b, reset and refilled (no allocation
-// per event once b has held a batch as large), so an event kept longer
-// must be cloned (proto.Clone). The budget consumer, which keeps a few
-// scope values of each event, decodes so.
-func DecodeMessageAliased(data []byte, b *usagev1.UsageBatch) error {
+// strings share data's bytes (a compressed batch's: *plain, which holds
+// its expansion and must stay unchanged as long) instead of being copies
+// (no allocation per string), so a string kept longer must be cloned, and
+// b's events are those of the previous decode into b, reset and refilled
+// (no allocation per event once b has held a batch as large), so an event
+// kept longer must be cloned (proto.Clone). The budget consumer, which
+// keeps a few scope values of each event, decodes so, with one plain
+// buffer that it reuses for every message.
+func DecodeMessageAliased(data []byte, b *usagev1.UsageBatch, plain *[]byte) error {
+	if Compressed(data) {
+		var err error
+		if data, err = expand(data, plain); err != nil {
+			b.ResetVT()
+			return err
+		}
+	}
 	return decodeMessage(data, b, true)
 }
 
@@ -157,3 +184,55 @@ func batchStart(data []byte) bool {
 
 // producerTag is the encoded tag of UsageBatch.producer_id.
 var producerTag = string(protowire.AppendTag(nil, fieldProducerID, protowire.BytesType))
+
+// compressedMark starts a compressed message: an s2 block of the batch's
+// encoding follows it. A protobuf message never starts with a zero byte
+// (field number 0 is invalid), so no batch or legacy event is mistaken
+// for one, and a reader that predates compression refuses it as
+// malformed instead of misreading it (README: upgrade readers first).
+const compressedMark = 0x00
+
+// maxPlain bounds a compressed message's expansion: a batch is at most
+// maxRecord bytes encoded, so a larger claim is damage, not a batch.
+const maxPlain = maxRecord
+
+// Compressed reports whether data is a compressed batch (Compress).
+func Compressed(data []byte) bool { return len(data) > 0 && data[0] == compressedMark }
+
+// Compress appends to dst the compressed form of a batch's encoding: the
+// mark, then the batch as one s2 block. Usage events repeat most of their
+// strings (principal, model, provider, endpoint), so a batch shrinks to
+// about a quarter, and so does what the stream stores, replicates and
+// delivers to each consumer. A batch that does not shrink (random
+// strings) is appended as it is, so a message never outgrows its batch.
+func Compress(dst, batch []byte) []byte {
+	n := len(dst)
+	dst = slices.Grow(dst, 1+s2.MaxEncodedLen(len(batch)))
+	dst = append(dst, compressedMark)
+	z := s2.Encode(dst[n+1:cap(dst)], batch)
+	if 1+len(z) >= len(batch) {
+		return append(dst[:n], batch...)
+	}
+	return dst[:n+1+len(z)]
+}
+
+// expand returns the batch encoding of a compressed message, in *buf
+// (grown when it is too small).
+func expand(data []byte, buf *[]byte) ([]byte, error) {
+	z := data[1:]
+	n, err := s2.DecodedLen(z)
+	if err == nil && n > maxPlain {
+		err = fmt.Errorf("expands to %d bytes, over %d", n, maxPlain)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: compressed: %v", ErrBadBatch, err)
+	}
+	if cap(*buf) < n {
+		*buf = make([]byte, n)
+	}
+	plain, err := s2.Decode((*buf)[:cap(*buf)], z)
+	if err != nil {
+		return nil, fmt.Errorf("%w: compressed: %v", ErrBadBatch, err)
+	}
+	return plain, nil
+}

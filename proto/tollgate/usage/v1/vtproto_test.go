@@ -5,6 +5,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/klauspost/compress/s2"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
@@ -192,7 +193,21 @@ func mustVT(t *testing.T, m interface{ MarshalVT() ([]byte, error) }) []byte {
 
 // referenceDecode is usage.DecodeMessage as it was written with
 // proto.Unmarshal (reflection), kept as the reference of FuzzDecodeMessage.
+// A compressed message is expanded with s2.Decode first, under the same
+// bound on its expanded size.
 func referenceDecode(data []byte) (proto.Message, error) {
+	if usage.Compressed(data) {
+		n, err := s2.DecodedLen(data[1:])
+		if err != nil {
+			return nil, err
+		}
+		if n > 4<<20 {
+			return nil, errors.New("expands past 4 MiB")
+		}
+		if data, err = s2.Decode(nil, data[1:]); err != nil {
+			return nil, err
+		}
+	}
 	var b usagev1.UsageBatch
 	if err := proto.Unmarshal(data, &b); err != nil {
 		return nil, err
@@ -223,6 +238,11 @@ func FuzzDecodeMessage(f *testing.F) {
 	f.Add(fullData[:len(fullData)/2])
 	ev, _ := full.Events[0].MarshalVT()
 	f.Add(ev)
+	compressed := usage.Compress(nil, fullData)
+	f.Add(compressed)
+	f.Add(compressed[:len(compressed)/2])
+	f.Add(usage.Compress(nil, ev))
+	f.Add([]byte{0x00, 0x80, 0x80, 0x80, 0x04}) // compressed, claiming 8 MiB
 	f.Add([]byte{})
 	f.Add([]byte{0xc2, 0x3e, 0x02, 0x08, 0x01}) // field 1000 with a varint where a string is
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -240,10 +260,11 @@ func FuzzDecodeMessage(f *testing.F) {
 		// Aliased, into a batch that last held the full one (every field of
 		// its events set): the reused events must come out as fresh ones.
 		var aliased usagev1.UsageBatch
-		if err := usage.DecodeMessageAliased(fullData, &aliased); err != nil {
+		var plain []byte
+		if err := usage.DecodeMessageAliased(compressed, &aliased, &plain); err != nil {
 			t.Fatal(err)
 		}
-		aerr := usage.DecodeMessageAliased(data, &aliased)
+		aerr := usage.DecodeMessageAliased(data, &aliased, &plain)
 		if (aerr == nil) != (err == nil) || err == nil && !proto.Equal(&aliased, &got) {
 			t.Fatalf("aliased decode %v (%v), the copying one %v (%v)", &aliased, aerr, &got, err)
 		}
