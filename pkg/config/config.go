@@ -207,6 +207,11 @@ type Usage struct {
 	// FailClosed answers 503 when buffer and spool are both full; false
 	// serves the request and counts the lost event. Default false.
 	FailClosed bool `yaml:"fail_closed"`
+	// Compression is how batches are written to the stream and the spool:
+	// "s2" (default: about a quarter of the bytes) or "none". Readers
+	// older than compression refuse compressed batches: upgrade the budget
+	// and analytics services and tollctl before the gateways.
+	Compression string `yaml:"compression"`
 	// UnpricedModel is what a model with no price does: "zero" (bill 0 and
 	// count it in a metric, default) or "refuse" (answer 400).
 	UnpricedModel string `yaml:"unpriced_model"`

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/pkg/providers/kind"
+	"github.com/tollgate/tollgate/pkg/usage"
 )
 
 // Defaults documented on the fields of Config and applied by ApplyDefaults.
@@ -128,6 +129,7 @@ func (c *Config) ApplyDefaults() {
 	setDefault(&c.Usage.SpoolMaxBytes, DefaultSpoolMaxBytes)
 	setDefault(&c.Usage.SyncInterval, DefaultSyncInterval)
 	setDefault(&c.Usage.UnpricedModel, DefaultUnpricedModel)
+	setDefault(&c.Usage.Compression, usage.CompressionS2)
 }
 
 // ApplyDefaults derives Issuer from DiscoveryURL when it is empty and sets

@@ -146,6 +146,7 @@ func TestParseDefaults(t *testing.T) {
 		{"usage.spool_max_bytes", c.Usage.SpoolMaxBytes, int64(1 << 30)},
 		{"usage.sync_interval", c.Usage.SyncInterval, 100 * time.Millisecond},
 		{"usage.unpriced_model", c.Usage.UnpricedModel, "zero"},
+		{"usage.compression", c.Usage.Compression, "s2"},
 		{"budget_overcommit", c.BudgetOvercommit, false},
 		{"budget.leases on by default", c.Budget.Leases.Disabled, false},
 		{"rate limits divided across gateways by default", c.RateLimit.Local, false},
@@ -205,6 +206,7 @@ usage:
   buffer: 100
   unpriced_model: refuse
   fail_closed: true
+  compression: none
 prices:
   my-model: {input: "0.15", output: "0.6"}
 `
@@ -245,6 +247,7 @@ prices:
 		{"max_age", c.NATS.MaxAge, 720 * time.Hour},
 		{"usage buffer", c.Usage.Buffer, 100},
 		{"unpriced", c.Usage.UnpricedModel, "refuse"},
+		{"compression", c.Usage.Compression, "none"},
 		{"fail closed", c.Usage.FailClosed, true},
 		{"price", c.Prices["my-model"], Price{Input: "0.15", Output: "0.6"}},
 	}

@@ -229,6 +229,7 @@ func TestValidateErrors(t *testing.T) {
 		{"usage batch bytes", func(c *Config) { c.Usage.BatchBytes = 8 << 20 }, "usage.batch_bytes: must be between 1 and 4194304 (got 8388608)"},
 		{"usage sync", func(c *Config) { c.Usage.SyncInterval = -1 }, "usage.sync_interval: must not be negative"},
 		{"unpriced model", func(c *Config) { c.Usage.UnpricedModel = "free" }, `usage.unpriced_model: unknown value "free" (want zero or refuse)`},
+		{"usage compression", func(c *Config) { c.Usage.Compression = "gzip" }, `usage.compression: unknown value "gzip" (want s2 or none)`},
 		{"price decimal", func(c *Config) { c.Prices["gpt-4o"] = Price{Input: "2,5"} }, `prices["gpt-4o"].input: "2,5" is not a decimal amount`},
 		{"price empty", func(c *Config) { c.Prices["m"] = Price{} }, `prices["m"]: sets no price`},
 		{"price empty model", func(c *Config) { c.Prices[""] = Price{Output: "1"} }, `prices[""]: empty model name`},

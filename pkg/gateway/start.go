@@ -36,6 +36,7 @@ func UsageConfig(c config.Usage) usage.Config {
 		Buffer: c.Buffer, BatchSize: c.BatchSize, BatchBytes: c.BatchBytes,
 		SpoolDir: c.SpoolDir, SpoolMaxBytes: c.SpoolMaxBytes,
 		SyncInterval: c.SyncInterval, FailClosed: c.FailClosed, FlushDelay: c.FlushDelay,
+		Compression: c.Compression,
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/klauspost/compress/s2"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -20,12 +21,25 @@ import (
 // TestBatchIsOneMessage queues events before Run starts: Run takes them as
 // one batch, one stream message holding every event in order, with seq 1,
 // its producer's subject and Nats-Msg-Id, and one OnAck per event with the
-// message's stream sequence.
+// message's stream sequence. By default the message is the batch
+// compressed (the mark, then one s2 block), about a quarter of its plain
+// encoding; with Compression none it is the plain encoding.
 func TestBatchIsOneMessage(t *testing.T) {
+	for _, tc := range []struct {
+		compression string
+		compressed  bool
+	}{{"", true}, {CompressionS2, true}, {CompressionNone, false}} {
+		t.Run("compression="+tc.compression, func(t *testing.T) {
+			testBatchIsOneMessage(t, tc.compression, tc.compressed)
+		})
+	}
+}
+
+func testBatchIsOneMessage(t *testing.T, compression string, compressed bool) {
 	const n = 40
 	srv := startServer(t)
 	var got acks
-	cfg := Config{SpoolDir: t.TempDir(), OnAck: got.onAck, BatchSize: 64}
+	cfg := Config{SpoolDir: t.TempDir(), OnAck: got.onAck, BatchSize: 64, Compression: compression}
 	_, js := connect(t, srv, cfg)
 	p, err := NewPublisher(js, cfg, nil)
 	if err != nil {
@@ -57,8 +71,21 @@ func TestBatchIsOneMessage(t *testing.T) {
 		t.Fatalf("%d stream messages, want 1", len(raw))
 	}
 	m := raw[0]
+	data := m.Data
+	if Compressed(data) != compressed {
+		t.Fatalf("compressed %v, want %v", Compressed(data), compressed)
+	}
+	if compressed {
+		var err error
+		if data, err = s2.Decode(nil, data[1:]); err != nil {
+			t.Fatal(err)
+		}
+		if 4*len(m.Data) > 2*len(data) {
+			t.Errorf("compressed to %d of %d bytes, want at most half", len(m.Data), len(data))
+		}
+	}
 	var b usagev1.UsageBatch
-	if err := proto.Unmarshal(m.Data, &b); err != nil {
+	if err := proto.Unmarshal(data, &b); err != nil {
 		t.Fatal(err)
 	}
 	if b.ProducerId != p.ProducerID() || b.Seq != 1 || b.Resumed || b.CreatedUnixMs == 0 || len(b.Events) != n {

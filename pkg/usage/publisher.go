@@ -5,8 +5,9 @@
 // The request path hands each event to [Publisher.Enqueue], which only puts
 // a pointer on a bounded queue. One goroutine ([Publisher.Run]) gathers the
 // queued events into batches (usagev1.UsageBatch, issue #13) and publishes
-// each batch as one JetStream message, asynchronously. Each publisher is a
-// producer with a stable id, kept in its spool directory, and numbers its
+// each batch as one JetStream message, asynchronously, compressed by
+// default (Compress; every reader decodes with DecodeMessage). Each
+// publisher is a producer with a stable id, kept in its spool directory, and numbers its
 // batches 1, 2, 3... never reusing a seq (see producer.go). When NATS is
 // down or failing, batches go to a spool of append-only files on local
 // disk instead, and are republished from there, in order and with the same
@@ -102,6 +103,11 @@ type Config struct {
 	// full: true makes Enqueue return ErrFull; false drops the event and
 	// counts it in Stats.Dropped.
 	FailClosed bool
+	// Compression is how batches are written to the stream and the spool:
+	// CompressionS2 (the default, "" too) or CompressionNone. Every reader
+	// (DecodeMessage) reads both; readers that predate compression refuse
+	// compressed batches, so they are upgraded first.
+	Compression string
 	// OnAck, when set, is called from the Run goroutine with the event id
 	// and stream sequence of each acknowledged event, in publish order
 	// (budget.Tracker.OnAck releases the event's reservation with it): the
@@ -113,7 +119,16 @@ type Config struct {
 	Clock func() time.Time
 }
 
+// Compression values of Config.Compression (config: usage.compression).
+const (
+	CompressionS2   = "s2"
+	CompressionNone = "none"
+)
+
 func (c Config) withDefaults() Config {
+	if c.Compression == "" {
+		c.Compression = CompressionS2
+	}
 	if c.Buffer <= 0 {
 		c.Buffer = 65536
 	}

@@ -107,6 +107,7 @@ type runState struct {
 	over     []*usagev1.UsageEvent // the overflow list, taken
 	body     []byte                // the events of batch, encoded
 	buf      []byte                // a whole batch, encoded
+	zbuf     []byte                // buf compressed (seal)
 	subjects map[string]string
 	acks     ackSub
 	msg      nats.Msg // reused for every publish, with msgID as its Nats-Msg-Id
@@ -374,19 +375,29 @@ func (r *runState) form(spool bool) {
 	r.buf = append(appendBatchHead(r.buf[:0], r.num.id, b.head), r.body...)
 	r.body = r.body[:0]
 	// Behind a held batch, a new one waits too, to keep the order.
-	if len(r.backlog) > 0 || !r.place(&b, r.buf, spool || r.spooling()) {
+	if len(r.backlog) > 0 || !r.place(&b, r.seal(r.buf), spool || r.spooling()) {
 		r.backlog = append(r.backlog, b)
 	}
 }
 
-// encode returns b's encoding, in r.buf.
+// encode returns b's message as written to the stream and the spool.
 func (r *runState) encode(b *batch) []byte {
 	data, bad := appendBatch(r.buf[:0], r.num.id, b)
 	r.buf = data
 	if bad > 0 {
 		r.p.dropped.Add(int64(bad))
 	}
-	return data
+	return r.seal(data)
+}
+
+// seal returns the message of a batch encoded as data: data itself, or its
+// compressed form in r.zbuf (Config.Compression).
+func (r *runState) seal(data []byte) []byte {
+	if r.cfg.Compression == CompressionNone {
+		return data
+	}
+	r.zbuf = Compress(r.zbuf[:0], data)
+	return r.zbuf
 }
 
 // place publishes b (encoded as data) from memory, or, when spool is set
