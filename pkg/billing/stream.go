@@ -48,6 +48,7 @@ func FromStream(ctx context.Context, js jetstream.JetStream, stream, requestID s
 	}
 	needle := []byte(requestID)
 	var b usagev1.UsageBatch
+	var buf []byte // a compressed batch's expansion
 	for {
 		if err := ctx.Err(); err != nil {
 			return nil, fmt.Errorf("scan stream %s for %s: %w", stream, requestID, err)
@@ -63,8 +64,8 @@ func FromStream(ctx context.Context, js jetstream.JetStream, stream, requestID s
 			if err != nil {
 				return nil, fmt.Errorf("scan stream %s: %w", stream, err)
 			}
-			// A compressed batch is decoded to be searched.
-			if (usage.Compressed(m.Data()) || bytes.Contains(m.Data(), needle)) && usage.DecodeMessage(m.Data(), &b) == nil {
+			plain, err := usage.Plain(m.Data(), &buf)
+			if err == nil && bytes.Contains(plain, needle) && usage.DecodeMessage(plain, &b) == nil {
 				for _, ev := range b.Events {
 					if ev.RequestId == requestID {
 						return FromEvent(ev, tables...), nil

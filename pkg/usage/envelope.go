@@ -76,7 +76,7 @@ func DecodeMessage(data []byte, b *usagev1.UsageBatch) error {
 	}
 	buf := plainBufs.Get().(*[]byte)
 	defer plainBufs.Put(buf)
-	plain, err := expand(data, buf)
+	plain, err := Plain(data, buf)
 	if err != nil {
 		b.Reset()
 		return err
@@ -99,12 +99,10 @@ var plainBufs = sync.Pool{New: func() any { return new([]byte) }}
 // keeps a few scope values of each event, decodes so, with one plain
 // buffer that it reuses for every message.
 func DecodeMessageAliased(data []byte, b *usagev1.UsageBatch, plain *[]byte) error {
-	if Compressed(data) {
-		var err error
-		if data, err = expand(data, plain); err != nil {
-			b.ResetVT()
-			return err
-		}
+	data, err := Plain(data, plain)
+	if err != nil {
+		b.ResetVT()
+		return err
 	}
 	return decodeMessage(data, b, true)
 }
@@ -216,9 +214,14 @@ func Compress(dst, batch []byte) []byte {
 	return dst[:n+1+len(z)]
 }
 
-// expand returns the batch encoding of a compressed message, in *buf
-// (grown when it is too small).
-func expand(data []byte, buf *[]byte) ([]byte, error) {
+// Plain returns the plain encoding of a stream or spool message: data
+// itself, or a compressed message's expansion in *buf (grown when it is
+// too small). A search for bytes of an event (tollctl explain's request
+// id) reads this, not the message.
+func Plain(data []byte, buf *[]byte) ([]byte, error) {
+	if !Compressed(data) {
+		return data, nil
+	}
 	z := data[1:]
 	n, err := s2.DecodedLen(z)
 	if err == nil && n > maxPlain {
