@@ -11,11 +11,11 @@
 // and numbers its batches 1, 2, 3... never reusing a seq (see
 // producer.go). When NATS is down or failing, batches go to a spool of
 // append-only files on local disk instead, and are republished from
-// there, in order and with the same seq, once NATS answers again. A batch published twice (an ack lost to a
-// timeout, a crash between a publish and the spool's offset update) is
-// dropped by the stream's duplicate window when it comes back quickly
-// (Nats-Msg-Id "<producer>:<seq>"), and by the consumers' [Dedup] however
-// late it comes.
+// there, in order and with the same seq, once NATS answers again. A batch
+// published twice (an ack lost to a timeout, a crash between a publish and
+// the spool's offset update) is dropped by the stream's duplicate window
+// when it comes back quickly (Nats-Msg-Id "<producer>:<seq>"), and by the
+// consumers' [Dedup] however late it comes.
 package usage
 
 import (
