@@ -122,11 +122,36 @@ type dialer struct {
 	tls *tls.Config // nil for plain HTTP
 }
 
-// dial opens a connection to addr and, for a TLS upstream, completes the
+// dialed is the outcome of one dial.
+type dialed struct {
+	conn net.Conn
+	err  error
+}
+
+// dial opens a connection to addr on a goroutine of its own and waits for
+// it. A connect, and a TLS handshake far more, run deep: on the serving
+// goroutine they would grow its stack to 16-32 KiB, and a goroutine keeps
+// the stack it grew, so every request that opened a connection would hold
+// that stack for the rest of its life (a held stream: minutes), and a
+// keep-alive connection's goroutine after it. On a goroutine of its own,
+// that stack is freed when the dial returns. Dials are rare next to
+// requests (connections are pooled), so the goroutine costs nothing on
+// the steady path.
+func (d *dialer) dial(addr string) (net.Conn, error) {
+	ch := make(chan dialed, 1)
+	go func() {
+		c, err := d.open(addr)
+		ch <- dialed{c, err}
+	}()
+	r := <-ch
+	return r.conn, r.err
+}
+
+// open opens a connection to addr and, for a TLS upstream, completes the
 // handshake, both within timeouts.connect. fasthttp takes a connection
 // that has a Handshake method as TLS already; left to it, the handshake
 // would run on the first write, bounded by no connect timeout.
-func (d *dialer) dial(addr string) (net.Conn, error) {
+func (d *dialer) open(addr string) (net.Conn, error) {
 	ctx := context.Background()
 	if d.net.Timeout > 0 {
 		var cancel context.CancelFunc
