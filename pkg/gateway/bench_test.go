@@ -197,8 +197,9 @@ func BenchmarkParseRequest(b *testing.B) {
 	body := []byte(`{"model":"mock-gpt","stream":true,"stream_options":{"include_usage":true},"max_tokens":256,"messages":[{"role":"system","content":"be brief"},{"role":"user","content":"` + strings.Repeat("word ", 200) + `"}]}`)
 	b.ReportAllocs()
 	b.SetBytes(int64(len(body)))
+	var info reqInfo
 	for i := 0; i < b.N; i++ {
-		if _, err := parseRequest(body, epChat); err != nil {
+		if err := parseRequest(body, epChat, &info); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -258,8 +259,9 @@ func BenchmarkParseLargeRequest(b *testing.B) {
 		b.Run(strconv.Itoa(kb)+"KB", func(b *testing.B) {
 			b.ReportAllocs()
 			b.SetBytes(int64(len(body)))
+			var info reqInfo
 			for b.Loop() {
-				if _, err := parseRequest(body, epChat); err != nil {
+				if err := parseRequest(body, epChat, &info); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -322,7 +324,8 @@ func FuzzParseRequest(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		for _, ep := range []endpoint{epChat, epCompletions, epEmbeddings} {
-			info, aerr := parseRequest(body, ep)
+			var info reqInfo
+			aerr := parseRequest(body, ep, &info)
 			if aerr != nil {
 				if aerr.Status != 400 {
 					t.Fatalf("status %d for a bad body", aerr.Status)

@@ -146,7 +146,7 @@ func newMessagesRequest(body []byte, f *messagesFields) messagesRequest {
 		return m
 	}
 	m.oa = oa
-	if m.oaInfo, m.oaErr = parseRequest(oa, epChat); m.oaErr == nil {
+	if m.oaErr = parseRequest(oa, epChat, &m.oaInfo); m.oaErr == nil {
 		m.admBody, m.admInfo = oa, m.oaInfo
 	}
 	return m

@@ -69,25 +69,25 @@ const (
 	keyBackground = keyMaxTokens + 3
 )
 
-// parseRequest checks the body and reads the fields the gateway needs in
-// one pass (rawjson.Scan): valid JSON as encoding/json accepts it, nesting
+// parseRequest checks the body and reads the fields the gateway needs into
+// info in one pass (rawjson.Scan): valid JSON as encoding/json accepts it, nesting
 // at most providers.MaxJSONDepth, UTF-8, an object. Nothing is decoded into
 // Go values: the body is forwarded with byte-level edits.
 //
 // A watched key may be written with escapes ("mod\u0065l"): it is the same
 // key, as every JSON parser upstream reads it, so it is read, edited and
 // counted as a repeat like the plain spelling.
-func parseRequest(body []byte, ep endpoint) (reqInfo, *apiError) {
-	info := reqInfo{ep: ep}
+func parseRequest(body []byte, ep endpoint, info *reqInfo) *apiError {
+	*info = reqInfo{ep: ep}
 	if len(bytes.TrimSpace(body)) == 0 {
-		return info, errBadRequest(codeInvalidJSON, "", "request body is empty; send a JSON object")
+		return errBadRequest(codeInvalidJSON, "", "request body is empty; send a JSON object")
 	}
 	var f [len(watchedKeys)]rawjson.Field
 	if err := rawjson.Scan(body, providers.MaxJSONDepth, watchedKeys[:], f[:]); err != nil {
-		return info, scanError(err)
+		return scanError(err)
 	}
 	if aerr := checkMembers(&f); aerr != nil {
-		return info, aerr
+		return aerr
 	}
 	m := &f[keyModel]
 	info.model, info.modelRaw, info.modelIdx = rawjson.Unquote(m.Raw), m.Raw, m.Idx
@@ -96,7 +96,7 @@ func parseRequest(body []byte, ep endpoint) (reqInfo, *apiError) {
 		info.streamOpts, info.streamOptIdx = so.Raw, so.Idx
 		iu, aerr := includeUsage(so)
 		if aerr != nil {
-			return info, aerr
+			return aerr
 		}
 		info.includeUsageAt, info.includeUsage = iu, iu.Raw == "true"
 	}
@@ -109,24 +109,24 @@ func parseRequest(body []byte, ep endpoint) (reqInfo, *apiError) {
 	info.maxTokens = maxTokens(&f, ep)
 	info.background = f[keyBackground].Raw == "true"
 	if info.model == "" {
-		return info, errBadRequest(codeMissingField, "model", "you must provide a model parameter")
+		return errBadRequest(codeMissingField, "model", "you must provide a model parameter")
 	}
 	switch ep {
 	case epChat:
 		if !info.hasMessages {
-			return info, errBadRequest(codeMissingField, "messages", "messages must be a non-empty array")
+			return errBadRequest(codeMissingField, "messages", "messages must be a non-empty array")
 		}
 	case epCompletions:
 		if !info.hasPrompt {
-			return info, errBadRequest(codeMissingField, "prompt", "you must provide a prompt parameter")
+			return errBadRequest(codeMissingField, "prompt", "you must provide a prompt parameter")
 		}
 	case epEmbeddings:
 		if !info.hasInput {
-			return info, errBadRequest(codeMissingField, "input", "you must provide an input parameter")
+			return errBadRequest(codeMissingField, "input", "you must provide an input parameter")
 		}
 		info.stream = false
 	}
-	return info, nil
+	return nil
 }
 
 // scanError is the answer to a body rawjson.Scan refused.

@@ -43,7 +43,7 @@ func FuzzMessagesRequest(f *testing.F) {
 		if !gjson.ValidBytes(oa) {
 			t.Fatalf("translation is not JSON: %q -> %q", body, oa)
 		}
-		if _, aerr := parseRequest(oa, epChat); aerr != nil && aerr.Status != 400 {
+		if aerr := parseRequest(oa, epChat, new(reqInfo)); aerr != nil && aerr.Status != 400 {
 			t.Fatalf("status %d for translated %q", aerr.Status, oa)
 		}
 	})

@@ -82,7 +82,8 @@ func TestParseRequest(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			info, aerr := parseRequest([]byte(tc.body), tc.ep)
+			var info reqInfo
+			aerr := parseRequest([]byte(tc.body), tc.ep, &info)
 			if tc.code != "" {
 				if aerr == nil || aerr.Status != 400 || aerr.Code != tc.code || !strings.Contains(aerr.Message, tc.msg) {
 					t.Fatalf("parseRequest = %+v, want %s (%s)", aerr, tc.code, tc.msg)

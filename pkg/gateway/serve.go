@@ -96,7 +96,7 @@ func (g *Gateway) serve(c *fiber.Ctx, ep endpoint) error {
 	cs := &rec.call
 	cs.g, cs.body = g, body
 	info := &cs.info
-	if *info, aerr = parseRequest(body, ep); aerr != nil {
+	if aerr = parseRequest(body, ep, info); aerr != nil {
 		return g.fail(c, rec, aerr)
 	}
 	rec.stream = info.stream

@@ -69,7 +69,8 @@ func Scan(b []byte, maxDepth int, keys []string, fields []Field) error {
 	// array. (Its text goes to an assembly routine in the vector build,
 	// which the compiler takes to keep what it is given; through the
 	// scanner, the callers' arrays would move to the heap.)
-	s := scanner{b: b, max: maxDepth, nkeys: len(keys)}
+	var s scanner
+	s.b, s.max, s.nkeys = b, maxDepth, len(keys)
 	copy(s.keys[:], keys)
 	i := skipSpace(b, 0)
 	obj := i < len(b) && b[i] == '{'
