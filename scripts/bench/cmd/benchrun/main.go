@@ -7,7 +7,7 @@
 // It writes BENCHMARKS.md, docs/bench/latest.json, SVG charts and the top
 // of the gateway's CPU profile in one scenario (see profile.go).
 //
-//	benchrun                    # the full suite (under 15 minutes on 2 cores)
+//	benchrun                    # the full suite (under 16 minutes on 2 cores)
 //	benchrun -only 'nonstream'  # a subset; results stay in bench-results/
 //	benchrun -soak              # the 3-minute soak, added to BENCHMARKS.md
 //	benchrun -render            # rewrite BENCHMARKS.md and the charts from the JSON
@@ -88,7 +88,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.DurationVar(&o.t.warmup, "warmup", 500*time.Millisecond, "closed-loop warm-up before each measured window (open loop: at least 1s)")
 	fs.DurationVar(&o.t.dur, "d", 3*time.Second, "measured window of each run")
 	fs.DurationVar(&o.t.holdDur, "hold-d", 3*time.Second, "how long held streams stay open")
-	fs.DurationVar(&o.t.cpuDur, "cpu-d", 4*time.Second, "window of the CPU-per-1,000-requests run")
+	fs.DurationVar(&o.t.cpuDur, "cpu-d", 4*time.Second, "window of the CPU-per-1,000-requests run at 1,000 req/s (the 100 req/s run takes twice as long)")
 	fs.StringVar(&o.benchtime, "benchtime", "200ms", "go test -benchtime for the per-stage Go benchmarks")
 	fs.BoolVar(&o.noGoBench, "no-gobench", false, "skip the per-stage Go benchmarks")
 	fs.StringVar(&only, "only", "", "run only scenarios whose name matches this `regexp` (results stay in -raw)")

@@ -274,6 +274,8 @@ func headline(m *md, r *Results) {
 	line("Time to first chunk p50 ms, 1 client", "stream-c1", func(x *Run) float64 { return x.TTFCP50 }, ms3, sub)
 	line("Open loop 2,000 req/s, 300 ms upstream: p99 ms", "open-300ms-r2000", func(x *Run) float64 { return x.P99 }, ms2, sub)
 	line("CPU s per 1,000 requests (1,000 req/s)", "cpu-r1000", func(x *Run) float64 { return x.CPUPer1k }, ms3, div)
+	line("CPU s per 1,000 requests (100 req/s)", "cpu-r100", func(x *Run) float64 { return x.CPUPer1k }, ms3, div)
+	line("Peak RSS MiB, open loop 2,000 req/s, 300 ms upstream", "open-300ms-r2000", func(x *Run) float64 { return x.PeakRSSMB }, ms2, div)
 	line("MiB per 1,000 held streams (5,000 open)", "hold-5000", func(x *Run) float64 { return x.RSSPer1kStreamsMB }, ms2, div)
 	tg, bp := r.startup(targetTollgate), r.startup(targetBareproxy)
 	if tg != nil && bp != nil {
@@ -297,7 +299,7 @@ func method(m *md, r *Results) {
 	m.p("- **Windows.** Closed loop: %.1f s warm-up, then a %.1f s measured window; requests sent inside the window are measured, the ones still in flight at its end are awaited. Open loop: latency from the intended send time, so queueing cannot hide (coordinated omission).\n", s.WarmupS, s.DurationS)
 	m.p("- **Validation.** loadgen checks every answer: status, JSON shape, for streams the exact number of content chunks and the final `[DONE]`, for embeddings the dimension count. Anything else is an error of a named kind, never a fast success.\n")
 	m.p("- **Memory and start-up** use freshly started processes: start-up is from `exec` (through taskset) to the first 200 of a proxied chat request, polled every millisecond; idle RSS is read one second later. Held streams: loadgen opens N streams whose chunks come one a second and keeps them open; RSS is read from /proc before and with all streams open.\n")
-	m.p("- **CPU per 1,000 requests** is the serving process's user+system CPU time (/proc, 10 ms ticks) over a window at a fixed 1,000 req/s, divided by the requests served. For Tollgate the CPU spent by nats-server and the budget consumer on its events is shown separately.\n\n")
+	m.p("- **CPU per 1,000 requests** is the serving process's user+system CPU time (/proc, 10 ms ticks) over a window at a fixed 1,000 req/s, and over a window twice as long at 100 req/s (requests 10 ms apart, each waking an idle process), divided by the requests served. At 32 clients the same CPU per request is taken over the measured window of the saturated run. For Tollgate the CPU spent by nats-server and the budget consumer on its events is shown separately.\n\n")
 }
 
 // machine writes the machine table.

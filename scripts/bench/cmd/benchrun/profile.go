@@ -29,7 +29,7 @@ import (
 // profileScenarios are the scenarios whose gateway profile is kept: one for
 // each kind of target measured on the gateway's CPU (throughput, CPU at a
 // fixed request rate, CPU with large bodies).
-var profileScenarios = []string{"nonstream-c32", "cpu-r1000", "large-64k-c8", "large-512k-c8"}
+var profileScenarios = []string{"nonstream-c32", "cpu-r1000", "cpu-r100", "large-64k-c8", "large-512k-c8"}
 
 // profiled reports whether scenario name gets an extra profiled run.
 func profiled(name string) bool { return slices.Contains(profileScenarios, name) }

@@ -197,7 +197,7 @@ func sampleResults() *Results {
 		Scenarios: []Scenario{
 			sc("nonstream-c1", groupNonStream, 1, Run{RPS: 5000, P50: 0.1, P99: 0.3}, Run{RPS: 3000, P50: 0.2, P99: 0.5}, Run{RPS: 2800, P50: 0.22, P99: 0.6}),
 			sc("nonstream-c8", groupNonStream, 8, Run{RPS: 9000}, Run{RPS: 10000, LoadCores: 1, CPUPer1k: 0.02}, Run{RPS: 9000, LoadCores: 0.99, CPUPer1k: 0.025, AcctCPUPer1k: 0.005}),
-			sc("nonstream-c32", groupNonStream, 32, Run{RPS: 9000}, Run{RPS: 10000}, Run{RPS: 5000, Errors: 3, ErrorsByKind: map[string]int64{"status_5xx": 3}}),
+			sc("nonstream-c32", groupNonStream, 32, Run{RPS: 9000}, Run{RPS: 10000, CPUPer1k: 0.02}, Run{RPS: 5000, CPUPer1k: 0.03, Errors: 3, ErrorsByKind: map[string]int64{"status_5xx": 3}}),
 			sc("stream-c1", groupStream, 1, Run{RPS: 900, TTFCP50: 0.3}, Run{RPS: 600, TTFCP50: 0.5}, Run{RPS: 500, TTFCP50: 0.55}),
 			sc("stream-c64", groupStream, 64, Run{RPS: 1000}, Run{RPS: 1000}, Run{RPS: 950}),
 			sc("open-300ms-r500", groupOpen, 500, Run{RPS: 500, P99: 302}, Run{RPS: 500, P99: 303}, Run{RPS: 500, P99: 305}),
@@ -207,6 +207,7 @@ func sampleResults() *Results {
 				tr(targetFallback, Run{RPS: 1900, P50: 7}),
 			}},
 			sc("cpu-r1000", groupCPU, 1000, Run{CPUPer1k: 0.05}, Run{CPUPer1k: 0.10}, Run{CPUPer1k: 0.20, AcctCPUPer1k: 0.04}),
+			sc("cpu-r100", groupCPU, 100, Run{CPUPer1k: 0.1}, Run{CPUPer1k: 0.20}, Run{CPUPer1k: 0.24, AcctCPUPer1k: 0.04}),
 			{Name: "hold-1000", Group: groupHold, X: 1000, Targets: []TargetResult{
 				tr(targetBareproxy, Run{RSSStartMB: 8, RSSEndMB: 30, RSSPer1kStreamsMB: 22, OpenAtEnd: 1000}),
 				tr(targetTollgate, Run{RSSStartMB: 20, RSSEndMB: 45, RSSPer1kStreamsMB: 25, OpenAtEnd: 1000}),
@@ -239,7 +240,10 @@ func TestEvaluate(t *testing.T) {
 		{"Time to first chunk (p50, 1 client) <= bareproxy + 0.1 ms", verdictMet},
 		{"Open loop 500 req/s, 300 ms upstream: 0 errors, p99 within 10 ms of bareproxy", verdictMet},
 		{"Open loop 2000 req/s, 300 ms upstream: 0 errors, p99 within 10 ms of bareproxy", verdictNA},
-		{"CPU per 1,000 requests <= 1.25 x bareproxy", verdictMissed},
+		{"CPU per 1,000 requests at 1000 req/s <= 1.25 x bareproxy", verdictMissed},
+		{"CPU per 1,000 requests at 100 req/s <= 1.25 x bareproxy", verdictMet},
+		{"Serving CPU per request at 32 clients (saturated) <= 1.25 x bareproxy", verdictMissed},
+		{"Peak RSS in the open loop at 2,000 req/s, 300 ms upstream <= 1.3 x bareproxy", verdictNA},
 		{"Fallback after upstream 500, 16 clients: >= 0.45 x the throughput without failures", verdictMet},
 		{"Idle RSS <= 20 MB", verdictMissed},
 		{"Idle RSS with --embed <= 64 MB", verdictNA},
@@ -286,7 +290,7 @@ func TestRender(t *testing.T) {
 		},
 		{
 			name:    "without profile",
-			want:    []string{"## Gateway CPU profiles", "Not taken in this run", "`nonstream-c32`, `cpu-r1000`, `large-64k-c8`, `large-512k-c8`"},
+			want:    []string{"## Gateway CPU profiles", "Not taken in this run", "`nonstream-c32`, `cpu-r1000`, `cpu-r100`, `large-64k-c8`, `large-512k-c8`"},
 			notWant: []string{"profile-nonstream-c32.txt", "[cpu-r1000]"},
 		},
 		{

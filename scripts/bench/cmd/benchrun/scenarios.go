@@ -102,6 +102,14 @@ func plans(t timing) []plan {
 		title: "CPU per 1,000 requests: non-stream at a fixed 1,000 req/s",
 		args:  append([]string{"-rate", "1000", "-max-inflight", "1000"}, chat...),
 		dur:   t.cpuDur,
+	}, plan{
+		// The light load: requests 10 ms apart, so each wakes an
+		// idle process. The window is twice the 1,000 req/s one, for
+		// enough 10 ms CPU ticks from a tenth of the requests.
+		name: "cpu-r100", group: groupCPU, x: 100,
+		title: "CPU per 1,000 requests: non-stream at a fixed 100 req/s",
+		args:  append([]string{"-rate", "100", "-max-inflight", "100"}, chat...),
+		dur:   t.cpuDur * 2,
 	})
 	for _, n := range []int{1000, 5000} {
 		// Slow streams: one chunk a second, far longer than the hold.

@@ -85,6 +85,13 @@ func evaluate(r *Results) []check {
 		cs = append(cs, newCheck(goal, fmt.Sprintf("%.2f x (%.0f vs %.0f req/s); %s", ratio, tg.RPS, bp.RPS, perRequest(tg, bp)),
 			verdict(ratio >= 0.85 && tg.Errors == 0)).profiled("nonstream-c32"))
 	}
+	const cpuC32 = "Serving CPU per request at 32 clients (saturated) <= 1.25 x bareproxy"
+	if tg, bp := pair("nonstream-c32"); tg != nil && bp != nil && bp.CPUPer1k > 0 {
+		ratio := tg.CPUPer1k / bp.CPUPer1k
+		cs = append(cs, newCheck(cpuC32, fmt.Sprintf("%.2f x (%.1f vs %.1f CPU µs)", ratio, tg.CPUPer1k*1000, bp.CPUPer1k*1000), verdict(ratio <= 1.25)).profiled("nonstream-c32"))
+	} else {
+		na(cpuC32)
+	}
 	if tg, bp := pair("nonstream-c1"); tg != nil && bp != nil {
 		d50, d99 := tg.P50-bp.P50, tg.P99-bp.P99
 		cs = append(cs,
@@ -127,11 +134,25 @@ func evaluate(r *Results) []check {
 			cs = append(cs, newCheck(goal, fmt.Sprintf("%d errors, p99 %+.2f ms (%.2f vs %.2f)", tg.Errors, d, tg.P99, bp.P99), verdict(tg.Errors == 0 && d <= 10)))
 		}
 	}
-	if tg, bp := pair("cpu-r1000"); tg != nil && bp != nil && bp.CPUPer1k > 0 {
-		ratio := tg.CPUPer1k / bp.CPUPer1k
-		cs = append(cs, newCheck("CPU per 1,000 requests <= 1.25 x bareproxy", fmt.Sprintf("%.2f x (%.3f vs %.3f CPU s)", ratio, tg.CPUPer1k, bp.CPUPer1k), verdict(ratio <= 1.25)).profiled("cpu-r1000"))
-	} else {
-		na("CPU per 1,000 requests <= 1.25 x bareproxy")
+	for _, rate := range []int{1000, 100} {
+		name := fmt.Sprintf("cpu-r%d", rate)
+		goal := fmt.Sprintf("CPU per 1,000 requests at %d req/s <= 1.25 x bareproxy", rate)
+		if tg, bp := pair(name); tg != nil && bp != nil && bp.CPUPer1k > 0 {
+			ratio := tg.CPUPer1k / bp.CPUPer1k
+			cs = append(cs, newCheck(goal, fmt.Sprintf("%.2f x (%.3f vs %.3f CPU s)", ratio, tg.CPUPer1k, bp.CPUPer1k), verdict(ratio <= 1.25)).profiled(name))
+		} else {
+			na(goal)
+		}
+	}
+	const peakGoal = "Peak RSS in the open loop at 2,000 req/s, 300 ms upstream <= 1.3 x bareproxy"
+	switch tg, bp := pair("open-300ms-r2000"); {
+	case tg == nil || bp == nil || bp.PeakRSSMB == 0:
+		na(peakGoal)
+	case bp.Errors > 0:
+		cs = append(cs, newCheck(peakGoal, fmt.Sprintf("bareproxy does not hold this rate (%d errors)", bp.Errors), verdictNA))
+	default:
+		ratio := tg.PeakRSSMB / bp.PeakRSSMB
+		cs = append(cs, newCheck(peakGoal, fmt.Sprintf("%.2f x (%.1f vs %.1f MiB)", ratio, tg.PeakRSSMB, bp.PeakRSSMB), verdict(ratio <= 1.3 && tg.Errors == 0)))
 	}
 	for _, t := range []struct {
 		kb       int
