@@ -241,7 +241,7 @@ func render(r *Results, soak *Soak, chartDir string) []byte {
 func headline(m *md, r *Results) {
 	m.header("Scenario", "direct", "bareproxy", "tollgate", "tollgate / bareproxy")
 	get := func(name, target string) *Run { return r.lookup(name, target) }
-	line := func(label, name string, val func(*Run) float64, format func(float64) string, rel func(tg, bp float64) string) {
+	line := func(label, name string, val func(*Run) float64, format func(float64) string, c compare) {
 		cells := []string{label}
 		vals := map[string]float64{}
 		for _, t := range allTargets() {
@@ -253,17 +253,19 @@ func headline(m *md, r *Results) {
 			vals[t] = val(x)
 			cells = append(cells, format(vals[t]))
 		}
-		tg, okT := vals[targetTollgate]
-		bp, okB := vals[targetBareproxy]
-		if okT && okB {
-			cells = append(cells, rel(tg, bp))
-		} else {
+		// The last column compares within each repetition (Results.paired),
+		// as the targets do.
+		switch x, ok := r.paired(name, targetTollgate, targetBareproxy, val, c); {
+		case !ok:
 			cells = append(cells, "-")
+		case c == byDiff:
+			cells = append(cells, delta(x)+" ms")
+		default:
+			cells = append(cells, times(x))
 		}
 		m.row(cells...)
 	}
-	div := func(tg, bp float64) string { return times(ratio(tg, bp)) }
-	sub := func(tg, bp float64) string { return delta(tg-bp) + " ms" }
+	div, sub := byRatio, byDiff
 	rps := func(x *Run) float64 { return x.RPS }
 	line("Non-stream req/s, 8 clients", "nonstream-c8", rps, n0, div)
 	line("Non-stream req/s, 32 clients", "nonstream-c32", rps, n0, div)
@@ -295,7 +297,7 @@ func method(m *md, r *Results) {
 	} else {
 		m.p("- **CPU pinning was off** (fewer than 2 CPUs or no taskset): processes shared the CPUs, so ratios are less reliable.\n")
 	}
-	m.p("- **Interleaving.** For each scenario, every repetition runs direct, bareproxy, tollgate in turn (A B C A B C ...), %d repetitions; tables show medians. Before each run the suite waits until nats-server, the budget consumer, mockllm and the proxies are idle, so work left from one run cannot leak into the next.\n", s.Reps)
+	m.p("- **Interleaving.** For each scenario, every repetition runs direct, bareproxy, tollgate in turn (A B C A B C ...), %d repetitions; tables show medians. Each comparison of tollgate with bareproxy in the targets and in the headline's last column is taken within each repetition, where the two ran back to back, and the median of those ratios (or differences) is shown: the machine's speed drifts between repetitions, and a comparison within one cancels the drift. The detail tables' × columns compare the medians. Before each run the suite waits until nats-server, the budget consumer, mockllm and the proxies are idle, so work left from one run cannot leak into the next.\n", s.Reps)
 	m.p("- **Windows.** Closed loop: %.1f s warm-up, then a %.1f s measured window; requests sent inside the window are measured, the ones still in flight at its end are awaited. Open loop: latency from the intended send time, so queueing cannot hide (coordinated omission).\n", s.WarmupS, s.DurationS)
 	m.p("- **Validation.** loadgen checks every answer: status, JSON shape, for streams the exact number of content chunks and the final `[DONE]`, for embeddings the dimension count. Anything else is an error of a named kind, never a fast success.\n")
 	m.p("- **Memory and start-up** use freshly started processes: start-up is from `exec` (through taskset) to the first 200 of a proxied chat request, polled every millisecond; idle RSS is read one second later. Held streams: loadgen opens N streams whose chunks come one a second and keeps them open; RSS is read from /proc before and with all streams open.\n")

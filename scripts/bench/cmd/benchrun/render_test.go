@@ -339,3 +339,48 @@ func TestRender(t *testing.T) {
 		}
 	})
 }
+
+// TestPairedComparison: a target compares tollgate with bareproxy within
+// each repetition and takes the median of those, so a repetition in which
+// the machine ran slow for both does not move the verdict, as it would in
+// a ratio of the two medians.
+func TestPairedComparison(t *testing.T) {
+	runs := func(target string, v ...float64) TargetResult {
+		tr := TargetResult{Target: target}
+		for _, x := range v {
+			tr.Runs = append(tr.Runs, Run{RPS: x, P99: 1000 / x})
+		}
+		tr.Median = medianRun(tr.Runs)
+		return tr
+	}
+	r := &Results{Scenarios: []Scenario{
+		// Per repetition 0.95, 0.75 and 0.97; the medians' ratio is
+		// 150/200 = 0.75.
+		{Name: "nonstream-c8", Group: groupNonStream, X: 8, Targets: []TargetResult{
+			runs(targetBareproxy, 100, 200, 300), runs(targetTollgate, 95, 150, 290),
+		}},
+		{Name: "nonstream-c1", Group: groupNonStream, X: 1, Targets: []TargetResult{
+			runs(targetBareproxy, 100, 200, 300), runs(targetTollgate, 95, 150, 290),
+		}},
+	}}
+	got, ok := r.paired("nonstream-c8", targetTollgate, targetBareproxy, rpsOf, byRatio)
+	if !ok || math.Abs(got-0.95) > 1e-9 {
+		t.Fatalf("paired ratio %v, %v; want 0.95", got, ok)
+	}
+	// p99: 10.526-10, 6.667-5, 3.448-3.333: median 0.526.
+	if d, ok := r.paired("nonstream-c1", targetTollgate, targetBareproxy, p99Of, byDiff); !ok || math.Abs(d-(1000.0/95-10)) > 1e-9 {
+		t.Fatalf("paired difference %v, %v", d, ok)
+	}
+	if _, ok := r.paired("nonstream-c8", targetTollgate, targetFallback, rpsOf, byRatio); ok {
+		t.Fatal("paired found a target the scenario does not have")
+	}
+	for _, c := range evaluate(r) {
+		if c.Goal == "Non-stream throughput at 8 clients >= 0.85 x bareproxy" {
+			if c.Verdict != verdictMet || !strings.HasPrefix(c.Measured, "0.95 x (150 vs 200 req/s)") {
+				t.Fatalf("check %+v", c)
+			}
+			return
+		}
+	}
+	t.Fatal("no throughput check at 8 clients")
+}

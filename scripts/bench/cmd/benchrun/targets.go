@@ -48,6 +48,60 @@ func (r *Results) lookup(name, target string) *Run {
 	return nil
 }
 
+// compare is how a figure of one target is set against another's.
+type compare int
+
+const (
+	byRatio compare = iota // a / b
+	byDiff                 // a - b
+)
+
+func (c compare) of(a, b float64) float64 {
+	if c == byDiff {
+		return a - b
+	}
+	return ratio(a, b)
+}
+
+// paired compares target a's figure with target b's in scenario name
+// within each repetition, where the two ran back to back, and returns the
+// median of those comparisons. A comparison within one repetition cancels
+// the drift of the machine's speed between repetitions, which comparing
+// the two medians does not: on a shared machine the same binary's
+// throughput moves by a factor of two within minutes.
+func (r *Results) paired(name, a, b string, val func(*Run) float64, c compare) (float64, bool) {
+	for i := range r.Scenarios {
+		if r.Scenarios[i].Name != name {
+			continue
+		}
+		ta, tb := r.Scenarios[i].target(a), r.Scenarios[i].target(b)
+		if ta == nil || tb == nil {
+			return 0, false
+		}
+		var v []float64
+		for j := range min(len(ta.Runs), len(tb.Runs)) {
+			if x := c.of(val(&ta.Runs[j]), val(&tb.Runs[j])); !math.IsNaN(x) && !math.IsInf(x, 0) {
+				v = append(v, x)
+			}
+		}
+		if len(v) == 0 {
+			return 0, false
+		}
+		return median(v), true
+	}
+	return 0, false
+}
+
+// The figures the targets compare.
+var (
+	rpsOf     = func(x *Run) float64 { return x.RPS }
+	cpuOf     = func(x *Run) float64 { return x.CPUPer1k }
+	p50Of     = func(x *Run) float64 { return x.P50 }
+	p99Of     = func(x *Run) float64 { return x.P99 }
+	ttfcOf    = func(x *Run) float64 { return x.TTFCP50 }
+	peakRSSOf = func(x *Run) float64 { return x.PeakRSSMB }
+)
+
 // startup finds the start-up result of target, or nil.
 func (r *Results) startup(target string) *Startup {
 	for i := range r.Startup {
@@ -72,6 +126,11 @@ func evaluate(r *Results) []check {
 	pair := func(name string) (tg, bp *Run) {
 		return r.lookup(name, targetTollgate), r.lookup(name, targetBareproxy)
 	}
+	// vs is tollgate against bareproxy in scenario name, per repetition.
+	vs := func(name string, val func(*Run) float64, c compare) float64 {
+		x, _ := r.paired(name, targetTollgate, targetBareproxy, val, c)
+		return x
+	}
 	na := func(goal string) { cs = append(cs, check{Goal: goal, Measured: "-", Verdict: verdictNA}) }
 
 	for _, c := range []int{8, 32} {
@@ -81,19 +140,19 @@ func evaluate(r *Results) []check {
 			na(goal)
 			continue
 		}
-		ratio := tg.RPS / bp.RPS
+		ratio := vs(fmt.Sprintf("nonstream-c%d", c), rpsOf, byRatio)
 		cs = append(cs, newCheck(goal, fmt.Sprintf("%.2f x (%.0f vs %.0f req/s); %s", ratio, tg.RPS, bp.RPS, perRequest(tg, bp)),
 			verdict(ratio >= 0.85 && tg.Errors == 0)).profiled("nonstream-c32"))
 	}
 	const cpuC32 = "Serving CPU per request at 32 clients (saturated) <= 1.25 x bareproxy"
 	if tg, bp := pair("nonstream-c32"); tg != nil && bp != nil && bp.CPUPer1k > 0 {
-		ratio := tg.CPUPer1k / bp.CPUPer1k
+		ratio := vs("nonstream-c32", cpuOf, byRatio)
 		cs = append(cs, newCheck(cpuC32, fmt.Sprintf("%.2f x (%.1f vs %.1f CPU µs)", ratio, tg.CPUPer1k*1000, bp.CPUPer1k*1000), verdict(ratio <= 1.25)).profiled("nonstream-c32"))
 	} else {
 		na(cpuC32)
 	}
 	if tg, bp := pair("nonstream-c1"); tg != nil && bp != nil {
-		d50, d99 := tg.P50-bp.P50, tg.P99-bp.P99
+		d50, d99 := vs("nonstream-c1", p50Of, byDiff), vs("nonstream-c1", p99Of, byDiff)
 		cs = append(cs,
 			newCheck("Added latency at 1 client: p50 <= bareproxy + 0.03 ms", fmt.Sprintf("%+.3f ms (%.3f vs %.3f)", d50, tg.P50, bp.P50), verdict(d50 <= 0.03)),
 			newCheck("Added latency at 1 client: p99 <= bareproxy + 0.2 ms", fmt.Sprintf("%+.3f ms (%.3f vs %.3f)", d99, tg.P99, bp.P99), verdict(d99 <= 0.2)))
@@ -101,19 +160,19 @@ func evaluate(r *Results) []check {
 		na("Added latency at 1 client")
 	}
 	if tg, bp := pair("stream-c64"); tg != nil && bp != nil && bp.RPS > 0 {
-		ratio := tg.RPS / bp.RPS
+		ratio := vs("stream-c64", rpsOf, byRatio)
 		cs = append(cs, newCheck("Streams at 64 clients >= 0.9 x bareproxy", fmt.Sprintf("%.2f x (%.0f vs %.0f streams/s)", ratio, tg.RPS, bp.RPS), verdict(ratio >= 0.9 && tg.Errors == 0)))
 	} else {
 		na("Streams at 64 clients >= 0.9 x bareproxy")
 	}
 	if tg, bp := pair("stream-c1"); tg != nil && bp != nil {
-		d := tg.TTFCP50 - bp.TTFCP50
+		d := vs("stream-c1", ttfcOf, byDiff)
 		cs = append(cs, newCheck("Time to first chunk (p50, 1 client) <= bareproxy + 0.1 ms", fmt.Sprintf("%+.3f ms (%.3f vs %.3f)", d, tg.TTFCP50, bp.TTFCP50), verdict(d <= 0.1)))
 	} else {
 		na("Time to first chunk <= bareproxy + 0.1 ms")
 	}
 	if fb, ok := r.lookup("fallback-500-c16", targetFallback), r.lookup("fallback-500-c16", targetTollgate); fb != nil && ok != nil && ok.RPS > 0 {
-		ratio := fb.RPS / ok.RPS
+		ratio, _ := r.paired("fallback-500-c16", targetFallback, targetTollgate, rpsOf, byRatio)
 		cs = append(cs, newCheck("Fallback after upstream 500, 16 clients: >= 0.45 x the throughput without failures", fmt.Sprintf("%.2f x (%.0f vs %.0f req/s), %d errors", ratio, fb.RPS, ok.RPS, fb.Errors), verdict(ratio >= 0.45 && fb.Errors == 0)))
 	} else {
 		na("Fallback after upstream 500, 16 clients: >= 0.45 x the throughput without failures")
@@ -130,7 +189,7 @@ func evaluate(r *Results) []check {
 		case bp.Errors > 0:
 			cs = append(cs, newCheck(goal, fmt.Sprintf("bareproxy does not hold this rate (%d errors)", bp.Errors), verdictNA))
 		default:
-			d := tg.P99 - bp.P99
+			d := vs(s.Name, p99Of, byDiff)
 			cs = append(cs, newCheck(goal, fmt.Sprintf("%d errors, p99 %+.2f ms (%.2f vs %.2f)", tg.Errors, d, tg.P99, bp.P99), verdict(tg.Errors == 0 && d <= 10)))
 		}
 	}
@@ -138,7 +197,7 @@ func evaluate(r *Results) []check {
 		name := fmt.Sprintf("cpu-r%d", rate)
 		goal := fmt.Sprintf("CPU per 1,000 requests at %d req/s <= 1.25 x bareproxy", rate)
 		if tg, bp := pair(name); tg != nil && bp != nil && bp.CPUPer1k > 0 {
-			ratio := tg.CPUPer1k / bp.CPUPer1k
+			ratio := vs(name, cpuOf, byRatio)
 			cs = append(cs, newCheck(goal, fmt.Sprintf("%.2f x (%.3f vs %.3f CPU s)", ratio, tg.CPUPer1k, bp.CPUPer1k), verdict(ratio <= 1.25)).profiled(name))
 		} else {
 			na(goal)
@@ -151,7 +210,7 @@ func evaluate(r *Results) []check {
 	case bp.Errors > 0:
 		cs = append(cs, newCheck(peakGoal, fmt.Sprintf("bareproxy does not hold this rate (%d errors)", bp.Errors), verdictNA))
 	default:
-		ratio := tg.PeakRSSMB / bp.PeakRSSMB
+		ratio := vs("open-300ms-r2000", peakRSSOf, byRatio)
 		cs = append(cs, newCheck(peakGoal, fmt.Sprintf("%.2f x (%.1f vs %.1f MiB)", ratio, tg.PeakRSSMB, bp.PeakRSSMB), verdict(ratio <= 1.3 && tg.Errors == 0)))
 	}
 	for _, t := range []struct {
@@ -169,10 +228,10 @@ func evaluate(r *Results) []check {
 			}
 			continue
 		}
-		c := tg.CPUPer1k / bp.CPUPer1k
+		c := vs(name, cpuOf, byRatio)
 		cs = append(cs, newCheck(cpuGoal, fmt.Sprintf("%.2f x (%.3f vs %.3f CPU ms)", c, tg.CPUPer1k, bp.CPUPer1k), verdict(c <= t.cpu && tg.Errors == 0)).profiled(name))
 		if t.rps > 0 {
-			q := tg.RPS / bp.RPS
+			q := vs(name, rpsOf, byRatio)
 			cs = append(cs, newCheck(rpsGoal, fmt.Sprintf("%.2f x (%.0f vs %.0f req/s)", q, tg.RPS, bp.RPS), verdict(q >= t.rps && tg.Errors == 0)).profiled(name))
 		}
 	}
