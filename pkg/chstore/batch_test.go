@@ -314,3 +314,65 @@ func TestCountEvents(t *testing.T) {
 		})
 	}
 }
+
+// TestHistoryChangedBelowWatermark: the stream lost its last messages (a
+// whole cluster killed before they reached a disk) or was recreated, and
+// the messages published since took their sequences, up to and past the
+// watermark. The loader loads the batches it never applied and skips the
+// ones it had, instead of taking every sequence up to the watermark as
+// stored.
+func TestHistoryChangedBelowWatermark(t *testing.T) {
+	js, s := newJS(t), newStore(t, ch.Addr(t))
+	var wm uint64
+	for seq := uint64(1); seq <= 10; seq++ {
+		wm = publishBatch(t, js, "p1", seq, int(seq-1)*10, int(seq)*10).Sequence
+	}
+	l1, err := NewLoader(s, js, testOptions(50))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r1 := start(l1.Run)
+	waitWatermark(t, s, wm, r1.done)
+	if err := r1.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	checkExact(t, s, expect(0, 100))
+
+	// The stream starts over. Its first messages are the last two batches
+	// again (a gateway republishes what it has no ack for), then ten new
+	// ones: sequences 1 to 12, over the watermark of 10.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st, err := js.Stream(ctx, DefaultStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := st.CachedInfo().Config
+	if err := js.DeleteStream(ctx, DefaultStream); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.CreateStream(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	var last uint64
+	for seq := uint64(9); seq <= 20; seq++ {
+		last = publishBatch(t, js, "p1", seq, int(seq-1)*10, int(seq)*10).Sequence
+	}
+	if last <= wm {
+		t.Fatalf("last sequence %d, want over the watermark %d", last, wm)
+	}
+
+	l2, err := NewLoader(s, js, testOptions(50))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r2 := start(l2.Run)
+	waitWatermark(t, s, last, r2.done)
+	if err := r2.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	checkExact(t, s, expect(0, 200))
+	if got := metricValue(l2.m.historyChanges); got != 1 {
+		t.Fatalf("history changes %v, want 1", got)
+	}
+}

@@ -93,6 +93,14 @@
 //     A batch arriving WindowSize seqs or more after one that never came
 //     gives that one up (lost_batches_total); the producer's window
 //     rules this out for a working gateway.
+//   - Sequences reused below W: a recreated stream numbers its messages
+//     from 1 again, and a cluster killed as a whole can lose its last
+//     messages and give their sequences to the next ones. Before it
+//     reuses or recreates the consumer, the Loader reads the message at W;
+//     if it holds a batch the Dedup has not applied, W is lowered to just
+//     under the lowest such message found walking down (checkHistory,
+//     history_changes_total), and the batches met since are skipped by the
+//     Dedup and the stored rows by the lookup above.
 //   - Within a batch, a repeated delivery or event id is inserted once.
 //   - One writer: Loaders of the same durable share a lease in a NATS KV
 //     bucket. The holder loads; the others stand by and take over when it

@@ -509,7 +509,11 @@ func (l *Loader) setup(ctx context.Context) error {
 	}
 	info := cons.CachedInfo()
 	cfg := info.Config
-	if info.NumAckPending == 0 && info.NumRedelivered == 0 && info.AckFloor.Stream == l.wm &&
+	changed, err := l.checkHistory(c)
+	if err != nil {
+		return err
+	}
+	if !changed && info.NumAckPending == 0 && info.NumRedelivered == 0 && info.AckFloor.Stream == l.wm &&
 		cfg.AckPolicy == jetstream.AckAllPolicy && cfg.AckWait == l.o.AckWait &&
 		cfg.MaxAckPending == l.maxAckPending() && cfg.FilterSubject == "" && len(cfg.FilterSubjects) == 0 {
 		if err := l.checkStream(c); err != nil {
@@ -535,6 +539,9 @@ func (l *Loader) rewind(ctx context.Context) error {
 	if err := l.checkStream(c); err != nil {
 		return err
 	}
+	if _, err := l.checkHistory(c); err != nil {
+		return err
+	}
 	err := l.js.DeleteConsumer(c, l.o.Stream, l.o.Durable)
 	if err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
 		return fmt.Errorf("delete consumer %s: %w", l.o.Durable, err)
@@ -556,6 +563,49 @@ func (l *Loader) rewind(ctx context.Context) error {
 	}
 	l.cons, l.lastDseq = cons, 0
 	return nil
+}
+
+// maxHistoryCheck bounds how far below the watermark checkHistory looks.
+const maxHistoryCheck = 4096
+
+// checkHistory makes sure that the stream's message at the watermark is
+// one this loader applied. A stream that lost its last messages (a whole
+// cluster killed before they reached the disk of any node) gives their
+// sequences to the messages published after, and a recreated stream
+// starts its sequences again; taken as stored, those messages' events
+// would never be loaded. So while the message at the watermark holds a
+// batch the dedup state has not applied, checkHistory walks down (at most
+// maxHistoryCheck messages) and lowers the watermark below the lowest such
+// message: the consumer then delivers from there, the batches applied
+// before are skipped by the dedup state as republished, and the next
+// insert drops events already stored (verify). It stops at a message it
+// cannot tell by (a legacy event, an undecodable or a deleted one).
+// changed reports whether it lowered the watermark.
+func (l *Loader) checkHistory(ctx context.Context) (changed bool, err error) {
+	low := l.wm
+	var b usagev1.UsageBatch
+	for seq := l.wm; seq > 0 && l.wm-seq < maxHistoryCheck; seq-- {
+		m, err := l.stream.GetMsg(ctx, seq)
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			break
+		}
+		if err != nil {
+			return false, fmt.Errorf("read stream %s at %d: %w", l.o.Stream, seq, err)
+		}
+		if usage.DecodeMessage(m.Data, &b) != nil || b.ProducerId == "" || l.dedup.Seen(b.ProducerId, b.Seq) {
+			break
+		}
+		low = seq - 1
+	}
+	if low == l.wm {
+		return false, nil
+	}
+	l.m.historyChanges.Inc()
+	l.log.Warn("analytics: the stream holds messages below the watermark that were never loaded (it lost its last messages, or was recreated); loading from the first of them",
+		"watermark", l.wm, "from_seq", low+1)
+	l.wm, l.verify = low, true
+	l.m.watermark.Set(float64(low))
+	return true, nil
 }
 
 // checkStream refuses a watermark past the stream's end and reports events

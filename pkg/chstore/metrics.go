@@ -12,7 +12,7 @@ type loaderMetrics struct {
 	batches, rows, rewinds                   prometheus.Counter
 	skippedStored, skippedDup, skippedPoison prometheus.Counter
 	skippedRepublished                       prometheus.Counter
-	republished, lostBatches                 prometheus.Counter
+	republished, lostBatches, historyChanges prometheus.Counter
 	errors                                   *prometheus.CounterVec
 	insertSeconds                            prometheus.Histogram
 	backoff, lag, watermark, leader          prometheus.Gauge
@@ -38,6 +38,8 @@ func newLoaderMetrics(reg prometheus.Registerer) (loaderMetrics, error) {
 			"Batch messages skipped because their producer and seq were applied before: a republish after the stream's duplicate window, not a duplicate."))),
 		lostBatches: prometheus.NewCounter(prometheus.CounterOpts(opts("lost_batches_total",
 			"Batch seqs given up as lost: a producer's batch arrived usage.WindowSize or more seqs after one that never came."))),
+		historyChanges: prometheus.NewCounter(prometheus.CounterOpts(opts("history_changes_total",
+			"Times the stream held messages below the watermark that were never loaded (it lost its last messages, or was recreated), and the watermark was lowered to load them."))),
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts(opts("errors_total",
 			"Failed operations, by op: lease, start, fetch, rewind, store (insert or watermark), ack.")), []string{"op"}),
 		insertSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
@@ -57,7 +59,7 @@ func newLoaderMetrics(reg prometheus.Registerer) (loaderMetrics, error) {
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.batches, m.rows, m.rewinds, skipped, m.republished, m.lostBatches, m.errors,
+	for _, c := range []prometheus.Collector{m.batches, m.rows, m.rewinds, skipped, m.republished, m.lostBatches, m.historyChanges, m.errors,
 		m.insertSeconds, m.backoff, m.lag, m.watermark, m.leader} {
 		if err := reg.Register(c); err != nil {
 			return m, fmt.Errorf("register analytics metrics: %w", err)

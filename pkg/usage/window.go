@@ -207,6 +207,13 @@ func (d *Dedup) Apply(producer string, seq uint64) (fresh bool, lost uint64) {
 	return d.Window(producer).Apply(seq)
 }
 
+// Seen reports whether batch seq of producer was applied, without adding
+// a window for a producer d has not seen.
+func (d *Dedup) Seen(producer string, seq uint64) bool {
+	w := d.m[producer]
+	return w != nil && w.Seen(seq)
+}
+
 // Producers returns the producers d has seen, in no particular order.
 func (d *Dedup) Producers() []string {
 	out := make([]string, 0, len(d.m))
