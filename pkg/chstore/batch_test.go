@@ -327,15 +327,7 @@ func TestHistoryChangedBelowWatermark(t *testing.T) {
 	for seq := uint64(1); seq <= 10; seq++ {
 		wm = publishBatch(t, js, "p1", seq, int(seq-1)*10, int(seq)*10).Sequence
 	}
-	l1, err := NewLoader(s, js, testOptions(50))
-	if err != nil {
-		t.Fatal(err)
-	}
-	r1 := start(l1.Run)
-	waitWatermark(t, s, wm, r1.done)
-	if err := r1.stop(t); err != nil {
-		t.Fatal(err)
-	}
+	loadUntil(t, s, js, testOptions(50), wm)
 	checkExact(t, s, expect(0, 100))
 
 	// The stream starts over. Its first messages are the last two batches
@@ -362,15 +354,7 @@ func TestHistoryChangedBelowWatermark(t *testing.T) {
 		t.Fatalf("last sequence %d, want over the watermark %d", last, wm)
 	}
 
-	l2, err := NewLoader(s, js, testOptions(50))
-	if err != nil {
-		t.Fatal(err)
-	}
-	r2 := start(l2.Run)
-	waitWatermark(t, s, last, r2.done)
-	if err := r2.stop(t); err != nil {
-		t.Fatal(err)
-	}
+	l2 := loadUntil(t, s, js, testOptions(50), last)
 	checkExact(t, s, expect(0, 200))
 	if got := metricValue(l2.m.historyChanges); got != 1 {
 		t.Fatalf("history changes %v, want 1", got)

@@ -255,6 +255,22 @@ func (r *running) stop(t testing.TB) error {
 	}
 }
 
+// loadUntil runs a Loader with options o until the stored watermark
+// reaches seq, stops it and returns it.
+func loadUntil(t testing.TB, s *Store, js jetstream.JetStream, o LoaderOptions, seq uint64) *Loader {
+	t.Helper()
+	l, err := NewLoader(s, js, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := start(l.Run)
+	waitWatermark(t, s, seq, r.done)
+	if err := r.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
 // waitWatermark waits until the stored watermark reaches seq.
 func waitWatermark(t testing.TB, s *Store, seq uint64, done <-chan error) {
 	t.Helper()

@@ -143,15 +143,7 @@ func TestRowFields(t *testing.T) {
 	opts := testOptions(100)
 	ingested := time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC)
 	opts.Now = func() time.Time { return ingested }
-	l, err := NewLoader(s, js, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := start(l.Run)
-	waitWatermark(t, s, ack.Sequence, r.done)
-	if err := r.stop(t); err != nil {
-		t.Fatal(err)
-	}
+	loadUntil(t, s, js, opts, ack.Sequence)
 
 	var rows []eventRow
 	if err := s.conn.Select(ctx, &rows, "SELECT "+eventColumns+" FROM usage_events ORDER BY stream_seq"); err != nil {
@@ -404,15 +396,7 @@ func waitFor(t testing.TB, done <-chan error, cond func() bool) {
 func TestDeliveryGapRewinds(t *testing.T) {
 	js, s := newJS(t), newStore(t, ch.Addr(t))
 	wm := publish(t, js, 0, 100)
-	l1, err := NewLoader(s, js, testOptions(50))
-	if err != nil {
-		t.Fatal(err)
-	}
-	r1 := start(l1.Run)
-	waitWatermark(t, s, wm, r1.done)
-	if err := r1.stop(t); err != nil {
-		t.Fatal(err)
-	}
+	loadUntil(t, s, js, testOptions(50), wm)
 	last := publish(t, js, 100, 300)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -691,15 +675,7 @@ func TestInsertOutlivesTimeout(t *testing.T) {
 			}
 			o := testOptions(100)
 			o.InsertTimeout, o.LeaseTTL = 100*time.Millisecond, 600*time.Millisecond
-			l, err := NewLoader(s, js, o)
-			if err != nil {
-				t.Fatal(err)
-			}
-			r := start(l.Run)
-			waitWatermark(t, s, last, r.done)
-			if err := r.stop(t); err != nil {
-				t.Fatal(err)
-			}
+			l := loadUntil(t, s, js, o, last)
 			checkExact(t, s, expect(0, 300))
 			if got := metricValue(l.m.errors.WithLabelValues("store")); got == 0 {
 				t.Fatal("no insert timed out; the test proves nothing")
