@@ -48,12 +48,11 @@ func charts(r *Results) []namedChart {
 		}
 		return l
 	}
-	rps := func(x *Run) float64 { return x.RPS }
-	if g, s := bySeries(groupNonStream, clients, rps, allTargets()); len(g) > 0 {
+	if g, s := bySeries(groupNonStream, clients, rpsOf, allTargets()); len(g) > 0 {
 		out = append(out, namedChart{"nonstream-rps.svg", "Non-stream requests per second by client count",
 			barChart{title: "Non-stream throughput (instant upstream, 200-word prompt)", yLabel: "requests/s", groups: g, series: s}})
 	}
-	if g, s := bySeries(groupStream, clients, rps, allTargets()); len(g) > 0 {
+	if g, s := bySeries(groupStream, clients, rpsOf, allTargets()); len(g) > 0 {
 		out = append(out, namedChart{"stream-rps.svg", "Streams per second by client count",
 			barChart{title: "Stream throughput (50 chunks each)", yLabel: "streams/s", groups: g, series: s}})
 	}
@@ -265,20 +264,18 @@ func headline(m *md, r *Results) {
 		}
 		m.row(cells...)
 	}
-	div, sub := byRatio, byDiff
-	rps := func(x *Run) float64 { return x.RPS }
-	line("Non-stream req/s, 8 clients", "nonstream-c8", rps, n0, div)
-	line("Non-stream req/s, 32 clients", "nonstream-c32", rps, n0, div)
-	line("Non-stream req/s, 128 clients", "nonstream-c128", rps, n0, div)
-	line("Non-stream p50 ms, 1 client", "nonstream-c1", func(x *Run) float64 { return x.P50 }, ms3, sub)
-	line("Non-stream p99 ms, 1 client", "nonstream-c1", func(x *Run) float64 { return x.P99 }, ms3, sub)
-	line("Streams/s, 64 clients", "stream-c64", rps, n0, div)
-	line("Time to first chunk p50 ms, 1 client", "stream-c1", func(x *Run) float64 { return x.TTFCP50 }, ms3, sub)
-	line("Open loop 2,000 req/s, 300 ms upstream: p99 ms", "open-300ms-r2000", func(x *Run) float64 { return x.P99 }, ms2, sub)
-	line("CPU s per 1,000 requests (1,000 req/s)", "cpu-r1000", func(x *Run) float64 { return x.CPUPer1k }, ms3, div)
-	line("CPU s per 1,000 requests (100 req/s)", "cpu-r100", func(x *Run) float64 { return x.CPUPer1k }, ms3, div)
-	line("Peak RSS MiB, open loop 2,000 req/s, 300 ms upstream", "open-300ms-r2000", func(x *Run) float64 { return x.PeakRSSMB }, ms2, div)
-	line("MiB per 1,000 held streams (5,000 open)", "hold-5000", func(x *Run) float64 { return x.RSSPer1kStreamsMB }, ms2, div)
+	line("Non-stream req/s, 8 clients", "nonstream-c8", rpsOf, n0, byRatio)
+	line("Non-stream req/s, 32 clients", "nonstream-c32", rpsOf, n0, byRatio)
+	line("Non-stream req/s, 128 clients", "nonstream-c128", rpsOf, n0, byRatio)
+	line("Non-stream p50 ms, 1 client", "nonstream-c1", p50Of, ms3, byDiff)
+	line("Non-stream p99 ms, 1 client", "nonstream-c1", p99Of, ms3, byDiff)
+	line("Streams/s, 64 clients", "stream-c64", rpsOf, n0, byRatio)
+	line("Time to first chunk p50 ms, 1 client", "stream-c1", ttfcOf, ms3, byDiff)
+	line("Open loop 2,000 req/s, 300 ms upstream: p99 ms", "open-300ms-r2000", p99Of, ms2, byDiff)
+	line("CPU s per 1,000 requests (1,000 req/s)", "cpu-r1000", cpuOf, ms3, byRatio)
+	line("CPU s per 1,000 requests (100 req/s)", "cpu-r100", cpuOf, ms3, byRatio)
+	line("Peak RSS MiB, open loop 2,000 req/s, 300 ms upstream", "open-300ms-r2000", peakRSSOf, ms2, byRatio)
+	line("MiB per 1,000 held streams (5,000 open)", "hold-5000", func(x *Run) float64 { return x.RSSPer1kStreamsMB }, ms2, byRatio)
 	tg, bp := r.startup(targetTollgate), r.startup(targetBareproxy)
 	if tg != nil && bp != nil {
 		m.row("Idle RSS MiB", "-", ms2(bp.MedianRSS), ms2(tg.MedianRSS), times(ratio(tg.MedianRSS, bp.MedianRSS)))
