@@ -60,16 +60,22 @@ func republish(t testing.TB, js jetstream.JetStream, producer string, seq uint64
 	}
 }
 
+// streamConfig returns the usage stream's configuration.
+func streamConfig(ctx context.Context, t testing.TB, js jetstream.JetStream) jetstream.StreamConfig {
+	t.Helper()
+	s, err := js.Stream(ctx, DefaultStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s.CachedInfo().Config
+}
+
 // shortDuplicateWindow sets the usage stream's duplicate window to 100ms.
 func shortDuplicateWindow(t testing.TB, js jetstream.JetStream) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	s, err := js.Stream(ctx, DefaultStream)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := s.CachedInfo().Config
+	cfg := streamConfig(ctx, t, js)
 	cfg.Duplicates = 100 * time.Millisecond
 	if _, err := js.UpdateStream(ctx, cfg); err != nil {
 		t.Fatalf("update stream: %v", err)
@@ -335,11 +341,7 @@ func TestHistoryChangedBelowWatermark(t *testing.T) {
 	// ones: sequences 1 to 12, over the watermark of 10.
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	st, err := js.Stream(ctx, DefaultStream)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := st.CachedInfo().Config
+	cfg := streamConfig(ctx, t, js)
 	if err := js.DeleteStream(ctx, DefaultStream); err != nil {
 		t.Fatal(err)
 	}

@@ -292,15 +292,7 @@ func TestExactlyOnceAcrossCrash(t *testing.T) {
 				t.Fatalf("after the first run: %d rows, watermark %d; want %d, %d", rows, wm, tt.rows, tt.wmBatches*batch)
 			}
 
-			l2, err := NewLoader(s, js, opts())
-			if err != nil {
-				t.Fatal(err)
-			}
-			r2 := start(l2.Run)
-			waitWatermark(t, s, last, r2.done)
-			if err := r2.stop(t); err != nil {
-				t.Fatal(err)
-			}
+			l2 := loadUntil(t, s, js, opts(), last)
 			checkExact(t, s, expect(0, events))
 			if got := metricValue(l2.m.rows); got != float64(events-int(rows)) {
 				t.Fatalf("second run inserted %v, want %d", got, events-int(rows))
@@ -324,15 +316,7 @@ func TestWatermarkSkipsRedelivery(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			js, s := newJS(t), newStore(t, ch.Addr(t))
 			wm := publish(t, js, 0, tt.stored)
-			l1, err := NewLoader(s, js, testOptions(100))
-			if err != nil {
-				t.Fatal(err)
-			}
-			r1 := start(l1.Run)
-			waitWatermark(t, s, wm, r1.done)
-			if err := r1.stop(t); err != nil {
-				t.Fatal(err)
-			}
+			loadUntil(t, s, js, testOptions(100), wm)
 			last := wm
 			if tt.all > tt.stored {
 				last = publish(t, js, tt.stored, tt.all)
