@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -87,9 +89,16 @@ func (r *rig) count(ctx context.Context, dept string) (counts, error) {
 // each message once, across calls and scenarios, and keeps counts per dept.
 type streamScan struct {
 	next        uint64                     // the next stream sequence to read
+	lastSum     uint64                     // checksum of the message at next-1 as read
 	applied     map[string]map[uint64]bool // producer -> batch seqs seen
 	republished int64
 	depts       map[string]*deptCount
+	// rescans counts the times the stream no longer held, at next-1, the
+	// message read there, and the scan started over: the stream was
+	// recreated, or lost messages it had acknowledged and gave their
+	// sequences to new ones (a whole cluster killed at once). Kept across
+	// the start-overs.
+	rescans int
 }
 
 // deptCount is one dept's events in the stream.
@@ -129,9 +138,19 @@ func (r *rig) countStream(ctx context.Context, dept string, c *counts) error {
 		return fmt.Errorf("usage stream info: %w", err)
 	}
 	sc := &r.scan
-	if sc.depts == nil || info.State.LastSeq+1 < sc.next {
-		// First call, or the stream was recreated: start over.
-		*sc = streamScan{next: 1, applied: map[string]map[uint64]bool{}, depts: map[string]*deptCount{}}
+	changed, err := sc.changed(ctx, s)
+	if err != nil {
+		return err
+	}
+	if sc.depts == nil || changed {
+		// First call, or the stream's history changed below the scan
+		// point: start over, or the messages that took the reused
+		// sequences would never be counted.
+		if changed {
+			sc.rescans++
+			fmt.Fprintf(os.Stderr, "chaos: the usage stream no longer holds message %d as read; counting it again from the start\n", sc.next-1)
+		}
+		*sc = streamScan{next: 1, rescans: sc.rescans, applied: map[string]map[uint64]bool{}, depts: map[string]*deptCount{}}
 	}
 	if err := sc.read(ctx, s, info.State.LastSeq); err != nil {
 		return err
@@ -148,6 +167,29 @@ func (r *rig) countStream(ctx context.Context, dept string, c *counts) error {
 	return nil
 }
 
+// changed reports whether the stream no longer holds, at sc.next-1, the
+// message the scan read there.
+func (sc *streamScan) changed(ctx context.Context, s jetstream.Stream) (bool, error) {
+	if sc.depts == nil || sc.next <= 1 {
+		return false, nil
+	}
+	m, err := s.GetMsg(ctx, sc.next-1)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return true, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("usage stream message %d: %w", sc.next-1, err)
+	}
+	return msgSum(m.Data) != sc.lastSum, nil
+}
+
+// msgSum is the checksum streamScan keeps of the last message it read.
+func msgSum(data []byte) uint64 {
+	h := fnv.New64a()
+	_, _ = h.Write(data)
+	return h.Sum64()
+}
+
 // read reads the stream from sc.next up to last.
 func (sc *streamScan) read(ctx context.Context, s jetstream.Stream, last uint64) error {
 	if last < sc.next {
@@ -161,7 +203,9 @@ func (sc *streamScan) read(ctx context.Context, s jetstream.Stream, last uint64)
 	}
 	var b usagev1.UsageBatch
 	for done := false; !done && sc.next <= last; {
-		batch, err := cons.Fetch(1000, jetstream.FetchMaxWait(5*time.Second))
+		// No more than are left up to last, so that Fetch returns once it
+		// has them rather than wait for a full batch.
+		batch, err := cons.Fetch(int(min(1000, last-sc.next+1)), jetstream.FetchMaxWait(5*time.Second))
 		if err != nil {
 			return fmt.Errorf("read usage stream: %w", err)
 		}
@@ -177,6 +221,7 @@ func (sc *streamScan) read(ctx context.Context, s jetstream.Stream, last uint64)
 				break
 			}
 			sc.next = md.Sequence.Stream + 1
+			sc.lastSum = msgSum(m.Data())
 			if err := usage.DecodeMessage(m.Data(), &b); err != nil {
 				return fmt.Errorf("decode usage message %d: %w", md.Sequence.Stream, err)
 			}

@@ -1,8 +1,14 @@
 package main
 
 import (
+	"fmt"
 	"testing"
 
+	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/tollgate/tollgate/pkg/natstest"
+	"github.com/tollgate/tollgate/pkg/usage"
 	usagev1 "github.com/tollgate/tollgate/proto/tollgate/usage/v1"
 )
 
@@ -39,5 +45,71 @@ func TestStreamScanAdd(t *testing.T) {
 	}
 	if sc.republished != 1 {
 		t.Fatalf("%d republished, want 1", sc.republished)
+	}
+}
+
+// TestStreamScanHistoryChange: when the stream no longer holds, at the
+// scan point, the message the rig read there (acknowledged messages lost
+// and their sequences given to new ones), the rig counts the stream again
+// rather than skip the messages at the reused sequences.
+func TestStreamScanHistoryChange(t *testing.T) {
+	ctx := t.Context()
+	nc := natstest.Connect(t, natstest.Start(t))
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	publish := func(seqs ...uint64) {
+		t.Helper()
+		for _, seq := range seqs {
+			b := &usagev1.UsageBatch{ProducerId: "p1", Seq: seq, Events: []*usagev1.UsageEvent{
+				{EventId: fmt.Sprint("ev-", seq), RequestId: fmt.Sprint("req-", seq), Dept: "a", CostNanoUsd: 10}}}
+			data, err := proto.Marshal(b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := js.Publish(ctx, usage.BatchSubject("p1"), data); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := usage.EnsureStream(ctx, js, usage.StreamConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	publish(1, 2, 3)
+	r := &rig{js: js}
+	var c counts
+	if err := r.countStream(ctx, "a", &c); err != nil {
+		t.Fatal(err)
+	}
+	if c.StreamUnique != 3 || r.scan.rescans != 0 {
+		t.Fatalf("first scan: %d requests, %d rescans; want 3, 0", c.StreamUnique, r.scan.rescans)
+	}
+
+	// The same stream read again: nothing changed, nothing is counted twice.
+	if err := r.countStream(ctx, "a", &c); err != nil {
+		t.Fatal(err)
+	}
+	if c.StreamUnique != 3 || c.StreamMsgs != 3 || r.scan.rescans != 0 {
+		t.Fatalf("second scan: %d requests, %d events, %d rescans; want 3, 3, 0", c.StreamUnique, c.StreamMsgs, r.scan.rescans)
+	}
+
+	// Batch 3 (stream seq 3) is lost; batches 4 and 5 take seqs 3 and 4.
+	if err := js.DeleteStream(ctx, usage.StreamName); err != nil {
+		t.Fatal(err)
+	}
+	if err := usage.EnsureStream(ctx, js, usage.StreamConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	publish(1, 2, 4, 5)
+	if err := r.countStream(ctx, "a", &c); err != nil {
+		t.Fatal(err)
+	}
+	// Read on from seq 4 only, the rig would count 4 requests with batch 3
+	// and without batch 4: the right count with the wrong events.
+	d := r.scan.depts["a"]
+	if c.StreamUnique != 4 || r.scan.rescans != 1 || d.requests["req-3"] || !d.requests["req-4"] {
+		t.Fatalf("after the change: %d requests %v, %d rescans; want req-1, req-2, req-4, req-5 and 1 rescan",
+			c.StreamUnique, d.requests, r.scan.rescans)
 	}
 }

@@ -63,6 +63,7 @@ func steady(ctx context.Context, r *rig, res *result, specs []loadSpec, d time.D
 		return err
 	}
 	pubBefore := r.publisherCounts()
+	rescans := r.scan.rescans
 	res.since = time.Now().UTC()
 	type loadDone struct {
 		out outcome
@@ -89,6 +90,9 @@ func steady(ctx context.Context, r *rig, res *result, specs []loadSpec, d time.D
 	t := time.Now()
 	res.counts, err = r.settle(ctx, res.dept, res.out.Answered, 150*time.Second)
 	res.note("stores settled %.0f s after the load ended", time.Since(t).Seconds())
+	if n := r.scan.rescans - rescans; n > 0 {
+		res.note("the usage stream's history changed below the rig's scan point %d time(s) (acknowledged messages lost, their sequences reused): the rig counted the stream again", n)
+	}
 	// A restarted gateway starts its counters from zero: its delta is then
 	// understated, never overstated.
 	pubAfter := r.publisherCounts()
