@@ -1,9 +1,14 @@
 package budget
 
 import (
+	"bytes"
+	"context"
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"google.golang.org/protobuf/proto"
@@ -173,4 +178,61 @@ func metricValue(tb testing.TB, m prometheus.Metric) float64 {
 		return out.Counter.GetValue()
 	}
 	return out.Gauge.GetValue()
+}
+
+// TestConsumerHistoryChanged: the stream the totals were folded from is
+// gone (recreated here; a cluster whose every node is killed at once can
+// lose its last acknowledged messages the same way) and new batches took
+// the sequences of the old ones. The totals skip those sequences, so a
+// consumer starting on it must say so: history_changes_total and an error
+// log naming the first reused sequence. A restart on an unchanged stream
+// says nothing.
+func TestConsumerHistoryChanged(t *testing.T) {
+	e := startEnv(t)
+	const p = "gw1aaaaaaaaaaaaa"
+	var last uint64
+	for seq := uint64(1); seq <= 5; seq++ {
+		last = e.publishBatch(t, e.batch(p, seq, knownEvents[0]), "")
+	}
+	stop := run(t, newConsumer(t, e.js, ConsumerOptions{}))
+	e.waitApplied(t, last)
+	e.waitConsumed(t, Durable)
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+
+	start := func() (*Consumer, *bytes.Buffer, func() error) {
+		var log bytes.Buffer
+		c := newConsumer(t, e.js, ConsumerOptions{Logger: slog.New(slog.NewTextHandler(&log, nil))})
+		return c, &log, run(t, c)
+	}
+	c, _, stop := start()
+	last = e.publishBatch(t, e.batch(p, 6, knownEvents[0]), "") // folded once the start's check is done
+	e.waitApplied(t, last)
+	if n := metricValue(t, c.m.historyChanges); n != 0 {
+		t.Fatalf("unchanged stream: history_changes_total %v, want 0", n)
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+
+	ctx := context.Background()
+	if err := e.js.DeleteStream(ctx, Stream); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.js.CreateStream(ctx, jetstream.StreamConfig{Name: Stream, Subjects: []string{"tollgate.usage.>"}}); err != nil {
+		t.Fatal(err)
+	}
+	// Batches 7 and 8 take stream seqs 4 and 5; the folds reached seq 6.
+	for _, seq := range []uint64{1, 2, 3, 7, 8} {
+		e.publishBatch(t, e.batch(p, seq, knownEvents[0]), "")
+	}
+	c, log, stop := start()
+	waitFor(t, 5*time.Second, func() bool { return metricValue(t, c.m.historyChanges) == 1 })
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if s := log.String(); !strings.Contains(s, "level=ERROR") || !strings.Contains(s, "folded_seq=6") || !strings.Contains(s, "from_seq=4") {
+		t.Fatalf("log does not name the reused sequences (folded_seq=6, from_seq=4):\n%s", s)
+	}
 }

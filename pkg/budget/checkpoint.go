@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tollgate/tollgate/pkg/usage"
+	usagev1 "github.com/tollgate/tollgate/proto/tollgate/usage/v1"
 )
 
 // DedupBucket holds the budget consumer's exactly-once checkpoints, one key
@@ -128,5 +129,67 @@ func (c *Consumer) writeCheckpoints(ctx context.Context, top uint64) error {
 			rev = e.Revision()
 		}
 	}
+	return nil
+}
+
+// maxHistoryCheck bounds how far checkHistory walks down the stream.
+const maxHistoryCheck = 4096
+
+// checkHistory checks, at start, that the stream still holds at the
+// consumer's reference point a message this consumer folded: the higher of
+// c.safe (the consumer's ack floor: every message up to it is folded) and
+// the highest stream sequence a checkpoint covers (what the folds reached,
+// which outlives a consumer deleted with its stream). A batch there that
+// the checkpoints never applied, or a stream that now ends below that
+// point, means the stream lost messages it had acknowledged and gave their
+// sequences to new ones (every node of a cluster killed at once), or was
+// recreated. The totals skip events at or below their as_of_seq (and the
+// durable consumer never delivers sequences at or below its ack floor
+// again), so the new messages' events are missing from the totals: the
+// check counts it (history_changes_total) and logs the sequences, from the
+// lowest such message found walking down (at most maxHistoryCheck), and
+// the way to recompute the totals of a period (tollctl replay --to
+// budgets, with the budget service stopped). tollctl reconcile shows the
+// difference. Legacy single-event messages carry no batch id and are not
+// judged.
+func (c *Consumer) checkHistory(ctx context.Context) error {
+	ref := max(c.safe, c.applier.Covers())
+	if ref == 0 {
+		return nil
+	}
+	s, err := c.js.Stream(ctx, c.o.Stream)
+	if err != nil {
+		return fmt.Errorf("stream %s: %w", c.o.Stream, err)
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		return fmt.Errorf("stream %s info: %w", c.o.Stream, err)
+	}
+	// Walk down from ref, or from the stream's end when that is below it
+	// (low < ref then, whatever the walk finds).
+	to := min(ref, info.State.LastSeq)
+	low := to
+	var b usagev1.UsageBatch
+	for seq := to; seq > 0 && to-seq < maxHistoryCheck; seq-- {
+		m, err := s.GetMsg(ctx, seq)
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			break // removed by age or by an operator: no new message there
+		}
+		if err != nil {
+			return fmt.Errorf("read stream %s at %d: %w", c.o.Stream, seq, err)
+		}
+		if usage.DecodeMessage(m.Data, &b) != nil || b.ProducerId == "" || c.applier.Seen(b.ProducerId, b.Seq) {
+			break
+		}
+		low = seq - 1
+	}
+	if low == ref {
+		return nil
+	}
+	c.m.historyChanges.Inc()
+	c.log.Error("budget: the usage stream does not hold what the spend totals were folded from: it lost acknowledged messages and reused their sequences, or was recreated. "+
+		"Events of the stream's messages from from_seq up to folded_seq are missing from the spend totals; recompute the periods they fall in with "+
+		"`tollctl replay --to budgets --period month:YYYY-MM` (and day:YYYY-MM-DD) while the budget service is stopped, and check with `tollctl reconcile`",
+		"folded_seq", ref, "ack_floor", c.safe, "stream_last_seq", info.State.LastSeq, "from_seq", low+1)
 	return nil
 }

@@ -154,7 +154,7 @@ type lostBatches struct {
 
 type consumerMetrics struct {
 	events, poison, batches, failed, conflicts, gapFills, alerts, webhookFailed prometheus.Counter
-	dupBatches, lostBatches                                                     prometheus.Counter
+	dupBatches, lostBatches, historyChanges                                     prometheus.Counter
 	missing                                                                     prometheus.Gauge
 }
 
@@ -173,12 +173,14 @@ func newConsumerMetrics(reg prometheus.Registerer) consumerMetrics {
 		webhookFailed: c("webhook_failures_total", "Alerts the webhook did not accept or that were dropped."),
 		dupBatches:    c("duplicate_batches_total", "Usage batches skipped because the stream held them earlier (a republish)."),
 		lostBatches:   c("lost_batches_total", "Usage batches given up as lost: a producer's window moved past them before they arrived."),
+		historyChanges: c("history_changes_total", "Starts that found the stream holding, at or below the consumer's ack floor, messages this consumer never folded "+
+			"(acknowledged messages lost and their sequences reused, or the stream recreated): their events are missing from the totals."),
 		missing: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "tollgate", Subsystem: "budget", Name: "producer_missing_batches",
 			Help: "Usage batches, summed over producers, between each producer's oldest missing batch and its newest applied one that have not arrived."}),
 	}
 	if reg != nil {
 		for _, x := range []prometheus.Collector{m.events, m.poison, m.batches, m.failed, m.conflicts, m.gapFills, m.alerts, m.webhookFailed,
-			m.dupBatches, m.lostBatches, m.missing} {
+			m.dupBatches, m.lostBatches, m.historyChanges, m.missing} {
 			reg.MustRegister(x)
 		}
 	}
@@ -333,6 +335,9 @@ func (c *Consumer) Run(ctx context.Context) error {
 	}
 	c.safe = info.AckFloor.Stream
 	if err := c.loadCheckpoints(ctx); err != nil { // after reading safe, see loadCheckpoints
+		return err
+	}
+	if err := c.checkHistory(ctx); err != nil {
 		return err
 	}
 

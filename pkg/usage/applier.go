@@ -69,6 +69,20 @@ func (a *Applier) Restore(producer string, w *Window, streamSeq uint64) {
 	a.cover[producer] = streamSeq
 }
 
+// Covers returns the highest stream sequence a restored checkpoint covers
+// (0 when none was restored).
+func (a *Applier) Covers() uint64 {
+	var top uint64
+	for _, c := range a.cover {
+		top = max(top, c)
+	}
+	return top
+}
+
+// Seen reports whether producer's batch seq was applied (or given up as
+// lost) by what the Applier was fed or restored.
+func (a *Applier) Seen(producer string, seq uint64) bool { return a.d.Seen(producer, seq) }
+
 // Window returns producer's Window (an empty one for a producer not seen
 // yet), for writing a checkpoint. The caller must not change it.
 func (a *Applier) Window(producer string) *Window { return a.d.Window(producer) }
