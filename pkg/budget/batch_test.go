@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -180,59 +181,105 @@ func metricValue(tb testing.TB, m prometheus.Metric) float64 {
 	return out.Gauge.GetValue()
 }
 
-// TestConsumerHistoryChanged: the stream the totals were folded from is
-// gone (recreated here; a cluster whose every node is killed at once can
-// lose its last acknowledged messages the same way) and new batches took
-// the sequences of the old ones. The totals skip those sequences, so a
-// consumer starting on it must say so: history_changes_total and an error
-// log naming the first reused sequence. A restart on an unchanged stream
-// says nothing.
+// TestConsumerHistoryChanged: the stream the totals were folded from
+// loses its last messages after they were folded and acknowledged
+// (recreated here; a cluster whose every node is killed at once can do the
+// same) and new batches take their sequences. The totals skip events at
+// or below their as_of_seq, so the consumer publishes those batches again
+// and folds the copies: every batch counts once, the lost ones too (they
+// were in the totals before). Whether the new history reaches past what
+// was folded at once, or only later. A restart on an unchanged stream
+// publishes nothing.
 func TestConsumerHistoryChanged(t *testing.T) {
-	e := startEnv(t)
-	const p = "gw1aaaaaaaaaaaaa"
-	var last uint64
-	for seq := uint64(1); seq <= 5; seq++ {
-		last = e.publishBatch(t, e.batch(p, seq, knownEvents[0]), "")
-	}
-	stop := run(t, newConsumer(t, e.js, ConsumerOptions{}))
-	e.waitApplied(t, last)
-	e.waitConsumed(t, Durable)
-	if err := stop(); err != nil {
-		t.Fatal(err)
-	}
+	for _, tc := range []struct {
+		name        string
+		first, then []uint64 // batch seqs stored before and after the consumer starts
+	}{
+		{"new batches reach past the folded point", []uint64{1, 2, 3, 7, 8, 9, 10}, nil},
+		{"stream ends below the folded point for a while", []uint64{1, 2, 3, 7, 8}, []uint64{9, 10}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := startEnv(t)
+			const p = "gw1aaaaaaaaaaaaa"
+			publish := func(seqs ...uint64) (last uint64) {
+				for _, seq := range seqs {
+					last = e.publishBatch(t, e.batch(p, seq, knownEvents[0]), "")
+				}
+				return last
+			}
+			eng := TotalID{Scope: ScopeDept, Value: "eng", Period: PeriodTotal}
+			requests := func() uint64 { return e.total(t, eng).GetRequests() }
 
-	start := func() (*Consumer, *bytes.Buffer, func() error) {
-		var log bytes.Buffer
-		c := newConsumer(t, e.js, ConsumerOptions{Logger: slog.New(slog.NewTextHandler(&log, nil))})
-		return c, &log, run(t, c)
-	}
-	c, _, stop := start()
-	last = e.publishBatch(t, e.batch(p, 6, knownEvents[0]), "") // folded once the start's check is done
-	e.waitApplied(t, last)
-	if n := metricValue(t, c.m.historyChanges); n != 0 {
-		t.Fatalf("unchanged stream: history_changes_total %v, want 0", n)
-	}
-	if err := stop(); err != nil {
-		t.Fatal(err)
-	}
+			// Each consumer runs on its own connection, closed when it
+			// stops, as a process's would be.
+			start := func(o ConsumerOptions) (*Consumer, func()) {
+				nc, err := nats.Connect(e.ns.ClientURL())
+				if err != nil {
+					t.Fatal(err)
+				}
+				js, err := jetstream.New(nc)
+				if err != nil {
+					t.Fatal(err)
+				}
+				c := newConsumer(t, js, o)
+				stop := run(t, c)
+				return c, func() {
+					if err := stop(); err != nil {
+						t.Fatal(err)
+					}
+					nc.Close()
+				}
+			}
+			_, stop := start(ConsumerOptions{})
+			e.waitApplied(t, publish(1, 2, 3, 4, 5))
+			e.waitConsumed(t, Durable)
+			stop()
+			// A restart on the same stream: batch 6 is folded after the check.
+			c, stop := start(ConsumerOptions{})
+			e.waitApplied(t, publish(6))
+			e.waitConsumed(t, Durable)
+			stop()
+			if n, r := metricValue(t, c.m.historyChanges)+metricValue(t, c.m.historyRepublished), requests(); n != 0 || r != 6 {
+				t.Fatalf("unchanged stream: %v changes and copies, %d requests; want 0, 6", n, r)
+			}
 
-	ctx := context.Background()
-	if err := e.js.DeleteStream(ctx, Stream); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := e.js.CreateStream(ctx, jetstream.StreamConfig{Name: Stream, Subjects: []string{"tollgate.usage.>"}}); err != nil {
-		t.Fatal(err)
-	}
-	// Batches 7 and 8 take stream seqs 4 and 5; the folds reached seq 6.
-	for _, seq := range []uint64{1, 2, 3, 7, 8} {
-		e.publishBatch(t, e.batch(p, seq, knownEvents[0]), "")
-	}
-	c, log, stop := start()
-	waitFor(t, 5*time.Second, func() bool { return metricValue(t, c.m.historyChanges) == 1 })
-	if err := stop(); err != nil {
-		t.Fatal(err)
-	}
-	if s := log.String(); !strings.Contains(s, "level=ERROR") || !strings.Contains(s, "folded_seq=6") || !strings.Contains(s, "from_seq=4") {
-		t.Fatalf("log does not name the reused sequences (folded_seq=6, from_seq=4):\n%s", s)
+			// Batches 4-6 (stream seqs 4-6) are lost; 7 and on take their sequences.
+			ctx := context.Background()
+			if err := e.js.DeleteStream(ctx, Stream); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := e.js.CreateStream(ctx, jetstream.StreamConfig{Name: Stream, Subjects: []string{"tollgate.usage.>"}}); err != nil {
+				t.Fatal(err)
+			}
+			publish(tc.first...)
+			var log bytes.Buffer
+			c, stop = start(ConsumerOptions{Logger: slog.New(slog.NewTextHandler(&log, nil))})
+			if tc.then != nil {
+				e.waitConsumed(t, Durable) // the stream still ends at seq 5
+				if r := requests(); r != 6 {
+					t.Fatalf("while the stream ends below the folded point: %d requests, want 6", r)
+				}
+				publish(tc.then...)
+			}
+			waitFor(t, 10*time.Second, func() bool { return requests() >= 10 })
+			e.waitConsumed(t, Durable)
+			stop()
+			if r := requests(); r != 10 {
+				t.Fatalf("dept total counts %d requests, want 10 (batches 1-10 once each)", r)
+			}
+			if n := metricValue(t, c.m.historyRepublished); n != 3 {
+				t.Fatalf("history_republished_batches_total %v, want 3 (batches 7, 8 and 9, at or below stream seq 6)", n)
+			}
+			if n := metricValue(t, c.m.historyChanges); n != 1 {
+				t.Fatalf("history_changes_total %v, want 1", n)
+			}
+			s := log.String()
+			if !strings.Contains(s, "level=ERROR") || !strings.Contains(s, "folded_seq=6") || !strings.Contains(s, "republished_batches=3") {
+				t.Fatalf("log does not report the change (folded_seq=6, republished_batches=3):\n%s", s)
+			}
+			if short := strings.Contains(s, "stream_last_seq=5"); short != (tc.then != nil) {
+				t.Fatalf("log says the stream ended at seq 5: %v, want %v:\n%s", short, tc.then != nil, s)
+			}
+		})
 	}
 }

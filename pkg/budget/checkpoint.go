@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"strconv"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -132,31 +133,48 @@ func (c *Consumer) writeCheckpoints(ctx context.Context, top uint64) error {
 	return nil
 }
 
-// maxHistoryCheck bounds how far checkHistory walks down the stream.
+// maxHistoryCheck bounds how many messages below its reference point
+// checkHistory reads.
 const maxHistoryCheck = 4096
 
-// checkHistory checks, at start, that the stream still holds at the
-// consumer's reference point a message this consumer folded: the higher of
-// c.safe (the consumer's ack floor: every message up to it is folded) and
-// the highest stream sequence a checkpoint covers (what the folds reached,
-// which outlives a consumer deleted with its stream). A batch there that
-// the checkpoints never applied, or a stream that now ends below that
-// point, means the stream lost messages it had acknowledged and gave their
-// sequences to new ones (every node of a cluster killed at once), or was
-// recreated. The totals skip events at or below their as_of_seq (and the
-// durable consumer never delivers sequences at or below its ack floor
-// again), so the new messages' events are missing from the totals: the
-// check counts it (history_changes_total) and logs the sequences, from the
-// lowest such message found walking down (at most maxHistoryCheck), and
-// the way to recompute the totals of a period (tollctl replay --to
-// budgets, with the budget service stopped). tollctl reconcile shows the
-// difference. Legacy single-event messages carry no batch id and are not
-// judged.
+// checkHistory checks, before the first fold and after the message
+// iterator failed (c.historyDue), that the stream still holds at the
+// consumer's reference point a message the folds applied: the higher of
+// c.safe (every message up to it is folded) and the highest stream
+// sequence a restored checkpoint covers (what the folds reached, which
+// outlives a consumer deleted with its stream). In a stream that kept its
+// history, every batch at or below that point was applied, skipped as a
+// repeat or given up, so the Windows say Seen. A batch there that they
+// never applied, or a stream that now ends below that point, means the
+// stream lost messages it had acknowledged and gave their sequences to new
+// ones (every node of a cluster killed at once), or was recreated. The
+// totals skip events at or below their as_of_seq, and process skips
+// messages at or below c.safe, so those new batches would never be folded.
+//
+// So checkHistory reads the maxHistoryCheck messages up to that point and
+// publishes every batch among them that the Windows never applied again,
+// unchanged, as a spool drain does: the copy lands after the stream's end,
+// above the reference point, where it is folded, and every other reader
+// (the analytics loader, replay, reconcile) takes the batch at its first
+// appearance and the copy as a republish. A copy's Nats-Msg-Id is the
+// batch's with the reference point appended, so instances that check
+// together store it once within the duplicate window; one published again
+// later (a crash before the copy was folded) is skipped by the Windows.
+// While the stream ends below the reference point a copy would land at or
+// under it, so the check waits, due again before every fold, until newer
+// messages took the stream past it. It counts a change in
+// history_changes_total and the copies in
+// history_republished_batches_total, and logs both. Without restored
+// checkpoints (a stream of legacy events only, or a dedup bucket purged
+// without the totals) there is nothing to judge by, and legacy
+// single-event messages are never judged.
 func (c *Consumer) checkHistory(ctx context.Context) error {
-	ref := max(c.safe, c.applier.Covers())
-	if ref == 0 {
+	covers := c.applier.Covers()
+	if covers == 0 {
+		c.historyDue = false
 		return nil
 	}
+	ref := max(c.safe, covers)
 	s, err := c.js.Stream(ctx, c.o.Stream)
 	if err != nil {
 		return fmt.Errorf("stream %s: %w", c.o.Stream, err)
@@ -165,31 +183,63 @@ func (c *Consumer) checkHistory(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("stream %s info: %w", c.o.Stream, err)
 	}
-	// Walk down from ref, or from the stream's end when that is below it
-	// (low < ref then, whatever the walk finds).
-	to := min(ref, info.State.LastSeq)
-	low := to
+	last := info.State.LastSeq
+	if last <= ref {
+		if last < ref && !c.historyShort {
+			c.historyShort = true
+			c.m.historyChanges.Inc()
+			c.log.Error("budget: the usage stream ends below what the spend totals were folded from: it lost acknowledged messages, or was recreated; "+
+				"batches stored up to folded_seq that the totals never counted are published again once the stream passes it",
+				"folded_seq", ref, "stream_last_seq", last)
+		}
+		if last < ref {
+			return nil // due again before the next fold
+		}
+	}
 	var b usagev1.UsageBatch
-	for seq := to; seq > 0 && to-seq < maxHistoryCheck; seq-- {
+	if !c.historyShort {
+		m, err := s.GetMsg(ctx, ref)
+		if err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+			return fmt.Errorf("read stream %s at %d: %w", c.o.Stream, ref, err)
+		}
+		if err != nil || !c.unapplied(m.Data, &b) { // not found: removed by age or by an operator
+			c.historyDue = false
+			return nil
+		}
+		c.m.historyChanges.Inc()
+	}
+	from := uint64(1)
+	if ref > maxHistoryCheck {
+		from = ref - maxHistoryCheck + 1
+	}
+	var again int
+	for seq := from; seq <= ref; seq++ {
 		m, err := s.GetMsg(ctx, seq)
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			break // removed by age or by an operator: no new message there
+			continue
 		}
 		if err != nil {
 			return fmt.Errorf("read stream %s at %d: %w", c.o.Stream, seq, err)
 		}
-		if usage.DecodeMessage(m.Data, &b) != nil || b.ProducerId == "" || c.applier.Seen(b.ProducerId, b.Seq) {
-			break
+		if !c.unapplied(m.Data, &b) {
+			continue
 		}
-		low = seq - 1
+		id := usage.BatchMsgID(b.ProducerId, b.Seq) + ":after-" + strconv.FormatUint(ref, 10)
+		if _, err := c.js.Publish(ctx, m.Subject, m.Data, jetstream.WithMsgID(id)); err != nil {
+			return fmt.Errorf("publish batch %s again: %w", id, err)
+		}
+		again++
 	}
-	if low == ref {
-		return nil
-	}
-	c.m.historyChanges.Inc()
-	c.log.Error("budget: the usage stream does not hold what the spend totals were folded from: it lost acknowledged messages and reused their sequences, or was recreated. "+
-		"Events of the stream's messages from from_seq up to folded_seq are missing from the spend totals; recompute the periods they fall in with "+
-		"`tollctl replay --to budgets --period month:YYYY-MM` (and day:YYYY-MM-DD) while the budget service is stopped, and check with `tollctl reconcile`",
-		"folded_seq", ref, "ack_floor", c.safe, "stream_last_seq", info.State.LastSeq, "from_seq", low+1)
+	c.m.historyRepublished.Add(float64(again))
+	c.log.Error("budget: the usage stream holds, at or below what the spend totals were folded from, batches they never counted: it lost acknowledged messages and reused their sequences, or was recreated; "+
+		"those batches are published again so that they are folded",
+		"folded_seq", ref, "ack_floor", c.safe, "stream_last_seq", last, "checked_from_seq", from, "republished_batches", again)
+	c.historyDue, c.historyShort = false, false
 	return nil
+}
+
+// unapplied reports whether data is a batch the checkpoints never applied;
+// it decodes into b.
+func (c *Consumer) unapplied(data []byte, b *usagev1.UsageBatch) bool {
+	return usage.DecodeMessage(data, b) == nil && b.ProducerId != "" && !c.applier.Seen(b.ProducerId, b.Seq)
 }

@@ -126,11 +126,17 @@ type Consumer struct {
 	// failed fold may have changed it: it is reloaded before the next.
 	applier usage.Applier
 	stale   bool
-	touched map[string]struct{} // producers whose Window the fold changed
-	cpRev   map[string]uint64   // producer -> revision of its checkpoint as last read or written
-	cpBuf   []byte
-	poison  []uint64 // stream seqs of the fold's undecodable messages
-	tally   foldTally
+	// historyDue asks for checkHistory before the next fold: set at start
+	// and after the message iterator failed.
+	historyDue bool
+	// historyShort: checkHistory found the stream ending below its
+	// reference point and waits for it to pass it.
+	historyShort bool
+	touched      map[string]struct{} // producers whose Window the fold changed
+	cpRev        map[string]uint64   // producer -> revision of its checkpoint as last read or written
+	cpBuf        []byte
+	poison       []uint64 // stream seqs of the fold's undecodable messages
+	tally        foldTally
 
 	// beforeCheckpoint, when set (tests), runs after the totals of a batch
 	// are written and before its checkpoints; beforeAck after both and
@@ -154,7 +160,7 @@ type lostBatches struct {
 
 type consumerMetrics struct {
 	events, poison, batches, failed, conflicts, gapFills, alerts, webhookFailed prometheus.Counter
-	dupBatches, lostBatches, historyChanges                                     prometheus.Counter
+	dupBatches, lostBatches, historyChanges, historyRepublished                 prometheus.Counter
 	missing                                                                     prometheus.Gauge
 }
 
@@ -173,14 +179,15 @@ func newConsumerMetrics(reg prometheus.Registerer) consumerMetrics {
 		webhookFailed: c("webhook_failures_total", "Alerts the webhook did not accept or that were dropped."),
 		dupBatches:    c("duplicate_batches_total", "Usage batches skipped because the stream held them earlier (a republish)."),
 		lostBatches:   c("lost_batches_total", "Usage batches given up as lost: a producer's window moved past them before they arrived."),
-		historyChanges: c("history_changes_total", "Starts that found the stream holding, at or below the consumer's ack floor, messages this consumer never folded "+
-			"(acknowledged messages lost and their sequences reused, or the stream recreated): their events are missing from the totals."),
+		historyChanges: c("history_changes_total", "Starts that found the stream holding, at or below what the totals were folded up to, batches they never counted "+
+			"(acknowledged messages lost and their sequences reused, or the stream recreated)."),
+		historyRepublished: c("history_republished_batches_total", "Batches published again at start so that they are folded: found below what the totals were folded up to, never counted."),
 		missing: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "tollgate", Subsystem: "budget", Name: "producer_missing_batches",
 			Help: "Usage batches, summed over producers, between each producer's oldest missing batch and its newest applied one that have not arrived."}),
 	}
 	if reg != nil {
 		for _, x := range []prometheus.Collector{m.events, m.poison, m.batches, m.failed, m.conflicts, m.gapFills, m.alerts, m.webhookFailed,
-			m.dupBatches, m.lostBatches, m.historyChanges, m.missing} {
+			m.dupBatches, m.lostBatches, m.historyChanges, m.historyRepublished, m.missing} {
 			reg.MustRegister(x)
 		}
 	}
@@ -337,9 +344,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 	if err := c.loadCheckpoints(ctx); err != nil { // after reading safe, see loadCheckpoints
 		return err
 	}
-	if err := c.checkHistory(ctx); err != nil {
-		return err
-	}
+	c.historyDue = true // checked before the first fold (checkHistory)
 
 	var wg sync.WaitGroup
 	hookCtx, stopHook := context.WithCancel(context.WithoutCancel(ctx))
@@ -376,11 +381,17 @@ func (c *Consumer) Run(ctx context.Context) error {
 			c.log.Warn("budget consume", "err", err)
 			it.Stop()
 			it = nil
+			c.historyDue = true // the stream may have lost messages meanwhile
 			c.pause(ctx)
 			continue
 		}
 		bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.o.BatchTimeout)
-		err = c.process(bctx, msgs)
+		if c.historyDue {
+			err = c.checkHistory(bctx)
+		}
+		if err == nil {
+			err = c.process(bctx, msgs)
+		}
 		cancel()
 		switch {
 		case errors.Is(err, errCrash):

@@ -68,14 +68,14 @@
 // never applied if it arrives later. Undecodable messages are terminated
 // and counted in tollgate_budget_poison_events_total.
 //
-// History: the totals' as_of_seq and the durable consumer's ack floor are
-// stream sequences, so messages that took the sequences of messages the
-// stream lost after acknowledging them (or of a recreated stream) are
-// skipped. A Consumer cannot fold them exactly afterwards; at start it
-// checks the message at the highest sequence folded (checkHistory),
-// counts a change in tollgate_budget_history_changes_total and logs the
-// sequences, for an operator to recompute the periods with tollctl replay
-// --to budgets.
+// History: the totals' as_of_seq and c.safe are stream sequences, so
+// messages that took the sequences of messages the stream lost after
+// acknowledging them (or of a recreated stream) would be skipped. Before
+// its first fold and after a reconnect a Consumer checks the message at
+// the highest sequence folded (checkHistory) and publishes the batches the
+// checkpoints never applied again, so that their copies are folded
+// (tollgate_budget_history_changes_total,
+// tollgate_budget_history_republished_batches_total).
 //
 // # Enforcement
 //
