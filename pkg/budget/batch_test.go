@@ -283,3 +283,33 @@ func TestConsumerHistoryChanged(t *testing.T) {
 		})
 	}
 }
+
+// TestConsumerChecksHistoryAfterReconnect: a NATS restart does not always
+// fail a fetch (the client reconnects and pulls again), and a restart is
+// when a cluster can lose its last messages; so a reconnect makes the
+// consumer check the stream's history before its next fold.
+func TestConsumerChecksHistoryAfterReconnect(t *testing.T) {
+	e := startEnv(t)
+	c := newConsumer(t, e.js, ConsumerOptions{})
+	run(t, c)
+	const p = "gw1aaaaaaaaaaaaa"
+	e.waitApplied(t, e.publishBatch(t, e.batch(p, 1, knownEvents[0]), ""))
+	if n := metricValue(t, c.m.historyChecks); n != 1 {
+		t.Fatalf("history_checks_total %v after the first fold, want 1", n)
+	}
+	e.restartServer(t)
+	waitFor(t, 10*time.Second, e.nc.IsConnected)
+	var seq uint64
+	waitFor(t, 10*time.Second, func() bool { // publishes fail until JetStream is back
+		data := mustMarshal(t, e.batch(p, 2, knownEvents[0]))
+		ack, err := e.js.Publish(context.Background(), usage.BatchSubject(p), data, jetstream.WithMsgID(usage.BatchMsgID(p, 2)))
+		if err == nil {
+			seq = ack.Sequence
+		}
+		return err == nil
+	})
+	e.waitApplied(t, seq)
+	if n := metricValue(t, c.m.historyChecks); n != 2 {
+		t.Fatalf("history_checks_total %v after the reconnect and the next fold, want 2", n)
+	}
+}

@@ -138,7 +138,7 @@ func (c *Consumer) writeCheckpoints(ctx context.Context, top uint64) error {
 const maxHistoryCheck = 4096
 
 // checkHistory checks, before the first fold and after the message
-// iterator failed (c.historyDue), that the stream still holds at the
+// iterator failed or the connection reconnected (c.historyDue), that the stream still holds at the
 // consumer's reference point a message the folds applied: the higher of
 // c.safe (every message up to it is folded) and the highest stream
 // sequence a restored checkpoint covers (what the folds reached, which
@@ -169,6 +169,7 @@ const maxHistoryCheck = 4096
 // without the totals) there is nothing to judge by, and legacy
 // single-event messages are never judged.
 func (c *Consumer) checkHistory(ctx context.Context) error {
+	c.m.historyChecks.Inc()
 	covers := c.applier.Covers()
 	if covers == 0 {
 		c.historyDue = false

@@ -126,9 +126,11 @@ type Consumer struct {
 	// failed fold may have changed it: it is reloaded before the next.
 	applier usage.Applier
 	stale   bool
-	// historyDue asks for checkHistory before the next fold: set at start
-	// and after the message iterator failed.
+	// historyDue asks for checkHistory before the next fold: set at start,
+	// after the message iterator failed and after the connection
+	// reconnected (reconnects is the count last seen).
 	historyDue bool
+	reconnects uint64
 	// historyShort: checkHistory found the stream ending below its
 	// reference point and waits for it to pass it.
 	historyShort bool
@@ -160,7 +162,7 @@ type lostBatches struct {
 
 type consumerMetrics struct {
 	events, poison, batches, failed, conflicts, gapFills, alerts, webhookFailed prometheus.Counter
-	dupBatches, lostBatches, historyChanges, historyRepublished                 prometheus.Counter
+	dupBatches, lostBatches, historyChecks, historyChanges, historyRepublished  prometheus.Counter
 	missing                                                                     prometheus.Gauge
 }
 
@@ -179,6 +181,7 @@ func newConsumerMetrics(reg prometheus.Registerer) consumerMetrics {
 		webhookFailed: c("webhook_failures_total", "Alerts the webhook did not accept or that were dropped."),
 		dupBatches:    c("duplicate_batches_total", "Usage batches skipped because the stream held them earlier (a republish)."),
 		lostBatches:   c("lost_batches_total", "Usage batches given up as lost: a producer's window moved past them before they arrived."),
+		historyChecks: c("history_checks_total", "Checks of the stream's history against the checkpoints: at start, after a failed fetch, after a reconnect."),
 		historyChanges: c("history_changes_total", "Starts that found the stream holding, at or below what the totals were folded up to, batches they never counted "+
 			"(acknowledged messages lost and their sequences reused, or the stream recreated)."),
 		historyRepublished: c("history_republished_batches_total", "Batches published again at start so that they are folded: found below what the totals were folded up to, never counted."),
@@ -187,7 +190,7 @@ func newConsumerMetrics(reg prometheus.Registerer) consumerMetrics {
 	}
 	if reg != nil {
 		for _, x := range []prometheus.Collector{m.events, m.poison, m.batches, m.failed, m.conflicts, m.gapFills, m.alerts, m.webhookFailed,
-			m.dupBatches, m.lostBatches, m.historyChanges, m.historyRepublished, m.missing} {
+			m.dupBatches, m.lostBatches, m.historyChecks, m.historyChanges, m.historyRepublished, m.missing} {
 			reg.MustRegister(x)
 		}
 	}
@@ -345,6 +348,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 		return err
 	}
 	c.historyDue = true // checked before the first fold (checkHistory)
+	c.reconnects = c.js.Conn().Stats().Reconnects
 
 	var wg sync.WaitGroup
 	hookCtx, stopHook := context.WithCancel(context.WithoutCancel(ctx))
@@ -386,6 +390,9 @@ func (c *Consumer) Run(ctx context.Context) error {
 			continue
 		}
 		bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.o.BatchTimeout)
+		if r := c.js.Conn().Stats().Reconnects; r != c.reconnects {
+			c.reconnects, c.historyDue = r, true // NATS may have restarted without a failed fetch
+		}
 		if c.historyDue {
 			err = c.checkHistory(bctx)
 		}

@@ -71,10 +71,11 @@
 // History: the totals' as_of_seq and c.safe are stream sequences, so
 // messages that took the sequences of messages the stream lost after
 // acknowledging them (or of a recreated stream) would be skipped. Before
-// its first fold and after a reconnect a Consumer checks the message at
-// the highest sequence folded (checkHistory) and publishes the batches the
-// checkpoints never applied again, so that their copies are folded
-// (tollgate_budget_history_changes_total,
+// its first fold, after a failed fetch and after a reconnect, a Consumer
+// checks the message at the highest sequence folded (checkHistory) and
+// publishes the batches the checkpoints never applied again, so that their
+// copies are folded (tollgate_budget_history_checks_total,
+// tollgate_budget_history_changes_total,
 // tollgate_budget_history_republished_batches_total).
 //
 // # Enforcement

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net"
 	"testing"
 	"time"
 
@@ -19,11 +20,12 @@ import (
 
 // env is an embedded JetStream server with the usage stream and buckets.
 type env struct {
-	ns *server.Server
-	nc *nats.Conn
-	js jetstream.JetStream
-	kv jetstream.KeyValue
-	n  int // events published, for unique event ids
+	ns  *server.Server
+	dir string // the server's store
+	nc  *nats.Conn
+	js  jetstream.JetStream
+	kv  jetstream.KeyValue
+	n   int // events published, for unique event ids
 
 	// batched makes publish send batches of up to 3 events, from two
 	// producers taking turns, each batch stored twice (a republish past the
@@ -41,17 +43,9 @@ func startEnv(tb testing.TB) *env { return startEnvDup(tb, 2*time.Minute) }
 // startEnvDup starts the server with the stream's duplicate window at dup.
 func startEnvDup(tb testing.TB, dup time.Duration) *env {
 	tb.Helper()
-	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true,
-		StoreDir: tb.TempDir(), NoLog: true, NoSigs: true})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	go ns.Start()
-	if !ns.ReadyForConnections(5 * time.Second) {
-		tb.Fatal("nats not ready")
-	}
-	tb.Cleanup(ns.Shutdown)
-	nc, err := nats.Connect(ns.ClientURL())
+	dir := tb.TempDir()
+	ns := startServer(tb, -1, dir)
+	nc, err := nats.Connect(ns.ClientURL(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -69,7 +63,34 @@ func startEnvDup(tb testing.TB, dup time.Duration) *env {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return &env{ns: ns, nc: nc, js: js, kv: kv, seqs: map[string]uint64{}}
+	return &env{ns: ns, dir: dir, nc: nc, js: js, kv: kv, seqs: map[string]uint64{}}
+}
+
+// startServer starts an embedded JetStream server on port (-1: any) with
+// its store in dir.
+func startServer(tb testing.TB, port int, dir string) *server.Server {
+	tb.Helper()
+	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: port, JetStream: true,
+		StoreDir: dir, NoLog: true, NoSigs: true})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	go ns.Start()
+	if !ns.ReadyForConnections(5 * time.Second) {
+		tb.Fatal("nats not ready")
+	}
+	tb.Cleanup(ns.Shutdown)
+	return ns
+}
+
+// restartServer stops the server and starts it again on the same port and
+// store; e.nc reconnects.
+func (e *env) restartServer(tb testing.TB) {
+	tb.Helper()
+	port := e.ns.Addr().(*net.TCPAddr).Port
+	e.ns.Shutdown()
+	e.ns.WaitForShutdown()
+	e.ns = startServer(tb, port, e.dir)
 }
 
 // newJS opens a second connection, as another process would.
