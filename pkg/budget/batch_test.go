@@ -313,3 +313,41 @@ func TestConsumerChecksHistoryAfterReconnect(t *testing.T) {
 		t.Fatalf("history_checks_total %v after the reconnect and the next fold, want 2", n)
 	}
 }
+
+// TestConsumerSurvivesRecreatedStream: the stream (and with it the
+// durable consumer) is deleted and created again while the consumer runs,
+// and new batches take the sequences of folded ones. The running consumer
+// creates its durable consumer again, and folds every new batch once once
+// the stream has passed what was folded.
+func TestConsumerSurvivesRecreatedStream(t *testing.T) {
+	e := startEnv(t)
+	const p = "gw1aaaaaaaaaaaaa"
+	publish := func(seqs ...uint64) (last uint64) {
+		for _, seq := range seqs {
+			last = e.publishBatch(t, e.batch(p, seq, knownEvents[0]), "")
+		}
+		return last
+	}
+	c := newConsumer(t, e.js, ConsumerOptions{NakDelay: 50 * time.Millisecond})
+	run(t, c)
+	e.waitApplied(t, publish(1, 2, 3, 4, 5))
+	ctx := context.Background()
+	if err := e.js.DeleteStream(ctx, Stream); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.js.CreateStream(ctx, jetstream.StreamConfig{Name: Stream, Subjects: []string{"tollgate.usage.>"}}); err != nil {
+		t.Fatal(err)
+	}
+	// Stream seqs 1-6: 1-5 at or below the folded seq 5, so their batches
+	// are published again once seq 6 took the stream past it.
+	publish(6, 7, 8, 9, 10, 11)
+	eng := TotalID{Scope: ScopeDept, Value: "eng", Period: PeriodTotal}
+	waitFor(t, 10*time.Second, func() bool { return e.total(t, eng).GetRequests() >= 11 })
+	e.waitConsumed(t, Durable)
+	if r := e.total(t, eng).GetRequests(); r != 11 {
+		t.Fatalf("dept total counts %d requests, want 11 (batches 1-11 once each)", r)
+	}
+	if n := metricValue(t, c.m.historyRepublished); n != 5 {
+		t.Fatalf("history_republished_batches_total %v, want 5", n)
+	}
+}

@@ -164,18 +164,20 @@ const maxHistoryCheck = 4096
 // under it, so the check waits, due again before every fold, until newer
 // messages took the stream past it. It counts a change in
 // history_changes_total and the copies in
-// history_republished_batches_total, and logs both. Without restored
-// checkpoints (a stream of legacy events only, or a dedup bucket purged
-// without the totals) there is nothing to judge by, and legacy
-// single-event messages are never judged.
+// history_republished_batches_total, and logs both. Without a Window
+// (nothing folded yet, a stream of legacy events only, or a dedup bucket
+// purged without the totals) there is nothing to judge by, and legacy
+// single-event messages are never judged. A stream that ends far below
+// the reference point (one recreated under totals folded from a long
+// history) is beyond this repair: only its last maxHistoryCheck messages
+// below the point are read once it passes it.
 func (c *Consumer) checkHistory(ctx context.Context) error {
 	c.m.historyChecks.Inc()
-	covers := c.applier.Covers()
-	if covers == 0 {
-		c.historyDue = false
+	ref := max(c.safe, c.applier.Covers())
+	if ref == 0 || c.applier.Producers() == 0 {
+		c.historyDue = false // nothing folded, or no Window to judge by
 		return nil
 	}
-	ref := max(c.safe, covers)
 	s, err := c.js.Stream(ctx, c.o.Stream)
 	if err != nil {
 		return fmt.Errorf("stream %s: %w", c.o.Stream, err)

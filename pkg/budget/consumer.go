@@ -327,17 +327,9 @@ func (c *Consumer) Run(ctx context.Context) error {
 	if c.dedupKV, err = c.js.KeyValue(ctx, DedupBucket); err != nil {
 		return fmt.Errorf("open bucket %s: %w", DedupBucket, err)
 	}
-	cons, err := c.js.CreateOrUpdateConsumer(ctx, c.o.Stream, jetstream.ConsumerConfig{
-		Durable:       c.o.Durable,
-		Description:   "Tollgate budget: folds usage events into spend totals",
-		DeliverPolicy: jetstream.DeliverAllPolicy,
-		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       c.o.AckWait,
-		MaxAckPending: c.o.MaxAckPending,
-		MaxWaiting:    512,
-	})
+	cons, err := c.durable(ctx)
 	if err != nil {
-		return fmt.Errorf("create consumer %s on %s: %w", c.o.Durable, c.o.Stream, err)
+		return err
 	}
 	info, err := cons.Info(ctx)
 	if err != nil {
@@ -369,10 +361,20 @@ func (c *Consumer) Run(ctx context.Context) error {
 	}()
 	for ctx.Err() == nil {
 		if it == nil {
+			if cons == nil {
+				// After a failure: the durable consumer may be gone (deleted
+				// with a recreated stream, or lost by NATS); creating it
+				// again is a no-op when it is there.
+				if cons, err = c.durable(ctx); err != nil {
+					c.log.Warn("budget consume", "err", err)
+					c.pause(ctx)
+					continue
+				}
+			}
 			// The iterator keeps up to two batches coming while one is written.
 			if it, err = cons.Messages(jetstream.PullMaxMessages(2 * c.o.Batch)); err != nil {
 				c.log.Warn("budget consume", "err", err)
-				it = nil
+				it, cons = nil, nil
 				c.pause(ctx)
 				continue
 			}
@@ -384,7 +386,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 			}
 			c.log.Warn("budget consume", "err", err)
 			it.Stop()
-			it = nil
+			it, cons = nil, nil
 			c.historyDue = true // the stream may have lost messages meanwhile
 			c.pause(ctx)
 			continue
@@ -413,6 +415,24 @@ func (c *Consumer) Run(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// durable creates the durable pull consumer, or updates it to this
+// Consumer's settings.
+func (c *Consumer) durable(ctx context.Context) (jetstream.Consumer, error) {
+	cons, err := c.js.CreateOrUpdateConsumer(ctx, c.o.Stream, jetstream.ConsumerConfig{
+		Durable:       c.o.Durable,
+		Description:   "Tollgate budget: folds usage events into spend totals",
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       c.o.AckWait,
+		MaxAckPending: c.o.MaxAckPending,
+		MaxWaiting:    512,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("create consumer %s on %s: %w", c.o.Durable, c.o.Stream, err)
+	}
+	return cons, nil
 }
 
 // collect appends to msgs the next batch: it waits for one message, then
