@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"net"
 	"testing"
 	"time"
 
@@ -14,18 +13,18 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/tollgate/tollgate/pkg/natstest"
 	"github.com/tollgate/tollgate/pkg/usage"
 	usagev1 "github.com/tollgate/tollgate/proto/tollgate/usage/v1"
 )
 
 // env is an embedded JetStream server with the usage stream and buckets.
 type env struct {
-	ns  *server.Server
-	dir string // the server's store
-	nc  *nats.Conn
-	js  jetstream.JetStream
-	kv  jetstream.KeyValue
-	n   int // events published, for unique event ids
+	ns *server.Server
+	nc *nats.Conn
+	js jetstream.JetStream
+	kv jetstream.KeyValue
+	n  int // events published, for unique event ids
 
 	// batched makes publish send batches of up to 3 events, from two
 	// producers taking turns, each batch stored twice (a republish past the
@@ -43,8 +42,7 @@ func startEnv(tb testing.TB) *env { return startEnvDup(tb, 2*time.Minute) }
 // startEnvDup starts the server with the stream's duplicate window at dup.
 func startEnvDup(tb testing.TB, dup time.Duration) *env {
 	tb.Helper()
-	dir := tb.TempDir()
-	ns := startServer(tb, -1, dir)
+	ns := natstest.Start(tb)
 	nc, err := nats.Connect(ns.ClientURL(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
 	if err != nil {
 		tb.Fatal(err)
@@ -63,34 +61,14 @@ func startEnvDup(tb testing.TB, dup time.Duration) *env {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return &env{ns: ns, dir: dir, nc: nc, js: js, kv: kv, seqs: map[string]uint64{}}
-}
-
-// startServer starts an embedded JetStream server on port (-1: any) with
-// its store in dir.
-func startServer(tb testing.TB, port int, dir string) *server.Server {
-	tb.Helper()
-	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: port, JetStream: true,
-		StoreDir: dir, NoLog: true, NoSigs: true})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	go ns.Start()
-	if !ns.ReadyForConnections(5 * time.Second) {
-		tb.Fatal("nats not ready")
-	}
-	tb.Cleanup(ns.Shutdown)
-	return ns
+	return &env{ns: ns, nc: nc, js: js, kv: kv, seqs: map[string]uint64{}}
 }
 
 // restartServer stops the server and starts it again on the same port and
 // store; e.nc reconnects.
 func (e *env) restartServer(tb testing.TB) {
 	tb.Helper()
-	port := e.ns.Addr().(*net.TCPAddr).Port
-	e.ns.Shutdown()
-	e.ns.WaitForShutdown()
-	e.ns = startServer(tb, port, e.dir)
+	e.ns = natstest.Restart(tb, e.ns)
 }
 
 // newJS opens a second connection, as another process would.

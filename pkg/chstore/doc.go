@@ -55,8 +55,9 @@
 //     A missing delivery (lost on a reconnect, taken by another client)
 //     could hide an event below the batch's top, so the Loader drops the
 //     batches in hand unacknowledged and recreates the consumer at W+1
-//     ("rewind"). Stream sequences may still skip: those messages were
-//     deleted.
+//     ("rewind"). It rewinds after its NATS connection reconnected too: a
+//     restarted cluster may have lost its last messages (see below).
+//     Stream sequences may still skip: those messages were deleted.
 //   - At start, the consumer is reused only if it sits exactly at W with
 //     nothing pending; otherwise it is recreated at W+1. A previous
 //     process's unacknowledged messages are thus delivered at once and in

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -74,7 +75,15 @@ func newStore(t testing.TB, addr string) *Store {
 // JetStream context on it.
 func newJS(t testing.TB) jetstream.JetStream {
 	t.Helper()
-	nc := natstest.Connect(t, natstest.Start(t))
+	js, _ := newJSServer(t)
+	return js
+}
+
+// newJSServer is newJS that also returns the server (for natstest.Restart).
+func newJSServer(t testing.TB) (jetstream.JetStream, *server.Server) {
+	t.Helper()
+	ns := natstest.Start(t)
+	nc := natstest.Connect(t, ns)
 	js, err := jetstream.New(nc)
 	if err != nil {
 		t.Fatalf("jetstream: %v", err)
@@ -89,7 +98,7 @@ func newJS(t testing.TB) jetstream.JetStream {
 	}); err != nil {
 		t.Fatalf("create stream: %v", err)
 	}
-	return js
+	return js, ns
 }
 
 // baseTS is the timestamp of test event 0: 2026-11-30 23:59:58 UTC, so the

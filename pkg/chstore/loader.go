@@ -376,10 +376,18 @@ func (l *Loader) loop(ctx context.Context) error {
 		l.bufs[1].release()
 	}()
 	fetchBackoff := l.o.MinBackoff
+	reconnects, rewindDue := l.js.Conn().Stats().Reconnects, false
 	l.collect(ctx, cur)
 	for {
 		if !l.holding(0) {
 			return errLeaseLost
+		}
+		if r := l.js.Conn().Stats().Reconnects; r != reconnects {
+			// NATS may have restarted, and a cluster whose every node
+			// restarted at once can have lost its last messages: start over
+			// from the watermark, which checks the stream's history there
+			// (checkHistory). What is in hand is delivered again.
+			reconnects, rewindDue = r, true
 		}
 		if cur.err != nil && len(cur.msgs) == 0 {
 			l.m.errors.WithLabelValues("fetch").Inc()
@@ -396,12 +404,17 @@ func (l *Loader) loop(ctx context.Context) error {
 			cur.gap = true
 		}
 		fetchBackoff = l.o.MinBackoff
-		if cur.gap {
+		if cur.gap || rewindDue {
 			// A delivery went missing: its sequence is unknown, so nothing
 			// in hand may raise the watermark. Start over from it.
 			cur.release()
 			l.m.rewinds.Inc()
-			l.log.Warn("analytics delivery gap; rewinding the consumer", "watermark", l.wm)
+			if rewindDue {
+				l.log.Info("analytics: NATS reconnected; rewinding the consumer", "watermark", l.wm)
+			} else {
+				l.log.Warn("analytics delivery gap; rewinding the consumer", "watermark", l.wm)
+			}
+			rewindDue = false
 			if err := l.retry(ctx, "rewind", l.rewind); err != nil {
 				return err
 			}

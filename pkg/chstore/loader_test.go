@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/tollgate/tollgate/pkg/chtest"
+	"github.com/tollgate/tollgate/pkg/natstest"
 	usagev1 "github.com/tollgate/tollgate/proto/tollgate/usage/v1"
 )
 
@@ -665,5 +666,34 @@ func TestInsertOutlivesTimeout(t *testing.T) {
 				t.Fatal("no insert timed out; the test proves nothing")
 			}
 		})
+	}
+}
+
+// TestReconnectRewinds: after NATS restarts (here on the same store, with
+// nothing lost), the loader starts over from its watermark, which checks
+// the stream's history there, and loads what follows exactly once.
+func TestReconnectRewinds(t *testing.T) {
+	js, ns := newJSServer(t)
+	s := newStore(t, ch.Addr(t))
+	l, err := NewLoader(s, js, testOptions(50))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := start(l.Run)
+	waitWatermark(t, s, publish(t, js, 0, 100), r.done)
+	natstest.Restart(t, ns)
+	waitFor(t, r.done, func() bool { // JetStream answers again
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_, err := js.AccountInfo(ctx)
+		return err == nil
+	})
+	waitWatermark(t, s, publish(t, js, 100, 200), r.done)
+	if err := r.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	checkExact(t, s, expect(0, 200))
+	if got := metricValue(l.m.rewinds); got < 1 {
+		t.Fatalf("rewinds %v after the reconnect, want at least 1", got)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -32,11 +33,29 @@ const readyTimeout = 10 * time.Second
 // down when the test ends. Its address is s.ClientURL().
 func Start(t testing.TB) *server.Server {
 	t.Helper()
+	return start(t, server.RANDOM_PORT, t.TempDir())
+}
+
+// Restart shuts s (from Start) down and starts a server on the same port
+// and JetStream store, as a restarted process would be: what s stored is
+// there again, and clients that reconnect find it. It returns the new
+// server, shut down when the test ends.
+func Restart(t testing.TB, s *server.Server) *server.Server {
+	t.Helper()
+	port := s.Addr().(*net.TCPAddr).Port
+	dir := filepath.Dir(s.StoreDir()) // StoreDir is the store's "jetstream" directory
+	s.Shutdown()
+	s.WaitForShutdown()
+	return start(t, port, dir)
+}
+
+func start(t testing.TB, port int, dir string) *server.Server {
+	t.Helper()
 	s, err := server.NewServer(&server.Options{
 		Host:      "127.0.0.1",
-		Port:      server.RANDOM_PORT,
+		Port:      port,
 		JetStream: true,
-		StoreDir:  t.TempDir(),
+		StoreDir:  dir,
 		NoLog:     true,
 		NoSigs:    true,
 	})
