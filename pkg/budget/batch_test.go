@@ -200,15 +200,8 @@ func TestConsumerHistoryChanged(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := startEnv(t)
-			const p = "gw1aaaaaaaaaaaaa"
-			publish := func(seqs ...uint64) (last uint64) {
-				for _, seq := range seqs {
-					last = e.publishBatch(t, e.batch(p, seq, knownEvents[0]), "")
-				}
-				return last
-			}
-			eng := TotalID{Scope: ScopeDept, Value: "eng", Period: PeriodTotal}
-			requests := func() uint64 { return e.total(t, eng).GetRequests() }
+			publish := func(seqs ...uint64) uint64 { return e.publishBatches(t, testProducers[0], seqs...) }
+			requests := func() uint64 { return e.deptRequests(t, "eng") }
 
 			// Each consumer runs on its own connection, closed when it
 			// stops, as a process's would be.
@@ -244,13 +237,7 @@ func TestConsumerHistoryChanged(t *testing.T) {
 			}
 
 			// Batches 4-6 (stream seqs 4-6) are lost; 7 and on take their sequences.
-			ctx := context.Background()
-			if err := e.js.DeleteStream(ctx, Stream); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := e.js.CreateStream(ctx, jetstream.StreamConfig{Name: Stream, Subjects: []string{"tollgate.usage.>"}}); err != nil {
-				t.Fatal(err)
-			}
+			e.recreateStream(t)
 			publish(tc.first...)
 			var log bytes.Buffer
 			c, stop = start(ConsumerOptions{Logger: slog.New(slog.NewTextHandler(&log, nil))})
@@ -292,8 +279,8 @@ func TestConsumerChecksHistoryAfterReconnect(t *testing.T) {
 	e := startEnv(t)
 	c := newConsumer(t, e.js, ConsumerOptions{})
 	run(t, c)
-	const p = "gw1aaaaaaaaaaaaa"
-	e.waitApplied(t, e.publishBatch(t, e.batch(p, 1, knownEvents[0]), ""))
+	p := testProducers[0]
+	e.waitApplied(t, e.publishBatches(t, p, 1))
 	if n := metricValue(t, c.m.historyChecks); n != 1 {
 		t.Fatalf("history_checks_total %v after the first fold, want 1", n)
 	}
@@ -317,34 +304,20 @@ func TestConsumerChecksHistoryAfterReconnect(t *testing.T) {
 // TestConsumerSurvivesRecreatedStream: the stream (and with it the
 // durable consumer) is deleted and created again while the consumer runs,
 // and new batches take the sequences of folded ones. The running consumer
-// creates its durable consumer again, and folds every new batch once once
-// the stream has passed what was folded.
+// creates its durable consumer again, and folds every new batch once, as
+// soon as the stream has passed what was folded.
 func TestConsumerSurvivesRecreatedStream(t *testing.T) {
 	e := startEnv(t)
-	const p = "gw1aaaaaaaaaaaaa"
-	publish := func(seqs ...uint64) (last uint64) {
-		for _, seq := range seqs {
-			last = e.publishBatch(t, e.batch(p, seq, knownEvents[0]), "")
-		}
-		return last
-	}
 	c := newConsumer(t, e.js, ConsumerOptions{NakDelay: 50 * time.Millisecond})
 	run(t, c)
-	e.waitApplied(t, publish(1, 2, 3, 4, 5))
-	ctx := context.Background()
-	if err := e.js.DeleteStream(ctx, Stream); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := e.js.CreateStream(ctx, jetstream.StreamConfig{Name: Stream, Subjects: []string{"tollgate.usage.>"}}); err != nil {
-		t.Fatal(err)
-	}
+	e.waitApplied(t, e.publishBatches(t, testProducers[0], 1, 2, 3, 4, 5))
+	e.recreateStream(t)
 	// Stream seqs 1-6: 1-5 at or below the folded seq 5, so their batches
 	// are published again once seq 6 took the stream past it.
-	publish(6, 7, 8, 9, 10, 11)
-	eng := TotalID{Scope: ScopeDept, Value: "eng", Period: PeriodTotal}
-	waitFor(t, 10*time.Second, func() bool { return e.total(t, eng).GetRequests() >= 11 })
+	e.publishBatches(t, testProducers[0], 6, 7, 8, 9, 10, 11)
+	waitFor(t, 10*time.Second, func() bool { return e.deptRequests(t, "eng") >= 11 })
 	e.waitConsumed(t, Durable)
-	if r := e.total(t, eng).GetRequests(); r != 11 {
+	if r := e.deptRequests(t, "eng"); r != 11 {
 		t.Fatalf("dept total counts %d requests, want 11 (batches 1-11 once each)", r)
 	}
 	if n := metricValue(t, c.m.historyRepublished); n != 5 {

@@ -170,6 +170,35 @@ func (e *env) publishBatch(tb testing.TB, b *usagev1.UsageBatch, idSuffix string
 	return ack.Sequence
 }
 
+// publishBatches stores batches seqs of producer, each holding
+// knownEvents[0], and returns the last one's stream sequence.
+func (e *env) publishBatches(tb testing.TB, producer string, seqs ...uint64) (last uint64) {
+	tb.Helper()
+	for _, seq := range seqs {
+		last = e.publishBatch(tb, e.batch(producer, seq, knownEvents[0]), "")
+	}
+	return last
+}
+
+// recreateStream deletes the usage stream, and with it its consumers, and
+// creates it again, empty: its sequences start at 1 again.
+func (e *env) recreateStream(tb testing.TB) {
+	tb.Helper()
+	ctx := context.Background()
+	if err := e.js.DeleteStream(ctx, Stream); err != nil {
+		tb.Fatal(err)
+	}
+	if _, err := e.js.CreateStream(ctx, jetstream.StreamConfig{Name: Stream, Subjects: []string{"tollgate.usage.>"}}); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// deptRequests is the all-time requests of dept's spend total.
+func (e *env) deptRequests(tb testing.TB, dept string) uint64 {
+	tb.Helper()
+	return e.total(tb, TotalID{Scope: ScopeDept, Value: dept, Period: PeriodTotal}).GetRequests()
+}
+
 // streamMsgs is the number of messages the stream holds.
 func (e *env) streamMsgs(tb testing.TB) uint64 {
 	tb.Helper()
