@@ -344,8 +344,13 @@ func (g *Gateway) passFiles(c *fiber.Ctx, st *state, rec *record, pc *passCall) 
 		pc.upload, pc.size = requestStream(c)
 	case pc.pr.method == fiber.MethodPost:
 		body := c.Body()
-		if len(body) > 0 && !gjson.ValidBytes(body) {
-			return errBadRequest(codeInvalidJSON, "", "request body is not valid JSON")
+		// Checked as every JSON body is (rawjson.Scan): JSON, UTF-8, an
+		// object, nested at most providers.MaxJSONDepth deep. A cancel
+		// has no body.
+		if len(body) > 0 {
+			if err := rawjson.Scan(body, providers.MaxJSONDepth, nil, nil); err != nil {
+				return scanError(err)
+			}
 		}
 		pc.body = body
 	}

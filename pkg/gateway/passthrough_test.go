@@ -263,6 +263,11 @@ func TestPassthroughRefused(t *testing.T) {
 		{"multipart without model", "/v1/audio/translations", tok, noModelCT, string(noModel), r, 400, typeInvalidRequest, "missing_field"},
 		{"not multipart", "/v1/audio/transcriptions", tok, "application/json", `{}`, r, 400, typeInvalidRequest, "invalid_content_type"},
 		{"files not configured", "/v1/batches", noFiles.token(nil), "application/json", `{}`, noFiles, 400, typeInvalidRequest, "files_not_configured"},
+		// A files or batches JSON body is refused as the other endpoints refuse theirs.
+		{"batch body invalid", "/v1/batches", tok, "application/json", `{"input_file_id":`, r, 400, typeInvalidRequest, "invalid_json"},
+		{"batch body not an object", "/v1/batches", tok, "application/json", `["file-mock1"]`, r, 400, typeInvalidRequest, "invalid_json"},
+		{"batch body not UTF-8", "/v1/batches", tok, "application/json", "{\"input_file_id\":\"file-\xff\"}", r, 400, typeInvalidRequest, "invalid_json"},
+		{"batch body too deep", "/v1/batches", tok, "application/json", `{"metadata":` + strings.Repeat("[", 200) + strings.Repeat("]", 200) + `}`, r, 400, typeInvalidRequest, "invalid_json"},
 		{"upstream rejects", "/v1/images/generations", tok, "application/json", `{"model":"mock-image","n":11}`, r, 400, typeInvalidRequest, "upstream_rejected"},
 	}
 	for _, tt := range tests {
