@@ -133,44 +133,41 @@ func (c *Consumer) writeCheckpoints(ctx context.Context, top uint64) error {
 	return nil
 }
 
-// maxHistoryCheck bounds how many messages below its reference point
-// checkHistory reads.
-const maxHistoryCheck = 4096
-
 // checkHistory checks, before the first fold and after the message
-// iterator failed or the connection reconnected (c.historyDue), that the stream still holds at the
-// consumer's reference point a message the folds applied: the higher of
-// c.safe (every message up to it is folded) and the highest stream
-// sequence a restored checkpoint covers (what the folds reached, which
-// outlives a consumer deleted with its stream). In a stream that kept its
-// history, every batch at or below that point was applied, skipped as a
-// repeat or given up, so the Windows say Seen. A batch there that they
-// never applied, or a stream that now ends below that point, means the
-// stream lost messages it had acknowledged and gave their sequences to new
-// ones (every node of a cluster killed at once), or was recreated. The
-// totals skip events at or below their as_of_seq, and process skips
-// messages at or below c.safe, so those new batches would never be folded.
+// iterator failed or the connection reconnected (c.historyDue), that the
+// stream still holds at the consumer's reference point a message the folds
+// applied: the higher of c.safe (every message up to it is folded) and the
+// highest stream sequence a restored checkpoint covers (what the folds
+// reached, which outlives a consumer deleted with its stream). In a stream
+// that kept its history, every batch at or below that point was applied,
+// skipped as a repeat or given up, so no Window finds it unapplied
+// (usage.Dedup.Unapplied). A batch there that they never applied, or a
+// stream that now ends below that point, means the stream lost messages it
+// had acknowledged and gave their sequences to new ones (every node of a
+// cluster killed at once), or was recreated. The totals skip events at or
+// below their as_of_seq, and process skips messages at or below c.safe, so
+// those new batches would never be folded.
 //
-// So checkHistory reads the maxHistoryCheck messages up to that point and
-// publishes every batch among them that the Windows never applied again,
-// unchanged, as a spool drain does: the copy lands after the stream's end,
-// above the reference point, where it is folded, and every other reader
-// (the analytics loader, replay, reconcile) takes the batch at its first
-// appearance and the copy as a republish. A copy's Nats-Msg-Id is the
-// batch's with the reference point appended, so instances that check
-// together store it once within the duplicate window; one published again
-// later (a crash before the copy was folded) is skipped by the Windows.
-// While the stream ends below the reference point a copy would land at or
-// under it, so the check waits, due again before every fold, until newer
-// messages took the stream past it. It counts a change in
-// history_changes_total and the copies in
+// So checkHistory reads the usage.HistoryCheckDepth messages up to that
+// point and publishes every batch among them that the Windows never
+// applied again, unchanged, as a spool drain does: the copy lands after
+// the stream's end, above the reference point, where it is folded, and
+// every other reader (the analytics loader, replay, reconcile) takes the
+// batch at its first appearance and the copy as a republish. A copy's
+// Nats-Msg-Id is the batch's with the reference point appended, so
+// instances that check together store it once within the duplicate
+// window; one published again later (a crash before the copy was folded)
+// is skipped by the Windows. While the stream ends below the reference
+// point a copy would land at or under it, so the check waits, due again
+// before every fold, until newer messages took the stream past it. It
+// counts a change in history_changes_total and the copies in
 // history_republished_batches_total, and logs both. Without a Window
 // (nothing folded yet, a stream of legacy events only, or a dedup bucket
 // purged without the totals) there is nothing to judge by, and legacy
 // single-event messages are never judged. A stream that ends far below
 // the reference point (one recreated under totals folded from a long
-// history) is beyond this repair: only its last maxHistoryCheck messages
-// below the point are read once it passes it.
+// history) is beyond this repair: only its last usage.HistoryCheckDepth
+// messages below the point are read once it passes it.
 func (c *Consumer) checkHistory(ctx context.Context) error {
 	c.m.historyChecks.Inc()
 	ref := max(c.safe, c.applier.Covers())
@@ -187,17 +184,15 @@ func (c *Consumer) checkHistory(ctx context.Context) error {
 		return fmt.Errorf("stream %s info: %w", c.o.Stream, err)
 	}
 	last := info.State.LastSeq
-	if last <= ref {
-		if last < ref && !c.historyShort {
+	if last < ref {
+		if !c.historyShort {
 			c.historyShort = true
 			c.m.historyChanges.Inc()
 			c.log.Error("budget: the usage stream ends below what the spend totals were folded from: it lost acknowledged messages, or was recreated; "+
 				"batches stored up to folded_seq that the totals never counted are published again once the stream passes it",
 				"folded_seq", ref, "stream_last_seq", last)
 		}
-		if last < ref {
-			return nil // due again before the next fold
-		}
+		return nil // due again before the next fold
 	}
 	var b usagev1.UsageBatch
 	if !c.historyShort {
@@ -205,44 +200,35 @@ func (c *Consumer) checkHistory(ctx context.Context) error {
 		if err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
 			return fmt.Errorf("read stream %s at %d: %w", c.o.Stream, ref, err)
 		}
-		if err != nil || !c.unapplied(m.Data, &b) { // not found: removed by age or by an operator
+		if err != nil || !c.applier.Unapplied(m.Data, &b) { // not found: removed by age or by an operator
 			c.historyDue = false
 			return nil
 		}
 		c.m.historyChanges.Inc()
 	}
 	from := uint64(1)
-	if ref > maxHistoryCheck {
-		from = ref - maxHistoryCheck + 1
+	if ref > usage.HistoryCheckDepth {
+		from = ref - usage.HistoryCheckDepth + 1
 	}
 	var again int
-	for seq := from; seq <= ref; seq++ {
-		m, err := s.GetMsg(ctx, seq)
-		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			continue
-		}
-		if err != nil {
-			return fmt.Errorf("read stream %s at %d: %w", c.o.Stream, seq, err)
-		}
-		if !c.unapplied(m.Data, &b) {
-			continue
+	err = c.readRange(ctx, from, ref, func(m jetstream.Msg, _ uint64) error {
+		if !c.applier.Unapplied(m.Data(), &b) {
+			return nil
 		}
 		id := usage.BatchMsgID(b.ProducerId, b.Seq) + ":after-" + strconv.FormatUint(ref, 10)
-		if _, err := c.js.Publish(ctx, m.Subject, m.Data, jetstream.WithMsgID(id)); err != nil {
+		if _, err := c.js.Publish(ctx, m.Subject(), m.Data(), jetstream.WithMsgID(id)); err != nil {
 			return fmt.Errorf("publish batch %s again: %w", id, err)
 		}
 		again++
-	}
+		return nil
+	})
 	c.m.historyRepublished.Add(float64(again))
+	if err != nil {
+		return err // due again: copies already published are skipped as repeats
+	}
 	c.log.Error("budget: the usage stream holds, at or below what the spend totals were folded from, batches they never counted: it lost acknowledged messages and reused their sequences, or was recreated; "+
 		"those batches are published again so that they are folded",
 		"folded_seq", ref, "ack_floor", c.safe, "stream_last_seq", last, "checked_from_seq", from, "republished_batches", again)
 	c.historyDue, c.historyShort = false, false
 	return nil
-}
-
-// unapplied reports whether data is a batch the checkpoints never applied;
-// it decodes into b.
-func (c *Consumer) unapplied(data []byte, b *usagev1.UsageBatch) bool {
-	return usage.DecodeMessage(data, b) == nil && b.ProducerId != "" && !c.applier.Seen(b.ProducerId, b.Seq)
 }

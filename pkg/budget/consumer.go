@@ -182,9 +182,9 @@ func newConsumerMetrics(reg prometheus.Registerer) consumerMetrics {
 		dupBatches:    c("duplicate_batches_total", "Usage batches skipped because the stream held them earlier (a republish)."),
 		lostBatches:   c("lost_batches_total", "Usage batches given up as lost: a producer's window moved past them before they arrived."),
 		historyChecks: c("history_checks_total", "Checks of the stream's history against the checkpoints: at start, after a failed fetch, after a reconnect."),
-		historyChanges: c("history_changes_total", "Starts that found the stream holding, at or below what the totals were folded up to, batches they never counted "+
+		historyChanges: c("history_changes_total", "History checks that found the stream holding, at or below what the totals were folded up to, batches they never counted "+
 			"(acknowledged messages lost and their sequences reused, or the stream recreated)."),
-		historyRepublished: c("history_republished_batches_total", "Batches published again at start so that they are folded: found below what the totals were folded up to, never counted."),
+		historyRepublished: c("history_republished_batches_total", "Batches a history check published again so that they are folded: found below what the totals were folded up to, never counted."),
 		missing: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "tollgate", Subsystem: "budget", Name: "producer_missing_batches",
 			Help: "Usage batches, summed over producers, between each producer's oldest missing batch and its newest applied one that have not arrived."}),
 	}
@@ -542,7 +542,14 @@ func (c *Consumer) process(ctx context.Context, msgs []jetstream.Msg) (err error
 			}
 		} else {
 			c.m.gapFills.Inc()
-			if err := c.readRange(ctx, c.safe+1, top); err != nil {
+			// Every message up to top, recording the undecodable ones.
+			err := c.readRange(ctx, c.safe+1, top, func(m jetstream.Msg, seq uint64) error {
+				if c.take(m.Data(), seq) != nil {
+					c.poison = append(c.poison, seq)
+				}
+				return nil
+			})
+			if err != nil {
 				return err
 			}
 		}
@@ -658,10 +665,9 @@ func (c *Consumer) intern(s string) string {
 	return v
 }
 
-// readRange takes (see take) every message of stream sequences from..to,
-// read with an ordered consumer, recording the undecodable ones in
-// c.poison.
-func (c *Consumer) readRange(ctx context.Context, from, to uint64) error {
+// readRange hands visit every message of stream sequences from..to, read
+// with an ordered consumer, and stops at visit's first error.
+func (c *Consumer) readRange(ctx context.Context, from, to uint64, visit func(m jetstream.Msg, seq uint64) error) error {
 	oc, err := c.js.OrderedConsumer(ctx, c.o.Stream, jetstream.OrderedConsumerConfig{
 		DeliverPolicy: jetstream.DeliverByStartSequencePolicy,
 		OptStartSeq:   from,
@@ -686,10 +692,10 @@ func (c *Consumer) readRange(ctx context.Context, from, to uint64) error {
 			}
 			seq := md.Sequence.Stream
 			if seq > to {
-				continue
+				return nil // to itself was deleted
 			}
-			if c.take(m.Data(), seq) != nil {
-				c.poison = append(c.poison, seq)
+			if err := visit(m, seq); err != nil {
+				return err
 			}
 			if seq == to {
 				return nil

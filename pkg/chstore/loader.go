@@ -578,9 +578,6 @@ func (l *Loader) rewind(ctx context.Context) error {
 	return nil
 }
 
-// maxHistoryCheck bounds how far below the watermark checkHistory looks.
-const maxHistoryCheck = 4096
-
 // checkHistory makes sure that the stream's message at the watermark is
 // one this loader applied. A stream that lost its last messages (a whole
 // cluster killed before they reached the disk of any node) gives their
@@ -588,7 +585,7 @@ const maxHistoryCheck = 4096
 // starts its sequences again; taken as stored, those messages' events
 // would never be loaded. So while the message at the watermark holds a
 // batch the dedup state has not applied, checkHistory walks down (at most
-// maxHistoryCheck messages) and lowers the watermark below the lowest such
+// usage.HistoryCheckDepth messages) and lowers the watermark below the lowest such
 // message: the consumer then delivers from there, the batches applied
 // before are skipped by the dedup state as republished, and the next
 // insert drops events already stored (verify). It stops at a message it
@@ -597,7 +594,7 @@ const maxHistoryCheck = 4096
 func (l *Loader) checkHistory(ctx context.Context) (changed bool, err error) {
 	low := l.wm
 	var b usagev1.UsageBatch
-	for seq := l.wm; seq > 0 && l.wm-seq < maxHistoryCheck; seq-- {
+	for seq := l.wm; seq > 0 && l.wm-seq < usage.HistoryCheckDepth; seq-- {
 		m, err := l.stream.GetMsg(ctx, seq)
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
 			break
@@ -605,7 +602,7 @@ func (l *Loader) checkHistory(ctx context.Context) (changed bool, err error) {
 		if err != nil {
 			return false, fmt.Errorf("read stream %s at %d: %w", l.o.Stream, seq, err)
 		}
-		if usage.DecodeMessage(m.Data, &b) != nil || b.ProducerId == "" || l.dedup.Seen(b.ProducerId, b.Seq) {
+		if !l.dedup.Unapplied(m.Data, &b) {
 			break
 		}
 		low = seq - 1

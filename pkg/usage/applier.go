@@ -79,9 +79,8 @@ func (a *Applier) Covers() uint64 {
 	return top
 }
 
-// Seen reports whether producer's batch seq was applied (or given up as
-// lost) by what the Applier was fed or restored.
-func (a *Applier) Seen(producer string, seq uint64) bool { return a.d.Seen(producer, seq) }
+// Unapplied is Dedup.Unapplied over what the Applier was fed or restored.
+func (a *Applier) Unapplied(data []byte, b *usagev1.UsageBatch) bool { return a.d.Unapplied(data, b) }
 
 // Window returns producer's Window (an empty one for a producer not seen
 // yet), for writing a checkpoint. The caller must not change it.

@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"math/bits"
+
+	usagev1 "github.com/tollgate/tollgate/proto/tollgate/usage/v1"
 )
 
 // WindowSize is how far above the lowest batch seq not yet seen a
@@ -207,11 +209,24 @@ func (d *Dedup) Apply(producer string, seq uint64) (fresh bool, lost uint64) {
 	return d.Window(producer).Apply(seq)
 }
 
-// Seen reports whether batch seq of producer was applied, without adding
-// a window for a producer d has not seen.
-func (d *Dedup) Seen(producer string, seq uint64) bool {
-	w := d.m[producer]
-	return w != nil && w.Seen(seq)
+// HistoryCheckDepth is how many stream messages below the point it had
+// read up to a reader checks with Dedup.Unapplied when the stream's
+// history changed under it (acknowledged messages lost and their sequences
+// reused, or the stream recreated): as many as a producer's Window spans.
+const HistoryCheckDepth = WindowSize
+
+// Unapplied decodes the stream message data into b and reports whether it
+// is a batch d has not applied (without adding a Window for a producer d
+// has not seen). A reader that holds every batch up to some stream
+// sequence as applied finds such a batch at or below it only when the
+// stream's history changed. A legacy single event (no batch id to judge
+// by) and an undecodable message are not unapplied batches.
+func (d *Dedup) Unapplied(data []byte, b *usagev1.UsageBatch) bool {
+	if DecodeMessage(data, b) != nil || b.ProducerId == "" {
+		return false
+	}
+	w := d.m[b.ProducerId]
+	return w == nil || !w.Seen(b.Seq)
 }
 
 // Producers returns the producers d has seen, in no particular order.

@@ -136,3 +136,43 @@ func TestDecodeMessage(t *testing.T) {
 		t.Errorf("producer id %q", id)
 	}
 }
+
+// TestDedupUnapplied: the check readers make of a stream message when its
+// history may have changed. Only a decodable batch whose producer's Window
+// has not applied its seq is unapplied; a legacy event or an undecodable
+// message cannot be judged, and asking adds no Window.
+func TestDedupUnapplied(t *testing.T) {
+	var d Dedup
+	d.Apply("p1", 1)
+	d.Apply("p1", 2)
+	batch := func(p string, seq uint64) []byte {
+		b, err := proto.Marshal(&usagev1.UsageBatch{ProducerId: p, Seq: seq, Events: []*usagev1.UsageEvent{{EventId: "e"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	legacy, err := proto.Marshal(&usagev1.UsageEvent{EventId: "e", RequestId: "r"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		data []byte
+		want bool
+	}{
+		{"applied", batch("p1", 2), false},
+		{"not applied", batch("p1", 3), true},
+		{"producer never seen", batch("p2", 1), true},
+		{"legacy event", legacy, false},
+		{"undecodable", []byte{0xff, 0xff, 0xff}, false},
+	} {
+		var b usagev1.UsageBatch
+		if got := d.Unapplied(tc.data, &b); got != tc.want {
+			t.Errorf("%s: Unapplied %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	if d.Len() != 1 {
+		t.Errorf("Dedup knows %d producers after the checks, want 1", d.Len())
+	}
+}
