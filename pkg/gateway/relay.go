@@ -76,7 +76,7 @@ type relay struct {
 
 	cached *respcache.Entry // events stored in the response cache, or nil
 
-	watch *clientWatch
+	watch clientWatch // registered while the stream is written
 
 	// w is the client writer while WriteTo runs (flush writes to it),
 	// written the bytes written so far, werr a failed write's error.
@@ -527,7 +527,7 @@ func (r *relay) CloseWithError(err error) error {
 	return nil
 }
 
-// clientGone runs on the watch goroutine when the client has closed its
+// clientGone runs on the watcher's goroutine when the client has closed its
 // connection: closing the upstream connection cancels the call at once and
 // wakes the relay from its read.
 func (r *relay) clientGone() {

@@ -347,7 +347,7 @@ func (g *Gateway) commitStream(c *fiber.Ctx, r *relay, rec *record, a *router.At
 	c.Set(fiber.HeaderCacheControl, "no-cache")
 	c.Set("X-Accel-Buffering", "no")
 	c.Context().SetBodyStream(r, -1)
-	r.watch = watchClient(c.Context().Conn(), r.clientGone)
+	r.watch.start(c.Context().Conn(), r)
 	r.client, r.writeTimeout = c.Context().Conn(), g.cfg.WriteTimeout
 }
 

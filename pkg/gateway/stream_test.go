@@ -396,36 +396,83 @@ func TestStreamBurstWrittenTogether(t *testing.T) {
 
 // TestClientDisconnectCancelsSlowUpstreamAtOnce: the provider is thinking
 // (no chunk for many seconds) when the client leaves; the gateway must close
-// the upstream connection at once, not at the provider's next chunk.
+// the upstream connection at once, not at the provider's next chunk. The
+// client's connection is new, or it has carried whole streams before (each
+// stream's watch of the socket must end with it, so the next can begin).
 func TestClientDisconnectCancelsSlowUpstreamAtOnce(t *testing.T) {
+	for _, before := range []int{0, 2} {
+		t.Run(fmt.Sprintf("after %d streams on the connection", before), func(t *testing.T) {
+			testDisconnectAtOnce(t, before)
+		})
+	}
+}
+
+func testDisconnectAtOnce(t *testing.T, before int) {
 	ln := listen(t)
 	upstreamClosed := make(chan time.Time, 1)
 	go func() {
-		c, br, err := acceptRequest(ln)
-		if err != nil {
+		ev := "data: {\"id\":\"c\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"thinking\"},\"finish_reason\":null}]}\n\n"
+		for i := 0; ; i++ {
+			c, br, err := acceptRequest(ln)
+			if err != nil {
+				return
+			}
+			if i < before { // a whole answer
+				fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n%sdata: [DONE]\n\n", ev)
+				c.Close()
+				continue
+			}
+			defer c.Close()
+			fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n", len(ev), ev)
+			// Now think for a long time; a read returns when the gateway closes.
+			_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+			_, _ = br.ReadByte()
+			upstreamClosed <- time.Now()
 			return
 		}
-		defer c.Close()
-		ev := "data: {\"id\":\"c\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"thinking\"},\"finish_reason\":null}]}\n\n"
-		fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n", len(ev), ev)
-		// Now think for a long time; a read returns when the gateway closes.
-		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
-		_, _ = br.ReadByte()
-		upstreamClosed <- time.Now()
 	}()
 	cfgURL := "http://" + ln.Addr().String() + "/v1"
 	r := newRigFor(t, nil, cfgURL, func(c *config.Config) {
 		c.Providers[0].Timeouts.Idle = 30 * time.Second
 		c.Providers[0].Timeouts.Total = 30 * time.Second
 	})
-	resp := r.post("/v1/chat/completions", r.token(nil), streamBody(`{}`))
-	br := bufio.NewReader(resp.Body)
-	if line, err := br.ReadString('\n'); err != nil || !strings.HasPrefix(line, "data: ") {
-		t.Fatalf("first line %q, %v", line, err)
+	c, err := net.Dial("tcp", strings.TrimPrefix(r.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	br := bufio.NewReader(c)
+	body := streamBody(`{}`)
+	tok := r.token(nil)
+	for i := 0; i <= before; i++ {
+		fmt.Fprintf(c, "POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", tok, len(body), body)
+		if line, err := br.ReadString('\n'); err != nil || !strings.HasPrefix(line, "HTTP/1.1 200") {
+			t.Fatalf("request %d: status line %q, %v", i, line, err)
+		}
+		for i < before { // read the whole chunked answer
+			line, err := br.ReadString('\n')
+			if err != nil {
+				t.Fatalf("request %d: %v", i, err)
+			}
+			if line == "0\r\n" {
+				if _, err := br.ReadString('\n'); err != nil {
+					t.Fatal(err)
+				}
+				break
+			}
+		}
+	}
+	for { // the last stream's first event
+		line, err := br.ReadString('\n')
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.HasPrefix(line, "data: ") {
+			break
+		}
 	}
 	left := time.Now()
-	resp.Body.Close()
-	httpClient.CloseIdleConnections()
+	c.Close()
 	select {
 	case at := <-upstreamClosed:
 		if d := at.Sub(left); d > 2*time.Second {

@@ -8,6 +8,9 @@ import "net"
 // the next failed write.
 type clientWatch struct{}
 
-func watchClient(net.Conn, func()) *clientWatch { return nil }
+// goneNotifier is told when its client has left (the relay).
+type goneNotifier interface{ clientGone() }
 
-func (w *clientWatch) stop() {}
+func (cw *clientWatch) start(net.Conn, goneNotifier) {}
+
+func (cw *clientWatch) stop() {}
