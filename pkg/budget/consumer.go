@@ -20,6 +20,10 @@ import (
 	usagev1 "github.com/tollgate/tollgate/proto/tollgate/usage/v1"
 )
 
+// DefaultFoldInterval is ConsumerOptions.FoldInterval's default: each
+// total is written at most 5 times a second.
+const DefaultFoldInterval = 200 * time.Millisecond
+
 // ConsumerOptions configure a Consumer. Zero values take the defaults shown.
 type ConsumerOptions struct {
 	// Stream is the usage stream. Default TOLLGATE_USAGE.
@@ -39,6 +43,13 @@ type ConsumerOptions struct {
 	// (5ms), so under steady traffic a fold takes every producer batch of
 	// MaxWait and writes each total once, not once per producer batch.
 	IdleGap time.Duration
+	// FoldInterval is the least time from the start of one fold to the
+	// start of the next, so each total is written at most once per
+	// interval however the events arrive. A message that comes sooner
+	// waits, with every message after it, until the interval has passed;
+	// one that comes later is folded by MaxWait and IdleGap alone. Default
+	// DefaultFoldInterval; negative: none.
+	FoldInterval time.Duration
 	// MaxAckPending is the consumer's MaxAckPending. Default 20000.
 	MaxAckPending int
 	// AckWait is the consumer's AckWait. Default 30s.
@@ -109,17 +120,18 @@ type Consumer struct {
 	hook                    *webhook
 	fc                      forecastState // forecast and anomaly alerts (alerts.go)
 
-	safe    uint64 // every event with a stream sequence <= safe is in all its totals
-	cache   map[TotalID]*cachedTotal
-	alerts  map[TotalID]*alertRecord
-	aggs    map[TotalID]*agg
-	groups  map[groupKey]*agg    // fold's per-principal sums (id unset)
-	absent  map[TotalID]struct{} // totals whose write expecting "absent" conflicted in this fold
-	events  []event
-	written []writtenTotal
-	batch   usagev1.UsageBatch // the message being decoded; its strings share the message's bytes
-	plain   []byte             // a compressed message's expansion, which batch's strings share then
-	names   map[string]string  // intern's copies of producer ids and scope values
+	safe     uint64    // every event with a stream sequence <= safe is in all its totals
+	lastFold time.Time // when the last batch was collected (FoldInterval)
+	cache    map[TotalID]*cachedTotal
+	alerts   map[TotalID]*alertRecord
+	aggs     map[TotalID]*agg
+	groups   map[groupKey]*agg    // fold's per-principal sums (id unset)
+	absent   map[TotalID]struct{} // totals whose write expecting "absent" conflicted in this fold
+	events   []event
+	written  []writtenTotal
+	batch    usagev1.UsageBatch // the message being decoded; its strings share the message's bytes
+	plain    []byte             // a compressed message's expansion, which batch's strings share then
+	names    map[string]string  // intern's copies of producer ids and scope values
 
 	// applier says which batches count; its state is exact after every
 	// stream message up to safe (see loadCheckpoints). stale means a
@@ -255,6 +267,9 @@ func NewConsumer(js jetstream.JetStream, o ConsumerOptions) (*Consumer, error) {
 	}
 	if o.MaxWait <= 0 {
 		o.MaxWait = 50 * time.Millisecond
+	}
+	if o.FoldInterval == 0 {
+		o.FoldInterval = DefaultFoldInterval
 	}
 	if o.MaxAckPending <= 0 {
 		o.MaxAckPending = 20000
@@ -436,7 +451,8 @@ func (c *Consumer) durable(ctx context.Context) (jetstream.Consumer, error) {
 }
 
 // collect appends to msgs the next batch: it waits for one message, then
-// takes more until Batch messages, MaxWait after the first, or a pause of
+// takes more until Batch messages, or until FoldInterval after the last
+// fold's start and then MaxWait after the first message or a pause of
 // IdleGap with no message (so a lone event is not held for MaxWait).
 func (c *Consumer) collect(ctx context.Context, it jetstream.MessagesContext, msgs []jetstream.Msg) ([]jetstream.Msg, error) {
 	m, err := it.Next(jetstream.NextContext(ctx))
@@ -445,13 +461,21 @@ func (c *Consumer) collect(ctx context.Context, it jetstream.MessagesContext, ms
 	}
 	msgs = append(msgs, m)
 	deadline := time.Now().Add(c.o.MaxWait)
+	earliest := c.lastFold.Add(c.o.FoldInterval)
 	for len(msgs) < c.o.Batch && ctx.Err() == nil {
 		wait := min(time.Until(deadline), c.o.IdleGap)
+		early := time.Until(earliest)
+		if early > 0 {
+			wait = early
+		}
 		if wait <= 0 {
 			break
 		}
 		m, err := it.Next(jetstream.NextMaxWait(wait))
 		if errors.Is(err, nats.ErrTimeout) {
+			if early > 0 {
+				continue // the interval is over: MaxWait and IdleGap decide
+			}
 			break
 		}
 		if err != nil {
@@ -459,6 +483,7 @@ func (c *Consumer) collect(ctx context.Context, it jetstream.MessagesContext, ms
 		}
 		msgs = append(msgs, m)
 	}
+	c.lastFold = time.Now()
 	return msgs, nil
 }
 

@@ -418,3 +418,32 @@ func TestTakeKeepsNoMessageBytes(t *testing.T) {
 		t.Errorf("producers touched %v after the message was overwritten, want gw-one", c.touched)
 	}
 }
+
+// TestConsumerFoldInterval: events that come within FoldInterval of a
+// fold's start wait for the next fold and go in it together, so each total
+// is written once per interval; an event after a quiet spell is folded at
+// once, not an interval later.
+func TestConsumerFoldInterval(t *testing.T) {
+	const interval = 2 * time.Second
+	e := startEnv(t)
+	c := newConsumer(t, e.js, ConsumerOptions{FoldInterval: interval})
+	run(t, c)
+	x := ev{at: time.Now(), subject: "alice", dept: "d", costNano: 7}
+	start := time.Now()
+	e.waitApplied(t, e.publish(t, x))
+	if d := time.Since(start); d >= interval {
+		t.Errorf("a lone event was folded after %v, want no wait for the fold interval (%v)", d, interval)
+	}
+	var last uint64
+	for range 10 {
+		last = e.publish(t, x)
+		time.Sleep(20 * time.Millisecond) // twice IdleGap: each would be a fold of its own
+	}
+	e.waitApplied(t, last)
+	if n := metricValue(t, c.m.batches); n != 2 {
+		t.Errorf("%v folds, want 2: the lone event's, then the ten that came within the interval", n)
+	}
+	if st := e.total(t, TotalID{Scope: ScopeDept, Value: "d", Period: PeriodTotal}); st == nil || st.CostNanoUsd != 77 || st.Requests != 11 {
+		t.Errorf("dept total %+v, want 11 requests costing 77", st)
+	}
+}

@@ -10,7 +10,9 @@
 // timestamp and for all time. Team and project values are qualified by the
 // event's department (Qualify: "research/ml"), so equal team names in two
 // departments are two totals. The messages of one fetch (a fold) are
-// aggregated in memory and every touched total is written once, with
+// aggregated in memory and every touched total is written once (and a fold
+// begins at least FoldInterval after the previous one, so a total is
+// written at most once per interval whatever the event rate), with
 // optimistic concurrency (the write expects the revision last read; on
 // conflict the total is re-read and the fold re-applied to it). The
 // messages are acknowledged only after all the fold's writes succeeded;

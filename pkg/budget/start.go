@@ -1,6 +1,7 @@
 package budget
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -51,15 +52,25 @@ func StartTracker(ctx context.Context, g group, js jetstream.JetStream, replicas
 // again for a usage stream that does not exist yet.
 const streamRetry = 2 * time.Second
 
-// RegisterAlertFlags defines on fs the flags of the alerts that are not in
-// the config file, stored in o: -webhook (o.WebhookURL), -webhook-format
-// (json or slack, default json), -forecast-alerts (default true) and
-// -anomaly-factor (default 0: off). The budget service and gateway -embed
-// both run their consumer with them.
-func RegisterAlertFlags(fs *flag.FlagSet, o *ConsumerOptions) {
+// RegisterConsumerFlags defines on fs the consumer's flags that are not in the
+// config file, stored in o: -webhook (o.WebhookURL), -webhook-format (json
+// or slack, default json), -forecast-alerts (default true), -anomaly-factor
+// (default 0: off) and -fold-interval (o.FoldInterval, default 200ms, 0:
+// none). The budget service and gateway -embed both run their consumer
+// with them.
+func RegisterConsumerFlags(fs *flag.FlagSet, o *ConsumerOptions) {
 	fs.StringVar(&o.WebhookURL, "webhook", "", "URL that receives every budget alert as a JSON POST")
 	fs.StringVar(&o.WebhookFormat, "webhook-format", WebhookJSON, "webhook body: json (the alert) or slack (a Slack incoming-webhook message)")
 	fs.BoolVar(&o.ForecastAlerts, "forecast-alerts", true, "alert once per limit and period when the spend projected at a day or month limit's end crosses the limit")
+	o.FoldInterval = DefaultFoldInterval
+	fs.Func("fold-interval", "least time from the start of one fold of usage events into the spend totals to the start of the next: each total is written at most once per interval (0: none) (default 200ms)", func(v string) error {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return err
+		}
+		o.FoldInterval = cmp.Or(max(d, 0), -1) // ConsumerOptions' zero value is the default
+		return nil
+	})
 	fs.Float64Var(&o.AnomalyFactor, "anomaly-factor", 0, "alert when a limited scope value's spend in the current hour is over this factor times its hourly rate of the last 7 days (0: off)")
 }
 
@@ -90,15 +101,15 @@ func StartConsumer(ctx context.Context, g group, js jetstream.JetStream, o Consu
 	return nil
 }
 
-// AlertFlagSet returns the name of an alert flag (RegisterAlertFlags)
+// ConsumerFlagSet returns the name of a consumer flag (RegisterConsumerFlags)
 // given on fs's command line (the first in name order), or "" when none
 // was: for a program that runs a consumer only with some other flag to
 // refuse them without it.
-func AlertFlagSet(fs *flag.FlagSet) string {
+func ConsumerFlagSet(fs *flag.FlagSet) string {
 	set := ""
 	fs.Visit(func(f *flag.Flag) {
 		switch f.Name {
-		case "webhook", "webhook-format", "forecast-alerts", "anomaly-factor":
+		case "webhook", "webhook-format", "forecast-alerts", "anomaly-factor", "fold-interval":
 			if set == "" {
 				set = f.Name
 			}

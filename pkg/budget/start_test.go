@@ -6,6 +6,7 @@ import (
 	"flag"
 	"reflect"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/sync/errgroup"
@@ -50,36 +51,39 @@ func TestStartTracker(t *testing.T) {
 	}
 }
 
-// TestAlertFlags: the alert flags' defaults, their values, and which one a
-// program without a consumer names when refusing them.
-func TestAlertFlags(t *testing.T) {
+// TestConsumerFlags: the consumer flags' defaults, their values, and which
+// one a program without a consumer names when refusing them.
+func TestConsumerFlags(t *testing.T) {
+	const d = DefaultFoldInterval
 	tests := []struct {
 		name    string
 		args    []string
 		want    ConsumerOptions
 		wantSet string
 	}{
-		{"defaults", nil, ConsumerOptions{WebhookFormat: WebhookJSON, ForecastAlerts: true}, ""},
-		{"anomaly", []string{"-anomaly-factor", "3"}, ConsumerOptions{WebhookFormat: WebhookJSON, ForecastAlerts: true, AnomalyFactor: 3}, "anomaly-factor"},
+		{"defaults", nil, ConsumerOptions{WebhookFormat: WebhookJSON, ForecastAlerts: true, FoldInterval: d}, ""},
+		{"anomaly", []string{"-anomaly-factor", "3"}, ConsumerOptions{WebhookFormat: WebhookJSON, ForecastAlerts: true, AnomalyFactor: 3, FoldInterval: d}, "anomaly-factor"},
 		{"webhook", []string{"-webhook", "http://hook", "-webhook-format", "slack", "-forecast-alerts=false"},
-			ConsumerOptions{WebhookURL: "http://hook", WebhookFormat: WebhookSlack}, "forecast-alerts"}, // the first in name order
-		{"forecast off", []string{"-forecast-alerts=false"}, ConsumerOptions{WebhookFormat: WebhookJSON}, "forecast-alerts"},
-		{"other flag", []string{"-config", "x.yaml"}, ConsumerOptions{WebhookFormat: WebhookJSON, ForecastAlerts: true}, ""},
+			ConsumerOptions{WebhookURL: "http://hook", WebhookFormat: WebhookSlack, FoldInterval: d}, "forecast-alerts"}, // the first in name order
+		{"forecast off", []string{"-forecast-alerts=false"}, ConsumerOptions{WebhookFormat: WebhookJSON, FoldInterval: d}, "forecast-alerts"},
+		{"fold interval", []string{"-fold-interval", "1s"}, ConsumerOptions{WebhookFormat: WebhookJSON, ForecastAlerts: true, FoldInterval: time.Second}, "fold-interval"},
+		{"no fold interval", []string{"-fold-interval", "0"}, ConsumerOptions{WebhookFormat: WebhookJSON, ForecastAlerts: true, FoldInterval: -1}, "fold-interval"},
+		{"other flag", []string{"-config", "x.yaml"}, ConsumerOptions{WebhookFormat: WebhookJSON, ForecastAlerts: true, FoldInterval: d}, ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			var o ConsumerOptions
 			fs := flag.NewFlagSet("x", flag.ContinueOnError)
 			fs.String("config", "", "")
-			RegisterAlertFlags(fs, &o)
+			RegisterConsumerFlags(fs, &o)
 			if err := fs.Parse(tc.args); err != nil {
 				t.Fatal(err)
 			}
 			if !reflect.DeepEqual(o, tc.want) {
 				t.Errorf("options %+v, want %+v", o, tc.want)
 			}
-			if got := AlertFlagSet(fs); got != tc.wantSet {
-				t.Errorf("AlertFlagSet = %q, want %q", got, tc.wantSet)
+			if got := ConsumerFlagSet(fs); got != tc.wantSet {
+				t.Errorf("ConsumerFlagSet = %q, want %q", got, tc.wantSet)
 			}
 		})
 	}

@@ -44,7 +44,7 @@ func run(args []string) error {
 	cfgPath := fs.String("config", "tollgate.yaml", "config file (uses its nats and budgets sections)")
 	natsURL := fs.String("nats", "", "NATS URL; overrides the config's nats.url")
 	var copts budget.ConsumerOptions
-	budget.RegisterAlertFlags(fs, &copts)
+	budget.RegisterConsumerFlags(fs, &copts)
 	metrics := fs.String("metrics", "", "address serving /metrics, e.g. 127.0.0.1:9102 (off when empty)")
 	if err := fs.Parse(args); err != nil {
 		return err

@@ -19,7 +19,7 @@ type limitSetter interface{ SetLimits(limits []budget.Limit) }
 // services run, in g until ctx ends; it returns where the limits of every
 // reload go: tracker, and the budget_limits writer when there is one.
 //
-// The budget consumer of copts (the alert flags; limits, logger and
+// The budget consumer of copts (the consumer flags; limits, logger and
 // registry are set here) raises threshold, forecast and anomaly alerts as
 // the budget service does. The analytics part is startAnalytics: the
 // loaders and budget_limits in a build with -tags clickhouse

@@ -39,12 +39,12 @@ func embedEnv(ctx context.Context, t *testing.T) (*nats.Conn, jetstream.JetStrea
 	return nc, js
 }
 
-// alertFlags parses args as the gateway's alert flags.
+// alertFlags parses args as the gateway's budget consumer flags.
 func alertFlags(t *testing.T, args ...string) budget.ConsumerOptions {
 	t.Helper()
 	var o budget.ConsumerOptions
 	fs := flag.NewFlagSet("gateway", flag.ContinueOnError)
-	budget.RegisterAlertFlags(fs, &o)
+	budget.RegisterConsumerFlags(fs, &o)
 	if err := fs.Parse(args); err != nil {
 		t.Fatal(err)
 	}

@@ -6,8 +6,8 @@
 // The config file defaults to $TOLLGATE_CONFIG, else deploy/dev/tollgate.yaml.
 // -embed, in a gateway built with -tags embed, runs the all-in-one mode
 // (see README): an embedded NATS JetStream server, the budget consumer with
-// the budget service's alert flags (-webhook, -webhook-format,
-// -forecast-alerts, -anomaly-factor) and, built with -tags clickhouse and
+// the budget service's consumer flags (-webhook, -webhook-format,
+// -forecast-alerts, -anomaly-factor, -fold-interval) and, built with -tags clickhouse and
 // $TOLLGATE_CLICKHOUSE set, what the analytics service runs. GET
 // /admin/usage reads the usage stream; built with -tags clickhouse it
 // reads ClickHouse when $TOLLGATE_CLICKHOUSE is set.
@@ -53,9 +53,9 @@ func run() error {
 	dataDir := flag.String("data-dir", "data", "data directory for -embed (NATS store under nats/, usage spool under spool/)")
 	natsPort := flag.Int("nats-port", 4222, "loopback port of the embedded NATS server with -embed (0 picks a free one)")
 	var copts budget.ConsumerOptions // -embed's budget consumer
-	budget.RegisterAlertFlags(flag.CommandLine, &copts)
+	budget.RegisterConsumerFlags(flag.CommandLine, &copts)
 	flag.Parse()
-	if f := budget.AlertFlagSet(flag.CommandLine); f != "" && !*embed {
+	if f := budget.ConsumerFlagSet(flag.CommandLine); f != "" && !*embed {
 		return fmt.Errorf("-%s is for the budget consumer of -embed; without -embed the budget service raises alerts", f)
 	}
 
