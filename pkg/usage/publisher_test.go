@@ -8,6 +8,7 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -84,6 +85,12 @@ type acks struct {
 	mu   sync.Mutex
 	seqs map[string]uint64
 	list []uint64
+}
+
+func (a *acks) count() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return len(a.list)
 }
 
 func (a *acks) onAck(eventID string, seq uint64) {
@@ -730,4 +737,33 @@ func TestOverflow(t *testing.T) {
 			checkOnce(t, streamMessages(t, js), want)
 		})
 	}
+}
+
+// TestIdlePublisherSleeps: once its events are acknowledged and on disk, a
+// publisher's loop waits for the next event without waking on its tick.
+func TestIdlePublisherSleeps(t *testing.T) {
+	srv := startServer(t)
+	var got acks
+	var reads atomic.Int64 // the loop reads the clock on every wake
+	cfg := Config{OnAck: got.onAck, SyncInterval: 10 * time.Millisecond,
+		Clock: func() time.Time { reads.Add(1); return time.Now() }}
+	cfg.SpoolDir = t.TempDir()
+	_, js := connect(t, srv, cfg)
+	p := startPublisher(t, js, cfg)
+	for i := range 3 {
+		if err := p.Enqueue(handOver(newEvent(t, "ops", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "3 acks", func() bool { return got.count() == 3 })
+	time.Sleep(100 * time.Millisecond) // the last ack settled
+	before := reads.Load()
+	time.Sleep(300 * time.Millisecond) // 30 ticks of 10 ms
+	if n := reads.Load() - before; n > 0 {
+		t.Errorf("the idle loop read the clock %d times in 300 ms, want 0 (no tick while nothing is due)", n)
+	}
+	if err := p.Enqueue(handOver(newEvent(t, "ops", 3))); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the next event's ack", func() bool { return got.count() == 4 })
 }

@@ -167,9 +167,23 @@ func (r *runState) loop(ctx, stop context.Context) error {
 		if r.stopping && (r.stop.Err() != nil || r.idle() || r.stuck()) {
 			break
 		}
-		r.wait(ctx, tick.C)
+		var tc <-chan time.Time
+		if r.due() {
+			tc = tick.C
+		}
+		r.wait(ctx, tc)
 	}
 	return r.finish()
+}
+
+// due reports whether anything waits on the clock: acks (their timeout),
+// the spool (records to drain, bytes not yet on disk), held batches, NATS
+// down or a publish backoff. Otherwise the loop waits without its tick (a
+// ticker no one waits on does not fire), so an idle publisher does not wake
+// 20 times a second; an event, an ack or a stop request wakes it.
+func (r *runState) due() bool {
+	return r.ring.len() > 0 || !r.up || len(r.backlog) > 0 || r.drain.active ||
+		r.spool.hasData() || r.spool.unsynced()
 }
 
 // step does the work that needs no waiting: place held batches, start a

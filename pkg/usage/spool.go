@@ -311,6 +311,10 @@ func (s *spool) moveBad(id uint64, b []byte) error {
 // hasData reports whether the spool holds records not yet committed as read.
 func (s *spool) hasData() bool { return s.unread.Load() > 0 }
 
+// unsynced reports whether records are buffered or written since the last
+// fsync: the next sync has work.
+func (s *spool) unsynced() bool { return len(s.wbuf) > 0 || s.dirty }
+
 // append adds one record. It returns errSpoolFull when the record would take
 // the spool over its limit. The record reaches the file on the next flush
 // (or when the write buffer fills) and the disk on the next sync.
