@@ -52,6 +52,7 @@ func (t *Tracker) Await(eventID string, r *Reservation) {
 	s.mu.Lock()
 	s.m[eventID] = awaiting{r: r, at: t.now().UnixNano()}
 	s.mu.Unlock()
+	t.wakeSweeps()
 }
 
 // Forget drops the reservation awaiting eventID and reports whether there

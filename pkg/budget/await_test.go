@@ -47,3 +47,34 @@ func TestAwaitAck(t *testing.T) {
 		t.Errorf("after AckWait: reserved %d (want 100), unacked released %d (want 1)", got, n)
 	}
 }
+
+// TestTrackerSleepsWhenIdle: with nothing reserved the watch loop does not
+// wake on its tick; an awaited reservation wakes it, the totals covering
+// its event release it, and the loop sleeps again.
+func TestTrackerSleepsWhenIdle(t *testing.T) {
+	e := startEnv(t)
+	var reads atomic.Int64 // the watch loop reads the clock on every tick
+	tr := runTracker(t, e, TrackerOptions{Now: func() time.Time { reads.Add(1); return time.Now() }})
+	idle := func(when string) {
+		t.Helper()
+		time.Sleep(100 * time.Millisecond)
+		before := reads.Load()
+		time.Sleep(300 * time.Millisecond) // 6 ticks of 50 ms
+		if n := reads.Load() - before; n > 0 {
+			t.Errorf("%s: the idle watch loop read the clock %d times in 300 ms, want 0", when, n)
+		}
+	}
+	idle("before any reservation")
+	dept := TotalID{Scope: ScopeDept, Value: "eng", Period: PeriodTotal}
+	reserved := func() int64 { _, r, _ := tr.Spend(dept); return r }
+	r := tr.Bind(Scopes{Dept: "eng"}).Reserve(100)
+	tr.Await("ev-1", r)
+	seq := e.publish(t, ev{at: time.Now(), dept: "eng", costNano: 100})
+	tr.OnAck("ev-1", seq)
+	if got := reserved(); got != 100 {
+		t.Fatalf("reserved %d, want 100 until the totals cover the event", got)
+	}
+	run(t, newConsumer(t, e.js, ConsumerOptions{}))
+	waitFor(t, 5*time.Second, func() bool { return reserved() == 0 })
+	idle("after the reservation went")
+}

@@ -161,6 +161,12 @@ type Tracker struct {
 	unacked     atomic.Uint64           // released for want of an ack
 	lastUnacked int64                   // unix ns of the last sweepUnacked; watch loop only
 
+	// asleep is set while the watch loop waits without its tick (nothing
+	// pending or awaiting an ack); the next Await or Published then sends
+	// on wake. An idle gateway's loop does not wake 20 times a second.
+	asleep atomic.Bool
+	wake   chan struct{}
+
 	readyOnce sync.Once
 	ready     chan struct{}
 
@@ -235,6 +241,7 @@ func NewTracker(o TrackerOptions) *Tracker {
 		ackWait: int64(o.AckWait),
 		seed:    maphash.MakeSeed(),
 		ready:   make(chan struct{}),
+		wake:    make(chan struct{}, 1),
 	}
 	for i := range t.shards {
 		t.shards[i].m = make(map[TotalID]*slot)
@@ -726,6 +733,7 @@ func (r *Reservation) Published(seq uint64) {
 		r.t.pendMu.Lock()
 		r.t.pending = append(r.t.pending, r)
 		r.t.pendMu.Unlock()
+		r.t.wakeSweeps()
 	}
 }
 
@@ -843,10 +851,15 @@ func (t *Tracker) watch(ctx context.Context, kv jetstream.KeyValue, tick <-chan 
 	}
 	updates := w.Updates()
 	for {
+		tc := tick
+		if t.sleep() {
+			tc = nil // a ticker no one waits on does not fire
+		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-tick:
+		case <-t.wake:
+		case <-tc:
 			now := t.now().UnixNano()
 			t.sweep(now)
 			if now-t.lastUnacked >= int64(time.Second) {
@@ -865,6 +878,40 @@ func (t *Tracker) watch(ctx context.Context, kv jetstream.KeyValue, tick <-chan 
 			if len(updates) == 0 {
 				t.sweep(t.now().UnixNano())
 			}
+		}
+	}
+}
+
+// sleep reports whether the watch loop's sweeps have nothing to look at (no
+// reservation published and not released, none awaiting an ack), marking
+// the tracker asleep when so. The mark comes before the look: a
+// reservation added meanwhile is either seen by the look or sees the mark
+// (wakeSweeps).
+func (t *Tracker) sleep() bool {
+	t.pendMu.Lock()
+	n := len(t.pending)
+	t.pendMu.Unlock()
+	if n > 0 {
+		return false
+	}
+	t.asleep.Store(true)
+	t.pendMu.Lock()
+	n = len(t.pending)
+	t.pendMu.Unlock()
+	if n > 0 || t.Awaiting() > 0 {
+		t.asleep.Store(false)
+		return false
+	}
+	return true
+}
+
+// wakeSweeps wakes the watch loop when it sleeps: a reservation was just
+// added where the sweeps look.
+func (t *Tracker) wakeSweeps() {
+	if t.asleep.Load() && t.asleep.CompareAndSwap(true, false) {
+		select {
+		case t.wake <- struct{}{}:
+		default:
 		}
 	}
 }
