@@ -38,12 +38,12 @@ stack-down:
 	scripts/stack/down.sh
 
 .PHONY: test-chaos
-## test-chaos: fault scenarios on a multi-node rig (3 NATS nodes, 2 gateways, ClickHouse); one with SCENARIO=nats-down (about 10 minutes; see RELIABILITY.md)
+## test-chaos: fault scenarios on a multi-node rig (3 NATS nodes, 2 gateways, ClickHouse); one with SCENARIO=nats-down; another nats-server with NATS_SERVER=/usr/bin/nats-server (about 10 minutes; see RELIABILITY.md)
 test-chaos:
 	scripts/deps.sh
 	@mkdir -p $(BIN)
 	$(GO) build -o $(BIN)/chaos ./scripts/chaos
-	$(BIN)/chaos -scenario "$(SCENARIO)"
+	$(BIN)/chaos -scenario "$(SCENARIO)" $(if $(NATS_SERVER),-nats-server "$(NATS_SERVER)")
 
 .PHONY: bench bench-soak
 ## bench: the benchmark suite (direct, bareproxy, tollgate; under 16 minutes): BENCHMARKS.md, docs/bench/

@@ -45,6 +45,7 @@ func run(ctx context.Context, args []string) (int, error) {
 	keep := fs.Bool("keep", false, "keep the work directory (configs, logs, stores) after the run")
 	outPath := fs.String("out", "", "also write the results table to this file")
 	list := fs.Bool("list", false, "list the scenarios and exit")
+	natsBin := fs.String("nats-server", "", "nats-server binary the NATS nodes run (default: the version go.mod pins, built with the services)")
 	if err := fs.Parse(args); err != nil {
 		return 2, err
 	}
@@ -69,7 +70,7 @@ func run(ctx context.Context, args []string) (int, error) {
 	if err != nil {
 		return 1, fmt.Errorf("make work dir: %w", err)
 	}
-	r := &rig{root: root, work: work}
+	r := &rig{root: root, work: work, natsBin: *natsBin}
 	defer func() {
 		step("stopping the rig")
 		if err := r.close(); err != nil {

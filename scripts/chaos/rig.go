@@ -63,6 +63,9 @@ type rig struct {
 	work   string // binaries, configs, stores, spools, logs
 	bin    string
 	secret string
+	// natsBin is the nats-server binary the nodes run: -nats-server, or
+	// when empty the version go.mod pins, built into bin with the services.
+	natsBin string
 
 	nats     [3]*natsNode
 	ch       *chtest.Server
@@ -91,13 +94,22 @@ func (r *rig) natsURLs() string {
 
 // build compiles the services into r.bin.
 func (r *rig) build(ctx context.Context) error {
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", r.bin+string(os.PathSeparator),
-		"./services/gateway", "./services/budget", "./services/analytics", "./services/mockllm", "./services/tollctl")
+	pkgs := []string{"./services/gateway", "./services/budget", "./services/analytics", "./services/mockllm", "./services/tollctl"}
+	if r.natsBin == "" {
+		pkgs = append(pkgs, "github.com/nats-io/nats-server/v2") // builds bin/nats-server
+		r.natsBin = r.binPath("nats-server")
+	}
+	cmd := exec.CommandContext(ctx, "go", append([]string{"build", "-o", r.bin + string(os.PathSeparator)}, pkgs...)...)
 	cmd.Dir = r.root
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("go build: %w\n%s", err, out)
 	}
+	version, err := exec.CommandContext(ctx, r.natsBin, "--version").Output()
+	if err != nil {
+		return fmt.Errorf("%s --version: %w", r.natsBin, err)
+	}
+	step("NATS nodes run %s (%s)", strings.TrimSpace(string(version)), r.natsBin)
 	return nil
 }
 
@@ -182,10 +194,6 @@ func (r *rig) binPath(name string) string { return filepath.Join(r.bin, name) }
 
 // startNATS writes the three nodes' configs and starts them.
 func (r *rig) startNATS(ctx context.Context) error {
-	bin, err := exec.LookPath("nats-server")
-	if err != nil {
-		return fmt.Errorf("nats-server not found (scripts/deps.sh installs it): %w", err)
-	}
 	ports, err := freePorts(9)
 	if err != nil {
 		return err
@@ -217,7 +225,7 @@ cluster {
 		}
 	}
 	for _, n := range r.nats {
-		if n.p, err = r.ps.Start(n.name, procs.StartOptions{}, bin, "-c", n.cfg); err != nil {
+		if n.p, err = r.ps.Start(n.name, procs.StartOptions{}, r.natsBin, "-c", n.cfg); err != nil {
 			return err
 		}
 	}
@@ -227,12 +235,9 @@ cluster {
 // restartNATS starts the given (stopped) nodes again on their ports and
 // stores and waits until the cluster is healthy.
 func (r *rig) restartNATS(ctx context.Context, nodes ...*natsNode) error {
-	bin, err := exec.LookPath("nats-server")
-	if err != nil {
-		return fmt.Errorf("nats-server not found: %w", err)
-	}
+	var err error
 	for _, n := range nodes {
-		if n.p, err = r.ps.Start(n.name, procs.StartOptions{}, bin, "-c", n.cfg); err != nil {
+		if n.p, err = r.ps.Start(n.name, procs.StartOptions{}, r.natsBin, "-c", n.cfg); err != nil {
 			return err
 		}
 	}
