@@ -5,6 +5,7 @@ import (
 	"context"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -322,5 +323,60 @@ func TestConsumerSurvivesRecreatedStream(t *testing.T) {
 	}
 	if n := metricValue(t, c.m.historyRepublished); n != 5 {
 		t.Fatalf("history_republished_batches_total %v, want 5", n)
+	}
+}
+
+// TestConsumerHistoryTornCheckpoints: a fold writes one checkpoint per
+// producer, one after the other. An instance that starts while another is
+// between those writes reads a checkpoint that already covers the fold's
+// last message and one that does not yet hold that message's batch. That
+// is no change of history: the check reads the checkpoints again, finds
+// the batch applied, and publishes nothing again.
+func TestConsumerHistoryTornCheckpoints(t *testing.T) {
+	e := startEnv(t)
+	p, q := testProducers[0], testProducers[1]
+	c0 := newConsumer(t, e.js, ConsumerOptions{})
+	stop := run(t, c0)
+	e.publishBatches(t, p, 1)
+	e.waitApplied(t, e.publishBatches(t, q, 1))
+	e.waitConsumed(t, Durable)
+	dedup := c0.dedupKV                               // the checkpoints' bucket
+	before, err := dedup.Get(context.Background(), q) // q's Window with batch 1 only
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.publishBatches(t, p, 2)
+	e.waitApplied(t, e.publishBatches(t, q, 2)) // the last message: q's batch 2
+	e.waitConsumed(t, Durable)
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	after, err := dedup.Get(context.Background(), q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The torn state: p's checkpoint covers q's batch 2, q's does not hold it.
+	if _, err := dedup.Put(context.Background(), q, before.Value()); err != nil {
+		t.Fatal(err)
+	}
+	c := newConsumer(t, e.js, ConsumerOptions{})
+	var torn atomic.Bool
+	c.beforeHistoryReload = func() { // the other instance writes q's checkpoint
+		torn.Store(true)
+		if _, err := dedup.Put(context.Background(), q, after.Value()); err != nil {
+			t.Error(err)
+		}
+	}
+	run(t, c)
+	e.waitApplied(t, e.publishBatches(t, p, 3))
+	e.waitConsumed(t, Durable)
+	if !torn.Load() {
+		t.Fatal("the check did not find q's batch 2 unapplied: the torn state was not read")
+	}
+	if n := metricValue(t, c.m.historyRepublished); n != 0 {
+		t.Errorf("%v batches published again, want 0", n)
+	}
+	if r := e.deptRequests(t, "eng"); r != 5 {
+		t.Errorf("dept total counts %d requests, want 5 (each batch once)", r)
 	}
 }

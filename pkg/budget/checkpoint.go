@@ -148,6 +148,12 @@ func (c *Consumer) writeCheckpoints(ctx context.Context, top uint64) error {
 // below their as_of_seq, and process skips messages at or below c.safe, so
 // those new batches would never be folded.
 //
+// The checkpoints it judges by are read again first: another instance
+// sharing the durable writes one checkpoint per producer, one after the
+// other, and one that is between them has a checkpoint covering the
+// fold's last message while another producer's does not hold that
+// message's batch yet.
+//
 // So checkHistory reads the usage.HistoryCheckDepth messages up to that
 // point and publishes every batch among them that the Windows never
 // applied again, unchanged, as a spool drain does: the copy lands after
@@ -201,6 +207,20 @@ func (c *Consumer) checkHistory(ctx context.Context) error {
 			return fmt.Errorf("read stream %s at %d: %w", c.o.Stream, ref, err)
 		}
 		if err != nil || !c.applier.Unapplied(m.Data, &b) { // not found: removed by age or by an operator
+			c.historyDue = false
+			return nil
+		}
+		// Another instance sharing the durable may be between the
+		// checkpoint writes of one fold (one per producer, the first
+		// already covering ref): read them again before calling it a
+		// change.
+		if c.beforeHistoryReload != nil {
+			c.beforeHistoryReload()
+		}
+		if err := c.loadCheckpoints(ctx); err != nil {
+			return err
+		}
+		if !c.applier.Unapplied(m.Data, &b) {
 			c.historyDue = false
 			return nil
 		}

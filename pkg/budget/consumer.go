@@ -157,6 +157,10 @@ type Consumer struct {
 	// before the acks. An error fails the batch; errCrash ends Run at once
 	// without acking or naking, as a crash would.
 	beforeCheckpoint, beforeAck func() error
+	// beforeHistoryReload, when set (tests), runs when checkHistory found
+	// the message at its reference point unapplied, before it reads the
+	// checkpoints again.
+	beforeHistoryReload func()
 }
 
 // foldTally counts what one fold saw, added to the metrics once it is
