@@ -1,7 +1,6 @@
 package budget
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -68,7 +67,10 @@ func RegisterConsumerFlags(fs *flag.FlagSet, o *ConsumerOptions) {
 		if err != nil {
 			return err
 		}
-		o.FoldInterval = cmp.Or(max(d, 0), -1) // ConsumerOptions' zero value is the default
+		if d <= 0 {
+			d = -1 // none: ConsumerOptions' zero value is the default
+		}
+		o.FoldInterval = d
 		return nil
 	})
 	fs.Float64Var(&o.AnomalyFactor, "anomaly-factor", 0, "alert when a limited scope value's spend in the current hour is over this factor times its hourly rate of the last 7 days (0: off)")
