@@ -161,10 +161,10 @@ func (s *scanner) blocks(i int) (int, bool) {
 
 // spanningHex returns the \u of ue (escaped 'u's among the last four bytes
 // of the block at b[i]) whose four digits, running into the next block,
-// are not all hexadecimal. Both vector readers call it, rarely; out of
-// line, so that their loops stay as small as before it was shared.
-//
-//go:noinline
+// are not all hexadecimal. Both vector readers call it, rarely. It is
+// inlined, and has no call but its bounds checks' panics, so that the
+// readers keep their vector constants in registers: a call in their loops
+// costs each call of theirs the spill of those registers.
 func spanningHex(b []byte, i int, ue uint64) (bad uint64) {
 	for ; ue != 0; ue &= ue - 1 {
 		p := i + bits.TrailingZeros64(ue)
