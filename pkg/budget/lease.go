@@ -314,8 +314,10 @@ type leases struct {
 	list   []*lease
 	limGen atomic.Uint64
 
-	refills, conflicts, errors, waits, refusedWithRoom, held atomic.Uint64
-	waitHist                                                 waitHistogram
+	refills, conflicts, errors, waits, refusedWithRoom atomic.Uint64
+	// looks counts the refill loop's passes over the leases.
+	looks    atomic.Uint64
+	waitHist waitHistogram
 }
 
 func newLeases(o LeaseOptions) *leases {
@@ -417,11 +419,13 @@ func (t *Tracker) RunLeases(ctx context.Context, kv jetstream.KeyValue) error {
 		cancel()
 		<-done
 	}()
-	// The loop looks at the leases every refillTick while one is in use
-	// (renewals, give-backs and shrinking are due by time). With none in
-	// use it waits for a kick (a request short of room, another gateway's
-	// write), looking once a TTL to forget stale leases: an idle gateway
-	// does not wake 50 times a second.
+	// The loop runs when kicked (a request short of room or under the
+	// low-water mark, another gateway's write) and when the next refill
+	// falls due by time (refillAll): a renewal, or the give-back of a slice
+	// idle for TTL. It polls every refillTick only while a request waits
+	// for room or another gateway wants some, when what it waits for may
+	// change without a kick; a gateway serving requests within its slice
+	// wakes for its leases once per renewal, not 50 times a second.
 	tick := time.NewTimer(refillTick)
 	defer tick.Stop()
 	for {
@@ -435,16 +439,13 @@ func (t *Tracker) RunLeases(ctx context.Context, kv jetstream.KeyValue) error {
 		case <-tick.C:
 		}
 		ls.kicked.Store(false)
-		next := time.Duration(ls.ttl)
-		if t.refillAll(ctx, kv) {
-			next = refillTick
-		}
-		tick.Reset(next)
+		ls.looks.Add(1)
+		tick.Reset(t.refillAll(ctx, kv))
 	}
 }
 
-// refillTick is how often RunLeases looks at the leases while one is in
-// use.
+// refillTick is how often RunLeases looks at the leases while a request
+// waits for room or another gateway wants some.
 const refillTick = 20 * time.Millisecond
 
 // LeasesReady is closed once RunLeases has read the leases bucket (at
@@ -484,34 +485,52 @@ func (t *Tracker) applyLease(e jetstream.KeyValueEntry, _ bool) bool {
 	return true
 }
 
-// refillAll refills each lease that needs it. Only the refill loop calls it.
+// refillAll refills each lease that needs it, and returns how long the
+// refill loop may wait for a kick before it looks again. Only the refill
+// loop calls it.
 //
-// It reports whether a lease is in use: granted and not given back, or
-// wanted by a waiting request; the others change only after a kick.
-func (t *Tracker) refillAll(ctx context.Context, kv jetstream.KeyValue) (inUse bool) {
+// The wait ends when the first refill falls due by time: a slice's renewal
+// (exp - 2 TTL/3) or its give-back after TTL without use (lastUse + TTL),
+// TTL at most (pruneLeases). What else makes a refill due comes with a
+// kick: a request under the low-water mark or short of room (fitLease,
+// waitRefill), another gateway's write (the watch). Two states change
+// without one, so the loop polls every refillTick in them: a request
+// waiting for room (a write that could not give it room is retried after
+// RefillWait), and another gateway wanting room while this one's slice
+// holds no more than its spend in flight (it is given back as that spend
+// is applied).
+func (t *Tracker) refillAll(ctx context.Context, kv jetstream.KeyValue) time.Duration {
 	ls := t.leases
 	ls.mu.Lock()
 	list := ls.list
 	ls.mu.Unlock()
-	held := uint64(0)
+	now := t.now().UnixNano()
+	due := now + ls.ttl
 	for _, le := range list {
 		if ctx.Err() != nil {
-			return true
+			return refillTick
 		}
-		now := t.now().UnixNano()
+		now = t.now().UnixNano()
 		if reason := t.refillReason(le, now); reason != refillNone {
 			t.refill(ctx, kv, le, reason)
 		}
-		if r, ok := le.room(now); ok && r > 0 {
-			held++
+		if le.need.Load() {
+			due = min(due, now+int64(refillTick))
+			continue
 		}
-		if le.need.Load() || le.granted.Load() && !le.idle.Load() {
-			inUse = true
+		if !le.granted.Load() || le.idle.Load() {
+			continue
+		}
+		due = min(due, le.lastUse.Load()+ls.ttl+1, le.exp.Load()-2*ls.ttl/3+1)
+		if _, _, othersWant := le.view.Load().others(ls.o.ID, now/1e6); othersWant {
+			due = min(due, now+int64(refillTick))
 		}
 	}
-	ls.held.Store(held)
-	t.pruneLeases(t.now().UnixNano())
-	return inUse
+	now = t.now().UnixNano()
+	t.pruneLeases(now)
+	// A refill that failed leaves its lease due: it is tried again a
+	// refillTick later, not at once.
+	return max(time.Duration(due-now), refillTick)
 }
 
 // pruneLeases forgets the leases given back and unused for 10 x TTL
@@ -864,7 +883,15 @@ func (t *Tracker) LeaseStats() LeaseStats {
 	if ls == nil {
 		return st
 	}
-	st.Held, st.Refills, st.Conflicts, st.Errors = ls.held.Load(), ls.refills.Load(), ls.conflicts.Load(), ls.errors.Load()
+	now := t.now().UnixNano()
+	ls.mu.Lock()
+	for _, le := range ls.list {
+		if r, ok := le.room(now); ok && r > 0 {
+			st.Held++
+		}
+	}
+	ls.mu.Unlock()
+	st.Refills, st.Conflicts, st.Errors = ls.refills.Load(), ls.conflicts.Load(), ls.errors.Load()
 	st.Waits, st.RefusedWithRoom = ls.waits.Load(), ls.refusedWithRoom.Load()
 	for i := range st.WaitBuckets {
 		st.WaitBuckets[i] = ls.waitHist.buckets[i].Load()

@@ -331,3 +331,40 @@ func TestLeaseOptionsFrom(t *testing.T) {
 		})
 	}
 }
+
+// TestLeaseLoopWakesWhenDue: a gateway serving requests within its slice
+// does not look at its leases on a timer, only when a refill falls due: a
+// renewal (a third of TTL into the slice) or the give-back of a slice idle
+// for TTL, which still comes by itself once requests stop.
+func TestLeaseLoopWakesWhenDue(t *testing.T) {
+	e := startEnv(t)
+	run(t, newConsumer(t, e.newJS(t), ConsumerOptions{}))
+	limits := []Limit{{Scope: ScopeDept, Value: "eng", Period: PeriodTotal, AmountNano: usd}}
+	g := startGateway(t, e, limits, LeaseOptions{ID: "steady", TTL: time.Second})
+	s := Scopes{Dept: "eng"}
+	if err := g.request(t, s, 1000, 1000, nil); err != nil { // the first grant
+		t.Fatal(err)
+	}
+	looks := g.tr.leases.looks.Load()
+	// 400 ms of requests: one renewal falls due (at 0.9 TTL - 2 TTL/3 after
+	// the grant); a loop polling every 20 ms would look about 20 times.
+	for end := time.Now().Add(400 * time.Millisecond); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+		if err := g.request(t, s, 1000, 1000, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := g.tr.leases.looks.Load() - looks; n > 4 {
+		t.Errorf("the refill loop looked at the leases %d times in 400 ms of requests within the slice, want at most 4", n)
+	}
+	if st := g.tr.LeaseStats(); st.Held != 1 || st.Refills < 2 {
+		t.Errorf("stats %+v while serving: want 1 slice held, renewed at least once", st)
+	}
+	// No more requests: the slice goes back after TTL without use.
+	waitFor(t, 10*time.Second, func() bool {
+		rec := record(t, e.kv0(t), engTotal)
+		return rec.Holders["steady"].Slice == 0 && rec.Floor > 0
+	})
+	if st := g.tr.LeaseStats(); st.Held != 0 {
+		t.Errorf("stats %+v after the give-back: want no slice held", st)
+	}
+}
