@@ -3,7 +3,9 @@ package budget
 import (
 	"bytes"
 	"context"
+	"errors"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -323,6 +325,42 @@ func TestConsumerSurvivesRecreatedStream(t *testing.T) {
 	}
 	if n := metricValue(t, c.m.historyRepublished); n != 5 {
 		t.Fatalf("history_republished_batches_total %v, want 5", n)
+	}
+}
+
+// TestConsumerCrashBetweenCheckpoints: an instance crashes after the first
+// of a fold's checkpoint writes (one per producer). That write is the
+// checkpoint of the producer whose batch is the fold's last message, so an
+// instance started before the fold's messages are delivered again finds
+// the batch at the highest sequence covered applied, publishes nothing
+// again, and the totals count each batch once.
+func TestConsumerCrashBetweenCheckpoints(t *testing.T) {
+	e := startEnv(t)
+	ps := append(slices.Clone(testProducers), "gw3ccccccccccccc", "gw4ddddddddddddd")
+	for _, p := range ps { // one fold; its last message is ps[3]'s batch
+		e.publishBatches(t, p, 1)
+	}
+	c := newConsumer(t, e.js, ConsumerOptions{Batch: 10})
+	var first string
+	c.afterCheckpoint = func(p string) error {
+		first = p
+		return errCrash
+	}
+	if err := c.Run(context.Background()); !errors.Is(err, errCrash) {
+		t.Fatalf("Run = %v, want the simulated crash", err)
+	}
+	if first != ps[3] {
+		t.Errorf("first checkpoint written: %s, want %s, whose batch is the fold's last message", first, ps[3])
+	}
+	c2 := newConsumer(t, e.js, ConsumerOptions{Batch: 10, AckWait: time.Second})
+	run(t, c2)
+	waitFor(t, 10*time.Second, func() bool { return e.deptRequests(t, "eng") >= 4 })
+	e.waitConsumed(t, Durable)
+	if n := metricValue(t, c2.m.historyRepublished); n != 0 {
+		t.Errorf("%v batches published again, want 0", n)
+	}
+	if r := e.deptRequests(t, "eng"); r != 4 {
+		t.Errorf("dept total counts %d requests, want 4 (each batch once)", r)
 	}
 }
 

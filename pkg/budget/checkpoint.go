@@ -91,44 +91,73 @@ func (c *Consumer) loadCheckpoints(ctx context.Context) error {
 // concurrency. A stored checkpoint covering top or more (another instance
 // is ahead) is left as it is: it is exact too, and replacing it would
 // lose what it covers.
+//
+// The checkpoint of the producer whose batch is at top goes first. The
+// writes are one per producer, so a crash can stop them half way, and
+// until the fold's messages are delivered again checkHistory judges by
+// what was written: the highest sequence a checkpoint covers, and whether
+// the Window of the batch stored there holds it. Written first, that
+// Window holds it whenever any checkpoint covers top.
 func (c *Consumer) writeCheckpoints(ctx context.Context, top uint64) error {
-	var seen usage.Window
-	for p := range c.touched {
-		c.cpBuf = appendCheckpoint(c.cpBuf[:0], top, c.applier.Window(p))
-		rev := c.cpRev[p]
-		for try := 0; ; try++ {
-			var err error
-			var next uint64
-			if rev == 0 {
-				next, err = c.dedupKV.Create(ctx, p, c.cpBuf)
-			} else {
-				next, err = c.dedupKV.Update(ctx, p, c.cpBuf, rev)
-			}
-			if err == nil {
-				c.cpRev[p] = next
-				break
-			}
-			if !isConflict(err) && !errors.Is(err, jetstream.ErrKeyExists) {
-				return fmt.Errorf("write checkpoint %s: %w", p, err)
-			}
-			if try == 10 {
-				return fmt.Errorf("write checkpoint %s: still conflicting after %d tries", p, try)
-			}
-			c.m.conflicts.Inc()
-			e, err := c.dedupKV.Get(ctx, p)
-			if errors.Is(err, jetstream.ErrKeyNotFound) {
-				rev = 0
-				continue
-			}
-			if err != nil {
-				return fmt.Errorf("read checkpoint %s: %w", p, err)
-			}
-			if cover, err := parseCheckpoint(e.Value(), &seen); err == nil && cover >= top {
-				c.cpRev[p] = e.Revision()
-				break
-			}
-			rev = e.Revision()
+	first := ""
+	if _, ok := c.touched[c.lastProducer]; ok && c.lastSeq == top {
+		first = c.lastProducer
+		if err := c.writeCheckpoint(ctx, first, top); err != nil {
+			return err
 		}
+	}
+	for p := range c.touched {
+		if p == first {
+			continue
+		}
+		if err := c.writeCheckpoint(ctx, p, top); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writeCheckpoint stores producer p's Window as of stream sequence top
+// (writeCheckpoints).
+func (c *Consumer) writeCheckpoint(ctx context.Context, p string, top uint64) error {
+	var seen usage.Window
+	c.cpBuf = appendCheckpoint(c.cpBuf[:0], top, c.applier.Window(p))
+	rev := c.cpRev[p]
+	for try := 0; ; try++ {
+		var err error
+		var next uint64
+		if rev == 0 {
+			next, err = c.dedupKV.Create(ctx, p, c.cpBuf)
+		} else {
+			next, err = c.dedupKV.Update(ctx, p, c.cpBuf, rev)
+		}
+		if err == nil {
+			c.cpRev[p] = next
+			break
+		}
+		if !isConflict(err) && !errors.Is(err, jetstream.ErrKeyExists) {
+			return fmt.Errorf("write checkpoint %s: %w", p, err)
+		}
+		if try == 10 {
+			return fmt.Errorf("write checkpoint %s: still conflicting after %d tries", p, try)
+		}
+		c.m.conflicts.Inc()
+		e, err := c.dedupKV.Get(ctx, p)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			rev = 0
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("read checkpoint %s: %w", p, err)
+		}
+		if cover, err := parseCheckpoint(e.Value(), &seen); err == nil && cover >= top {
+			c.cpRev[p] = e.Revision()
+			break
+		}
+		rev = e.Revision()
+	}
+	if c.afterCheckpoint != nil {
+		return c.afterCheckpoint(p)
 	}
 	return nil
 }
@@ -150,9 +179,10 @@ func (c *Consumer) writeCheckpoints(ctx context.Context, top uint64) error {
 //
 // The checkpoints it judges by are read again first: another instance
 // sharing the durable writes one checkpoint per producer, one after the
-// other, and one that is between them has a checkpoint covering the
+// other, and one that is between them may have a checkpoint covering the
 // fold's last message while another producer's does not hold that
-// message's batch yet.
+// message's batch yet (writeCheckpoints writes that producer's first, but
+// a fold of the other instance may be covering more meanwhile).
 //
 // So checkHistory reads the usage.HistoryCheckDepth messages up to that
 // point and publishes every batch among them that the Windows never

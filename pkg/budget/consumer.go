@@ -147,7 +147,12 @@ type Consumer struct {
 	// reference point and waits for it to pass it.
 	historyShort bool
 	touched      map[string]struct{} // producers whose Window the fold changed
-	cpRev        map[string]uint64   // producer -> revision of its checkpoint as last read or written
+	// lastSeq and lastProducer are the stream sequence and producer of the
+	// last batch take decoded: writeCheckpoints writes the checkpoint of
+	// the fold's last message's producer first.
+	lastSeq      uint64
+	lastProducer string
+	cpRev        map[string]uint64 // producer -> revision of its checkpoint as last read or written
 	cpBuf        []byte
 	poison       []uint64 // stream seqs of the fold's undecodable messages
 	tally        foldTally
@@ -161,6 +166,9 @@ type Consumer struct {
 	// the message at its reference point unapplied, before it reads the
 	// checkpoints again.
 	beforeHistoryReload func()
+	// afterCheckpoint, when set (tests), runs after each checkpoint write
+	// with its producer; an error fails the batch as beforeCheckpoint's.
+	afterCheckpoint func(producer string) error
 }
 
 // foldTally counts what one fold saw, added to the metrics once it is
@@ -646,6 +654,7 @@ func (c *Consumer) take(data []byte, seq uint64) error {
 		return err
 	}
 	b.ProducerId = c.intern(b.ProducerId)
+	c.lastSeq, c.lastProducer = seq, b.ProducerId
 	v, lost := c.applier.Apply(seq, b)
 	if lost > 0 {
 		c.tally.lost += lost

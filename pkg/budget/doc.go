@@ -49,7 +49,9 @@
 // DedupBucket, one checkpoint per producer: the producer's Window and the
 // stream sequence it covers. A fold writes the totals, then the checkpoint
 // of every producer whose Window it changed (never replacing one that
-// covers more), then acknowledges its messages. On start, and after a
+// covers more; first that of the producer whose batch is the fold's last
+// message, which the history check judges by), then acknowledges its
+// messages. On start, and after a
 // failed fold, the Consumer reloads the checkpoints (after reading the ack
 // floor): a message at or below its producer's checkpoint is accounted
 // for already and skipped, a later one is judged by the Window. Crash
