@@ -38,10 +38,11 @@ type ConsumerOptions struct {
 	// MaxWait bounds how long a batch waits to fill after its first
 	// message. Default 50ms.
 	MaxWait time.Duration
-	// IdleGap ends a batch early when no message arrives for this long.
-	// Default 10ms: longer than a gateway's default usage.flush_delay
-	// (5ms), so under steady traffic a fold takes every producer batch of
-	// MaxWait and writes each total once, not once per producer batch.
+	// IdleGap ends a batch early when no message arrives for this long,
+	// so that an event after a quiet spell is folded at once. Default
+	// 10ms. Under steady traffic FoldInterval, not IdleGap, bounds how
+	// often a total is written: messages that come during the interval
+	// wait and go into the next fold together.
 	IdleGap time.Duration
 	// FoldInterval is the least time from the start of one fold to the
 	// start of the next, so each total is written at most once per

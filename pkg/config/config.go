@@ -201,7 +201,7 @@ type Usage struct {
 	// FlushDelay is how long the publisher may hold a batch open after its
 	// first event while more arrive, so that they share one message and
 	// one ack (usage events only; no request waits on it). 0 takes the
-	// default, 5ms; a negative value (e.g. -1ms) never holds a batch
+	// default, 20ms; a negative value (e.g. -1ms) never holds a batch
 	// open.
 	FlushDelay time.Duration `yaml:"flush_delay"`
 	// FailClosed answers 503 when buffer and spool are both full; false
