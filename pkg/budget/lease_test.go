@@ -277,9 +277,7 @@ func TestLeaseDeadGatewayExpires(t *testing.T) {
 // TestLeaseShutdownReturns: a gateway stopped normally gives its slice
 // back, so another draws it at once, long before any TTL.
 func TestLeaseShutdownReturns(t *testing.T) {
-	e := startEnv(t)
-	run(t, newConsumer(t, e.newJS(t), ConsumerOptions{}))
-	limits := []Limit{{Scope: ScopeDept, Value: "eng", Period: PeriodTotal, AmountNano: usd}}
+	e, limits := startApplied(t)
 	a := startGateway(t, e, limits, LeaseOptions{ID: "leaves", TTL: time.Hour})
 	s := Scopes{Dept: "eng"}
 	if err := a.request(t, s, 1000, 1000, nil); err != nil {
@@ -294,6 +292,14 @@ func TestLeaseShutdownReturns(t *testing.T) {
 	if err := b.request(t, s, usd-1000, usd-1000, nil); err != nil {
 		t.Fatalf("the rest of the limit after the other gateway left: %v", err)
 	}
+}
+
+// startApplied starts an environment whose events a budget Consumer
+// applies, and returns it with a limit of one USD on dept eng.
+func startApplied(t *testing.T) (*env, []Limit) {
+	e := startEnv(t)
+	run(t, newConsumer(t, e.newJS(t), ConsumerOptions{}))
+	return e, []Limit{{Scope: ScopeDept, Value: "eng", Period: PeriodTotal, AmountNano: usd}}
 }
 
 // kv0 is the leases bucket on the test's own connection.
@@ -337,9 +343,7 @@ func TestLeaseOptionsFrom(t *testing.T) {
 // renewal (a third of TTL into the slice) or the give-back of a slice idle
 // for TTL, which still comes by itself once requests stop.
 func TestLeaseLoopWakesWhenDue(t *testing.T) {
-	e := startEnv(t)
-	run(t, newConsumer(t, e.newJS(t), ConsumerOptions{}))
-	limits := []Limit{{Scope: ScopeDept, Value: "eng", Period: PeriodTotal, AmountNano: usd}}
+	e, limits := startApplied(t)
 	g := startGateway(t, e, limits, LeaseOptions{ID: "steady", TTL: time.Second})
 	s := Scopes{Dept: "eng"}
 	if err := g.request(t, s, 1000, 1000, nil); err != nil { // the first grant
