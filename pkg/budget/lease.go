@@ -496,8 +496,8 @@ func (t *Tracker) applyLease(e jetstream.KeyValueEntry, _ bool) bool {
 // waitRefill), another gateway's write (the watch). Two states change
 // without one, so the loop polls every refillTick in them: a request
 // waiting for room (a write that could not give it room is retried after
-// RefillWait), and another gateway wanting room while this one's slice
-// holds no more than its spend in flight (it is given back as that spend
+// RefillWait), and another gateway wanting room (this one gives back what
+// its slice holds beyond its spend in flight, which shrinks as that spend
 // is applied).
 func (t *Tracker) refillAll(ctx context.Context, kv jetstream.KeyValue) time.Duration {
 	ls := t.leases
