@@ -120,7 +120,6 @@ func (c *Consumer) writeCheckpoints(ctx context.Context, top uint64) error {
 // writeCheckpoint stores producer p's Window as of stream sequence top
 // (writeCheckpoints).
 func (c *Consumer) writeCheckpoint(ctx context.Context, p string, top uint64) error {
-	var seen usage.Window
 	c.cpBuf = appendCheckpoint(c.cpBuf[:0], top, c.applier.Window(p))
 	rev := c.cpRev[p]
 	for try := 0; ; try++ {
@@ -150,6 +149,7 @@ func (c *Consumer) writeCheckpoint(ctx context.Context, p string, top uint64) er
 		if err != nil {
 			return fmt.Errorf("read checkpoint %s: %w", p, err)
 		}
+		var seen usage.Window
 		if cover, err := parseCheckpoint(e.Value(), &seen); err == nil && cover >= top {
 			c.cpRev[p] = e.Revision()
 			break
