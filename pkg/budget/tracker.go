@@ -160,10 +160,11 @@ type Tracker struct {
 	ackWait     int64                   // ns
 	unacked     atomic.Uint64           // released for want of an ack
 	lastUnacked int64                   // unix ns of the last sweepUnacked; watch loop only
+	timedSweeps atomic.Uint64           // sweeps the watch loop's timer started
 
-	// asleep is set while the watch loop waits without its tick (nothing
+	// asleep is set while the watch loop waits without its timer (nothing
 	// pending or awaiting an ack); the next Await or Published then sends
-	// on wake. An idle gateway's loop does not wake 20 times a second.
+	// on wake. An idle gateway's loop does not wake at all.
 	asleep atomic.Bool
 	wake   chan struct{}
 
@@ -722,19 +723,24 @@ func (r *Reservation) Release() {
 // Published records the stream sequence of the request's usage event. Each
 // total's share of the reservation is dropped once that total's as_of_seq
 // reaches seq; totals already there are released at once.
+//
+// r joins the sweeps' list before it looks at its totals, so no store is
+// missed without a timer: a total stored after the look is followed by a
+// sweep (the watch loop sweeps after every run of updates), and that sweep
+// finds r in the list. A share released here leaves r in the list until
+// the next sweep drops it.
 func (r *Reservation) Published(seq uint64) {
 	r.mu.Lock()
 	r.seq = seq
 	r.publishedAt = r.t.now().UnixNano()
-	r.releaseCovered()
-	done := r.done()
 	r.mu.Unlock()
-	if !done {
-		r.t.pendMu.Lock()
-		r.t.pending = append(r.t.pending, r)
-		r.t.pendMu.Unlock()
-		r.t.wakeSweeps()
-	}
+	r.t.pendMu.Lock()
+	r.t.pending = append(r.t.pending, r)
+	r.t.pendMu.Unlock()
+	r.mu.Lock()
+	r.releaseCovered()
+	r.mu.Unlock()
+	r.t.wakeSweeps()
 }
 
 // releaseCovered releases every slot whose total includes r.seq. r.mu is held.
@@ -827,10 +833,11 @@ func (t *Tracker) apply(e jetstream.KeyValueEntry) error {
 // watch if it stops. Entries it cannot parse are skipped. It returns
 // ctx.Err() once ctx ends.
 func (t *Tracker) Run(ctx context.Context, kv jetstream.KeyValue) error {
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	defer timer.Stop()
 	for {
-		if err := t.watch(ctx, kv, tick.C); ctx.Err() != nil {
+		if err := t.watch(ctx, kv, timer); ctx.Err() != nil {
 			return ctx.Err()
 		} else if err != nil {
 			select {
@@ -842,7 +849,7 @@ func (t *Tracker) Run(ctx context.Context, kv jetstream.KeyValue) error {
 	}
 }
 
-func (t *Tracker) watch(ctx context.Context, kv jetstream.KeyValue, tick <-chan time.Time) error {
+func (t *Tracker) watch(ctx context.Context, kv jetstream.KeyValue, timer *time.Timer) error {
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	w, err := kv.WatchAll(wctx)
@@ -851,15 +858,17 @@ func (t *Tracker) watch(ctx context.Context, kv jetstream.KeyValue, tick <-chan 
 	}
 	updates := w.Updates()
 	for {
-		tc := tick
-		if t.sleep() {
-			tc = nil // a ticker no one waits on does not fire
+		var tc <-chan time.Time
+		if !t.sleep() {
+			timer.Reset(t.sweepWait(t.now().UnixNano()))
+			tc = timer.C
 		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-t.wake:
 		case <-tc:
+			t.timedSweeps.Add(1)
 			now := t.now().UnixNano()
 			t.sweep(now)
 			if now-t.lastUnacked >= int64(time.Second) {
@@ -880,6 +889,20 @@ func (t *Tracker) watch(ctx context.Context, kv jetstream.KeyValue, tick <-chan 
 			}
 		}
 	}
+}
+
+// sweepWait is how long the watch loop waits, with nothing arriving, before
+// it sweeps on its own: until the earliest grace runs out or the next look
+// for reservations without an ack (once a second), at least a millisecond.
+// Nothing else needs a timed sweep: the totals are swept as they arrive, and
+// Published looks at them itself. So while requests flow the loop wakes for
+// the totals, not 20 times a second as with a fixed tick.
+func (t *Tracker) sweepWait(now int64) time.Duration {
+	next := t.lastUnacked + int64(time.Second)
+	if t.graceDue != 0 && t.graceDue < next {
+		next = t.graceDue
+	}
+	return time.Duration(min(max(next-now, int64(time.Millisecond)), int64(time.Second)))
 }
 
 // sleep reports whether the watch loop's sweeps have nothing to look at (no

@@ -417,3 +417,44 @@ func TestAlertAnyDeptLimit(t *testing.T) {
 		t.Fatalf("second alert %s", m.Data)
 	}
 }
+
+// TestTrackerSweepsAsTotalsArrive: while requests flow, each reservation
+// goes when the totals covering its event arrive, not at a timed sweep; the
+// watch loop's timer only looks for grace and lost acks, once a second. A
+// loop sweeping on a 50 ms tick would have swept about 8 times here.
+func TestTrackerSweepsAsTotalsArrive(t *testing.T) {
+	e := startEnv(t)
+	run(t, newConsumer(t, e.js, ConsumerOptions{}))
+	tr := runTracker(t, e, TrackerOptions{})
+	s := NewScopes("k1", "alice", "eng", "ml", "")
+	dept := TotalID{Scope: ScopeDept, Value: "eng", Period: PeriodTotal}
+	sweeps := tr.timedSweeps.Load()
+	var last uint64
+	n := 0
+	for end := time.Now().Add(400 * time.Millisecond); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+		r := tr.Bind(s).Reserve(usd)
+		r.Settle(usd / 2)
+		last = e.publish(t, ev{at: time.Now(), key: "k1", subject: "alice", team: "ml", dept: "eng", costNano: usd / 2})
+		r.Published(last)
+		n++
+	}
+	// The consumer folds the last event within a fold interval; the totals
+	// release every reservation as they arrive, before the loop's timer
+	// could.
+	var swept uint64
+	waitFor(t, 5*time.Second, func() bool {
+		swept = tr.timedSweeps.Load() - sweeps
+		if spend, _, asOf := tr.Spend(dept); spend != int64(n)*usd/2 || asOf != last {
+			return false
+		}
+		for sc := range numScopes {
+			if tr.Reserved(sc) != 0 {
+				return false
+			}
+		}
+		return true
+	})
+	if swept > 1 {
+		t.Errorf("the watch loop's timer swept %d times in 400 ms of requests, want at most 1", swept)
+	}
+}
