@@ -200,8 +200,10 @@ type Usage struct {
 	SyncInterval time.Duration `yaml:"sync_interval"`
 	// FlushDelay is how long the publisher may hold a batch open after its
 	// first event while more arrive, so that they share one message and
-	// one ack (usage events only; no request waits on it). 0 takes the
-	// default, 20ms; a negative value (e.g. -1ms) never holds a batch
+	// one ack (usage events only; no request waits on it): the batch
+	// leaves with the first event that ends FlushDelay or more after its
+	// first, or twice FlushDelay after its first when none comes. 0 takes
+	// the default, 20ms; a negative value (e.g. -1ms) never holds a batch
 	// open.
 	FlushDelay time.Duration `yaml:"flush_delay"`
 	// FailClosed answers 503 when buffer and spool are both full; false

@@ -52,9 +52,9 @@ var (
 // (BatchSize) where 5ms sent about 85 events a message: in the benchmark
 // suite's set-up at 8 clients, 7% more requests a second (NATS and the
 // budget service share the load generator's core there, and handle a
-// third of the messages). It costs at most 20ms on an event's way to the
-// stream, and longer publisher work per batch (p99 at one client about
-// 0.05 ms higher).
+// third of the messages). It costs up to 40ms on an event's way to the
+// stream (FlushDelay), and longer publisher work per batch (p99 at one
+// client about 0.05 ms higher).
 const DefaultFlushDelay = 20 * time.Millisecond
 
 // payloadHeadroom is what NewPublisher leaves of the server's max_payload
@@ -103,7 +103,11 @@ type Config struct {
 	// delays the publication of usage events, never a request, and only
 	// while they come less than FlushDelay apart: an event after a quiet
 	// spell is published at once, in a batch of its own (with whatever is
-	// already queued). Default 5ms; negative never holds a batch open.
+	// already queued). A held batch leaves with the first event that ends
+	// (Timestamp plus LatencyTotalUs) FlushDelay or more after the batch's
+	// first was taken, so while events keep coming no timer wakes Run; when
+	// none comes, it leaves twice FlushDelay after. Default
+	// DefaultFlushDelay; negative never holds a batch open.
 	FlushDelay time.Duration
 	// FailClosed decides what happens when the queue and the spool are both
 	// full: true makes Enqueue return ErrFull; false drops the event and
@@ -228,6 +232,10 @@ type Publisher struct {
 	// MaxInt64 while Run is not sleeping.
 	batchFull chan struct{}
 	batchWant atomic.Int64
+	// gatherUntil is when (unix ns) the batch Run gathers has been held
+	// FlushDelay: the first event that ends then or later wakes Run.
+	// MaxInt64 while Run is not sleeping.
+	gatherUntil atomic.Int64
 
 	life     sync.Mutex // guards state
 	state    int
@@ -300,6 +308,7 @@ func NewPublisher(js jetstream.JetStream, cfg Config, log *slog.Logger) (*Publis
 		spool:     sp,
 	}
 	p.batchWant.Store(math.MaxInt64)
+	p.gatherUntil.Store(math.MaxInt64)
 	if err := p.run.init(p); err != nil {
 		_ = num.f.Close()
 		_ = sp.close()
@@ -325,10 +334,13 @@ func (p *Publisher) Enqueue(ev *usagev1.UsageEvent) error {
 	if p.closed {
 		return ErrClosed
 	}
+	// The event's end, from its own fields (no clock read): ev is Run's
+	// once it is on ch.
+	end := ev.GetTimestamp() + int64(ev.GetLatencyTotalUs())*1000
 	select {
 	case p.ch <- ev:
 		p.queued.Add(1)
-		if int64(len(p.ch)) >= p.batchWant.Load() {
+		if int64(len(p.ch)) >= p.batchWant.Load() || end >= p.gatherUntil.Load() {
 			select {
 			case p.batchFull <- struct{}{}:
 			default:

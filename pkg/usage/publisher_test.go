@@ -268,7 +268,9 @@ func TestOutage(t *testing.T) {
 }
 
 // TestFlushDelay checks when Run holds an event for FlushDelay: not after
-// a quiet spell, not beyond BatchSize events, and else for FlushDelay.
+// a quiet spell, not beyond BatchSize events, not beyond the first event
+// that ends FlushDelay after the batch's first, and else for twice
+// FlushDelay.
 func TestFlushDelay(t *testing.T) {
 	const delay = time.Second
 	srv := startServer(t)
@@ -309,8 +311,23 @@ func TestFlushDelay(t *testing.T) {
 	}
 	start = enqueue(1)
 	published(6)
-	if d := time.Since(start); d < delay/2 {
-		t.Errorf("an event soon after others published after %v, want it held", d)
+	if d := time.Since(start); d < delay*3/2 {
+		t.Errorf("an event soon after others, with none after it, published after %v, want it held twice the delay", d)
+	}
+	// Held, until an event comes that ended FlushDelay after the batch's
+	// first was taken: that one takes the batch out, no timer needed.
+	start = enqueue(1)
+	time.Sleep(delay / 4)
+	late := newEvent(t, "ops", len(want))
+	late.Timestamp = time.Now().Add(delay - delay/4).UnixNano()
+	late.LatencyTotalUs = 100_000 // it ended 100 ms after its timestamp
+	want = append(want, late)
+	if err := p.Enqueue(handOver(late)); err != nil {
+		t.Fatalf("enqueue: %v", err)
+	}
+	published(8)
+	if d := time.Since(start); d > delay*3/4 {
+		t.Errorf("an event ending the delay after the batch's first published the batch after %v, want at once", d)
 	}
 	closePublisher(t, p)
 	msgs := streamMessages(t, js)

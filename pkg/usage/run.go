@@ -113,7 +113,7 @@ type runState struct {
 	msg      nats.Msg // reused for every publish, with msgID as its Nats-Msg-Id
 	msgID    []string
 	tick     time.Duration
-	gather   *time.Timer // ends a FlushDelay wait
+	gather   *time.Timer // ends a gatherQueued wait no event ended
 	lastTake time.Time   // when the last event was taken from the queue
 
 	// spoolLow is at most the seq of the oldest batch in the spool (0: no
@@ -284,10 +284,9 @@ func (r *runState) canTake() bool {
 
 // take forms a batch from ev, taken from the queue, and the events queued
 // behind it, up to BatchSize events. While events come less than
-// FlushDelay apart and go straight to NATS, it first waits until
-// FlushDelay has passed since ev was taken, or the batch is full, so that
-// one publish carries them all; an event after a quiet spell is published
-// at once.
+// FlushDelay apart and go straight to NATS, it first holds the batch open
+// (gatherQueued) so that one publish carries them all; an event after a
+// quiet spell is published at once.
 func (r *runState) take(ev *usagev1.UsageEvent) {
 	r.refresh() // the connection may have dropped while we waited
 	busy := r.cfg.FlushDelay > 0 && r.now.Sub(r.lastTake) < r.cfg.FlushDelay
@@ -303,13 +302,17 @@ func (r *runState) take(ev *usagev1.UsageEvent) {
 	r.form(false)
 }
 
-// gatherQueued adds up to n events, queued or arriving, until FlushDelay
-// has passed or the queue holds a whole batch. It sleeps meanwhile and then
-// takes what queued up, rather than receive each event as it arrives: a
-// receive per event would wake this goroutine once per request, which
-// costs the gateway more CPU than the batch saves. Enqueue wakes it early
-// once BatchSize events are queued. A stop request or an ack waits
-// meanwhile, at most FlushDelay.
+// gatherQueued adds up to n events, queued or arriving, until the queue
+// holds a whole batch or an event comes that ended FlushDelay after the
+// batch's first was taken (Enqueue wakes it for either), or twice
+// FlushDelay has passed. It sleeps meanwhile and then takes what queued
+// up, rather than receive each event as it arrives: a receive per event
+// would wake this goroutine once per request, which costs the gateway more
+// CPU than the batch saves. While events keep coming, one of them ends the
+// wait, in the wake-up its request already caused: the timer, which would
+// wake an idle gateway once per batch (and the runtime's poller once more,
+// as it sleeps in whole milliseconds), fires only when none comes. A stop
+// request or an ack waits meanwhile, at most twice FlushDelay.
 func (r *runState) gatherQueued(n int) {
 	n -= r.takeQueued(n)
 	if n <= 0 {
@@ -320,14 +323,15 @@ func (r *runState) gatherQueued(n int) {
 	default:
 	}
 	r.p.batchWant.Store(int64(n))
+	r.p.gatherUntil.Store(r.now.Add(r.cfg.FlushDelay).UnixNano())
 	if len(r.p.ch) < n { // else Enqueue may have looked before the Store
-		r.gather.Reset(r.cfg.FlushDelay)
+		r.gather.Reset(2 * r.cfg.FlushDelay)
 		select {
 		case <-r.gather.C:
 		case <-r.p.batchFull:
-			r.gather.Stop()
 		}
 	}
+	r.p.gatherUntil.Store(math.MaxInt64)
 	r.p.batchWant.Store(math.MaxInt64)
 	r.takeQueued(n)
 }
