@@ -122,23 +122,20 @@ func BenchmarkNonStreamRequest(b *testing.B) {
 
 // BenchmarkServedRequest is same-model through the gateway's own server
 // over a loopback socket, as in production, with a keep-alive client in
-// the same process (its allocations count too). Unlike RequestCtx.Init
-// above, the server keeps each connection's response body buffer, and the
-// client response takes the upstream body's buffer (SwapBody): the
-// upstream response then takes the connection's old buffer back to
-// fasthttp's pool. That pool (bytebufferpool) sizes itself by the length
-// of the buffers put back, from its 42,000th put on, so the warm-up runs
-// past that, to the steady state of a long-running gateway. Expected: 3
-// allocs/op, about 80 B (2026-12-03). The 64KB case is a 64 KiB chat body
-// of mixed text (the bench's large-64k scenario), the whole path at the
-// same 3 allocs/op: most of the body arrives after the 8 KiB fasthttp
-// reads with the headers, and limitBody's req.Body() reads the rest with
-// the request buffer's ReadFrom, straight from the socket into the buffer
-// the connection keeps from its earlier requests (no growth, no copy
-// through the server's read buffer once that is drained). Reading it into
-// a pooled buffer of the body's size instead, swapped in with SwapBody,
-// made no difference: same read syscalls per request, CPU per request
-// within noise at 64 KB and 4% worse at 512 KB (2026-12-05).
+// the same process (its allocations count too). The server gives each
+// connection's body buffers back after every response (ReduceMemoryUsage),
+// and the client response takes the upstream body's buffer (SwapBody): the
+// upstream response then takes a buffer from fasthttp's pool. That pool
+// (bytebufferpool) sizes itself by the length of the buffers put back,
+// from its 42,000th put on, so the warm-up runs past that, to the steady
+// state of a long-running gateway. Expected: 3 allocs/op, about 80 B
+// (2026-12-06). The 64KB case is a 64 KiB chat body of mixed text (the
+// bench's large-64k scenario), the whole path at the same 3 allocs/op:
+// most of the body arrives after the 8 KiB fasthttp reads with the
+// headers, and limitBody reads it into a pooled buffer of its size class
+// (bodybuf.go). Without that pool, with buffers given back, each large
+// body grew a new buffer from fasthttp's pool in fresh pages: make bench
+// measured 3x the CPU per request at 64 KB, 5x at 512 KB.
 func BenchmarkServedRequest(b *testing.B) {
 	large, err := loadgen.BuildBody(loadgen.BodySpec{Model: "mock-gpt", HistoryKB: 64, MixedText: true, PromptWords: 16})
 	if err != nil {

@@ -343,7 +343,13 @@ func (g *Gateway) newApp() *fiber.App {
 		// Streams are relayed through the body stream; fiber must not
 		// buffer or compress anything.
 		DisableDefaultContentType: true,
-		ReduceMemoryUsage:         false,
+		// A connection gives its write buffer and body buffers back after
+		// each response instead of keeping them while idle: hundreds of
+		// idle keep-alive connections otherwise hold 4 KiB or more each,
+		// and a large body's buffer until the connection closes. Large
+		// bodies get pooled buffers of their own (bodybuf.go). The read
+		// buffer stays: request bodies stream.
+		ReduceMemoryUsage: true,
 		// Request bodies stream: uploads pass through unheld, and limitBody
 		// holds every other body to BodyLimit (passthrough.go).
 		StreamRequestBody:            true,

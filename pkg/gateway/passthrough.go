@@ -126,6 +126,14 @@ func (g *Gateway) limitBody(c *fiber.Ctx) error {
 	case cl > limit:
 		return fiber.ErrRequestEntityTooLarge
 	case cl >= 0:
+		if b, ok := pooledBody(c.Context(), cl); ok { // a large body (bodybuf.go)
+			if _, err := io.ReadFull(req.BodyStream(), b); err != nil {
+				return fiber.NewError(fiber.StatusBadRequest,
+					fmt.Sprintf("read request body: it ended before its Content-Length of %d bytes", cl))
+			}
+			req.SetBodyRaw(b)
+			return c.Next()
+		}
 		// At most Content-Length bytes. When the client ends the body
 		// early, fasthttp's Body() holds its error text instead (always
 		// shorter: it reads the first 8 KiB with the headers and answers
