@@ -188,9 +188,10 @@ func (e *env) recreateStream(tb testing.TB) {
 	if err := e.js.DeleteStream(ctx, Stream); err != nil {
 		tb.Fatal(err)
 	}
-	if _, err := e.js.CreateStream(ctx, jetstream.StreamConfig{Name: Stream, Subjects: []string{"tollgate.usage.>"}}); err != nil {
-		tb.Fatal(err)
-	}
+	natstest.Recreate(tb, func() error {
+		_, err := e.js.CreateStream(ctx, jetstream.StreamConfig{Name: Stream, Subjects: []string{"tollgate.usage.>"}})
+		return err
+	})
 }
 
 // deptRequests is the all-time requests of dept's spend total.

@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/tollgate/tollgate/pkg/natstest"
 	"github.com/tollgate/tollgate/pkg/usage"
 	usagev1 "github.com/tollgate/tollgate/proto/tollgate/usage/v1"
 )
@@ -345,9 +346,7 @@ func TestHistoryChangedBelowWatermark(t *testing.T) {
 	if err := js.DeleteStream(ctx, DefaultStream); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := js.CreateStream(ctx, cfg); err != nil {
-		t.Fatal(err)
-	}
+	natstest.Recreate(t, func() error { _, err := js.CreateStream(ctx, cfg); return err })
 	var last uint64
 	for seq := uint64(9); seq <= 20; seq++ {
 		last = publishBatch(t, js, "p1", seq, int(seq-1)*10, int(seq)*10).Sequence

@@ -229,3 +229,19 @@ func CheckOpened(t testing.TB, nc *nats.Conn, closeFn func()) {
 		t.Fatal("connection not closed")
 	}
 }
+
+// Recreate calls create, which creates a stream deleted just before, until
+// it succeeds, for up to 5 seconds, and fails t if it never does: right
+// after a delete the server may still be removing the stream's store, and
+// creating it again then fails ("error creating store for stream").
+func Recreate(t testing.TB, create func() error) {
+	t.Helper()
+	err := create()
+	for end := time.Now().Add(5 * time.Second); err != nil && time.Now().Before(end); {
+		time.Sleep(20 * time.Millisecond)
+		err = create()
+	}
+	if err != nil {
+		t.Fatalf("create the stream again: %v", err)
+	}
+}

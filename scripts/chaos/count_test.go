@@ -98,9 +98,7 @@ func TestStreamScanHistoryChange(t *testing.T) {
 	if err := js.DeleteStream(ctx, usage.StreamName); err != nil {
 		t.Fatal(err)
 	}
-	if err := usage.EnsureStream(ctx, js, usage.StreamConfig{}); err != nil {
-		t.Fatal(err)
-	}
+	natstest.Recreate(t, func() error { return usage.EnsureStream(ctx, js, usage.StreamConfig{}) })
 	publish(1, 2, 4, 5)
 	if err := r.countStream(ctx, "a", &c); err != nil {
 		t.Fatal(err)
