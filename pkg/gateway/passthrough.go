@@ -126,19 +126,21 @@ func (g *Gateway) limitBody(c *fiber.Ctx) error {
 	case cl > limit:
 		return fiber.ErrRequestEntityTooLarge
 	case cl >= 0:
-		if b, ok := pooledBody(c.Context(), cl); ok { // a large body (bodybuf.go)
-			if _, err := io.ReadFull(req.BodyStream(), b); err != nil {
-				return fiber.NewError(fiber.StatusBadRequest,
-					fmt.Sprintf("read request body: it ended before its Content-Length of %d bytes", cl))
+		// Exactly Content-Length bytes: a large body into a pooled buffer
+		// (bodybuf.go), a smaller one with fasthttp's Body(). When the
+		// client ends the body early, Body() holds its error text instead
+		// (always shorter: it reads the first 8 KiB with the headers and
+		// answers a short one itself).
+		whole := false
+		if b, ok := pooledBody(c.Context(), cl); ok {
+			if _, err := io.ReadFull(req.BodyStream(), b); err == nil {
+				req.SetBodyRaw(b)
+				whole = true
 			}
-			req.SetBodyRaw(b)
-			return c.Next()
+		} else {
+			whole = len(req.Body()) == cl
 		}
-		// At most Content-Length bytes. When the client ends the body
-		// early, fasthttp's Body() holds its error text instead (always
-		// shorter: it reads the first 8 KiB with the headers and answers
-		// a short one itself).
-		if b := req.Body(); len(b) != cl {
+		if !whole {
 			return fiber.NewError(fiber.StatusBadRequest,
 				fmt.Sprintf("read request body: it ended before its Content-Length of %d bytes", cl))
 		}
