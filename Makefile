@@ -46,7 +46,7 @@ test-chaos:
 	$(BIN)/chaos -scenario "$(SCENARIO)" $(if $(NATS_SERVER),-nats-server "$(NATS_SERVER)")
 
 .PHONY: bench bench-soak
-## bench: the benchmark suite (direct, bareproxy, tollgate; under 16 minutes): BENCHMARKS.md, docs/bench/
+## bench: the benchmark suite (direct, bareproxy, tollgate; about 17 minutes): BENCHMARKS.md, docs/bench/
 bench:
 	scripts/bench/run.sh
 

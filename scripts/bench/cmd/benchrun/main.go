@@ -7,7 +7,7 @@
 // It writes BENCHMARKS.md, docs/bench/latest.json, SVG charts and the top
 // of the gateway's CPU profile in one scenario (see profile.go).
 //
-//	benchrun                    # the full suite (under 16 minutes on 2 cores)
+//	benchrun                    # the full suite (about 17 minutes on 2 cores)
 //	benchrun -only 'nonstream'  # a subset; results stay in bench-results/
 //	benchrun -soak              # the 3-minute soak, added to BENCHMARKS.md
 //	benchrun -render            # rewrite BENCHMARKS.md and the charts from the JSON
@@ -302,6 +302,12 @@ func runSuite(ctx context.Context, o *options, out io.Writer) error {
 			// of them (see profile.go).
 			pr, top := s.profileRun(ctx, p, e.machine.Commit)
 			res.Profiles, profileTops[p.name] = append(res.Profiles, pr), top
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+		}
+		if _, ok := pausedScenarios[p.name]; ok {
+			res.Paused = append(res.Paused, s.pausedRun(ctx, p))
 			if err := ctx.Err(); err != nil {
 				return err
 			}

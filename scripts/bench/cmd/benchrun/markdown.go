@@ -190,7 +190,9 @@ func render(r *Results, soak *Soak, chartDir string) []byte {
 		}
 		m.row(c.Goal, c.Measured, v, prof)
 	}
-	m.p("\n%d of %d measured targets met. A target measured on the gateway's CPU links the profile of the scenario that measured it (see [Gateway CPU profiles](#gateway-cpu-profiles)): where a target is missed, that is where the time goes.\n\n", met, measured)
+	m.p("\n%d of %d measured targets met. A target compared with bareproxy on throughput, latency or CPU links the gateway's CPU profile of the scenario that measured it (see [Gateway CPU profiles](#gateway-cpu-profiles)), and some give the figure of an extra run with the accounting servers paused (see [Runs with the accounting servers paused](#runs-with-the-accounting-servers-paused)): where a target is missed, the two say how much of the difference is the gateway's own work and how much is nats-server and the budget consumer working on the load CPU. ", met, measured)
+	perf := path.Join(path.Dir(chartDir), "performance.md")
+	m.p("[%s](%s), kept by hand, reads these figures for the commit it names: where each missed target's difference goes, and what is left to do.\n\n", perf, perf)
 
 	m.p("## Charts\n\n")
 	for _, c := range charts(r) {
@@ -222,6 +224,7 @@ func render(r *Results, soak *Soak, chartDir string) []byte {
 	soakSection(&m, soak)
 	goBenchSection(&m, r.GoBench)
 	profileSection(&m, r.Profiles, chartDir)
+	pausedSection(&m, r)
 	if len(r.Notes) > 0 {
 		m.p("## Notes on this run\n\n")
 		for _, n := range r.Notes {
@@ -622,4 +625,40 @@ func joinNums(v []float64, f func(float64) string) string {
 		s[i] = f(x)
 	}
 	return strings.Join(s, ", ")
+}
+
+// pausedSection sets each run with the accounting servers paused beside
+// the measured medians of its scenario.
+func pausedSection(m *md, r *Results) {
+	m.p("## Runs with the accounting servers paused\n\n")
+	if len(r.Paused) == 0 {
+		m.p("None in this run.\n\n")
+		return
+	}
+	m.p("nats-server and the budget consumer share the load CPU with loadgen and mockllm. After the measured repetitions of some scenarios, one more run on tollgate had the servers named below stopped (SIGSTOP) for its whole length and resumed after it. ")
+	m.p("The gateway still did all of its own work, usage events included (they wait in its NATS connection and are stored when the server resumes); what the run leaves out is the servers' CPU on the load CPU, and, with the budget consumer stopped, the spend totals arriving at the gateway. ")
+	m.p("These runs are in no other table and decide no verdict; set beside the medians, they split what tollgate costs into the gateway's share and its servers' share on this rig.\n\n")
+	m.header("Scenario", "Paused", "req/s", "p50", "p99", "CPU s per 1k", "load CPU", "tollgate median: req/s, p99, CPU s per 1k", "bareproxy median: req/s, p99, CPU s per 1k")
+	med := func(x *Run) string {
+		if x == nil {
+			return "-"
+		}
+		return fmt.Sprintf("%.0f, %.3f, %.3f", x.RPS, x.P99, x.CPUPer1k)
+	}
+	for _, p := range r.Paused {
+		title := p.Scenario
+		for _, sc := range r.Scenarios {
+			if sc.Name == p.Scenario {
+				title = sc.Title
+			}
+		}
+		if p.Run == nil {
+			m.row(title, p.pausedText(), "failed: "+p.Error, "-", "-", "-", "-", "-", "-")
+			continue
+		}
+		x := p.Run
+		m.row(title, p.pausedText(), n0(x.RPS), ms3(x.P50), ms3(x.P99), fmt.Sprintf("%.3f", x.CPUPer1k), ms2(x.LoadCores),
+			med(r.lookup(p.Scenario, targetTollgate)), med(r.lookup(p.Scenario, targetBareproxy)))
+	}
+	m.p("\n")
 }

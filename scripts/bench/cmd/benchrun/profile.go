@@ -27,9 +27,10 @@ import (
 // pays for it.
 
 // profileScenarios are the scenarios whose gateway profile is kept: one for
-// each kind of target measured on the gateway's CPU (throughput, CPU at a
-// fixed request rate, CPU with large bodies).
-var profileScenarios = []string{"nonstream-c32", "cpu-r1000", "cpu-r100", "large-64k-c8", "large-512k-c8"}
+// each target compared with bareproxy on throughput, latency or CPU
+// (throughput at 8 and 32 clients, latency at one client, streams, CPU at
+// a fixed request rate, CPU with large bodies).
+var profileScenarios = []string{"nonstream-c1", "nonstream-c8", "nonstream-c32", "stream-c64", "cpu-r1000", "cpu-r100", "large-64k-c8", "large-512k-c8"}
 
 // profiled reports whether scenario name gets an extra profiled run.
 func profiled(name string) bool { return slices.Contains(profileScenarios, name) }
@@ -73,7 +74,7 @@ func (s *suite) profileRun(ctx context.Context, p plan, commit string) (*Profile
 	pr := &Profile{Scenario: p.name, Title: p.title, WindowS: p.dur.Seconds()}
 	fmt.Fprintf(s.out, "  extra run of %s on %s for its CPU profile (%s, not measured)\n", p.name, targetTollgate, p.dur)
 	prof := &profiling{}
-	_, err := s.load(ctx, p, targetTollgate, targetTollgate+"-profiled", prof)
+	_, err := s.load(ctx, p, targetTollgate, targetTollgate+"-profiled", loadOpts{prof: prof})
 	err = cmp.Or(err, prof.err)
 	var top []byte
 	if err == nil {

@@ -268,6 +268,7 @@ func TestRender(t *testing.T) {
 		name     string
 		soak     *Soak
 		profiles []*Profile
+		paused   []*Paused
 		want     []string
 		notWant  []string
 	}{
@@ -280,6 +281,7 @@ func TestRender(t *testing.T) {
 				"pending (its feature has not landed)", "Test CPU", "| tollgate-fallback | 1900 | 0.47× |", "make bench", "**3** (status_5xx 3)",
 				"Stages without a benchmark yet: body edit (pkg/providers/openai)",
 				"Not run yet: `make bench-soak`",
+				"[docs/performance.md](docs/performance.md), kept by hand",
 			},
 			notWant: []string{"/tmp/", "/work/", "NaN"},
 		},
@@ -290,32 +292,66 @@ func TestRender(t *testing.T) {
 		},
 		{
 			name:    "without profile",
-			want:    []string{"## Gateway CPU profiles", "Not taken in this run", "`nonstream-c32`, `cpu-r1000`, `cpu-r100`, `large-64k-c8`, `large-512k-c8`"},
+			want:    []string{"## Gateway CPU profiles", "Not taken in this run", "`nonstream-c1`, `nonstream-c8`, `nonstream-c32`, `stream-c64`, `cpu-r1000`, `cpu-r100`, `large-64k-c8`, `large-512k-c8`"},
 			notWant: []string{"profile-nonstream-c32.txt", "[cpu-r1000]"},
 		},
 		{
 			name: "with profiles",
 			profiles: []*Profile{
+				{Scenario: "nonstream-c8", Title: "Non-stream, instant upstream, 8 clients", WindowS: 5, File: profileFile("nonstream-c8")},
 				{Scenario: "nonstream-c32", Title: "Non-stream, instant upstream, 32 clients", WindowS: 5, File: profileFile("nonstream-c32")},
 				{Scenario: "cpu-r1000", WindowS: 5, Error: "get profile: connection refused"},
 			},
 			want: []string{"- [docs/bench/profile-nonstream-c32.txt](docs/bench/profile-nonstream-c32.txt): `nonstream-c32` (Non-stream, instant upstream, 32 clients), a 5s run.",
 				"an extra run of its scenario on tollgate after the scenario's measured repetitions",
 				"- `cpu-r1000`: could not be taken in this run: get profile: connection refused.",
-				// Both throughput targets link the profile that shows where the
-				// time goes, and say where each request's CPU went on the load
-				// CPU (accounting's share of it) and in the serving process.
-				"| Non-stream throughput at 8 clients >= 0.85 x bareproxy | 0.90 x (9000 vs 10000 req/s); CPU µs per request: load CPU 110.0 vs 100.0 (0.99 vs 1.00 cores busy; nats-server + budget 5.0 of it), serving process 25.0 vs 20.0 | met | [nonstream-c32](docs/bench/profile-nonstream-c32.txt) |",
-				"| Non-stream throughput at 32 clients >= 0.85 x bareproxy |",
+				// Each throughput target links the profile of its own
+				// scenario, and says where each request's CPU went on the
+				// load CPU (accounting's share of it) and in the serving
+				// process.
+				"| Non-stream throughput at 8 clients >= 0.85 x bareproxy | 0.90 x (9000 vs 10000 req/s); CPU µs per request: load CPU 110.0 vs 100.0 (0.99 vs 1.00 cores busy; nats-server + budget 5.0 of it), serving process 25.0 vs 20.0 | met | [nonstream-c8](docs/bench/profile-nonstream-c8.txt) |",
+				"| Non-stream throughput at 32 clients >= 0.85 x bareproxy | 0.50 x (5000 vs 10000 req/s); CPU µs per request: load CPU 0.0 vs 0.0 (0.00 vs 0.00 cores busy; nats-server + budget 0.0 of it), serving process 30.0 vs 20.0 | **missed** | [nonstream-c32](docs/bench/profile-nonstream-c32.txt) |",
+				// A target whose scenario was not profiled links nothing.
+				"| Added latency at 1 client: p99 <= bareproxy + 0.2 ms | +0.100 ms (0.600 vs 0.500) | met | - |",
 			},
 			// A profile that was not taken is linked nowhere.
 			notWant: []string{"profile-cpu-r1000.txt", "[cpu-r1000]"},
+		},
+		{
+			name: "without paused runs",
+			want: []string{"## Runs with the accounting servers paused\n\nNone in this run.",
+				"| Streams at 64 clients >= 0.9 x bareproxy | 0.95 x (950 vs 1000 streams/s); CPU µs per request: load CPU 0.0 vs 0.0",
+				// The absolute memory goal is set beside bareproxy's own figure.
+				"| RSS per 1,000 concurrent streams <= 30 MB | 25.0 MB at 1000 streams (bareproxy: 22.0 MB at 1000) | met |"},
+			notWant: []string{"an extra run)"},
+		},
+		{
+			name: "with paused runs",
+			paused: []*Paused{
+				{Scenario: "nonstream-c1", Paused: []string{pauseNATS, pauseBudget}, Run: &Run{RPS: 2900, P50: 0.21, P99: 0.52, CPUPer1k: 0.05, LoadCores: 0.9}},
+				{Scenario: "nonstream-c8", Paused: []string{pauseNATS, pauseBudget}, Run: &Run{RPS: 9500}},
+				{Scenario: "cpu-r100", Paused: []string{pauseBudget}, Run: &Run{CPUPer1k: 0.22}},
+				{Scenario: "stream-c64", Paused: []string{pauseNATS, pauseBudget}, Error: "pause nats-server: no such process"},
+			},
+			want: []string{
+				// The latency target: the paused p99 against bareproxy's.
+				"| Added latency at 1 client: p99 <= bareproxy + 0.2 ms | +0.100 ms (0.600 vs 0.500); with nats-server and budget paused (an extra run): p99 0.520 ms, +0.020 ms against bareproxy's median | met |",
+				"0.90 x (9000 vs 10000 req/s); CPU µs per request: load CPU 110.0 vs 100.0 (0.99 vs 1.00 cores busy; nats-server + budget 5.0 of it), serving process 25.0 vs 20.0; with nats-server and budget paused (an extra run): 9500 req/s, 0.95 x against bareproxy's median | met |",
+				"| CPU per 1,000 requests at 100 req/s <= 1.25 x bareproxy | 1.20 x (0.240 vs 0.200 CPU s); with budget paused (an extra run): 0.220 CPU s, 1.10 x against bareproxy's median | met |",
+				// The section sets each run beside the medians; a failed run
+				// says why.
+				"| nonstream-c1 | nats-server and budget | 2900 | 0.210 | 0.520 | 0.050 | 0.90 | 2800, 0.600, 0.000 | 3000, 0.500, 0.000 |",
+				"| stream-c64 | nats-server and budget | failed: pause nats-server: no such process |",
+			},
+			// A failed paused run adds nothing to its target.
+			notWant: []string{"streams/s, ", "None in this run."},
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			res := sampleResults()
 			res.Profiles = tt.profiles
+			res.Paused = tt.paused
 			out := string(render(res, tt.soak, "docs/bench"))
 			for _, s := range tt.want {
 				if !strings.Contains(out, s) {

@@ -30,6 +30,9 @@ type Results struct {
 	// Profiles are the gateway's CPU profile tops of the profileScenarios
 	// that ran, in the order they ran.
 	Profiles []*Profile `json:"profiles,omitempty"`
+	// Paused are the runs of the pausedScenarios with the accounting
+	// servers stopped, in the order they ran.
+	Paused []*Paused `json:"paused,omitempty"`
 	// Pending lists scenarios that cannot run yet, with the reason.
 	Pending []Pending `json:"pending"`
 	// Notes are remarks about this run (retries, a busy machine).

@@ -163,6 +163,9 @@ func estimate(ps []plan, reps, startReps int, goBench bool) time.Duration {
 			pp := profilePlan(p)
 			d += pp.warmup + pp.dur + pp.extra + runOverhead
 		}
+		if _, ok := pausedScenarios[p.name]; ok {
+			d += p.warmup + p.dur + p.extra + runOverhead
+		}
 	}
 	d += time.Duration(startReps*3) * 1500 * time.Millisecond // start-up and idle RSS
 	d += 30 * time.Second                                     // build and stack start

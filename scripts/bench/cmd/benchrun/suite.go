@@ -80,7 +80,7 @@ func (s *suite) one(ctx context.Context, p plan, target string, rep int) (Run, e
 	if target == targetTollgate && rep == 1 && s.profile != nil && s.profile.MatchString(p.name) {
 		prof = &profiling{}
 	}
-	run, err := s.load(ctx, p, target, target, prof)
+	run, err := s.load(ctx, p, target, target, loadOpts{prof: prof})
 	if prof != nil && prof.err != nil {
 		fmt.Fprintf(s.out, "  profile: %v\n", prof.err)
 	}
@@ -94,9 +94,18 @@ type profiling struct {
 	err  error
 }
 
+// loadOpts are what an extra run does besides the load.
+type loadOpts struct {
+	// prof, when set, asks for the gateway's CPU profile.
+	prof *profiling
+	// pause are processes stopped for the run (see paused.go).
+	pause []*procs.Proc
+}
+
 // load runs loadgen once for p on target, its files in the raw directory
-// named after label; with prof set it takes the gateway's CPU profile too.
-func (s *suite) load(ctx context.Context, p plan, target, label string, prof *profiling) (Run, error) {
+// named after label; o asks for a CPU profile or paused processes.
+func (s *suite) load(ctx context.Context, p plan, target, label string, o loadOpts) (Run, error) {
+	prof := o.prof
 	addr, pid, admin := s.st.addr(target), s.st.pid(target), s.st.gw.admin
 	if p.fresh {
 		in, err := s.st.startFresh(ctx, target, false)
@@ -115,6 +124,13 @@ func (s *suite) load(ctx context.Context, p plan, target, label string, prof *pr
 	// Leftover work of the previous run (events being folded, sockets
 	// closing) must not run into this one.
 	settle(ctx, []int{s.st.nats.PID(), s.st.budget.PID(), s.st.mock.PID(), s.st.bare.p.PID(), s.st.gw.p.PID()}, 3*time.Second)
+	if len(o.pause) > 0 {
+		resume, err := pause(o.pause)
+		if err != nil {
+			return Run{}, err
+		}
+		defer resume()
+	}
 
 	s.runs++
 	base := fmt.Sprintf("%03d-%s-%s", s.runs, p.name, label)

@@ -1,0 +1,118 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"syscall"
+
+	"github.com/tollgate/tollgate/pkg/procs"
+)
+
+// Runs with the accounting servers paused: where a target is measured
+// against bareproxy on a shared load CPU, part of what tollgate pays is
+// not in the gateway at all but in nats-server and the budget consumer,
+// which run on the load CPU beside loadgen and mockllm (storing the usage
+// batches, folding them, writing and sending the spend totals). After the
+// measured repetitions of each of pausedScenarios the suite runs that
+// scenario once more on tollgate with those servers stopped (SIGSTOP) for
+// the run and resumed (SIGCONT) after it. The gateway still does all of
+// its own accounting (JWT, budget and rate-limit checks, the usage events
+// encoded and written to its NATS connection); what the run leaves out is
+// the servers' share of the load CPU (and, with the budget consumer
+// stopped, the spend totals arriving at the gateway). Set beside the
+// measured figures, it splits a missed target into what the gateway costs
+// and what its servers cost on this rig. The run is in no table but its
+// own and decides no verdict.
+
+// Accounting servers that a paused run can stop.
+const (
+	pauseNATS   = "nats-server"
+	pauseBudget = "budget"
+)
+
+// pausedScenarios are the scenarios that get a paused run, with the
+// servers each pauses: both for the closed loops and the one-client
+// latency (their windows are a few seconds, far inside the publisher's 5 s
+// ack timeout, so no batch is spooled while NATS is stopped); only the
+// budget consumer for the fixed-rate CPU runs, whose longer windows would
+// outlast that timeout (the gateway would then spool batches, work a
+// normal run does not do). There the run shows what applying the totals
+// costs the gateway.
+var pausedScenarios = map[string][]string{
+	"nonstream-c1": {pauseNATS, pauseBudget},
+	"nonstream-c8": {pauseNATS, pauseBudget},
+	"stream-c64":   {pauseNATS, pauseBudget},
+	"cpu-r1000":    {pauseBudget},
+	"cpu-r100":     {pauseBudget},
+}
+
+// Paused is the result of one paused run.
+type Paused struct {
+	Scenario string   `json:"scenario"`
+	Paused   []string `json:"paused"`
+	// Run is the run's summary; nil when it failed.
+	Run   *Run   `json:"run,omitempty"`
+	Error string `json:"error,omitempty"`
+}
+
+// pausedText says which servers a paused run stopped.
+func (p *Paused) pausedText() string { return strings.Join(p.Paused, " and ") }
+
+// pausedRun runs p once more on tollgate with its servers stopped. A
+// failure is reported and recorded, never returned, so that the suite
+// still finishes.
+func (s *suite) pausedRun(ctx context.Context, p plan) *Paused {
+	pr := &Paused{Scenario: p.name, Paused: pausedScenarios[p.name]}
+	fmt.Fprintf(s.out, "  extra run of %s on %s with %s paused (not measured)\n", p.name, targetTollgate, pr.pausedText())
+	var stop []*procs.Proc
+	for _, name := range pr.Paused {
+		switch name {
+		case pauseNATS:
+			stop = append(stop, s.st.nats)
+		case pauseBudget:
+			stop = append(stop, s.st.budget)
+		}
+	}
+	run, err := s.load(ctx, p, targetTollgate, targetTollgate+"-paused", loadOpts{pause: stop})
+	if err != nil {
+		pr.Error = err.Error()
+		fmt.Fprintf(s.out, "  the paused run failed: %v\n", err)
+		return pr
+	}
+	pr.Run = &run
+	fmt.Fprintf(s.out, "  paused: %s\n", runLine(p, run))
+	return pr
+}
+
+// pause stops each of ps and returns the function that resumes them.
+func pause(ps []*procs.Proc) (resume func(), err error) {
+	var stopped []*procs.Proc
+	resume = func() {
+		for _, p := range stopped {
+			_ = p.Signal(syscall.SIGCONT)
+		}
+	}
+	for _, p := range ps {
+		if p.Exited() {
+			resume()
+			return nil, fmt.Errorf("pause %s: it has exited: %v", p.Name(), p.Err())
+		}
+		if err := p.Signal(syscall.SIGSTOP); err != nil {
+			resume()
+			return nil, fmt.Errorf("pause %s: %w", p.Name(), err)
+		}
+		stopped = append(stopped, p)
+	}
+	return resume, nil
+}
+
+// pausedResult returns the paused run of scenario name, or nil.
+func (r *Results) pausedResult(name string) *Paused {
+	for _, p := range r.Paused {
+		if p.Scenario == name {
+			return p
+		}
+	}
+	return nil
+}
