@@ -635,7 +635,7 @@ func pausedSection(m *md, r *Results) {
 		m.p("None in this run.\n\n")
 		return
 	}
-	m.p("nats-server and the budget consumer share the load CPU with loadgen and mockllm. After the measured repetitions of some scenarios, one more run on tollgate had the servers named below stopped (SIGSTOP) for its whole length and resumed after it. ")
+	m.p("nats-server and the budget consumer share the load CPU with loadgen and mockllm. After all the measured runs, one more run of each scenario below on tollgate had the servers named stopped (SIGSTOP) for its whole length and resumed after it (last, so that the events the gateway held in memory meanwhile weigh on no measured figure). ")
 	m.p("The gateway still did all of its own work, usage events included (they wait in its NATS connection and are stored when the server resumes); what the run leaves out is the servers' CPU on the load CPU, and, with the budget consumer stopped, the spend totals arriving at the gateway. ")
 	m.p("These runs are in no other table and decide no verdict; set beside the medians, they split what tollgate costs into the gateway's share and its servers' share on this rig.\n\n")
 	m.header("Scenario", "Paused", "req/s", "p50", "p99", "CPU s per 1k", "load CPU", "tollgate median: req/s, p99, CPU s per 1k", "bareproxy median: req/s, p99, CPU s per 1k")

@@ -13,12 +13,14 @@ import (
 // against bareproxy on a shared load CPU, part of what tollgate pays is
 // not in the gateway at all but in nats-server and the budget consumer,
 // which run on the load CPU beside loadgen and mockllm (storing the usage
-// batches, folding them, writing and sending the spend totals). After the
-// measured repetitions of each of pausedScenarios the suite runs that
-// scenario once more on tollgate with those servers stopped (SIGSTOP) for
-// the run and resumed (SIGCONT) after it. The gateway still does all of
-// its own accounting (JWT, budget and rate-limit checks, the usage events
-// encoded and written to its NATS connection); what the run leaves out is
+// batches, folding them, writing and sending the spend totals). After
+// every measured run the suite runs each of pausedScenarios once more on
+// tollgate with those servers stopped (SIGSTOP) for the run and resumed
+// (SIGCONT) after it: last, because while NATS is stopped the gateway
+// holds its usage events in memory, and the measured figures of the same
+// process (peak RSS above all) must not see that. The gateway still does
+// all of its own accounting (JWT, budget and rate-limit checks, the usage
+// events encoded and written to its NATS connection); what the run leaves out is
 // the servers' share of the load CPU (and, with the budget consumer
 // stopped, the spend totals arriving at the gateway). Set beside the
 // measured figures, it splits a missed target into what the gateway costs
