@@ -449,6 +449,11 @@ func printPlan(out io.Writer, ps []plan, o *options, startReps int, goBench bool
 			fmt.Fprintf(out, "  %-20s one more tollgate run (window %s), not measured: the gateway's CPU profile\n", p.name, profilePlan(p).dur)
 		}
 	}
+	for _, p := range ps {
+		if srv, ok := pausedScenarios[p.name]; ok {
+			fmt.Fprintf(out, "  %-20s one more tollgate run after all the others, not measured: %s paused\n", p.name, strings.Join(srv, " and "))
+		}
+	}
 	if goBench {
 		fmt.Fprintf(out, "  per-stage Go benchmarks (-benchtime %s)\n", o.benchtime)
 	}
