@@ -635,10 +635,10 @@ func pausedSection(m *md, r *Results) {
 		m.p("None in this run.\n\n")
 		return
 	}
-	m.p("nats-server and the budget consumer share the load CPU with loadgen and mockllm. After all the measured runs, one more run of each scenario below on tollgate had the servers named stopped (SIGSTOP) for its whole length and resumed after it (last, so that the events the gateway held in memory meanwhile weigh on no measured figure). ")
+	m.p("nats-server and the budget consumer share the load CPU with loadgen and mockllm. After all the measured runs, each scenario below ran again on tollgate, as many times as it was measured, with the servers named stopped (SIGSTOP) for each run's whole length and resumed after it (last, so that the events the gateway held in memory meanwhile weigh on no measured figure; a short run with the servers up came first, so that the gateway's budget lease was fresh). The figures are the medians of those runs. ")
 	m.p("The gateway still did all of its own work, usage events included (they wait in its NATS connection and are stored when the server resumes); what the run leaves out is the servers' CPU on the load CPU, and, with the budget consumer stopped, the spend totals arriving at the gateway. ")
 	m.p("These runs are in no other table and decide no verdict; set beside the medians, they split what tollgate costs into the gateway's share and its servers' share on this rig.\n\n")
-	m.header("Scenario", "Paused", "req/s", "p50", "p99", "CPU s per 1k", "load CPU", "tollgate median: req/s, p99, CPU s per 1k", "bareproxy median: req/s, p99, CPU s per 1k")
+	m.header("Scenario", "Paused", "req/s", "p50", "p99", "CPU s per 1k", "load CPU", "Errors", "tollgate median: req/s, p99, CPU s per 1k", "bareproxy median: req/s, p99, CPU s per 1k")
 	med := func(x *Run) string {
 		if x == nil {
 			return "-"
@@ -653,11 +653,11 @@ func pausedSection(m *md, r *Results) {
 			}
 		}
 		if p.Run == nil {
-			m.row(title, p.pausedText(), "failed: "+p.Error, "-", "-", "-", "-", "-", "-")
+			m.row(title, p.pausedText(), "failed: "+p.Error, "-", "-", "-", "-", "-", "-", "-")
 			continue
 		}
 		x := p.Run
-		m.row(title, p.pausedText(), n0(x.RPS), ms3(x.P50), ms3(x.P99), fmt.Sprintf("%.3f", x.CPUPer1k), ms2(x.LoadCores),
+		m.row(title, p.pausedText(), n0(x.RPS), ms3(x.P50), ms3(x.P99), fmt.Sprintf("%.3f", x.CPUPer1k), ms2(x.LoadCores), errText(x),
 			med(r.lookup(p.Scenario, targetTollgate)), med(r.lookup(p.Scenario, targetBareproxy)))
 	}
 	m.p("\n")

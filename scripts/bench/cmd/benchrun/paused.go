@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/tollgate/tollgate/pkg/procs"
 )
@@ -14,18 +15,18 @@ import (
 // not in the gateway at all but in nats-server and the budget consumer,
 // which run on the load CPU beside loadgen and mockllm (storing the usage
 // batches, folding them, writing and sending the spend totals). After
-// every measured run the suite runs each of pausedScenarios once more on
-// tollgate with those servers stopped (SIGSTOP) for the run and resumed
-// (SIGCONT) after it: last, because while NATS is stopped the gateway
-// holds its usage events in memory, and the measured figures of the same
-// process (peak RSS above all) must not see that. The gateway still does
-// all of its own accounting (JWT, budget and rate-limit checks, the usage
-// events encoded and written to its NATS connection); what the run leaves out is
-// the servers' share of the load CPU (and, with the budget consumer
-// stopped, the spend totals arriving at the gateway). Set beside the
-// measured figures, it splits a missed target into what the gateway costs
-// and what its servers cost on this rig. The run is in no table but its
-// own and decides no verdict.
+// every measured run the suite runs each of pausedScenarios again on
+// tollgate, as many times as it was measured, with those servers stopped
+// (SIGSTOP) for each run and resumed (SIGCONT) after it: last, because
+// while NATS is stopped the gateway holds its usage events in memory, and
+// the measured figures of the same process (peak RSS above all) must not
+// see that. The gateway still does all of its own accounting (JWT, budget
+// and rate-limit checks, the usage events encoded and written to its NATS
+// connection); what the runs leave out is the servers' share of the load
+// CPU (and, with the budget consumer stopped, the spend totals arriving at
+// the gateway). Set beside the measured figures, their median splits a
+// missed target into what the gateway costs and what its servers cost on
+// this rig. The runs are in no table but their own and decide no verdict.
 
 // Accounting servers that a paused run can stop.
 const (
@@ -53,10 +54,14 @@ var pausedScenarios = map[string][]string{
 type Paused struct {
 	Scenario string   `json:"scenario"`
 	Paused   []string `json:"paused"`
-	// Run is the run's summary; nil when it failed.
-	Run   *Run   `json:"run,omitempty"`
+	// Runs are the repetitions, Run their median; nil when one failed.
+	Runs  []Run  `json:"runs,omitempty"`
+	Run   *Run   `json:"median,omitempty"`
 	Error string `json:"error,omitempty"`
 }
+
+// leaseWarmup is the run before a paused run that renews the lease.
+const leaseWarmup = 300 * time.Millisecond
 
 // pausedText says which servers a paused run stopped.
 func (p *Paused) pausedText() string { return strings.Join(p.Paused, " and ") }
@@ -76,14 +81,33 @@ func (s *suite) pausedRun(ctx context.Context, p plan) *Paused {
 			stop = append(stop, s.st.budget)
 		}
 	}
-	run, err := s.load(ctx, p, targetTollgate, targetTollgate+"-paused", loadOpts{pause: stop})
+	// A short run with the servers up first: the gateway's budget lease
+	// expires after 30 s without traffic, and with NATS stopped a gateway
+	// cannot draw a new one (it refuses after budget.leases.first_grant_wait,
+	// as the README says), so the paused run must start on a fresh lease.
+	warm := p
+	warm.warmup, warm.dur = 0, leaseWarmup
+	_, err := s.load(ctx, warm, targetTollgate, targetTollgate+"-before-pause", loadOpts{})
+	// As many repetitions as the measured runs, for a median as steady
+	// as theirs.
+	for rep := 1; err == nil && rep <= s.reps; rep++ {
+		var run Run
+		run, err = s.load(ctx, p, targetTollgate, targetTollgate+"-paused", loadOpts{pause: stop})
+		if err == nil && run.Requests == 0 {
+			err = fmt.Errorf("no request answered (%d errors: %v)", run.Errors, run.ErrorsByKind)
+		}
+		if err == nil {
+			pr.Runs = append(pr.Runs, run)
+			fmt.Fprintf(s.out, "  paused, rep %d: %s\n", rep, runLine(p, run))
+		}
+	}
 	if err != nil {
 		pr.Error = err.Error()
 		fmt.Fprintf(s.out, "  the paused run failed: %v\n", err)
 		return pr
 	}
-	pr.Run = &run
-	fmt.Fprintf(s.out, "  paused: %s\n", runLine(p, run))
+	m := medianRun(pr.Runs)
+	pr.Run = &m
 	return pr
 }
 

@@ -323,7 +323,7 @@ func TestRender(t *testing.T) {
 				"| Streams at 64 clients >= 0.9 x bareproxy | 0.95 x (950 vs 1000 streams/s); CPU µs per request: load CPU 0.0 vs 0.0",
 				// The absolute memory goal is set beside bareproxy's own figure.
 				"| RSS per 1,000 concurrent streams <= 30 MB | 25.0 MB at 1000 streams (bareproxy: 22.0 MB at 1000) | met |"},
-			notWant: []string{"an extra run)"},
+			notWant: []string{"extra runs, median"},
 		},
 		{
 			name: "with paused runs",
@@ -331,17 +331,20 @@ func TestRender(t *testing.T) {
 				{Scenario: "nonstream-c1", Paused: []string{pauseNATS, pauseBudget}, Run: &Run{RPS: 2900, P50: 0.21, P99: 0.52, CPUPer1k: 0.05, LoadCores: 0.9}},
 				{Scenario: "nonstream-c8", Paused: []string{pauseNATS, pauseBudget}, Run: &Run{RPS: 9500}},
 				{Scenario: "cpu-r100", Paused: []string{pauseBudget}, Run: &Run{CPUPer1k: 0.22}},
+				// Errors in a paused run void its figure.
+				{Scenario: "cpu-r1000", Paused: []string{pauseBudget}, Run: &Run{CPUPer1k: 0.12, Errors: 2}},
 				{Scenario: "stream-c64", Paused: []string{pauseNATS, pauseBudget}, Error: "pause nats-server: no such process"},
 			},
 			want: []string{
 				// The latency target: the paused p99 against bareproxy's.
-				"| Added latency at 1 client: p99 <= bareproxy + 0.2 ms | +0.100 ms (0.600 vs 0.500); with nats-server and budget paused (an extra run): p99 0.520 ms, +0.020 ms against bareproxy's median | met |",
-				"0.90 x (9000 vs 10000 req/s); CPU µs per request: load CPU 110.0 vs 100.0 (0.99 vs 1.00 cores busy; nats-server + budget 5.0 of it), serving process 25.0 vs 20.0; with nats-server and budget paused (an extra run): 9500 req/s, 0.95 x against bareproxy's median | met |",
-				"| CPU per 1,000 requests at 100 req/s <= 1.25 x bareproxy | 1.20 x (0.240 vs 0.200 CPU s); with budget paused (an extra run): 0.220 CPU s, 1.10 x against bareproxy's median | met |",
+				"| Added latency at 1 client: p99 <= bareproxy + 0.2 ms | +0.100 ms (0.600 vs 0.500); with nats-server and budget paused (extra runs, median): p99 0.520 ms, +0.020 ms against bareproxy's median | met |",
+				"0.90 x (9000 vs 10000 req/s); CPU µs per request: load CPU 110.0 vs 100.0 (0.99 vs 1.00 cores busy; nats-server + budget 5.0 of it), serving process 25.0 vs 20.0; with nats-server and budget paused (extra runs, median): 9500 req/s, 0.95 x against bareproxy's median | met |",
+				"| CPU per 1,000 requests at 100 req/s <= 1.25 x bareproxy | 1.20 x (0.240 vs 0.200 CPU s); with budget paused (extra runs, median): 0.220 CPU s, 1.10 x against bareproxy's median | met |",
 				// The section sets each run beside the medians; a failed run
 				// says why.
-				"| nonstream-c1 | nats-server and budget | 2900 | 0.210 | 0.520 | 0.050 | 0.90 | 2800, 0.600, 0.000 | 3000, 0.500, 0.000 |",
+				"| nonstream-c1 | nats-server and budget | 2900 | 0.210 | 0.520 | 0.050 | 0.90 | 0 | 2800, 0.600, 0.000 | 3000, 0.500, 0.000 |",
 				"| stream-c64 | nats-server and budget | failed: pause nats-server: no such process |",
+				"2.00 x (0.200 vs 0.100 CPU s); the extra runs with budget paused had 2 errors, so they say nothing here | **missed** |",
 			},
 			// A failed paused run adds nothing to its target.
 			notWant: []string{"streams/s, ", "None in this run."},

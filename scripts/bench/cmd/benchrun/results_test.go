@@ -150,8 +150,8 @@ func TestPlans(t *testing.T) {
 			}
 		})
 	}
-	t.Run("default plan fits in 17 minutes", func(t *testing.T) {
-		if d := estimate(ps, 3, 5, true); d > 17*time.Minute {
+	t.Run("default plan fits in 18 minutes", func(t *testing.T) {
+		if d := estimate(ps, 3, 5, true); d > 18*time.Minute {
 			t.Errorf("estimate %s", d)
 		}
 	})

@@ -164,7 +164,7 @@ func estimate(ps []plan, reps, startReps int, goBench bool) time.Duration {
 			d += pp.warmup + pp.dur + pp.extra + runOverhead
 		}
 		if _, ok := pausedScenarios[p.name]; ok {
-			d += p.warmup + p.dur + p.extra + runOverhead
+			d += leaseWarmup + runOverhead + (p.warmup+p.dur+p.extra+runOverhead)*time.Duration(reps)
 		}
 	}
 	d += time.Duration(startReps*3) * 1500 * time.Millisecond // start-up and idle RSS

@@ -307,9 +307,12 @@ func (r *Results) pausedNote(name string, bp *Run, val func(*Run) float64, c com
 	if pr == nil || pr.Run == nil {
 		return ""
 	}
+	if pr.Run.Errors > 0 {
+		return fmt.Sprintf("; the extra runs with %s paused had %d errors, so they say nothing here", pr.pausedText(), pr.Run.Errors)
+	}
 	rel := fmt.Sprintf("%.2f x", c.of(val(pr.Run), val(bp)))
 	if c == byDiff {
 		rel = fmt.Sprintf("%+.3f ms", c.of(val(pr.Run), val(bp)))
 	}
-	return fmt.Sprintf("; with %s paused (an extra run): "+format+", %s against bareproxy's median", pr.pausedText(), val(pr.Run), rel)
+	return fmt.Sprintf("; with %s paused (extra runs, median): "+format+", %s against bareproxy's median", pr.pausedText(), val(pr.Run), rel)
 }
