@@ -248,6 +248,31 @@ func checkSeqs(t testing.TB, msgs []stored, producer string) {
 	}
 }
 
+// checkSeqsWindowed checks what consumers rely on when a spool drain races
+// the stream's return: every batch seq from 1 up is stored, and none before
+// a seq WindowSize or more below it that is still missing (a Window tells
+// such batches apart; checkSeqs, stricter, wants them in order).
+func checkSeqsWindowed(t testing.TB, msgs []stored, producer string) {
+	t.Helper()
+	seen := map[uint64]bool{}
+	var low uint64 = 1 // the lowest batch seq not yet stored
+	for _, m := range msgs {
+		if m.producer != producer {
+			t.Fatalf("seq %d: producer %q, want %q", m.seq, m.producer, producer)
+		}
+		if m.batchSeq >= low+WindowSize {
+			t.Fatalf("stream seq %d: batch seq %d with %d still missing", m.seq, m.batchSeq, low)
+		}
+		seen[m.batchSeq] = true
+		for seen[low] {
+			low++
+		}
+	}
+	if int(low-1) != len(seen) {
+		t.Fatalf("batch seqs %d to %d stored, and %d batches: a gap", 1, low-1, len(seen))
+	}
+}
+
 // handOver returns a copy of ev for Enqueue, which owns what it is handed
 // (once its batch is acked, an event is reset and goes back to the message
 // pool): the test keeps ev to compare with what reached the stream.
