@@ -34,7 +34,7 @@ const (
 	pauseBudget = "budget"
 )
 
-// pausedScenarios are the scenarios that get a paused run, with the
+// pausedScenarios are the scenarios that get paused runs, with the
 // servers each pauses: both for the closed loops and the one-client
 // latency (their windows are a few seconds, far inside the publisher's 5 s
 // ack timeout, so no batch is spooled while NATS is stopped); only the
@@ -50,7 +50,7 @@ var pausedScenarios = map[string][]string{
 	"cpu-r100":     {pauseBudget},
 }
 
-// Paused is the result of one paused run.
+// Paused is the result of a scenario's paused runs.
 type Paused struct {
 	Scenario string   `json:"scenario"`
 	Paused   []string `json:"paused"`
@@ -66,9 +66,9 @@ const leaseWarmup = 300 * time.Millisecond
 // pausedText says which servers a paused run stopped.
 func (p *Paused) pausedText() string { return strings.Join(p.Paused, " and ") }
 
-// pausedRun runs p once more on tollgate with its servers stopped. A
-// failure is reported and recorded, never returned, so that the suite
-// still finishes.
+// pausedRun runs p again on tollgate, as many times as it was measured,
+// with its servers stopped. A failure is reported and recorded, never
+// returned, so that the suite still finishes.
 func (s *suite) pausedRun(ctx context.Context, p plan) *Paused {
 	pr := &Paused{Scenario: p.name, Paused: pausedScenarios[p.name]}
 	fmt.Fprintf(s.out, "  extra run of %s on %s with %s paused (not measured)\n", p.name, targetTollgate, pr.pausedText())
