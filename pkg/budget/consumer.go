@@ -618,8 +618,10 @@ func (c *Consumer) process(ctx context.Context, msgs []jetstream.Msg) (err error
 		}
 		_ = it.m.Ack()
 	}
-	c.m.events.Add(float64(len(c.events)))
+	// The fold's count before its events: whoever has seen the events
+	// counted sees their fold counted too.
 	c.m.batches.Inc()
+	c.m.events.Add(float64(len(c.events)))
 	c.m.dupBatches.Add(float64(c.tally.dups))
 	c.m.lostBatches.Add(float64(c.tally.lost))
 	for _, l := range c.tally.lostBy {

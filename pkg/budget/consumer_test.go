@@ -441,10 +441,9 @@ func TestConsumerFoldInterval(t *testing.T) {
 	}
 	e.waitApplied(t, last)
 	// A fold is counted after its totals, checkpoints and acks are written,
-	// its events just before it: wait for all 11 events to be counted, and
-	// give the count of their fold the moment it takes to follow.
+	// and before its events are: once all 11 events are counted, so are
+	// their folds.
 	waitFor(t, 5*time.Second, func() bool { return metricValue(t, c.m.events) >= 11 })
-	time.Sleep(50 * time.Millisecond)
 	if n := metricValue(t, c.m.batches); n != 2 {
 		t.Errorf("%v folds, want 2: the lone event's, then the ten that came within the interval", n)
 	}
