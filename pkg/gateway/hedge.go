@@ -35,7 +35,8 @@ import (
 )
 
 // headerHedged is "true" on answers to hedged requests and "false" on the
-// other answers of models with hedging on.
+// other answers of models with hedging on; /v1/messages, which does not
+// hedge, never sets it.
 const headerHedged = "x-tollgate-hedged"
 
 // errHedgeLost ends a leg that was cancelled before it had a connection.

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"fmt"
 	"io"
 	"net"
 	"runtime"
@@ -215,6 +216,49 @@ func TestHedgedRequests(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestMessagesDoesNotHedge: /v1/messages retries and falls back like chat
+// but does not hedge (README: Hedged requests). To a model whose first
+// target is slower than its hedge delay, chat starts a second call and
+// /v1/messages waits for the first, with no x-tollgate-hedged header.
+func TestMessagesDoesNotHedge(t *testing.T) {
+	for _, stream := range []bool{false, true} {
+		name := "non-stream"
+		if stream {
+			name = "stream"
+		}
+		t.Run(name, func(t *testing.T) {
+			h := newHedgeSetup(t, 300*time.Millisecond, "50ms")
+			if prov, attempts, hedged := h.call(t, stream); prov != "fast" || attempts != "2" || hedged != "true" {
+				t.Fatalf("chat: provider %q, attempts %q, hedged %q; want a hedge won by the second target", prov, attempts, hedged)
+			}
+			hits := h.fast.Stats().Chat
+			body := fmt.Sprintf(`{"model":"hedged","max_tokens":16,"stream":%v,"messages":[{"role":"user","content":"hi"}]}`, stream)
+			resp := h.r.post("/v1/messages", h.r.token(nil), body)
+			if stream {
+				events := readEvents(t, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != 200 || len(events) == 0 || !strings.Contains(events[len(events)-1].data, "message_stop") {
+					t.Fatalf("status %d, %d events", resp.StatusCode, len(events))
+				}
+			} else if b := readBody(t, resp); resp.StatusCode != 200 || !strings.Contains(string(b), `"type":"message"`) {
+				t.Fatalf("status %d: %s", resp.StatusCode, b)
+			}
+			if prov, attempts := resp.Header.Get("X-Tollgate-Provider"), resp.Header.Get("X-Tollgate-Attempts"); prov != "slow" || attempts != "1" {
+				t.Errorf("messages: provider %q, attempts %q; want the first target's answer, one attempt", prov, attempts)
+			}
+			if v, ok := resp.Header["X-Tollgate-Hedged"]; ok {
+				t.Errorf("messages: x-tollgate-hedged %q, want no header", v)
+			}
+			if n := h.fast.Stats().Chat; n != hits {
+				t.Errorf("messages called the second target %d times", n-hits)
+			}
+			if got := counter(t, h.reg, "tollgate_hedges_total", map[string]string{"model": "hedged", "event": "started"}); got != 1 {
+				t.Errorf("tollgate_hedges_total{event=started} = %v, want 1 (the chat request's)", got)
+			}
+		})
 	}
 }
 
