@@ -141,6 +141,14 @@ func newHedgeSetup(t *testing.T, slowLatency time.Duration, hedge string) *hedge
 	return &hedgeSetup{r: r, slow: slow, fast: fast, rec: rec, reg: reg}
 }
 
+// streamName names a subtest run with and without streaming.
+func streamName(stream bool) string {
+	if stream {
+		return "stream"
+	}
+	return "non-stream"
+}
+
 func hedgedBody(stream bool) string {
 	return strings.Replace(mockChat(stream, `{"chunks":4}`), `"mock-gpt"`, `"hedged"`, 1)
 }
@@ -179,11 +187,7 @@ func TestHedgedRequests(t *testing.T) {
 	}
 	for _, tt := range tests {
 		for _, stream := range []bool{false, true} {
-			name := tt.name + "/non-stream"
-			if stream {
-				name = tt.name + "/stream"
-			}
-			t.Run(name, func(t *testing.T) {
+			t.Run(tt.name+"/"+streamName(stream), func(t *testing.T) {
 				h := newHedgeSetup(t, tt.slowLatency, tt.hedge)
 				prov, attempts, hedged := h.call(t, stream)
 				if prov != tt.wantProvider || attempts != tt.wantAttempts || hedged != tt.wantHedged {
@@ -225,11 +229,7 @@ func TestHedgedRequests(t *testing.T) {
 // /v1/messages waits for the first, with no x-tollgate-hedged header.
 func TestMessagesDoesNotHedge(t *testing.T) {
 	for _, stream := range []bool{false, true} {
-		name := "non-stream"
-		if stream {
-			name = "stream"
-		}
-		t.Run(name, func(t *testing.T) {
+		t.Run(streamName(stream), func(t *testing.T) {
 			h := newHedgeSetup(t, 300*time.Millisecond, "50ms")
 			if prov, attempts, hedged := h.call(t, stream); prov != "fast" || attempts != "2" || hedged != "true" {
 				t.Fatalf("chat: provider %q, attempts %q, hedged %q; want a hedge won by the second target", prov, attempts, hedged)
@@ -295,11 +295,7 @@ func TestHedgeLoserStopsGenerating(t *testing.T) {
 
 func TestHedgeBillsTheWinnerOnce(t *testing.T) {
 	for _, stream := range []bool{false, true} {
-		name := "non-stream"
-		if stream {
-			name = "stream"
-		}
-		t.Run(name, func(t *testing.T) {
+		t.Run(streamName(stream), func(t *testing.T) {
 			slow := mockllm.New(mockllm.Config{Latency: 3 * time.Second})
 			sln := listen(t)
 			go func() { _ = slow.Serve(sln) }()
