@@ -24,9 +24,9 @@ import (
 // and rate-limit checks, the usage events encoded and written to its NATS
 // connection); what the runs leave out is the servers' share of the load
 // CPU (and, with the budget consumer stopped, the spend totals arriving at
-// the gateway). Set beside the measured figures, their median splits a
-// missed target into what the gateway costs and what its servers cost on
-// this rig. The runs are in no table but their own and decide no verdict.
+// the gateway). Set beside the measured figures, their median bounds what
+// the servers cost on this rig. The runs are in no table but their own
+// and decide no verdict.
 
 // Accounting servers that a paused run can stop.
 const (
@@ -35,17 +35,19 @@ const (
 )
 
 // pausedScenarios are the scenarios that get paused runs, with the
-// servers each pauses: both for the closed loops and the one-client
-// latency (their windows are a few seconds, far inside the publisher's 5 s
-// ack timeout, so no batch is spooled while NATS is stopped); only the
-// budget consumer for the fixed-rate CPU runs, whose longer windows would
-// outlast that timeout (the gateway would then spool batches, work a
-// normal run does not do). There the run shows what applying the totals
-// costs the gateway.
+// servers each pauses. Only where the load is light: a stopped nats-server
+// acknowledges no batch, so the gateway's unacknowledged batches pile up
+// in its connection and its memory, more of them the higher the rate, and
+// under saturating load (8 clients, streams at 64) such a run measured a
+// NATS stall, not the gateway without accounting (for one build it came
+// out both above and below the measured figure). Both servers at one
+// client, whose window is far inside the publisher's 5 s ack timeout, so
+// no batch is spooled while NATS is stopped; only the budget consumer for
+// the fixed-rate CPU runs, whose longer windows would outlast that timeout
+// (the gateway would then spool batches, work a normal run does not do).
+// There the run shows what applying the totals costs the gateway.
 var pausedScenarios = map[string][]string{
 	"nonstream-c1": {pauseNATS, pauseBudget},
-	"nonstream-c8": {pauseNATS, pauseBudget},
-	"stream-c64":   {pauseNATS, pauseBudget},
 	"cpu-r1000":    {pauseBudget},
 	"cpu-r100":     {pauseBudget},
 }
