@@ -20,6 +20,8 @@ require (
 	github.com/parquet-go/parquet-go v0.32.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/client_model v0.6.3
+	github.com/spf13/cobra v1.10.2
+	github.com/spf13/pflag v1.0.10
 	github.com/tidwall/gjson v1.20.3
 	github.com/tiktoken-go/tokenizer v0.10.0
 	github.com/valyala/fasthttp v1.78.0
@@ -35,6 +37,8 @@ require (
 	k8s.io/apimachinery v0.37.2
 	sigs.k8s.io/yaml v1.6.0
 )
+
+require github.com/inconshreveable/mousetrap v1.1.0 // indirect
 
 require (
 	github.com/ClickHouse/ch-go v0.75.0 // indirect

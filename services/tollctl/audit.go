@@ -3,10 +3,11 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"os/user"
 	"time"
+
+	"github.com/spf13/pflag"
 
 	"github.com/tollgate/tollgate/pkg/audit"
 )
@@ -29,11 +30,11 @@ func (a *app) actor(flag string) string {
 // setupAudit lists the audit stream: every operator change since --since,
 // oldest first, as text lines or JSON lines. It reads NATS only, so it
 // works without ClickHouse.
-func setupAudit(a *app, fs *flag.FlagSet) func([]string) error {
+func setupAudit(a *app, fs *pflag.FlagSet) func([]string) error {
 	var nf natsFlags
-	nf.register(fs)
+	nf.register(a, fs)
 	since := fs.String("since", "24h", "first event's time: RFC 3339 time, YYYY-MM-DD, or a duration ago (30d, 12h); empty for all")
-	asJSON := fs.Bool("json", false, "print one JSON object per event")
+	asJSON := jsonFlag(fs)
 	return func(args []string) error {
 		if len(args) > 0 {
 			return fmt.Errorf("%w: audit takes no arguments", errUsage)

@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -11,12 +10,14 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spf13/pflag"
+
 	"github.com/tollgate/tollgate/pkg/finance"
 	"github.com/tollgate/tollgate/pkg/pricing"
 )
 
 // setupExportFocus is `tollctl export focus --month YYYY-MM`.
-func setupExportFocus(a *app, fs *flag.FlagSet) func([]string) error {
+func setupExportFocus(a *app, fs *pflag.FlagSet) func([]string) error {
 	var cf chFlags
 	cf.register(a, fs)
 	month := fs.String("month", "", "month to export, YYYY-MM (UTC); required")

@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"encoding/pem"
-	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -15,6 +14,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/spf13/pflag"
 	"go.yaml.in/yaml/v3"
 
 	"github.com/tollgate/tollgate/pkg/budget"
@@ -24,12 +24,13 @@ import (
 )
 
 // setupExplain is `tollctl explain REQUEST_ID`.
-func setupExplain(a *app, fs *flag.FlagSet) func([]string) error {
+func setupExplain(a *app, fs *pflag.FlagSet) func([]string) error {
 	var cf chFlags
 	cf.register(a, fs)
 	prices := fs.String("prices", "", "extra price file (a price book), for events priced with a version other than the embedded one")
-	cfgFile := fs.String("config", "", "gateway config file: the price table its price_book and prices build, for the events it priced")
-	asJSON := fs.Bool("json", false, "print JSON")
+	var cfgFile string
+	flagConfig.stringVar(a, fs, &cfgFile)
+	asJSON := jsonFlag(fs)
 	return func(args []string) error {
 		if len(args) != 1 {
 			return fmt.Errorf("%w: give one request id", errUsage)
@@ -48,14 +49,14 @@ func setupExplain(a *app, fs *flag.FlagSet) func([]string) error {
 			}
 			tables = append(tables, t)
 		}
-		if *cfgFile != "" {
-			c, err := a.loadConfig(*cfgFile)
+		if cfgFile != "" {
+			c, err := a.loadConfig(cfgFile)
 			if err != nil {
 				return err
 			}
 			t, err := c.PriceTable()
 			if err != nil {
-				return fmt.Errorf("config %s: %w", *cfgFile, err)
+				return fmt.Errorf("config %s: %w", cfgFile, err)
 			}
 			tables = append(tables, t)
 		}
@@ -78,7 +79,7 @@ func setupExplain(a *app, fs *flag.FlagSet) func([]string) error {
 }
 
 // setupSimulate is `tollctl simulate --budgets FILE --since 30d`.
-func setupSimulate(a *app, fs *flag.FlagSet) func([]string) error {
+func setupSimulate(a *app, fs *pflag.FlagSet) func([]string) error {
 	var cf chFlags
 	cf.register(a, fs)
 	file := fs.String("budgets", "", "YAML list of proposed limits, as the config's budgets section (scope, value, amount_usd, period)")
@@ -167,7 +168,7 @@ func sortedKeys(m map[string]int64) []string {
 }
 
 // setupStatement is `tollctl statement --dept D --month YYYY-MM`.
-func setupStatement(a *app, fs *flag.FlagSet) func([]string) error {
+func setupStatement(a *app, fs *pflag.FlagSet) func([]string) error {
 	var cf chFlags
 	cf.register(a, fs)
 	dept := fs.String("dept", "", "department")
@@ -245,7 +246,7 @@ func statementName(dept, month string) string {
 }
 
 // setupStatementVerify is `tollctl statement verify DIR|FILES`.
-func setupStatementVerify(a *app, fs *flag.FlagSet) func([]string) error {
+func setupStatementVerify(a *app, fs *pflag.FlagSet) func([]string) error {
 	pubHex := fs.String("pubkey", "", "expected Ed25519 public key, hex (default: the key each chain names)")
 	return func(args []string) error {
 		if len(args) == 0 {

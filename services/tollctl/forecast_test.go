@@ -4,12 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"flag"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/spf13/pflag"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/tollgate/tollgate/pkg/budget"
@@ -60,7 +60,7 @@ func TestBudgetShowForecast(t *testing.T) {
 		var out, errOut bytes.Buffer
 		a := &app{stdout: &out, stderr: &errOut, getenv: func(string) string { return "" },
 			now: func() time.Time { return time.Date(2026, 12, 10, 12, 0, 0, 0, time.UTC) }}
-		fs := flag.NewFlagSet("budget show", flag.ContinueOnError)
+		fs := pflag.NewFlagSet("budget show", pflag.ContinueOnError)
 		runShow := setupBudgetShow(a, fs)
 		if err := fs.Parse(append([]string{"--nats", ns.ClientURL(), "--config", cfg}, args...)); err != nil {
 			t.Fatal(err)

@@ -4,12 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/spf13/pflag"
 
 	"github.com/tollgate/tollgate/pkg/apikey"
 	"github.com/tollgate/tollgate/pkg/audit"
@@ -17,26 +18,35 @@ import (
 )
 
 // keysCommands are `tollctl keys create|list|revoke|rotate`.
-func keysCommands() map[string]command {
-	return map[string]command{
-		"keys create": {
-			args:    "--sub S --dept D [--team T] [--project P] [--models GLOBS] [--budget SCOPE:VALUE:USD:PERIOD]... [--rpm N] [--tpm N] [--expires D|T] [--name N] [--json]",
+func keysCommands() []command {
+	return []command{
+		{
+			use:     "create",
 			summary: "create an API key (tg-...) for a principal and print it once",
-			setup:   setupKeysCreate,
+			long: "--sub and --dept are required. With --json, one JSON object with id, key and the principal. " +
+				"The gateway keeps only the key's hash: store the key when it is shown.",
+			example: `tollctl keys create --sub nightly-eval --dept research --team nlp --models 'gpt-4o*' --budget key:*:50:month --expires 720h
+tollctl keys create --sub ci --dept eng --rpm 600 --json`,
+			setup: setupKeysCreate,
 		},
-		"keys list": {
-			args:    "[--json]",
+		{
+			use:     "list",
 			summary: "list the API keys (never their secrets)",
-			setup:   setupKeysList,
+			example: `tollctl keys list
+tollctl keys list --json`,
+			setup: setupKeysList,
 		},
-		"keys revoke": {
-			args:    "[--nats URL] ID",
+		{
+			use:     "revoke ID",
 			summary: "revoke an API key on every gateway",
+			example: `tollctl keys revoke 3f9c0a61d2b84e57 --nats nats://127.0.0.1:4222`,
 			setup:   setupKeysChange(false),
 		},
-		"keys rotate": {
-			args:    "[--json] [--nats URL] ID",
+		{
+			use:     "rotate ID",
 			summary: "give an API key a new secret (same id and principal) and print it once; the old one stops working",
+			long:    "With --json, one JSON object with id, key and the principal.",
+			example: `tollctl keys rotate 3f9c0a61d2b84e57 --json`,
 			setup:   setupKeysChange(true),
 		},
 	}
@@ -71,6 +81,9 @@ type budgetFlags []auth.BudgetClaim
 
 func (b *budgetFlags) String() string { return "" }
 
+// Type names the value in pflag's errors.
+func (b *budgetFlags) Type() string { return "budget" }
+
 func (b *budgetFlags) Set(s string) error {
 	parts := strings.Split(s, ":")
 	if len(parts) != 4 {
@@ -91,9 +104,9 @@ type keyOutput struct {
 	Token string `json:"key"`
 }
 
-func setupKeysCreate(a *app, fs *flag.FlagSet) func([]string) error {
+func setupKeysCreate(a *app, fs *pflag.FlagSet) func([]string) error {
 	var nf natsFlags
-	nf.register(fs)
+	nf.register(a, fs)
 	var spec apikey.Key
 	fs.StringVar(&spec.Subject, "sub", "", "subject the key acts as; required")
 	fs.StringVar(&spec.Dept, "dept", "", "department; required")
@@ -107,7 +120,7 @@ func setupKeysCreate(a *app, fs *flag.FlagSet) func([]string) error {
 	fs.Int64Var(&spec.TPM, "tpm", 0, "tokens-per-minute limit of the key (0: none)")
 	expires := fs.String("expires", "", "when the key stops working: a duration from now (720h) or an RFC 3339 time (default never)")
 	by := fs.String("by", "", "who creates the key, kept with it and in the audit log (default: the OS user name)")
-	asJSON := fs.Bool("json", false, "print one JSON object with id, key and the principal")
+	asJSON := jsonFlag(fs)
 	return func(args []string) error {
 		if len(args) > 0 {
 			return fmt.Errorf("%w: unexpected arguments %q", errUsage, args)
@@ -174,10 +187,10 @@ func (a *app) printKey(tok string, k apikey.Key, asJSON bool, what string) error
 	return nil
 }
 
-func setupKeysList(a *app, fs *flag.FlagSet) func([]string) error {
+func setupKeysList(a *app, fs *pflag.FlagSet) func([]string) error {
 	var nf natsFlags
-	nf.register(fs)
-	asJSON := fs.Bool("json", false, "print JSON")
+	nf.register(a, fs)
+	asJSON := jsonFlag(fs)
 	return func(args []string) error {
 		if len(args) > 0 {
 			return fmt.Errorf("%w: unexpected arguments %q", errUsage, args)
@@ -223,13 +236,13 @@ func formatTime(t time.Time) string {
 }
 
 // setupKeysChange is `keys rotate ID` (rotate) or `keys revoke ID`.
-func setupKeysChange(rotate bool) func(a *app, fs *flag.FlagSet) func([]string) error {
-	return func(a *app, fs *flag.FlagSet) func([]string) error {
+func setupKeysChange(rotate bool) func(a *app, fs *pflag.FlagSet) func([]string) error {
+	return func(a *app, fs *pflag.FlagSet) func([]string) error {
 		var nf natsFlags
-		nf.register(fs)
+		nf.register(a, fs)
 		var asJSON *bool
 		if rotate {
-			asJSON = fs.Bool("json", false, "print one JSON object with id, key and the principal")
+			asJSON = jsonFlag(fs)
 		}
 		actor := fs.String("actor", "", "who makes the change, for the audit log (default: the OS user name)")
 		return func(args []string) error {

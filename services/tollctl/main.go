@@ -1,17 +1,20 @@
 // Command tollctl is the Tollgate operator CLI: it mints development
-// tokens, manages API keys and checks configuration files. Run `tollctl help` for the list of
-// commands and their flags.
+// tokens, manages API keys, shows and checks spend, writes finance reports
+// and runs operations on the usage stream. Run `tollctl help` for the
+// commands and `tollctl help COMMAND` for one command's flags and
+// examples; docs/tollctl.md is the same reference, generated from the
+// commands by `go generate` (see reference.go).
 package main
+
+//go:generate go run . gen-docs ../../docs/tollctl.md
 
 import (
 	"errors"
-	"flag"
-	"fmt"
 	"io"
 	"os"
-	"slices"
-	"strings"
 	"time"
+
+	"github.com/spf13/pflag"
 )
 
 func main() {
@@ -32,236 +35,209 @@ type app struct {
 }
 
 // command is one subcommand. setup registers its flags on fs and returns the
-// function that runs it with the arguments left after the flags; help calls
-// setup only to list the flags.
+// function that runs it with the positional arguments left after the flags
+// (flags may come before, between or after them). A command without setup
+// only groups its subcommands ("keys", "config").
 type command struct {
-	args    string // positional arguments, for the usage line
-	summary string
-	setup   func(a *app, fs *flag.FlagSet) func(args []string) error
+	// use is the command's name and its positional arguments, as cobra's
+	// Use: "revoke ID", "check FILE".
+	use     string
+	group   string // root commands only: the group the root help lists it under
+	summary string // one line, lower case, no full stop
+	// long says what summary has no room for: required flags, what --json
+	// and --config mean for this command, its exit status when special.
+	long    string
+	example string
+	setup   func(a *app, fs *pflag.FlagSet) func(args []string) error
+	sub     []command
 }
 
-// commands maps a command line's leading words ("token", "config check") to
-// the command they run. New subcommands (budget show, replay, revoke) are
-// one entry each.
-func commands() map[string]command {
-	cmds := map[string]command{
-		"token": {
-			args:    "[flags]",
+// The groups of the root help, in the order it lists them.
+const (
+	groupKeys    = "keys"
+	groupSpend   = "spend"
+	groupFinance = "finance"
+	groupOps     = "ops"
+)
+
+// commands is the command tree under `tollctl`. New subcommands are one
+// entry each.
+func commands() []command {
+	return []command{
+		{
+			use: "token", group: groupKeys,
 			summary: "mint a JWT for an issuer and print it",
-			setup:   setupToken,
+			long: "Prints the token alone on standard output. --sub is required. With --config, the issuer named by " +
+				"--issuer (an auth.issuers entry) gives the iss claim, audience, claim names, kid, algorithm and " +
+				"secret; flags given on the command line override them.",
+			example: `# the dev config's issuer; its secret comes from $TOLLGATE_DEV_SECRET
+tollctl token --config deploy/dev/tollgate.yaml --sub alice --dept research --models 'mock-*'
+# an admin token for one hour, signed with a secret read from a file
+tollctl token --sub ops --admin --ttl 1h --secret-file dev.secret`,
+			setup: setupToken,
 		},
-		"audit": {
-			args:    "[--since DURATION|RFC3339] [--json] [--nats URL]",
-			summary: "list operator changes (revocations, reloads, budget limits, keys) from the audit stream, newest last",
-			setup:   setupAudit,
+		{
+			use: "keys", group: groupKeys,
+			summary: "manage API keys (tg-...): create, list, revoke, rotate",
+			sub:     keysCommands(),
 		},
-		"revoke": {
-			args:    "--jti ID | --sub SUBJECT [--reason R] [--actor NAME]",
+		{
+			use: "revoke", group: groupKeys,
 			summary: "refuse a token (by jti) or every token of a subject on every gateway",
-			setup:   setupRevoke(false),
+			long:    "Give exactly one of --jti or --sub.",
+			example: `tollctl revoke --jti key-7f3a --reason "leaked in a build log"
+tollctl revoke --sub mallory --actor alice`,
+			setup: setupRevoke(false),
 		},
-		"unrevoke": {
-			args:    "--jti ID | --sub SUBJECT [--actor NAME]",
+		{
+			use: "unrevoke", group: groupKeys,
 			summary: "remove a revocation",
+			long:    "Give exactly one of --jti or --sub.",
+			example: `tollctl unrevoke --jti key-7f3a`,
 			setup:   setupRevoke(true),
 		},
-		"revocations": {
-			args:    "[flags]",
+		{
+			use: "revocations", group: groupKeys,
 			summary: "list the revoked key ids and subjects",
+			example: `tollctl revocations --nats nats://127.0.0.1:4222`,
 			setup:   setupRevocations,
 		},
-		"budget show": {
-			args:    "[--dept D] [--team D/T] [--project D/P] [--period month] [--config FILE]",
-			summary: "print spend totals (with limits and utilisation given --config)",
-			setup:   setupBudgetShow,
-		},
-		"budget migrate": {
-			args:    "[--apply] [--nats URL]",
-			summary: "rebuild team and project totals by department (research/ml) from the usage stream and delete the flat ones (dry run unless --apply)",
-			setup:   setupBudgetMigrate,
-		},
-		"replay": {
-			args:    "--to clickhouse|budgets|ndjson [--since T] [--until T] [--from-seq N] [--to-seq N] [--reprice FILE]",
-			summary: "re-read a range of the usage stream into ClickHouse, the spend totals of a period, or NDJSON",
-			setup:   setupReplay,
-		},
-		"reconcile": {
-			args:    "[--nats URL] [--clickhouse DSN] [--mock URL] [--since T] [--until T] [--wait D] [--by-scope] [--json]",
-			summary: "check that the mock, the usage stream, ClickHouse and the budget totals agree exactly (exit 1 when not)",
-			setup:   setupReconcile,
-		},
-		"explain": {
-			args:    "[--prices FILE] [--config FILE] [--json] REQUEST_ID",
-			summary: "show how a request's charge came about: principal, route, tokens, prices, cost",
-			setup:   setupExplain,
-		},
-		"simulate": {
-			args:    "--budgets FILE [--since 30d]",
-			summary: "replay history against proposed limits: who would have been refused, and the saving",
-			setup:   setupSimulate,
-		},
-		"statement": {
-			args:    "--dept D --month YYYY-MM --key FILE [--dir DIR]",
-			summary: "write a department's signed, hash-chained month statement (JSON and CSV)",
-			setup:   setupStatement,
-		},
-		"export focus": {
-			args:    "--month YYYY-MM [--dept D] [--format csv|parquet] [--out FILE]",
-			summary: "write a month's usage as FOCUS 1.2 cost and usage rows (CSV or Parquet), equal to the ledger to the nano-dollar",
-			setup:   setupExportFocus,
-		},
-		"prices import": {
-			args:    "FILE --format litellm|models.dev [--provider P,...] [--out FILE] [--keep]",
-			summary: "read a public price file (LiteLLM, models.dev) into a versioned price table, showing added, changed and removed entries before writing",
-			setup:   setupPricesImport,
-		},
-		"statement verify": {
-			args:    "DIR|FILES",
-			summary: "check the signatures and hash chain of statements",
-			setup:   setupStatementVerify,
-		},
-		"verify": {
-			args:    "--gateway URL --token JWT|tg-KEY [--nats URL]",
-			summary: "conformance kit: a fault matrix against a gateway routed at mockllm (routing, fallback, billing, client)",
-			setup:   setupVerify,
-		},
-		"config check": {
-			args:    "FILE",
-			summary: "load and validate a config file, printing every problem",
-			setup: func(a *app, _ *flag.FlagSet) func([]string) error {
-				return a.configCheck
+		{
+			use: "budget", group: groupSpend,
+			summary: "spend totals: show, migrate",
+			sub: []command{
+				{
+					use:     "show",
+					summary: "print spend totals (with limits, utilisation and forecasts given --config)",
+					long: "With --config, each total gets the limit of the config's budgets that applies to it, its " +
+						"utilisation and, for the current day and month, a forecast of the spend at the period's end.",
+					example: `tollctl budget show --config tollgate.yaml --dept eng
+tollctl budget show --team '*/ml' --period month --json`,
+					setup: setupBudgetShow,
+				},
+				{
+					use:     "migrate",
+					summary: "rebuild team and project totals by department (research/ml) from the usage stream and delete the flat ones (dry run unless --apply)",
+					long:    "Stop the budget service before --apply.",
+					example: `tollctl budget migrate --nats nats://127.0.0.1:4222          # prints the plan
+tollctl budget migrate --nats nats://127.0.0.1:4222 --apply  # writes it`,
+					setup: setupBudgetMigrate,
+				},
 			},
 		},
+		{
+			use: "simulate", group: groupSpend,
+			summary: "replay history against proposed limits: who would have been refused, and the saving",
+			long:    "--budgets is required. The history is read from ClickHouse.",
+			example: `tollctl simulate --budgets proposed.yaml --since 30d`,
+			setup:   setupSimulate,
+		},
+		{
+			use: "explain REQUEST_ID", group: groupFinance,
+			summary: "show how a request's charge came about: principal, route, tokens, prices, cost",
+			long: "Reads the request's usage event from ClickHouse. With --config, the price table the config's " +
+				"price_book and prices build explains the events that config priced; --prices adds a price book " +
+				"for events priced with another version.",
+			example: `tollctl explain 01JF3Q8Z6M7R0V2KX4T9BNE5CW
+tollctl explain 01JF3Q8Z6M7R0V2KX4T9BNE5CW --config tollgate.yaml --json`,
+			setup: setupExplain,
+		},
+		{
+			use: "statement", group: groupFinance,
+			summary: "write a department's signed, hash-chained month statement (JSON and CSV)",
+			long: "--dept, --month and --key are required. The previous month's statement in --dir, when there, " +
+				"is linked into the new one's hash chain.",
+			example: `tollctl statement --dept eng --month 2026-11 --key statement.key --dir statements`,
+			setup:   setupStatement,
+			sub: []command{{
+				use:     "verify DIR|FILE...",
+				summary: "check the signatures and hash chain of statements",
+				example: `tollctl statement verify statements
+tollctl statement verify statements --pubkey 3b6a27bcceb6a42d62a3a8d02a6f0d73653215771de243a63ac048a18b59da29`,
+				setup: setupStatementVerify,
+			}},
+		},
+		{
+			use: "export", group: groupFinance,
+			summary: "export usage in standard formats: focus",
+			sub: []command{{
+				use:     "focus",
+				summary: "write a month's usage as FOCUS 1.2 cost and usage rows (CSV or Parquet), equal to the ledger to the nano-dollar",
+				long:    "--month is required.",
+				example: `tollctl export focus --month 2026-11 --out focus-2026-11.parquet
+tollctl export focus --month 2026-11 --dept eng > eng.csv`,
+				setup: setupExportFocus,
+			}},
+		},
+		{
+			use: "prices", group: groupFinance,
+			summary: "price tables: import",
+			sub: []command{{
+				use:     "import FILE",
+				summary: "read a public price file (LiteLLM, models.dev) into a versioned price table, showing added, changed and removed entries before writing",
+				long:    "--format is required, and --provider for models.dev.",
+				example: `tollctl prices import model_prices_and_context_window.json --format litellm --provider openai,anthropic
+tollctl prices import api.json --format models.dev --provider openai --out prices.yaml`,
+				setup: setupPricesImport,
+			}},
+		},
+		{
+			use: "audit", group: groupOps,
+			summary: "list operator changes (revocations, reloads, budget limits, keys) from the audit stream, newest last",
+			long:    "With --json, one JSON object per event.",
+			example: `tollctl audit --since 7d
+tollctl audit --since 2026-12-01 --json`,
+			setup: setupAudit,
+		},
+		{
+			use: "replay", group: groupOps,
+			summary: "re-read a range of the usage stream into ClickHouse, the spend totals of a period, or NDJSON",
+			long: "--to ndjson (the default) prints the events; --to clickhouse inserts the ones ClickHouse lacks; " +
+				"--to budgets recomputes the spend totals of one --period.",
+			example: `tollctl replay --since 2026-11-01 --until 2026-12-01 --to clickhouse
+tollctl replay --to budgets --period month:2026-11
+tollctl replay --from-seq 1000 --to-seq 2000 --reprice prices.yaml > events.ndjson`,
+			setup: setupReplay,
+		},
+		{
+			use: "reconcile", group: groupOps,
+			summary: "check that the mock, the usage stream, ClickHouse and the budget totals agree exactly (exit 1 when not)",
+			long: "Exit status 0 when the sources agree, 1 when they differ, 2 when a source cannot be read. ClickHouse " +
+				"is compared when --clickhouse or TOLLGATE_CLICKHOUSE names it; --config also gives the prices " +
+				"(over the embedded table) for the mock's answers.",
+			example: `tollctl reconcile --since 1h --clickhouse 127.0.0.1:9000 --mock http://127.0.0.1:9999 --wait 30s
+tollctl reconcile --by-scope --json`,
+			setup: setupReconcile,
+		},
+		{
+			use: "verify", group: groupOps,
+			summary: "conformance kit: a fault matrix against a gateway routed at mockllm (routing, fallback, billing, client)",
+			long: "--token is required. The billing column is checked against the usage stream when --nats or " +
+				"--config names one, else it says \"not checked\". Exit status 1 when a case fails.",
+			example: `TOKEN=$(tollctl token --config deploy/verify/tollgate.yaml --sub verify --dept verify --models 'verify-*')
+tollctl verify --gateway http://127.0.0.1:8090 --token "$TOKEN" --nats nats://127.0.0.1:4223`,
+			setup: setupVerify,
+		},
+		{
+			use: "config", group: groupOps,
+			summary: "config files: check",
+			sub: []command{{
+				use:     "check FILE",
+				summary: "load and validate a config file, printing every problem",
+				long: "Builds the price table (reading price_book) and loads the keys the issuers name, as the " +
+					"gateway does at start. Exit status 1 when the file has problems, each printed on one line.",
+				example: `tollctl config check deploy/dev/tollgate.yaml`,
+				setup: func(a *app, _ *pflag.FlagSet) func([]string) error {
+					return a.configCheck
+				},
+			}},
+		},
 	}
-	for name, c := range keysCommands() {
-		cmds[name] = c
-	}
-	return cmds
 }
 
 // run executes the command line args and returns the process exit status:
 // 0 success, 1 failure, 2 bad usage.
 func run(args []string, stdout, stderr io.Writer, getenv func(string) string) int {
 	a := &app{stdout: stdout, stderr: stderr, getenv: getenv, now: time.Now}
-	cmds := commands()
-	if len(args) == 0 {
-		usage(stderr, cmds)
-		return 2
-	}
-	switch args[0] {
-	case "help", "-h", "-help", "--help":
-		usage(stdout, cmds)
-		return 0
-	}
-	name, rest, ok := lookup(cmds, args)
-	if !ok {
-		fmt.Fprintf(stderr, "tollctl: unknown command %s (run 'tollctl help')\n", unknown(cmds, args))
-		return 2
-	}
-	cmd := cmds[name]
-	fs := flag.NewFlagSet("tollctl "+name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { commandUsage(stderr, name, cmd, a) }
-	runCmd := cmd.setup(a, fs)
-	if err := fs.Parse(rest); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2 // flag has printed the error and the usage
-	}
-	err := runCmd(fs.Args())
-	var status exitStatus
-	switch {
-	case err == nil:
-		return 0
-	case errors.As(err, &status):
-		fmt.Fprintf(stderr, "tollctl %s: %v\n", name, err)
-		return status.code
-	case errors.Is(err, errReported):
-		return 1
-	case errors.Is(err, errUsage):
-		fmt.Fprintf(stderr, "tollctl %s: %v\n", name, err)
-		commandUsage(stderr, name, cmd, a)
-		return 2
-	default:
-		fmt.Fprintf(stderr, "tollctl %s: %v\n", name, err)
-		return 1
-	}
-}
-
-// lookup finds the command named by the first one or two words of args and
-// returns the arguments that follow its name.
-func lookup(cmds map[string]command, args []string) (string, []string, bool) {
-	if len(args) >= 2 {
-		if name := args[0] + " " + args[1]; hasCommand(cmds, name) {
-			return name, args[2:], true
-		}
-	}
-	if hasCommand(cmds, args[0]) {
-		return args[0], args[1:], true
-	}
-	return "", nil, false
-}
-
-// unknown describes a command line that names no command, quoting the group
-// word's subcommands when the first word is one ("config" of "config check").
-func unknown(cmds map[string]command, args []string) string {
-	var subs []string
-	for name := range cmds {
-		if strings.HasPrefix(name, args[0]+" ") {
-			subs = append(subs, name)
-		}
-	}
-	if len(subs) == 0 {
-		return fmt.Sprintf("%q", args[0])
-	}
-	slices.Sort(subs)
-	return fmt.Sprintf("%q (want %s)", strings.Join(args[:min(2, len(args))], " "), strings.Join(subs, ", "))
-}
-
-func hasCommand(cmds map[string]command, name string) bool {
-	_, ok := cmds[name]
-	return ok
-}
-
-// usage lists every command and the flags of each.
-func usage(w io.Writer, cmds map[string]command) {
-	names := make([]string, 0, len(cmds))
-	for name := range cmds {
-		names = append(names, name)
-	}
-	slices.Sort(names)
-	fmt.Fprint(w, "tollctl is the Tollgate operator CLI.\n\nUsage:\n  tollctl <command> [flags] [arguments]\n\nCommands:\n")
-	for _, name := range names {
-		fmt.Fprintf(w, "  %-28s %s\n", name+" "+cmds[name].args, cmds[name].summary)
-	}
-	fmt.Fprintf(w, "  %-28s %s\n", "help", "show this help")
-	a := &app{stdout: io.Discard, stderr: io.Discard, getenv: func(string) string { return "" }, now: time.Now}
-	for _, name := range names {
-		fs := flag.NewFlagSet(name, flag.ContinueOnError)
-		cmds[name].setup(a, fs)
-		if hasFlags(fs) {
-			fmt.Fprintf(w, "\nFlags of %s:\n", name)
-			fs.SetOutput(w)
-			fs.PrintDefaults()
-		}
-	}
-}
-
-// commandUsage prints one command's usage line and flags.
-func commandUsage(w io.Writer, name string, cmd command, a *app) {
-	fmt.Fprintf(w, "Usage: tollctl %s %s\n  %s\n", name, cmd.args, cmd.summary)
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	cmd.setup(a, fs)
-	if hasFlags(fs) {
-		fmt.Fprintln(w, "Flags:")
-		fs.SetOutput(w)
-		fs.PrintDefaults()
-	}
-}
-
-func hasFlags(fs *flag.FlagSet) bool {
-	n := 0
-	fs.VisitAll(func(*flag.Flag) { n++ })
-	return n > 0
+	return a.execute(newRoot(a), args)
 }

@@ -220,7 +220,7 @@ auth:
 		{"no sub", env, []string{}, 2, "--sub is required"},
 		{"bad ttl", env, []string{"--sub", "a", "--ttl", "-1h"}, 2, "--ttl must be positive"},
 		{"stray argument", env, []string{"--sub", "a", "extra"}, 2, `unexpected argument "extra"`},
-		{"unknown flag", env, []string{"--sub", "a", "--nope"}, 2, "flag provided but not defined: -nope"},
+		{"unknown flag", env, []string{"--sub", "a", "--nope"}, 2, "unknown flag: --nope"},
 		{"no secret", nil, []string{"--sub", "a"}, 1, "TOLLGATE_DEV_SECRET is empty"},
 		{"empty named env", env, []string{"--sub", "a", "--secret-env", "MISSING"}, 1, "MISSING is empty"},
 		{"short secret", map[string]string{"TOLLGATE_DEV_SECRET": "short"}, []string{"--sub", "a"}, 1, "shorter than 32 bytes"},
@@ -332,6 +332,16 @@ auth:
 	}
 }
 
+// rootHelp is what `tollctl help` shows: the commands by group, the
+// global flags and the exit status.
+var rootHelp = []string{"Tokens and keys:", "Budgets and spend:", "Finance:", "Operations:", "token", "keys revoke ID",
+	"config check FILE", "statement verify DIR|FILE...", "reconcile", "completion bash", "--nats URL", "--config FILE", "--json",
+	"--clickhouse ADDR", "Exit status:", "tollctl help COMMAND"}
+
+// tokenHelp is what `tollctl token --help` shows.
+var tokenHelp = []string{"Usage: tollctl token [flags]", "Examples:", "--sub", "--secret-env", "--secret-file FILE", "--models",
+	"--kid", "--aud", "--ttl", "--rpm", "--tpm", "--admin", "--issuer", "Global flags:", "--config FILE"}
+
 func TestUsage(t *testing.T) {
 	tests := []struct {
 		name     string
@@ -342,13 +352,22 @@ func TestUsage(t *testing.T) {
 		noStdout bool
 		noStderr bool
 	}{
-		{name: "help", args: []string{"help"}, stdout: []string{"config check FILE", "token [flags]", "-sub", "-secret-env", "-secret-file", "-models", "-config", "-kid", "-aud", "-ttl", "-rpm", "-tpm", "-admin", "-issuer"}, noStderr: true},
-		{name: "dash h", args: []string{"-h"}, stdout: []string{"Commands:"}, noStderr: true},
-		{name: "no arguments", args: nil, code: 2, stderr: []string{"Commands:", "Flags of token:"}, noStdout: true},
-		{name: "unknown command", args: []string{"bogus"}, code: 2, stderr: []string{`unknown command "bogus"`}, noStdout: true},
+		{name: "help", args: []string{"help"}, stdout: rootHelp, noStderr: true},
+		{name: "dash h", args: []string{"-h"}, stdout: rootHelp, noStderr: true},
+		{name: "dash dash help", args: []string{"--help"}, stdout: rootHelp, noStderr: true},
+		{name: "go-style help", args: []string{"-help"}, stdout: rootHelp, noStderr: true},
+		{name: "no arguments", args: nil, code: 2, stderr: rootHelp, noStdout: true},
+		{name: "unknown command", args: []string{"bogus"}, code: 2, stderr: []string{`unknown command "bogus"`, "Usage: tollctl COMMAND"}, noStdout: true},
+		{name: "misspelt command", args: []string{"tokn"}, code: 2, stderr: []string{`unknown command "tokn" (did you mean token?)`}, noStdout: true},
 		{name: "unknown subcommand", args: []string{"config", "lint"}, code: 2, stderr: []string{`unknown command "config lint" (want config check)`}, noStdout: true},
 		{name: "group alone", args: []string{"config"}, code: 2, stderr: []string{`unknown command "config" (want config check)`}, noStdout: true},
-		{name: "command help", args: []string{"token", "-h"}, stderr: []string{"Usage: tollctl token", "-secret-file"}, noStdout: true},
+		{name: "command help", args: []string{"token", "-h"}, stdout: tokenHelp, noStderr: true},
+		{name: "help command", args: []string{"help", "token"}, stdout: tokenHelp, noStderr: true},
+		{name: "help of a subcommand", args: []string{"help", "keys", "revoke"}, stdout: []string{"Usage: tollctl keys revoke ID [flags]", "Examples:",
+			"--actor", "Global flags:", "--nats URL", "--config FILE", "env TOLLGATE_NATS_URL"}, noStderr: true},
+		{name: "help of a group", args: []string{"keys", "--help"}, stdout: []string{"Usage: tollctl keys COMMAND", "keys create", "keys revoke ID"}, noStderr: true},
+		{name: "help of no command", args: []string{"help", "keys", "bogus"}, code: 2, stderr: []string{`no command "keys bogus"`}, noStdout: true},
+		{name: "global flag a command does not read", args: []string{"token", "--sub", "a", "--json"}, code: 2, stderr: []string{"unknown flag: --json"}, noStdout: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

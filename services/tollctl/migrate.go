@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -11,6 +10,7 @@ import (
 	"sort"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/spf13/pflag"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/tollgate/tollgate/pkg/budget"
@@ -24,9 +24,9 @@ import (
 // stream, and delete the flat totals (team.ml...) written before values
 // were qualified once the stream accounts for every nano-USD of them.
 // Without --apply it only prints the plan.
-func setupBudgetMigrate(a *app, fs *flag.FlagSet) func([]string) error {
+func setupBudgetMigrate(a *app, fs *pflag.FlagSet) func([]string) error {
 	var nf natsFlags
-	nf.register(fs)
+	nf.register(a, fs)
 	apply := fs.Bool("apply", false, "write the rebuilt totals and delete the flat ones (default: print the plan only)")
 	return func(args []string) error {
 		if len(args) > 0 {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"log/slog"
 	"sort"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/spf13/pflag"
 	"github.com/tollgate/tollgate/pkg/audit"
 	"github.com/tollgate/tollgate/pkg/budget"
 	"github.com/tollgate/tollgate/pkg/config"
@@ -28,9 +28,10 @@ type natsFlags struct {
 	url, config string
 }
 
-func (n *natsFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&n.url, "nats", "", "NATS URL (default: the config's nats.url, else nats://127.0.0.1:4222, where make run listens)")
-	fs.StringVar(&n.config, "config", "", "config file whose nats section to use")
+// register adds the global --nats and --config flags to fs.
+func (n *natsFlags) register(a *app, fs *pflag.FlagSet) {
+	flagNATS.stringVar(a, fs, &n.url)
+	flagConfig.stringVar(a, fs, &n.config)
 }
 
 // connect opens JetStream with the flags.
@@ -58,10 +59,10 @@ func (n *natsFlags) connect() (*nats.Conn, jetstream.JetStream, error) {
 	return nc, js, nil
 }
 
-func setupRevoke(undo bool) func(a *app, fs *flag.FlagSet) func([]string) error {
-	return func(a *app, fs *flag.FlagSet) func([]string) error {
+func setupRevoke(undo bool) func(a *app, fs *pflag.FlagSet) func([]string) error {
+	return func(a *app, fs *pflag.FlagSet) func([]string) error {
 		var nf natsFlags
-		nf.register(fs)
+		nf.register(a, fs)
 		jti := fs.String("jti", "", "revoke one token by its key id (jti claim)")
 		sub := fs.String("sub", "", "revoke every token of a subject")
 		reason := fs.String("reason", "", "why (kept with the revocation)")
@@ -105,9 +106,9 @@ func setupRevoke(undo bool) func(a *app, fs *flag.FlagSet) func([]string) error 
 	}
 }
 
-func setupRevocations(a *app, fs *flag.FlagSet) func([]string) error {
+func setupRevocations(a *app, fs *pflag.FlagSet) func([]string) error {
 	var nf natsFlags
-	nf.register(fs)
+	nf.register(a, fs)
 	return func([]string) error {
 		nc, js, err := nf.connect()
 		if err != nil {
@@ -135,9 +136,9 @@ func setupRevocations(a *app, fs *flag.FlagSet) func([]string) error {
 
 // setupBudgetShow prints spend totals from the KV bucket, with the
 // configured limits when --config is given.
-func setupBudgetShow(a *app, fs *flag.FlagSet) func([]string) error {
+func setupBudgetShow(a *app, fs *pflag.FlagSet) func([]string) error {
 	var nf natsFlags
-	nf.register(fs)
+	nf.register(a, fs)
 	filters := map[string]*string{}
 	for _, s := range []string{"dept", "team", "project", "subject", "key"} {
 		help := "show only this " + s
@@ -147,7 +148,7 @@ func setupBudgetShow(a *app, fs *flag.FlagSet) func([]string) error {
 		filters[s] = fs.String(s, "", help)
 	}
 	period := fs.String("period", "", "day, month or total (default: all)")
-	asJSON := fs.Bool("json", false, "print JSON")
+	asJSON := jsonFlag(fs)
 	return func([]string) error {
 		nc, js, err := nf.connect()
 		if err != nil {

@@ -2,17 +2,18 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
 
+	"github.com/spf13/pflag"
+
 	"github.com/tollgate/tollgate/pkg/pricing"
 )
 
 // setupPricesImport is `tollctl prices import FILE --format litellm|models.dev`.
-func setupPricesImport(a *app, fset *flag.FlagSet) func([]string) error {
+func setupPricesImport(a *app, fset *pflag.FlagSet) func([]string) error {
 	format := fset.String("format", "", "format of FILE: litellm (model_prices_and_context_window.json) or models.dev (api.json); required")
 	providers := fset.String("provider", "", "comma-separated providers to import (litellm_provider, or models.dev provider ids in order of preference); required for models.dev")
 	version := fset.String("version", "", "version of the new table, recorded on every event priced with it (default FORMAT-YYYY-MM-DD, today)")
@@ -21,15 +22,7 @@ func setupPricesImport(a *app, fset *flag.FlagSet) func([]string) error {
 	keep := fset.Bool("keep", false, "keep the base table's entries the imported file lacks (nothing is removed)")
 	showSkipped := fset.Bool("show-skipped", false, "list the file's entries that were not imported, with the reason")
 	return func(args []string) error {
-		// FILE may come before the flags, as in the README's examples.
-		var files []string
-		for len(args) > 0 {
-			files = append(files, args[0])
-			if err := fset.Parse(args[1:]); err != nil {
-				return fmt.Errorf("%w: %v", errUsage, err)
-			}
-			args = fset.Args()
-		}
+		files := args
 		if len(files) != 1 || *format == "" {
 			return fmt.Errorf("%w: give FILE and --format litellm|models.dev", errUsage)
 		}

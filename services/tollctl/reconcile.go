@@ -4,13 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"net/url"
 	"os"
 	"os/signal"
 	"strings"
 	"time"
+
+	"github.com/spf13/pflag"
 
 	"github.com/tollgate/tollgate/pkg/chstore"
 	"github.com/tollgate/tollgate/pkg/pricing"
@@ -30,17 +31,17 @@ func (e exitStatus) Unwrap() error { return e.err }
 // setupReconcile is `tollctl reconcile`: check that the mock, the usage
 // stream, ClickHouse and the budget totals agree. Exit 0 when they do, 1
 // when they differ, 2 on an error.
-func setupReconcile(a *app, fs *flag.FlagSet) func([]string) error {
+func setupReconcile(a *app, fs *pflag.FlagSet) func([]string) error {
 	var nf natsFlags
-	fs.StringVar(&nf.url, "nats", "", "NATS URL (default: the config's nats.url, else nats://127.0.0.1:4222)")
-	fs.StringVar(&nf.config, "config", "", "config file: its nats section, and its prices (over the embedded table) for the mock's answers")
+	nf.register(a, fs)
+	var cf chFlags
+	cf.register(a, fs)
 	stream := fs.String("stream", "", "usage stream (default TOLLGATE_USAGE)")
-	chDSN := fs.String("clickhouse", "", "compare ClickHouse: host:port or clickhouse://user:password@host:port/database (default database tollgate; password also from TOLLGATE_CLICKHOUSE_PASSWORD)")
 	mock := fs.String("mock", "", "compare a mockllm server's ledger: its URL, e.g. http://127.0.0.1:9999")
 	since := fs.String("since", "", "start of the range by event time: RFC 3339, YYYY-MM-DD, or a duration ago (30d, 12h)")
 	until := fs.String("until", "", "end of the range (exclusive), same forms as --since")
 	wait := fs.Duration("wait", 0, "read the sources again until they agree or this time is up (the consumers lag the stream)")
-	asJSON := fs.Bool("json", false, "print the report as one JSON object")
+	asJSON := jsonFlag(fs)
 	byScope := fs.Bool("by-scope", false, "also print, per scope, the spend in the stream minus the spend applied to the all-time totals (the budget service's lag; whole stream, so not with --since/--until)")
 	return func(args []string) error {
 		if len(args) > 0 {
@@ -60,7 +61,7 @@ func setupReconcile(a *app, fs *flag.FlagSet) func([]string) error {
 		if *byScope && (*since != "" || *until != "") {
 			return fmt.Errorf("%w: --by-scope compares all-time totals; drop --since/--until", errUsage)
 		}
-		rep, drift, err := a.reconcile(nf, *stream, *chDSN, *mock, o, *byScope)
+		rep, drift, err := a.reconcile(nf, *stream, cf, *mock, o, *byScope)
 		if err != nil {
 			return exitStatus{code: 2, err: err}
 		}
@@ -87,7 +88,7 @@ func setupReconcile(a *app, fs *flag.FlagSet) func([]string) error {
 
 // reconcile connects to the sources and runs the reconciliation, then
 // measures the per-scope drift when byScope is set.
-func (a *app) reconcile(nf natsFlags, stream, chDSN, mockURL string, o reconcile.Options, byScope bool) (reconcile.Report, []scopeDrift, error) {
+func (a *app) reconcile(nf natsFlags, stream string, cf chFlags, mockURL string, o reconcile.Options, byScope bool) (reconcile.Report, []scopeDrift, error) {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	src := reconcile.Sources{Stream: stream, Budgets: true, MockURL: mockURL}
@@ -106,12 +107,8 @@ func (a *app) reconcile(nf natsFlags, stream, chDSN, mockURL string, o reconcile
 	}
 	defer nc.Close()
 	src.JetStream = js
-	if chDSN != "" {
-		co, err := parseClickHouseDSN(chDSN, a.getenv("TOLLGATE_CLICKHOUSE_PASSWORD"))
-		if err != nil {
-			return reconcile.Report{}, nil, err
-		}
-		st, err := chstore.Open(ctx, co)
+	if cf.named() {
+		st, err := cf.open(ctx)
 		if err != nil {
 			return reconcile.Report{}, nil, err
 		}

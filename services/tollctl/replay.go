@@ -2,13 +2,14 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
 	"strings"
 	"time"
+
+	"github.com/spf13/pflag"
 
 	"github.com/tollgate/tollgate/pkg/budget"
 	"github.com/tollgate/tollgate/pkg/pricing"
@@ -17,10 +18,10 @@ import (
 
 // setupReplay is `tollctl replay`: re-read a range of the usage stream into
 // ClickHouse, the spend totals, or NDJSON.
-func setupReplay(a *app, fs *flag.FlagSet) func([]string) error {
+func setupReplay(a *app, fs *pflag.FlagSet) func([]string) error {
 	var nf natsFlags
 	var cf chFlags
-	nf.register(fs)
+	nf.register(a, fs)
 	cf.register(a, fs)
 	to := fs.String("to", "ndjson", "clickhouse, budgets or ndjson")
 	since := fs.String("since", "", "start of the range: RFC 3339 time, YYYY-MM-DD, or a duration ago (30d, 12h)")

@@ -2,11 +2,12 @@ package main
 
 import (
 	"bytes"
-	"flag"
 	"fmt"
 	"os"
 	"strings"
 	"time"
+
+	"github.com/spf13/pflag"
 
 	"github.com/tollgate/tollgate/pkg/auth"
 	"github.com/tollgate/tollgate/pkg/config"
@@ -25,7 +26,7 @@ type tokenFlags struct {
 	secretEnv, secretFile                 string
 }
 
-func setupToken(a *app, fs *flag.FlagSet) func([]string) error {
+func setupToken(a *app, fs *pflag.FlagSet) func([]string) error {
 	var f tokenFlags
 	fs.StringVar(&f.sub, "sub", "", "subject (sub claim); required")
 	fs.StringVar(&f.dept, "dept", "", "department claim")
@@ -38,7 +39,7 @@ func setupToken(a *app, fs *flag.FlagSet) func([]string) error {
 	fs.Int64Var(&f.rpm, "rpm", 0, "requests-per-minute limit claim (0: none)")
 	fs.Int64Var(&f.tpm, "tpm", 0, "tokens-per-minute limit claim (0: none)")
 	fs.StringVar(&f.issuer, "issuer", "dev", "issuer: with --config, the name of an auth.issuers entry; without, the iss claim itself")
-	fs.StringVar(&f.configFile, "config", "", "config `FILE` to take the issuer's iss, audience, claim names, kid and algorithm from")
+	flagConfig.stringVar(a, fs, &f.configFile)
 	fs.StringVar(&f.aud, "aud", "", "audience (aud claim); overrides the config's")
 	fs.StringVar(&f.kid, "kid", "", "key id for the token header; overrides the config's")
 	fs.StringVar(&f.alg, "alg", "", "HMAC algorithm: HS256, HS384 or HS512 (default the issuer's first HS algorithm, else HS256)")
@@ -49,7 +50,7 @@ func setupToken(a *app, fs *flag.FlagSet) func([]string) error {
 			return fmt.Errorf("%w: unexpected argument %q", errUsage, args[0])
 		}
 		set := map[string]bool{}
-		fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
+		fs.Visit(func(fl *pflag.Flag) { set[fl.Name] = true })
 		return a.token(f, set)
 	}
 }

@@ -3,11 +3,12 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/spf13/pflag"
 
 	"github.com/tollgate/tollgate/pkg/conformance"
 )
@@ -15,13 +16,13 @@ import (
 // setupVerify is `tollctl verify --gateway URL --token T [--nats URL]`, T a
 // JWT or an API key: the conformance kit (pkg/conformance) against a
 // gateway routed at mockllm with the routes of deploy/verify.
-func setupVerify(a *app, fs *flag.FlagSet) func([]string) error {
+func setupVerify(a *app, fs *pflag.FlagSet) func([]string) error {
 	gw := fs.String("gateway", "http://127.0.0.1:8090", "the gateway's base URL (deploy/verify/tollgate.yaml listens on 127.0.0.1:8090)")
 	token := fs.String("token", "", "a bearer token the gateway accepts for the verify-* models: a JWT or an API key (tg-...; tollctl keys create --models 'verify-*'); required")
-	natsURL := fs.String("nats", "", "NATS URL of the gateway's usage stream; without it the billing column says \"not checked\"")
-	natsConfig := fs.String("config", "", "config file whose nats section (credentials, TLS) to use with --nats")
+	var nf natsFlags
+	nf.register(a, fs)
 	only := fs.String("case", "", "run only these cases (comma-separated names; see --list)")
-	asJSON := fs.Bool("json", false, "print the report as JSON")
+	asJSON := jsonFlag(fs)
 	list := fs.Bool("list", false, "list the cases and what each expects, then exit")
 	wait := fs.Duration("wait", 10*time.Second, "how long to wait for the usage events after the last case")
 	timeout := fs.Duration("timeout", 60*time.Second, "limit for one request")
@@ -47,8 +48,7 @@ func setupVerify(a *app, fs *flag.FlagSet) func([]string) error {
 		}
 		o := conformance.Options{Gateway: *gw, Token: *token, Cases: names, Wait: *wait,
 			Client: &http.Client{Timeout: *timeout}}
-		if *natsURL != "" || *natsConfig != "" {
-			nf := natsFlags{url: *natsURL, config: *natsConfig}
+		if nf.url != "" || nf.config != "" {
 			nc, js, err := nf.connect()
 			if err != nil {
 				return fmt.Errorf("connect to NATS: %w", err)
