@@ -92,6 +92,11 @@ func (a *app) cobraCommand(cmd command) *cobra.Command {
 		runCmd := cmd.setup(a, c.Flags())
 		c.RunE = func(_ *cobra.Command, args []string) error { return runCmd(args) }
 	}
+	for flag, values := range cmd.values {
+		if err := c.RegisterFlagCompletionFunc(flag, cobra.FixedCompletions(values, cobra.ShellCompDirectiveNoFileComp)); err != nil {
+			panic(err) // a flag the command does not define: a mistake in commands()
+		}
+	}
 	// Shells complete file names for FILE and DIR arguments only.
 	if !strings.Contains(cmd.use, "FILE") && !strings.Contains(cmd.use, "DIR") {
 		c.ValidArgsFunction = cobra.NoFileCompletions

@@ -213,6 +213,8 @@ func TestCompletion(t *testing.T) {
 		{[]string{"sta"}, []string{"statement"}},
 		{[]string{"keys", "revoke", "--"}, []string{"--actor", "--nats", "--config"}},
 		{[]string{"help", "keys", "r"}, []string{"revoke", "rotate"}},
+		{[]string{"replay", "--to", ""}, []string{"clickhouse", "budgets", "ndjson"}},
+		{[]string{"prices", "import", "f.json", "--format", ""}, []string{"litellm", "models.dev"}},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {

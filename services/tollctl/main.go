@@ -48,8 +48,11 @@ type command struct {
 	// and --config mean for this command, its exit status when special.
 	long    string
 	example string
-	setup   func(a *app, fs *pflag.FlagSet) func(args []string) error
-	sub     []command
+	// values lists the values shells complete for flags that take one
+	// of a few words ("--to": clickhouse, budgets, ndjson).
+	values map[string][]string
+	setup  func(a *app, fs *pflag.FlagSet) func(args []string) error
+	sub    []command
 }
 
 // The groups of the root help, in the order it lists them.
@@ -113,7 +116,8 @@ tollctl revoke --sub mallory --actor alice`,
 						"utilisation and, for the current day and month, a forecast of the spend at the period's end.",
 					example: `tollctl budget show --config tollgate.yaml --dept eng
 tollctl budget show --team '*/ml' --period month --json`,
-					setup: setupBudgetShow,
+					values: map[string][]string{"period": {"day", "month", "total"}},
+					setup:  setupBudgetShow,
 				},
 				{
 					use:     "migrate",
@@ -166,7 +170,8 @@ tollctl statement verify statements --pubkey 3b6a27bcceb6a42d62a3a8d02a6f0d73653
 				long:    "--month is required.",
 				example: `tollctl export focus --month 2026-11 --out focus-2026-11.parquet
 tollctl export focus --month 2026-11 --dept eng > eng.csv`,
-				setup: setupExportFocus,
+				values: map[string][]string{"format": {"csv", "parquet"}},
+				setup:  setupExportFocus,
 			}},
 		},
 		{
@@ -178,7 +183,8 @@ tollctl export focus --month 2026-11 --dept eng > eng.csv`,
 				long:    "--format is required, and --provider for models.dev.",
 				example: `tollctl prices import model_prices_and_context_window.json --format litellm --provider openai,anthropic
 tollctl prices import api.json --format models.dev --provider openai --out prices.yaml`,
-				setup: setupPricesImport,
+				values: map[string][]string{"format": {"litellm", "models.dev"}},
+				setup:  setupPricesImport,
 			}},
 		},
 		{
@@ -197,7 +203,8 @@ tollctl audit --since 2026-12-01 --json`,
 			example: `tollctl replay --since 2026-11-01 --until 2026-12-01 --to clickhouse
 tollctl replay --to budgets --period month:2026-11
 tollctl replay --from-seq 1000 --to-seq 2000 --reprice prices.yaml > events.ndjson`,
-			setup: setupReplay,
+			values: map[string][]string{"to": {"clickhouse", "budgets", "ndjson"}},
+			setup:  setupReplay,
 		},
 		{
 			use: "reconcile", group: groupOps,
