@@ -28,8 +28,7 @@ func setupExplain(a *app, fs *pflag.FlagSet) func([]string) error {
 	var cf chFlags
 	cf.register(a, fs)
 	prices := fs.String("prices", "", "extra price file (a price book), for events priced with a version other than the embedded one")
-	var cfgFile string
-	flagConfig.stringVar(a, fs, &cfgFile)
+	cfgFile := flagConfig.string(a, fs)
 	asJSON := jsonFlag(fs)
 	return func(args []string) error {
 		if len(args) != 1 {
@@ -49,14 +48,14 @@ func setupExplain(a *app, fs *pflag.FlagSet) func([]string) error {
 			}
 			tables = append(tables, t)
 		}
-		if cfgFile != "" {
-			c, err := a.loadConfig(cfgFile)
+		if *cfgFile != "" {
+			c, err := a.loadConfig(*cfgFile)
 			if err != nil {
 				return err
 			}
 			t, err := c.PriceTable()
 			if err != nil {
-				return fmt.Errorf("config %s: %w", cfgFile, err)
+				return fmt.Errorf("config %s: %w", *cfgFile, err)
 			}
 			tables = append(tables, t)
 		}

@@ -52,6 +52,13 @@ func (g globalFlag) stringVar(a *app, fs *pflag.FlagSet, p *string) {
 	}
 }
 
+// string is stringVar with a new variable, as pflag's String.
+func (g globalFlag) string(a *app, fs *pflag.FlagSet) *string {
+	p := new(string)
+	g.stringVar(a, fs, p)
+	return p
+}
+
 // jsonFlag registers --json on fs.
 func jsonFlag(fs *pflag.FlagSet) *bool {
 	return fs.Bool(flagJSON.name, false, flagJSON.help())
