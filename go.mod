@@ -38,8 +38,6 @@ require (
 	sigs.k8s.io/yaml v1.6.0
 )
 
-require github.com/inconshreveable/mousetrap v1.1.0 // indirect
-
 require (
 	github.com/ClickHouse/ch-go v0.75.0 // indirect
 	github.com/andybalholm/brotli v1.2.7 // indirect
@@ -60,6 +58,7 @@ require (
 	github.com/google/go-tpm v0.9.8 // indirect
 	github.com/grafana/pyroscope-go/godeltaprof v0.1.12 // indirect
 	github.com/grpc-ecosystem/grpc-gateway/v2 v2.30.0 // indirect
+	github.com/inconshreveable/mousetrap v1.1.0 // indirect
 	github.com/invopop/jsonschema v0.14.0 // indirect
 	github.com/json-iterator/go v1.1.12 // indirect
 	github.com/mattn/go-colorable v0.1.13 // indirect
