@@ -44,7 +44,11 @@ type panel struct {
 		UID  string `json:"uid"`
 	} `json:"datasource"`
 	Targets []struct {
-		RawSQL string `json:"rawSql"`
+		RawSQL        string `json:"rawSql"`
+		EditorType    string `json:"editorType"`
+		Format        *int   `json:"format"`
+		QueryType     string `json:"queryType"`
+		PluginVersion string `json:"pluginVersion"`
 	} `json:"targets"`
 }
 
@@ -88,9 +92,44 @@ func flatPanels(ps []panel) []panel {
 	return out
 }
 
+// pluginVersion is the grafana-clickhouse-datasource version the
+// dashboards are written for, and docker-compose.yml installs.
+const pluginVersion = "4.13.0"
+
+// TestTargetsForPlugin checks that every query is saved in the form of
+// the plugin's version 4 (a query without pluginVersion >= 4.0.0 is taken
+// for a version 3 one and migrated on load): the SQL editor, a queryType
+// of the plugin's ("table", "timeSeries") and the format it maps that to
+// (table 1, time series 0), for the panel types that show them.
+func TestTargetsForPlugin(t *testing.T) {
+	formats := map[string]int{"table": 1, "timeSeries": 0}
+	for f, d := range loadDashboards(t) {
+		for _, p := range flatPanels(d.Panels) {
+			if len(p.Targets) == 0 {
+				t.Errorf("%s: panel %q has no query", f, p.Title)
+			}
+			for _, tg := range p.Targets {
+				format, ok := formats[tg.QueryType]
+				switch {
+				case tg.PluginVersion != pluginVersion:
+					t.Errorf("%s: panel %q: pluginVersion %q, want %q", f, p.Title, tg.PluginVersion, pluginVersion)
+				case tg.EditorType != "sql":
+					t.Errorf("%s: panel %q: editorType %q, want sql", f, p.Title, tg.EditorType)
+				case !ok:
+					t.Errorf("%s: panel %q: queryType %q is not the plugin's table or timeSeries", f, p.Title, tg.QueryType)
+				case tg.Format == nil || *tg.Format != format:
+					t.Errorf("%s: panel %q: format %v, want %d for %s", f, p.Title, tg.Format, format, tg.QueryType)
+				case (p.Type == "timeseries") != (tg.QueryType == "timeSeries"):
+					t.Errorf("%s: panel %q of type %s has queryType %s", f, p.Title, p.Type, tg.QueryType)
+				}
+			}
+		}
+	}
+}
+
 // expander expands the ClickHouse plugin's macros and the dashboard's
 // template variables the way Grafana does for this data source: the
-// macros of grafana-clickhouse-datasource 4.13.0 (its pkg/macros), each
+// macros of grafana-clickhouse-datasource pluginVersion (its pkg/macros), each
 // with the text the plugin writes, times in whole Unix seconds (or
 // milliseconds for the _ms forms), dates as toDate('YYYY-MM-DD') in UTC.
 type expander struct {

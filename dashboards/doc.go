@@ -3,7 +3,10 @@
 // 4.13.0 (the version docker-compose.yml installs), and the tests that run
 // every panel's SQL against a real ClickHouse: 18.16 for the expected
 // numbers, and 18.16 against 26.x (versions_test.go, build tag chdb, with
-// every statement of pkg/chsql) for the same answers on both.
+// every statement of pkg/chsql) for the same answers on both. Each query
+// is saved in the plugin's version 4 form (editorType sql, queryType table
+// or timeSeries with format 1 or 0, pluginVersion 4.13.0), so Grafana does
+// not migrate it as a version 3 query on load.
 //
 //   - spend-by-department.json, "Spend by department": spend over time per
 //     dept, month-to-date spend against budget, top teams, projects,
