@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"slices"
@@ -52,17 +53,41 @@ var scaleProviders = []string{"openai", "anthropic", "azure", "bedrock", "vertex
 // variable at All, as Grafana sends them. It asserts nothing about time:
 // it reports.
 func TestScale(t *testing.T) {
-	n := *scaleEvents
 	end := time.Date(2026, 11, 30, 23, 59, 59, 0, time.UTC)
 	from := end.Add(-scaleDays * 24 * time.Hour)
+	store, summary := loadSynthetic(t, *scaleEvents, from)
+	ctx := context.Background()
+	if _, err := store.WriteLimits(ctx, []chstore.Limit{
+		{Scope: "dept", Value: "*", Period: "month", AmountNano: 50_000e9},
+		{Scope: "dept", Value: "dept-7", Period: "month", AmountNano: 100e9},
+		{Scope: "team", Value: "*", Period: "day", AmountNano: 500e9},
+		{Scope: "key", Value: "*", Period: "total", AmountNano: 1000e9},
+		{Scope: "subject", Value: "*", Period: "month", AmountNano: 200e9},
+		{Scope: "global", Period: "month", AmountNano: 10_000_000e9},
+	}, end); err != nil {
+		t.Fatal(err)
+	}
+	out := summary + "\n" + timePanels(t, store, from, end)
+	t.Log("\n" + out)
+	if *scaleOut != "" {
+		if err := os.WriteFile(*scaleOut, []byte(out), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
 
+// loadSynthetic starts a ClickHouse 18.16 server and a NATS server,
+// publishes n synthetic events from from on, loads them with the analytics
+// loader and returns the store and a line saying how long each step took.
+func loadSynthetic(t *testing.T, n int, from time.Time) (*chstore.Store, string) {
+	t.Helper()
 	srv := chtest.New(t)
 	ctx := context.Background()
 	store, err := chstore.Open(ctx, chstore.Options{Addr: srv.Addr(), Database: "tollgate", ReadTimeout: 10 * time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer store.Close()
+	t.Cleanup(func() { store.Close() })
 	if err := store.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +113,9 @@ func TestScale(t *testing.T) {
 	lctx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- l.Run(lctx) }()
+	defer func() { stop(); <-done }()
 	tick := time.NewTicker(500 * time.Millisecond)
+	defer tick.Stop()
 	for wm := uint64(0); wm < last; {
 		select {
 		case err := <-done:
@@ -99,10 +126,7 @@ func TestScale(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	tick.Stop()
 	loaded := time.Since(began)
-	stop()
-	<-done
 	var rows, hourly uint64
 	if err := store.Conn().QueryRow(ctx, "SELECT count() FROM usage_events").Scan(&rows); err != nil {
 		t.Fatal(err)
@@ -113,27 +137,23 @@ func TestScale(t *testing.T) {
 	if rows != uint64(n) {
 		t.Fatalf("usage_events holds %d rows, want %d", rows, n)
 	}
-	if _, err := store.WriteLimits(ctx, []chstore.Limit{
-		{Scope: "dept", Value: "*", Period: "month", AmountNano: 50_000e9},
-		{Scope: "dept", Value: "dept-7", Period: "month", AmountNano: 100e9},
-		{Scope: "team", Value: "*", Period: "day", AmountNano: 500e9},
-		{Scope: "key", Value: "*", Period: "total", AmountNano: 1000e9},
-		{Scope: "subject", Value: "*", Period: "month", AmountNano: 200e9},
-		{Scope: "global", Period: "month", AmountNano: 10_000_000e9},
-	}, end); err != nil {
-		t.Fatal(err)
-	}
-
-	var out strings.Builder
-	fmt.Fprintf(&out, "%d events (%d usage_hourly rows), ClickHouse %s; published in %v, loaded in %v (%.0f events/s)\n\n",
+	return store, fmt.Sprintf("%d events (%d usage_hourly rows), ClickHouse %s; published in %v, loaded in %v (%.0f events/s)\n",
 		rows, hourly, serverVersion(ctx, t, store), published.Round(time.Millisecond), loaded.Round(time.Millisecond),
 		float64(n)/loaded.Seconds())
+}
+
+// timePanels runs every panel of every dashboard over [from, to] with
+// every variable at All, -scale.runs times, and returns a markdown table of
+// the first and the median time.
+func timePanels(t *testing.T, store *chstore.Store, from, to time.Time) string {
+	t.Helper()
+	ctx := context.Background()
+	var out strings.Builder
 	fmt.Fprintf(&out, "| dashboard | panel | rows returned | first run | median of %d |\n|---|---|---:|---:|---:|\n", *scaleRuns)
-	files := slices.Sorted(mapKeysOf(loadDashboards(t)))
 	dashes := loadDashboards(t)
-	for _, f := range files {
+	for _, f := range slices.Sorted(maps.Keys(dashes)) {
 		d := dashes[f]
-		e := &expander{from: from, to: end, interval: 3600, vars: map[string][]string{}}
+		e := &expander{from: from, to: to, interval: 3600, vars: map[string][]string{}}
 		resolveVars(ctx, t, store.Conn(), d, e, nil)
 		for _, p := range flatPanels(d.Panels) {
 			for _, tg := range p.Targets {
@@ -159,12 +179,7 @@ func TestScale(t *testing.T) {
 			}
 		}
 	}
-	t.Log("\n" + out.String())
-	if *scaleOut != "" {
-		if err := os.WriteFile(*scaleOut, []byte(out.String()), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	return out.String()
 }
 
 func serverVersion(ctx context.Context, t *testing.T, s *chstore.Store) string {
@@ -173,17 +188,6 @@ func serverVersion(ctx context.Context, t *testing.T, s *chstore.Store) string {
 		t.Fatal(err)
 	}
 	return v
-}
-
-
-func mapKeysOf[V any](m map[string]V) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
 }
 
 // publishSynthetic publishes n events spread evenly over the 30 days from

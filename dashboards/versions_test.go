@@ -7,6 +7,7 @@ import (
 	"encoding/csv"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"net/http"
 	"net/url"
@@ -35,6 +36,26 @@ import (
 // The data goes into 18.16 through the project's own writers and is copied
 // to the embedded engine with the catalogue's inserts, row by row.
 func TestVersions(t *testing.T) {
+	old, cur := openBoth(t)
+	migrateCurrent(t, cur)
+	// The data: every table the project writes, through its inserts.
+	inserts := map[string]chsql.Statement{}
+	for _, st := range chsql.All() {
+		if tbl, _, ok := insertTarget(st.SQL); ok {
+			inserts[tbl] = st
+		}
+	}
+	for _, tbl := range slices.Sorted(maps.Keys(inserts)) {
+		copyTable(t, old, cur, inserts[tbl])
+	}
+	t.Run("catalogue", func(t *testing.T) { checkCatalogue(t, old, cur) })
+	checkDashboards(t, old, cur)
+}
+
+// openBoth opens the embedded engine, which must be a current release, and
+// a migrated 18.16 server holding the dashboards' seed and the loader's.
+func openBoth(t *testing.T) (*server, *embedded) {
+	t.Helper()
 	db := openChDB(t)
 	v, err := db.query("SELECT version()", "TSV")
 	if major, _, _ := strings.Cut(v, "."); err != nil || atoi(major) < 25 {
@@ -46,10 +67,12 @@ func TestVersions(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	seedLoader(ctx, t, s)
-	old := &server{http: srv.HTTPAddr(), db: s.Database()}
-	cur := &embedded{db: db}
+	return &server{http: srv.HTTPAddr(), db: s.Database()}, &embedded{db: db}
+}
 
-	// The schema, on the current release.
+// migrateCurrent applies the schema to the current release as Migrate does.
+func migrateCurrent(t *testing.T, cur *embedded) {
+	t.Helper()
 	if _, err := cur.run(chsql.CreateDatabase("tollgate_created")); err != nil {
 		t.Errorf("create database: %v", err)
 	}
@@ -67,55 +90,50 @@ func TestVersions(t *testing.T) {
 			}
 		}
 	}
+}
 
-	// The data: every table the project writes, through its inserts.
-	inserts := map[string]chsql.Statement{}
+// checkCatalogue runs each statement of the catalogue with arguments that
+// find data (catalogueArgs).
+func checkCatalogue(t *testing.T, old, cur engine) {
+	seen := map[string]bool{}
 	for _, st := range chsql.All() {
-		if tbl, _, ok := insertTarget(st.SQL); ok {
-			inserts[tbl] = st
+		if seen[st.Name] {
+			t.Errorf("statement name %s used twice", st.Name)
+		}
+		seen[st.Name] = true
+		if _, _, ok := insertTarget(st.SQL); ok || strings.HasPrefix(st.SQL, "CREATE ") {
+			continue // run by migrateCurrent and copyTable
+		}
+		t.Run(st.Name, func(t *testing.T) {
+			args, ok := catalogueArgs[st.Name]
+			if !ok {
+				t.Fatalf("no arguments for %s in catalogueArgs: add some that find data", st.Name)
+			}
+			rows := 0
+			for i, a := range args {
+				sql, err := bind(st.SQL, a...)
+				if err != nil {
+					t.Fatal(err)
+				}
+				rows += len(compare(t, fmt.Sprintf("args %d", i), old, cur, sql, "CSV"))
+			}
+			if rows == 0 && !t.Failed() {
+				t.Errorf("no run of %s found rows: the comparison proves little", st.Name)
+			}
+		})
+	}
+	for name := range catalogueArgs {
+		if !seen[name] {
+			t.Errorf("catalogueArgs names %s, not in the catalogue", name)
 		}
 	}
-	for _, tbl := range slices.Sorted(mapKeys(inserts)) {
-		copyTable(t, old, cur, inserts[tbl])
-	}
+}
 
-	// The catalogue, each statement with arguments that find data.
-	t.Run("catalogue", func(t *testing.T) {
-		seen := map[string]bool{}
-		for _, st := range chsql.All() {
-			if seen[st.Name] {
-				t.Errorf("statement name %s used twice", st.Name)
-			}
-			seen[st.Name] = true
-			if _, _, ok := insertTarget(st.SQL); ok || strings.HasPrefix(st.SQL, "CREATE ") {
-				continue // run above
-			}
-			t.Run(st.Name, func(t *testing.T) {
-				args, ok := catalogueArgs[st.Name]
-				if !ok {
-					t.Fatalf("no arguments for %s in catalogueArgs: add some that find data", st.Name)
-				}
-				rows := 0
-				for i, a := range args {
-					sql, err := bind(st.SQL, a...)
-					if err != nil {
-						t.Fatal(err)
-					}
-					rows += len(compare(t, fmt.Sprintf("args %d", i), old, cur, sql, "CSV"))
-				}
-				if rows == 0 && !t.Failed() {
-					t.Errorf("no run of %s found rows: the comparison proves little", st.Name)
-				}
-			})
-		}
-		for name := range catalogueArgs {
-			if !seen[name] {
-				t.Errorf("catalogueArgs names %s, not in the catalogue", name)
-			}
-		}
-	})
-
-	// The dashboards, as Grafana sends them.
+// checkDashboards runs every template variable and panel of every
+// dashboard as Grafana sends them, over the month at a daily interval and
+// up to mid-month at an hourly one, and fails for a panel that finds no
+// rows in any case.
+func checkDashboards(t *testing.T, old, cur engine) {
 	dashes := loadDashboards(t)
 	panelRows := map[string]int{} // rows of each panel over the cases
 	for _, tc := range []struct {
@@ -126,31 +144,11 @@ func TestVersions(t *testing.T) {
 		{"month daily", rangeTo, 86400},
 		{"mid-month hourly", forecastAt, 3600},
 	} {
-		for _, f := range slices.Sorted(mapKeys(dashes)) {
-			d := dashes[f]
+		for _, f := range slices.Sorted(maps.Keys(dashes)) {
 			t.Run(tc.name+"/"+f, func(t *testing.T) {
 				e := &expander{from: rangeFrom, to: tc.to, interval: tc.interval, vars: map[string][]string{}}
-				for _, v := range d.Templating.List {
-					q, _ := v.Query.(string)
-					if v.Type != "query" {
-						e.vars[v.Name] = []string{q}
-						continue
-					}
-					sql, err := e.expand(q)
-					if err != nil {
-						t.Fatalf("variable %s: %v", v.Name, err)
-					}
-					out := compare(t, "variable "+v.Name, old, cur, sql, "CSV")
-					var vals []string
-					for _, r := range out {
-						vals = append(vals, r[0])
-					}
-					if len(vals) == 0 {
-						t.Fatalf("variable %s: no values", v.Name)
-					}
-					e.vars[v.Name] = vals
-				}
-				for _, p := range flatPanels(d.Panels) {
+				resolveBoth(t, old, cur, dashes[f], e)
+				for _, p := range flatPanels(dashes[f].Panels) {
 					for i, tg := range p.Targets {
 						sql, err := e.expand(tg.RawSQL)
 						if err != nil {
@@ -167,11 +165,35 @@ func TestVersions(t *testing.T) {
 			})
 		}
 	}
-
-	for _, p := range slices.Sorted(mapKeys(panelRows)) {
+	for _, p := range slices.Sorted(maps.Keys(panelRows)) {
 		if panelRows[p] == 0 {
 			t.Errorf("panel %s found no rows in any case: the comparison proves little", p)
 		}
+	}
+}
+
+// resolveBoth sets e.vars to every value of each query variable (All, as
+// Grafana sends it), comparing the variable's answers on both engines.
+func resolveBoth(t *testing.T, old, cur engine, d dashboard, e *expander) {
+	t.Helper()
+	for _, v := range d.Templating.List {
+		q, _ := v.Query.(string)
+		if v.Type != "query" {
+			e.vars[v.Name] = []string{q}
+			continue
+		}
+		sql, err := e.expand(q)
+		if err != nil {
+			t.Fatalf("variable %s: %v", v.Name, err)
+		}
+		var vals []string
+		for _, r := range compare(t, "variable "+v.Name, old, cur, sql, "CSV") {
+			vals = append(vals, r[0])
+		}
+		if len(vals) == 0 {
+			t.Fatalf("variable %s: no values", v.Name)
+		}
+		e.vars[v.Name] = vals
 	}
 }
 
@@ -512,16 +534,6 @@ func literal(v any) (string, error) {
 		return fmt.Sprint(v), nil
 	}
 	return "", fmt.Errorf("no literal for %T", v)
-}
-
-func mapKeys[V any](m map[string]V) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
 }
 
 func atoi(s string) int {
