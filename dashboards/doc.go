@@ -6,7 +6,9 @@
 // every statement of pkg/chsql) for the same answers on both. Each query
 // is saved in the plugin's version 4 form (editorType sql, queryType table
 // or timeSeries with format 1 or 0, pluginVersion 4.13.0), so Grafana does
-// not migrate it as a version 3 query on load.
+// not migrate it as a version 3 query on load. scale_test.go (build tag
+// chscale, make bench-dashboards) times every panel on millions of
+// synthetic events loaded through the analytics loader.
 //
 //   - spend-by-department.json, "Spend by department": spend over time per
 //     dept, month-to-date spend against budget, top teams, projects,
