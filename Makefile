@@ -54,6 +54,13 @@ bench:
 bench-soak:
 	scripts/bench/run.sh -soak
 
+.PHONY: bench-dashboards
+EVENTS ?= 1000000
+## bench-dashboards: EVENTS synthetic usage events (1000000; 30 days, 300 depts, 3000 teams, 5000 keys, 30 models) through the stream and the analytics loader into ClickHouse 18.16, then every dashboard panel timed over the 30 days: docs/bench/dashboards-EVENTS.md (docs/performance.md)
+bench-dashboards:
+	scripts/deps.sh
+	$(GO) test -tags chscale -run TestScale -count=1 -timeout 4h -v ./dashboards -args -scale.events=$(EVENTS) -scale.out $(CURDIR)/docs/bench/dashboards-$(EVENTS).md
+
 ## proto: regenerate the Go code of proto/
 proto:
 	scripts/proto.sh

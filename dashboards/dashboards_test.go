@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -43,7 +44,11 @@ type panel struct {
 		UID  string `json:"uid"`
 	} `json:"datasource"`
 	Targets []struct {
-		RawSQL string `json:"rawSql"`
+		RawSQL        string `json:"rawSql"`
+		EditorType    string `json:"editorType"`
+		Format        *int   `json:"format"`
+		QueryType     string `json:"queryType"`
+		PluginVersion string `json:"pluginVersion"`
 	} `json:"targets"`
 }
 
@@ -87,34 +92,105 @@ func flatPanels(ps []panel) []panel {
 	return out
 }
 
+// pluginVersion is the grafana-clickhouse-datasource version the
+// dashboards are written for, and docker-compose.yml installs.
+const pluginVersion = "4.13.0"
+
+// TestTargetsForPlugin checks that every query is saved in the form of
+// the plugin's version 4 (a query without pluginVersion >= 4.0.0 is taken
+// for a version 3 one and migrated on load): the SQL editor, a queryType
+// of the plugin's ("table", "timeSeries") and the format it maps that to
+// (table 1, time series 0), for the panel types that show them.
+func TestTargetsForPlugin(t *testing.T) {
+	formats := map[string]int{"table": 1, "timeSeries": 0}
+	for f, d := range loadDashboards(t) {
+		for _, p := range flatPanels(d.Panels) {
+			if len(p.Targets) == 0 {
+				t.Errorf("%s: panel %q has no query", f, p.Title)
+			}
+			for _, tg := range p.Targets {
+				format, ok := formats[tg.QueryType]
+				switch {
+				case tg.PluginVersion != pluginVersion:
+					t.Errorf("%s: panel %q: pluginVersion %q, want %q", f, p.Title, tg.PluginVersion, pluginVersion)
+				case tg.EditorType != "sql":
+					t.Errorf("%s: panel %q: editorType %q, want sql", f, p.Title, tg.EditorType)
+				case !ok:
+					t.Errorf("%s: panel %q: queryType %q is not the plugin's table or timeSeries", f, p.Title, tg.QueryType)
+				case tg.Format == nil || *tg.Format != format:
+					t.Errorf("%s: panel %q: format %v, want %d for %s", f, p.Title, tg.Format, format, tg.QueryType)
+				case (p.Type == "timeseries") != (tg.QueryType == "timeSeries"):
+					t.Errorf("%s: panel %q of type %s has queryType %s", f, p.Title, p.Type, tg.QueryType)
+				}
+			}
+		}
+	}
+}
+
 // expander expands the ClickHouse plugin's macros and the dashboard's
-// template variables the way Grafana does for this data source.
+// template variables the way Grafana does for this data source: the
+// macros of grafana-clickhouse-datasource pluginVersion (its pkg/macros), each
+// with the text the plugin writes, times in whole Unix seconds (or
+// milliseconds for the _ms forms), dates as toDate('YYYY-MM-DD') in UTC.
 type expander struct {
 	from, to time.Time
-	interval int // $__interval_s
+	interval int // seconds; $__interval_s is at least 1
 	vars     map[string][]string
 }
 
 var (
-	macroCall = regexp.MustCompile(`\$__(timeFilter|timeInterval)\(\s*([A-Za-z_][A-Za-z0-9_.]*)\s*\)`)
+	macroCall = regexp.MustCompile(`\$__(timeFilter_ms|timeFilter|timeInterval_ms|timeInterval|dateFilter|dateTimeFilter|dt)\(([^()]*)\)`)
 	varRef    = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)(?::([a-z]+))?\}|\$([A-Za-z_][A-Za-z0-9_]*)`)
 )
 
 func (e *expander) expand(sql string) (string, error) {
-	from, to := strconv.FormatInt(e.from.Unix(), 10), strconv.FormatInt(e.to.Unix(), 10)
+	dt := func(t time.Time) string { return fmt.Sprintf("toDateTime(%d)", t.Unix()) }
+	dt64 := func(t time.Time) string { return fmt.Sprintf("fromUnixTimestamp64Milli(%d)", t.UnixMilli()) }
+	date := func(t time.Time) string { return "toDate('" + t.UTC().Format(time.DateOnly) + "')" }
+	between := func(col string, conv func(time.Time) string) string {
+		return fmt.Sprintf("%s >= %s AND %s <= %s", col, conv(e.from), col, conv(e.to))
+	}
+	interval := max(e.interval, 1)
+	var err error
 	sql = macroCall.ReplaceAllStringFunc(sql, func(m string) string {
 		g := macroCall.FindStringSubmatch(m)
-		if g[1] == "timeFilter" {
-			return fmt.Sprintf("%s >= toDateTime(%s) AND %s <= toDateTime(%s)", g[2], from, g[2], to)
+		var args []string
+		for a := range strings.SplitSeq(g[2], ",") {
+			args = append(args, strings.TrimSpace(a))
 		}
-		return fmt.Sprintf("toStartOfInterval(toDateTime(%s), INTERVAL %d second)", g[2], e.interval)
+		want := 1
+		if g[1] == "dateTimeFilter" || g[1] == "dt" {
+			want = 2
+		}
+		if len(args) != want || slices.Contains(args, "") {
+			err = fmt.Errorf("macro %s: want %d arguments", m, want)
+			return m
+		}
+		switch g[1] {
+		case "timeFilter":
+			return between(args[0], dt)
+		case "timeFilter_ms":
+			return between(args[0], dt64)
+		case "dateFilter":
+			return between(args[0], date)
+		case "dateTimeFilter", "dt":
+			return "(" + between(args[0], date) + ") AND (" + between(args[1], dt) + ")"
+		case "timeInterval":
+			return fmt.Sprintf("toStartOfInterval(toDateTime(%s), INTERVAL %d second)", args[0], interval)
+		default: // timeInterval_ms
+			return fmt.Sprintf("toStartOfInterval(toDateTime64(%s, 3), INTERVAL %d millisecond)", args[0], interval*1000)
+		}
 	})
+	if err != nil {
+		return "", err
+	}
 	sql = strings.NewReplacer(
-		"$__fromTime", "toDateTime("+from+")",
-		"$__toTime", "toDateTime("+to+")",
-		"$__interval_s", strconv.Itoa(e.interval),
+		"$__fromTime_ms", dt64(e.from),
+		"$__toTime_ms", dt64(e.to),
+		"$__fromTime", dt(e.from),
+		"$__toTime", dt(e.to),
+		"$__interval_s", strconv.Itoa(interval),
 	).Replace(sql)
-	var err error
 	sql = varRef.ReplaceAllStringFunc(sql, func(m string) string {
 		g := varRef.FindStringSubmatch(m)
 		name, format := g[1], g[2]
@@ -158,6 +234,12 @@ func TestExpand(t *testing.T) {
 		{"time filter", "$__timeFilter(ts)", "ts >= toDateTime(100) AND ts <= toDateTime(200)"},
 		{"from to", "$__fromTime $__toTime", "toDateTime(100) toDateTime(200)"},
 		{"time interval", "$__timeInterval(ts)", "toStartOfInterval(toDateTime(ts), INTERVAL 60 second)"},
+		{"time interval ms", "$__timeInterval_ms(ts)", "toStartOfInterval(toDateTime64(ts, 3), INTERVAL 60000 millisecond)"},
+		{"time filter ms", "$__timeFilter_ms(ts)", "ts >= fromUnixTimestamp64Milli(100000) AND ts <= fromUnixTimestamp64Milli(200000)"},
+		{"from to ms", "$__fromTime_ms $__toTime_ms", "fromUnixTimestamp64Milli(100000) fromUnixTimestamp64Milli(200000)"},
+		{"date filter", "$__dateFilter(d)", "d >= toDate('1970-01-01') AND d <= toDate('1970-01-01')"},
+		{"date time filter", "$__dateTimeFilter(d, ts)", "(d >= toDate('1970-01-01') AND d <= toDate('1970-01-01')) AND (ts >= toDateTime(100) AND ts <= toDateTime(200))"},
+		{"dt", "$__dt(d,ts)", "(d >= toDate('1970-01-01') AND d <= toDate('1970-01-01')) AND (ts >= toDateTime(100) AND ts <= toDateTime(200))"},
 		{"interval seconds", "intDiv(x, $__interval_s)", "intDiv(x, 60)"},
 		{"singlequote", "IN (${dept:singlequote})", `IN ('eng','o\'k')`},
 		{"plain braces", "'${c}'", "'x=1'"},
@@ -173,6 +255,12 @@ func TestExpand(t *testing.T) {
 	}
 	if _, err := e.expand("$nope"); err == nil {
 		t.Fatal("unknown variable expanded")
+	}
+	if _, err := e.expand("$__dt(ts)"); err == nil {
+		t.Fatal("$__dt with one argument expanded")
+	}
+	if got, _ := (&expander{}).expand("$__interval_s"); got != "1" {
+		t.Fatalf("$__interval_s of a zero interval = %q, want 1 (the plugin's floor)", got)
 	}
 }
 
@@ -316,7 +404,12 @@ func normalize(v reflect.Value) any {
 
 func openStore(t *testing.T) *chstore.Store {
 	t.Helper()
-	addr := chtest.Start(t)
+	return openStoreOn(t, chtest.Start(t))
+}
+
+// openStoreOn is openStore on the server at addr.
+func openStoreOn(t *testing.T, addr string) *chstore.Store {
+	t.Helper()
 	var suffix [4]byte
 	_, _ = rand.Read(suffix[:])
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

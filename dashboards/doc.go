@@ -1,6 +1,14 @@
 // Package dashboards holds Tollgate's Grafana dashboards as JSON, for the
-// official ClickHouse data source plugin (grafana-clickhouse-datasource v4),
-// and the test that runs every panel's SQL against a real ClickHouse.
+// official ClickHouse data source plugin, grafana-clickhouse-datasource
+// 4.13.0 (the version docker-compose.yml installs), and the tests that run
+// every panel's SQL against a real ClickHouse: 18.16 for the expected
+// numbers, and 18.16 against 26.x (versions_test.go, build tag chdb, with
+// every statement of pkg/chsql) for the same answers on both. Each query
+// is saved in the plugin's version 4 form (editorType sql, queryType table
+// or timeSeries with format 1 or 0, pluginVersion 4.13.0), so Grafana does
+// not migrate it as a version 3 query on load. scale_test.go (build tag
+// chscale, make bench-dashboards) times every panel on millions of
+// synthetic events loaded through the analytics loader.
 //
 //   - spend-by-department.json, "Spend by department": spend over time per
 //     dept, month-to-date spend against budget, top teams, projects,
@@ -51,7 +59,9 @@
 // # SQL
 //
 // The SQL runs on ClickHouse 18.16 and current releases, so it avoids
-// WITH-CTEs, window functions and toStartOfInterval; the plugin's
+// WITH-CTEs, window functions and toStartOfInterval, and gives every
+// subquery of a join an alias ((...) AS l ANY LEFT JOIN (...) AS r USING
+// (k): current releases refuse a join of unaliased subqueries); the plugin's
 // $__timeInterval(col) expands to toStartOfInterval, so panels bucket time
 // with intDiv(toUInt32(col), $__interval_s) instead. Spend and token panels
 // read the hourly rollup usage_hourly (time buckets are never finer than an

@@ -5,8 +5,10 @@
 # protoc-gen-go and protoc-gen-go-vtproto (the generated-code staleness
 # test), and node and npm (the
 # agent framework tests in pkg/conformance, written for Node 20; Debian's own
-# nodejs package is the fallback when the machine has none). Needs root for apt-get; without root it
-# says what is missing and leaves it to you.
+# nodejs package is the fallback when the machine has none), and chDB,
+# current ClickHouse as a library, for the dual-version SQL test
+# (dashboards/versions_test.go, build tag chdb). Needs root for apt-get;
+# without root it says what is missing and leaves it to you.
 set -euo pipefail
 
 need_apt=()
@@ -34,4 +36,21 @@ fi
 if ! command -v protoc-gen-go-vtproto >/dev/null 2>&1 && [ ! -x "$(go env GOPATH)/bin/protoc-gen-go-vtproto" ]; then
   echo "deps: installing protoc-gen-go-vtproto"
   go install github.com/planetscale/vtprotobuf/cmd/protoc-gen-go-vtproto@v0.6.0
+fi
+
+# chDB: the npm package chdb ships libchdb.so (ClickHouse 26.x, about 540 MB)
+# in @chdb/lib-linux-x64-gnu. It goes into a cache directory, where the
+# test finds it ($TOLLGATE_CACHE, default ~/.cache/tollgate; CHDB_LIB_PATH
+# names another library instead).
+CHDB_VERSION=3.4.0
+chdb_dir="${TOLLGATE_CACHE:-$HOME/.cache/tollgate}/chdb"
+if [ -z "${CHDB_LIB_PATH:-}" ] && { [ ! -f "$chdb_dir/node_modules/@chdb/lib-linux-x64-gnu/libchdb.so" ] ||
+  ! grep -q "\"version\": \"$CHDB_VERSION\"" "$chdb_dir/node_modules/chdb/package.json" 2>/dev/null; }; then
+  if [ "$(uname -s)-$(uname -m)" = Linux-x86_64 ] && command -v npm >/dev/null 2>&1; then
+    echo "deps: installing chdb $CHDB_VERSION (about 540 MB) into $chdb_dir"
+    mkdir -p "$chdb_dir"
+    npm install --prefix "$chdb_dir" --no-audit --no-fund --silent --save-exact "chdb@$CHDB_VERSION"
+  else
+    echo "deps: chdb $CHDB_VERSION needs Linux x86_64 and npm; the dual-version SQL test will skip (fail with CI=true)" >&2
+  fi
 fi

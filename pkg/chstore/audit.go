@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tollgate/tollgate/pkg/audit"
+	"github.com/tollgate/tollgate/pkg/chsql"
 )
 
 // AuditDurable is the AuditLoader's durable consumer on audit.Stream.
@@ -118,7 +119,7 @@ func (l *AuditLoader) Load(ctx context.Context, msgs []jetstream.Msg) error {
 		if err != nil {
 			return err
 		}
-		b, err := l.store.conn.PrepareBatch(ctx, "INSERT INTO audit_events (id, ts, ts_ms, actor, action, target, before, after, summary, stream_seq, ingested_at)")
+		b, err := l.store.conn.PrepareBatch(ctx, chsql.InsertAudit.SQL)
 		if err != nil {
 			return fmt.Errorf("insert audit events: %w", err)
 		}
@@ -151,7 +152,7 @@ func (l *AuditLoader) Load(ctx context.Context, msgs []jetstream.Msg) error {
 
 // storedIDs returns which of ids audit_events holds.
 func (l *AuditLoader) storedIDs(ctx context.Context, ids []any) (map[string]bool, error) {
-	rows, err := l.store.conn.Query(ctx, "SELECT DISTINCT id FROM audit_events WHERE id IN ?", clickhouse.GroupSet{Value: ids})
+	rows, err := l.store.conn.Query(ctx, chsql.StoredAuditIDs.SQL, clickhouse.GroupSet{Value: ids})
 	if err != nil {
 		return nil, fmt.Errorf("look up audit events: %w", err)
 	}

@@ -4,20 +4,14 @@ import (
 	"math"
 	"time"
 
+	"github.com/tollgate/tollgate/pkg/chsql"
+
 	usagev1 "github.com/tollgate/tollgate/proto/tollgate/usage/v1"
 )
 
 // eventColumns lists the usage_events columns in the order of
-// columns.slices.
-const eventColumns = "event_id, request_id, ts, ts_ms, issuer, subject, key_id, dept, team, project, " +
-	"requested_model, served_model, provider, deployment, attempts, fallbacks, route, " +
-	"prompt_tokens, completion_tokens, cached_tokens, reasoning_tokens, estimated, " +
-	"cost_nano_usd, pricing_version, endpoint, stream, status_code, error_type, client_aborted, " +
-	"latency_total_us, ttft_us, upstream_us, overhead_us, cache_hit, degradation_step, clamped_max_tokens, " +
-	"stream_seq, ingested_at, " +
-	"budget_scope, budget_value, budget_period, budget_period_start, budget_from_token, " +
-	"budget_limit_nano_usd, budget_spent_nano_usd, budget_reserved_nano_usd, budget_headroom_nano_usd, " +
-	"hedged, units, unit, producer_id, batch_seq, cache_write_tokens, service_tier"
+// columns.slices (the catalogue's, which the insert names).
+const eventColumns = chsql.EventColumns
 
 // columns holds a batch of usage_events rows column by column, the form a
 // native insert sends. Its slices are reused from batch to batch.

@@ -4,7 +4,8 @@
 // table usage_events, each event exactly once.
 //
 // The SQL runs on ClickHouse 18.16 (Debian's package, used by the tests) and
-// on current releases, over the native protocol only. Money is Int64
+// on current releases, over the native protocol only. Its statements are
+// in the catalogue pkg/chsql, which a test runs on 18.16 and 26.x. Money is Int64
 // nano-USD; the spend views add a Decimal(18,9) USD column.
 //
 // # Schema

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/pkg/budget"
+	"github.com/tollgate/tollgate/pkg/chsql"
 )
 
 // Limit is one configured budget limit as stored in the table
@@ -51,7 +52,7 @@ func (s *Store) WriteLimits(ctx context.Context, limits []Limit, now time.Time) 
 		version = latest + 1
 	}
 	keep := make(map[limitKey]bool, len(limits))
-	b, err := s.conn.PrepareBatch(ctx, "INSERT INTO budget_limits (scope, value, period, amount_nano_usd, removed, version, updated_at)")
+	b, err := s.conn.PrepareBatch(ctx, chsql.InsertLimits.SQL)
 	if err != nil {
 		return 0, fmt.Errorf("prepare budget limits insert: %w", err)
 	}
@@ -91,11 +92,11 @@ func (s *Store) Limits(ctx context.Context) ([]Limit, error) {
 // (0 when none).
 func (s *Store) currentLimits(ctx context.Context) ([]Limit, uint64, error) {
 	var ls []Limit
-	if err := s.conn.Select(ctx, &ls, "SELECT scope, value, period, amount_nano_usd FROM budget_limits_current ORDER BY scope, value, period"); err != nil {
+	if err := s.conn.Select(ctx, &ls, chsql.CurrentLimits.SQL); err != nil {
 		return nil, 0, fmt.Errorf("read budget limits: %w", err)
 	}
 	var latest uint64
-	if err := s.conn.QueryRow(ctx, "SELECT max(version) FROM budget_limits").Scan(&latest); err != nil {
+	if err := s.conn.QueryRow(ctx, chsql.LimitsVersion.SQL).Scan(&latest); err != nil {
 		return nil, 0, fmt.Errorf("read budget limits version: %w", err)
 	}
 	return ls, latest, nil

@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/tollgate/tollgate/pkg/chsql"
 )
 
 // migrationFiles holds the schema, one numbered file per migration.
@@ -104,9 +106,7 @@ func (s *Store) migrate(ctx context.Context, ms []Migration) error {
 	if err := s.createDatabase(ctx); err != nil {
 		return err
 	}
-	if err := s.conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations
-		(version UInt32, name String, applied_at DateTime('UTC'))
-		ENGINE = ReplacingMergeTree(applied_at) ORDER BY version`); err != nil {
+	if err := s.conn.Exec(ctx, chsql.CreateMigrations.SQL); err != nil {
 		return fmt.Errorf("create schema_migrations: %w", err)
 	}
 	applied, err := s.AppliedMigrations(ctx)
@@ -139,8 +139,7 @@ var addColumn = regexp.MustCompile(`(?is)^ALTER\s+TABLE\s+([A-Za-z_][A-Za-z0-9_]
 func (s *Store) apply(ctx context.Context, stmt string) error {
 	if m := addColumn.FindStringSubmatch(stmt); m != nil {
 		var n uint64
-		err := s.conn.QueryRow(ctx, "SELECT count() FROM system.columns WHERE database = currentDatabase() AND table = ? AND name = ?",
-			m[1], m[2]).Scan(&n)
+		err := s.conn.QueryRow(ctx, chsql.ColumnExists.SQL, m[1], m[2]).Scan(&n)
 		if err != nil {
 			return fmt.Errorf("look up column %s.%s: %w", m[1], m[2], err)
 		}
@@ -154,7 +153,7 @@ func (s *Store) apply(ctx context.Context, stmt string) error {
 // AppliedMigrations returns the versions recorded in schema_migrations, in
 // ascending order.
 func (s *Store) AppliedMigrations(ctx context.Context) ([]int, error) {
-	rows, err := s.conn.Query(ctx, "SELECT DISTINCT version FROM schema_migrations ORDER BY version")
+	rows, err := s.conn.Query(ctx, chsql.AppliedMigrations.SQL)
 	if err != nil {
 		return nil, fmt.Errorf("read schema_migrations: %w", err)
 	}
@@ -182,14 +181,14 @@ func (s *Store) createDatabase(ctx context.Context) error {
 		return err
 	}
 	defer conn.Close()
-	if err := conn.Exec(ctx, "CREATE DATABASE IF NOT EXISTS `"+s.o.Database+"`"); err != nil {
+	if err := conn.Exec(ctx, chsql.CreateDatabase(s.o.Database)); err != nil {
 		return fmt.Errorf("create database %s: %w", s.o.Database, err)
 	}
 	return nil
 }
 
 func (s *Store) recordMigration(ctx context.Context, m Migration) error {
-	b, err := s.conn.PrepareBatch(ctx, "INSERT INTO schema_migrations (version, name, applied_at)")
+	b, err := s.conn.PrepareBatch(ctx, chsql.InsertMigration.SQL)
 	if err != nil {
 		return fmt.Errorf("record migration %s: %w", m.Name, err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/google/uuid"
 
+	"github.com/tollgate/tollgate/pkg/chsql"
 	usagev1 "github.com/tollgate/tollgate/proto/tollgate/usage/v1"
 )
 
@@ -147,8 +148,7 @@ func (s *Store) Close() error {
 // stored, 0 when it has stored none.
 func (s *Store) Watermark(ctx context.Context, stream, consumer string) (uint64, error) {
 	var seq uint64
-	err := s.conn.QueryRow(ctx, "SELECT max(seq) FROM watermarks WHERE stream = ? AND consumer = ?",
-		stream, consumer).Scan(&seq)
+	err := s.conn.QueryRow(ctx, chsql.Watermark.SQL, stream, consumer).Scan(&seq)
 	if err != nil {
 		return 0, fmt.Errorf("read watermark of %s/%s: %w", stream, consumer, err)
 	}
@@ -160,8 +160,7 @@ func (s *Store) Watermark(ctx context.Context, stream, consumer string) (uint64,
 func (s *Store) loadState(ctx context.Context, stream, consumer string) (uint64, []byte, error) {
 	var seq uint64
 	var windows string
-	err := s.conn.QueryRow(ctx, "SELECT max(seq), argMax(windows, seq) FROM watermarks WHERE stream = ? AND consumer = ?",
-		stream, consumer).Scan(&seq, &windows)
+	err := s.conn.QueryRow(ctx, chsql.LoadState.SQL, stream, consumer).Scan(&seq, &windows)
 	if err != nil {
 		return 0, nil, fmt.Errorf("read watermark of %s/%s: %w", stream, consumer, err)
 	}
@@ -171,7 +170,7 @@ func (s *Store) loadState(ctx context.Context, stream, consumer string) (uint64,
 // writeWatermark records that consumer has stored every event of stream up
 // to seq, and windows, the encoded record of the batches applied up to it.
 func (s *Store) writeWatermark(ctx context.Context, stream, consumer string, seq uint64, windows []byte, now time.Time) error {
-	b, err := s.conn.PrepareBatch(ctx, "INSERT INTO watermarks (stream, consumer, seq, updated_at, windows)")
+	b, err := s.conn.PrepareBatch(ctx, chsql.InsertWatermark.SQL)
 	if err != nil {
 		return fmt.Errorf("write watermark %d: %w", seq, err)
 	}
@@ -227,7 +226,7 @@ func InsertSourced(ctx context.Context, conn driver.Conn, events []*usagev1.Usag
 
 // insertColumns inserts the rows of c into usage_events in one batch.
 func insertColumns(ctx context.Context, conn driver.Conn, c *columns) error {
-	b, err := conn.PrepareBatch(ctx, "INSERT INTO usage_events ("+eventColumns+")")
+	b, err := conn.PrepareBatch(ctx, chsql.InsertEvents.SQL)
 	if err != nil {
 		return fmt.Errorf("insert %d events: %w", c.len(), err)
 	}
@@ -289,8 +288,7 @@ func appendRows[T any](bc driver.BatchColumn, rows [][]T, empty any) error {
 func (s *Store) waitInserts(ctx context.Context) error {
 	for {
 		var n uint64
-		err := s.conn.QueryRow(ctx, "SELECT count() FROM system.processes WHERE startsWith(query_id, ?)",
-			s.insertPrefix()).Scan(&n)
+		err := s.conn.QueryRow(ctx, chsql.RunningInserts.SQL, s.insertPrefix()).Scan(&n)
 		if err != nil {
 			return fmt.Errorf("look up running inserts: %w", err)
 		}
@@ -318,9 +316,7 @@ type storedRow struct {
 // among rows with ts in [minTS, maxTS] (Unix seconds). The ts bounds let
 // ClickHouse read only the partitions and granules of those times.
 func (s *Store) storedRows(ctx context.Context, lo, hi uint64, minTS, maxTS uint32) (map[storedRow]struct{}, error) {
-	rows, err := s.conn.Query(ctx, `SELECT stream_seq, event_id FROM usage_events
-		WHERE ts >= toDateTime(?) AND ts <= toDateTime(?) AND stream_seq >= ? AND stream_seq <= ?`,
-		minTS, maxTS, lo, hi)
+	rows, err := s.conn.Query(ctx, chsql.StoredRows.SQL, minTS, maxTS, lo, hi)
 	if err != nil {
 		return nil, fmt.Errorf("look up stored events %d..%d: %w", lo, hi, err)
 	}

@@ -7,6 +7,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/tollgate/tollgate/pkg/billing"
+	"github.com/tollgate/tollgate/pkg/chsql"
 	"github.com/tollgate/tollgate/pkg/pricing"
 )
 
@@ -17,12 +18,7 @@ var ErrNotFound = billing.ErrNotFound
 // Explain looks up the usage event of requestID in ClickHouse. tables maps pricing
 // versions to their tables (the embedded table is always known).
 func Explain(ctx context.Context, conn driver.Conn, requestID string, tables ...*pricing.Table) (*billing.Charge, error) {
-	rows, err := conn.Query(ctx, `SELECT event_id, request_id, ts, issuer, subject, key_id, dept, team, project,
-		requested_model, served_model, provider, deployment, route, attempts, fallbacks, endpoint, status_code, error_type,
-		prompt_tokens, completion_tokens, cached_tokens, cache_write_tokens, reasoning_tokens, estimated, cost_nano_usd, pricing_version, service_tier,
-		budget_scope, budget_value, budget_period, budget_period_start, budget_from_token,
-		budget_limit_nano_usd, budget_spent_nano_usd, budget_reserved_nano_usd, budget_headroom_nano_usd
-		FROM usage_events FINAL WHERE request_id = ? ORDER BY ts LIMIT 1`, requestID)
+	rows, err := conn.Query(ctx, chsql.Explain.SQL, requestID)
 	if err != nil {
 		return nil, fmt.Errorf("look up request %s: %w", requestID, err)
 	}

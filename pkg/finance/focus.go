@@ -12,6 +12,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/parquet-go/parquet-go"
 
+	"github.com/tollgate/tollgate/pkg/chsql"
 	"github.com/tollgate/tollgate/pkg/pricing"
 )
 
@@ -110,18 +111,11 @@ func FocusExport(ctx context.Context, conn driver.Conn, o FocusOptions) ([]Focus
 	if o.Account == "" {
 		o.Account = "tollgate"
 	}
-	q := `SELECT toStartOfDay(ts) AS day, dept, team, project, key_id, provider, served_model, unit,
-		toUInt64(count()), sum(prompt_tokens), sum(completion_tokens), sum(cached_tokens), sum(cache_write_tokens),
-		sum(reasoning_tokens), sum(units), sum(cost_nano_usd)
-		FROM usage_events FINAL WHERE ts >= toDateTime(?) AND ts < toDateTime(?)`
-	args := []any{from.Unix(), to.Unix()}
+	q, args := chsql.Focus, []any{from.Unix(), to.Unix()}
 	if o.Dept != "" {
-		q += ` AND dept = ?`
-		args = append(args, o.Dept)
+		q, args = chsql.FocusDept, append(args, o.Dept)
 	}
-	q += ` GROUP BY day, dept, team, project, key_id, provider, served_model, unit
-		ORDER BY day, dept, team, project, key_id, provider, served_model, unit`
-	rows, err := conn.Query(ctx, q, args...)
+	rows, err := conn.Query(ctx, q.SQL, args...)
 	if err != nil {
 		return nil, fmt.Errorf("focus export %s: %w", o.Month, err)
 	}

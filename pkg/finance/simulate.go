@@ -9,6 +9,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/tollgate/tollgate/pkg/budget"
+	"github.com/tollgate/tollgate/pkg/chsql"
 )
 
 // Refusal is one request the proposed limits would have refused.
@@ -45,8 +46,7 @@ type Simulation struct {
 // since (for month and day periods that began earlier, the spend before
 // since is not known to the simulation: start since at a period start).
 func Simulate(ctx context.Context, conn driver.Conn, limits []budget.Limit, since, until time.Time) (*Simulation, error) {
-	rows, err := conn.Query(ctx, `SELECT request_id, ts_ms, dept, team, project, subject, key_id, cost_nano_usd
-		FROM usage_events FINAL WHERE ts >= toDateTime(?) AND ts < toDateTime(?) ORDER BY ts_ms, event_id`,
+	rows, err := conn.Query(ctx, chsql.SimulateHistory.SQL,
 		since.Unix(), until.Unix())
 	if err != nil {
 		return nil, fmt.Errorf("read history: %w", err)

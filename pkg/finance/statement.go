@@ -16,6 +16,7 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
+	"github.com/tollgate/tollgate/pkg/chsql"
 	"github.com/tollgate/tollgate/pkg/pricing"
 )
 
@@ -61,11 +62,10 @@ func BuildStatement(ctx context.Context, conn driver.Conn, dept, month string, n
 	s := &Statement{Dept: dept, Month: month, GeneratedAt: now.UTC().Format(time.RFC3339), Total: Line{Name: "total"}}
 	for _, g := range []struct {
 		col string
+		q   chsql.Statement
 		dst *[]Line
-	}{{"team", &s.Teams}, {"project", &s.Projects}, {"served_model", &s.Models}} {
-		rows, err := conn.Query(ctx, `SELECT `+g.col+`, toUInt64(count()), sum(prompt_tokens), sum(completion_tokens), sum(cost_nano_usd)
-			FROM usage_events FINAL WHERE dept = ? AND ts >= toDateTime(?) AND ts < toDateTime(?)
-			GROUP BY `+g.col+` ORDER BY `+g.col, dept, from.Unix(), to.Unix())
+	}{{"team", chsql.StatementByTeam, &s.Teams}, {"project", chsql.StatementByProject, &s.Projects}, {"served_model", chsql.StatementByModel, &s.Models}} {
+		rows, err := conn.Query(ctx, g.q.SQL, dept, from.Unix(), to.Unix())
 		if err != nil {
 			return nil, fmt.Errorf("sum %s by %s: %w", dept, g.col, err)
 		}

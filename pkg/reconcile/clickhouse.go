@@ -6,26 +6,25 @@ import (
 	"math"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+
+	"github.com/tollgate/tollgate/pkg/chsql"
 )
 
 // readClickHouse counts the rows of usage_events in the window, each event
 // id once (its cost taken from any of its copies, which are identical), and
 // the rows before that deduplication.
 func readClickHouse(ctx context.Context, conn driver.Conn, w window) (Source, error) {
-	where, args := "1", []any{}
+	var args []any
 	if !w.openLo {
-		where += " AND ts >= toDateTime(?) AND ts_ms >= ?"
 		args = append(args, clampSec(floorDiv(w.lo, 1000)), uint64(max(w.lo, 0)))
 	}
 	if !w.openHi {
-		where += " AND ts <= toDateTime(?) AND ts_ms < ?"
 		args = append(args, clampSec(floorDiv(w.hi, 1000)), uint64(max(w.hi, 0)))
 	}
-	q := `SELECT count(), sum(c), sum(n) FROM (
-		SELECT event_id, any(cost_nano_usd) AS c, count() AS n FROM usage_events WHERE ` + where + ` GROUP BY event_id)`
+	q := chsql.ReconcileCount(!w.openLo, !w.openHi)
 	var unique, raw uint64
 	var cost int64
-	if err := conn.QueryRow(ctx, q, args...).Scan(&unique, &cost, &raw); err != nil {
+	if err := conn.QueryRow(ctx, q.SQL, args...).Scan(&unique, &cost, &raw); err != nil {
 		return Source{}, fmt.Errorf("count usage_events in clickhouse: %w", err)
 	}
 	return Source{Name: SourceClickHouse, Requests: int64(unique), CostNanoUSD: cost, Extra: map[string]int64{

@@ -8,6 +8,7 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
+	"github.com/tollgate/tollgate/pkg/chsql"
 	"github.com/tollgate/tollgate/pkg/chstore"
 
 	usagev1 "github.com/tollgate/tollgate/proto/tollgate/usage/v1"
@@ -77,7 +78,7 @@ func (c *ClickHouse) Write(ctx context.Context, items []Item) error {
 
 // writeRepriced inserts re-priced copies of items into usage_events_repriced.
 func (c *ClickHouse) writeRepriced(ctx context.Context, items []*Item, now time.Time) error {
-	b, err := c.conn.PrepareBatch(ctx, "INSERT INTO usage_events_repriced ("+repricedColumns+")")
+	b, err := c.conn.PrepareBatch(ctx, chsql.InsertRepriced.SQL)
 	if err != nil {
 		return fmt.Errorf("prepare insert into usage_events_repriced: %w", err)
 	}
@@ -103,13 +104,11 @@ func (c *ClickHouse) stored(ctx context.Context, items []Item) (map[string]bool,
 		s := evTime(items[i].Event)
 		lo, hi = min(lo, s), max(hi, s)
 	}
-	q := "SELECT event_id FROM usage_events WHERE ts >= toDateTime(?) AND ts <= toDateTime(?) AND has(?, event_id)"
-	args := []any{lo, hi, ids}
+	q, args := chsql.ReplayStored, []any{lo, hi, ids}
 	if c.repriced {
-		q = "SELECT event_id FROM usage_events_repriced WHERE pricing_version = ? AND ts >= toDateTime(?) AND ts <= toDateTime(?) AND has(?, event_id)"
-		args = []any{items[0].Event.PricingVersion, lo, hi, ids}
+		q, args = chsql.ReplayStoredRepriced, []any{items[0].Event.PricingVersion, lo, hi, ids}
 	}
-	rows, err := c.conn.Query(ctx, q, args...)
+	rows, err := c.conn.Query(ctx, q.SQL, args...)
 	if err != nil {
 		return nil, fmt.Errorf("look up stored events: %w", err)
 	}
@@ -127,10 +126,6 @@ func (c *ClickHouse) stored(ctx context.Context, items []Item) (map[string]bool,
 
 // Close does nothing: every batch is written when it comes.
 func (c *ClickHouse) Close(context.Context) error { return nil }
-
-const repricedColumns = `event_id, request_id, ts, dept, team, project, subject, key_id, served_model, provider,
-prompt_tokens, completion_tokens, cached_tokens, cost_nano_usd, pricing_version,
-original_cost_nano_usd, original_pricing_version, stream_seq, repriced_at`
 
 // evTime is the event's time in whole Unix seconds, as stored in ts.
 func evTime(e interface{ GetTimestamp() int64 }) uint32 {

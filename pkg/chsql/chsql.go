@@ -1,0 +1,208 @@
+// Package chsql is the catalogue of the SQL statements Tollgate sends to
+// ClickHouse from Go: the analytics loaders (pkg/chstore), finance
+// (explain, simulate, statements, FOCUS export), replay and reconcile,
+// and through them tollctl. The code sends these values and nothing else,
+// and the dual-version test (dashboards/versions_test.go, build tag chdb)
+// runs every one of them, with data, on ClickHouse 18.16 and on a current
+// release, so a statement added here is checked on both.
+//
+// The schema's own statements are the migrations (chstore.Migrations);
+// the dashboards' are in their JSON.
+//
+// Placeholders are clickhouse-go's client-side binds ('?'). Inserts list
+// their columns and carry no VALUES: they are prepared as native batches.
+package chsql
+
+import "strings"
+
+// Statement is one SQL statement, named for the code that sends it.
+type Statement struct {
+	// Name is "package.what", unique in the catalogue.
+	Name string
+	// SQL is the text sent, with '?' binds.
+	SQL string
+}
+
+// String returns the SQL.
+func (s Statement) String() string { return s.SQL }
+
+var all []Statement
+
+func add(name, sql string) Statement {
+	s := Statement{Name: name, SQL: sql}
+	all = append(all, s)
+	return s
+}
+
+// All returns every statement of the catalogue, in the order declared.
+func All() []Statement { return append([]Statement(nil), all...) }
+
+// EventColumns lists the usage_events columns the loader writes, in the
+// order of its column batch (chstore's columns.slices).
+const EventColumns = "event_id, request_id, ts, ts_ms, issuer, subject, key_id, dept, team, project, " +
+	"requested_model, served_model, provider, deployment, attempts, fallbacks, route, " +
+	"prompt_tokens, completion_tokens, cached_tokens, reasoning_tokens, estimated, " +
+	"cost_nano_usd, pricing_version, endpoint, stream, status_code, error_type, client_aborted, " +
+	"latency_total_us, ttft_us, upstream_us, overhead_us, cache_hit, degradation_step, clamped_max_tokens, " +
+	"stream_seq, ingested_at, " +
+	"budget_scope, budget_value, budget_period, budget_period_start, budget_from_token, " +
+	"budget_limit_nano_usd, budget_spent_nano_usd, budget_reserved_nano_usd, budget_headroom_nano_usd, " +
+	"hedged, units, unit, producer_id, batch_seq, cache_write_tokens, service_tier"
+
+// RepricedColumns lists the usage_events_repriced columns replay writes.
+const RepricedColumns = `event_id, request_id, ts, dept, team, project, subject, key_id, served_model, provider,
+prompt_tokens, completion_tokens, cached_tokens, cost_nano_usd, pricing_version,
+original_cost_nano_usd, original_pricing_version, stream_seq, repriced_at`
+
+// Schema bookkeeping (chstore.Migrate).
+var (
+	// CreateMigrations creates the table of applied migrations.
+	CreateMigrations = add("chstore.create_schema_migrations", `CREATE TABLE IF NOT EXISTS schema_migrations
+		(version UInt32, name String, applied_at DateTime('UTC'))
+		ENGINE = ReplacingMergeTree(applied_at) ORDER BY version`)
+	// ColumnExists counts the columns of a table (binds: table, column)
+	// in the current database: 18.16 has no ADD COLUMN IF NOT EXISTS.
+	ColumnExists = add("chstore.column_exists",
+		"SELECT count() FROM system.columns WHERE database = currentDatabase() AND table = ? AND name = ?")
+	// AppliedMigrations lists the versions applied.
+	AppliedMigrations = add("chstore.applied_migrations", "SELECT DISTINCT version FROM schema_migrations ORDER BY version")
+	// InsertMigration records a migration.
+	InsertMigration = add("chstore.insert_migration", "INSERT INTO schema_migrations (version, name, applied_at)")
+)
+
+// CreateDatabase returns the statement creating database name, which the
+// caller has checked is a plain identifier.
+func CreateDatabase(name string) string {
+	return "CREATE DATABASE IF NOT EXISTS `" + name + "`"
+}
+
+// The usage loader (chstore.Loader).
+var (
+	// Watermark reads a consumer's watermark (binds: stream, consumer).
+	Watermark = add("chstore.watermark", "SELECT max(seq) FROM watermarks WHERE stream = ? AND consumer = ?")
+	// LoadState reads a consumer's watermark and the batch windows stored
+	// with it (binds: stream, consumer).
+	LoadState = add("chstore.load_state",
+		"SELECT max(seq), argMax(windows, seq) FROM watermarks WHERE stream = ? AND consumer = ?")
+	// InsertWatermark writes a watermark.
+	InsertWatermark = add("chstore.insert_watermark", "INSERT INTO watermarks (stream, consumer, seq, updated_at, windows)")
+	// InsertEvents inserts usage events, the loader's and replay's rows.
+	InsertEvents = add("chstore.insert_events", "INSERT INTO usage_events ("+EventColumns+")")
+	// RunningInserts counts the queries running whose id starts with the
+	// bind, the loader's insert prefix.
+	RunningInserts = add("chstore.running_inserts", "SELECT count() FROM system.processes WHERE startsWith(query_id, ?)")
+	// StoredRows lists the rows stored under a range of stream sequences
+	// (binds: min ts, max ts in Unix seconds, lowest and highest sequence).
+	StoredRows = add("chstore.stored_rows", `SELECT stream_seq, event_id FROM usage_events
+		WHERE ts >= toDateTime(?) AND ts <= toDateTime(?) AND stream_seq >= ? AND stream_seq <= ?`)
+)
+
+// Budget limits (chstore.WriteLimits, Limits).
+var (
+	// InsertLimits writes budget limits.
+	InsertLimits = add("chstore.insert_limits",
+		"INSERT INTO budget_limits (scope, value, period, amount_nano_usd, removed, version, updated_at)")
+	// CurrentLimits reads the current limits.
+	CurrentLimits = add("chstore.current_limits",
+		"SELECT scope, value, period, amount_nano_usd FROM budget_limits_current ORDER BY scope, value, period")
+	// LimitsVersion reads the largest version stored.
+	LimitsVersion = add("chstore.limits_version", "SELECT max(version) FROM budget_limits")
+)
+
+// Audit events (chstore.AuditLoader).
+var (
+	// InsertAudit inserts audit events.
+	InsertAudit = add("chstore.insert_audit",
+		"INSERT INTO audit_events (id, ts, ts_ms, actor, action, target, before, after, summary, stream_seq, ingested_at)")
+	// StoredAuditIDs lists which of a set of ids are stored (bind: a
+	// clickhouse.GroupSet of ids).
+	StoredAuditIDs = add("chstore.stored_audit_ids", "SELECT DISTINCT id FROM audit_events WHERE id IN ?")
+)
+
+// Finance (pkg/finance; tollctl finance and export focus).
+var (
+	// Explain reads the event of a request id (bind: request id).
+	Explain = add("finance.explain", `SELECT event_id, request_id, ts, issuer, subject, key_id, dept, team, project,
+		requested_model, served_model, provider, deployment, route, attempts, fallbacks, endpoint, status_code, error_type,
+		prompt_tokens, completion_tokens, cached_tokens, cache_write_tokens, reasoning_tokens, estimated, cost_nano_usd, pricing_version, service_tier,
+		budget_scope, budget_value, budget_period, budget_period_start, budget_from_token,
+		budget_limit_nano_usd, budget_spent_nano_usd, budget_reserved_nano_usd, budget_headroom_nano_usd
+		FROM usage_events FINAL WHERE request_id = ? ORDER BY ts LIMIT 1`)
+	// SimulateHistory reads the events of a time range in time order
+	// (binds: from, to in Unix seconds).
+	SimulateHistory = add("finance.simulate_history", `SELECT request_id, ts_ms, dept, team, project, subject, key_id, cost_nano_usd
+		FROM usage_events FINAL WHERE ts >= toDateTime(?) AND ts < toDateTime(?) ORDER BY ts_ms, event_id`)
+	// StatementByTeam, StatementByProject and StatementByModel sum a
+	// department's month (binds: dept, from, to in Unix seconds).
+	StatementByTeam    = add("finance.statement_team", statementBy("team"))
+	StatementByProject = add("finance.statement_project", statementBy("project"))
+	StatementByModel   = add("finance.statement_model", statementBy("served_model"))
+	// Focus reads a month's FOCUS rows (binds: from, to in Unix seconds);
+	// FocusDept one department's (binds: from, to, dept).
+	Focus     = add("finance.focus", focus(""))
+	FocusDept = add("finance.focus_dept", focus(` AND dept = ?`))
+)
+
+func statementBy(col string) string {
+	return `SELECT ` + col + `, toUInt64(count()), sum(prompt_tokens), sum(completion_tokens), sum(cost_nano_usd)
+			FROM usage_events FINAL WHERE dept = ? AND ts >= toDateTime(?) AND ts < toDateTime(?)
+			GROUP BY ` + col + ` ORDER BY ` + col
+}
+
+func focus(and string) string {
+	return `SELECT toStartOfDay(ts) AS day, dept, team, project, key_id, provider, served_model, unit,
+		toUInt64(count()), sum(prompt_tokens), sum(completion_tokens), sum(cached_tokens), sum(cache_write_tokens),
+		sum(reasoning_tokens), sum(units), sum(cost_nano_usd)
+		FROM usage_events FINAL WHERE ts >= toDateTime(?) AND ts < toDateTime(?)` + and + `
+		GROUP BY day, dept, team, project, key_id, provider, served_model, unit
+		ORDER BY day, dept, team, project, key_id, provider, served_model, unit`
+}
+
+// Replay (pkg/replay; tollctl replay).
+var (
+	// ReplayStored lists which of a batch's event ids usage_events holds
+	// (binds: min ts, max ts in Unix seconds, the ids as an array).
+	ReplayStored = add("replay.stored",
+		"SELECT event_id FROM usage_events WHERE ts >= toDateTime(?) AND ts <= toDateTime(?) AND has(?, event_id)")
+	// ReplayStoredRepriced is ReplayStored on usage_events_repriced for a
+	// pricing version (binds: version, min ts, max ts, ids).
+	ReplayStoredRepriced = add("replay.stored_repriced",
+		"SELECT event_id FROM usage_events_repriced WHERE pricing_version = ? AND ts >= toDateTime(?) AND ts <= toDateTime(?) AND has(?, event_id)")
+	// InsertRepriced inserts re-priced events.
+	InsertRepriced = add("replay.insert_repriced", "INSERT INTO usage_events_repriced ("+RepricedColumns+")")
+)
+
+// reconcileCounts are ReconcileCount's statements, indexed by whether the
+// window has a lower and an upper bound.
+var reconcileCounts = [2][2]Statement{
+	{add("reconcile.count", reconcileCount(false, false)), add("reconcile.count_to", reconcileCount(false, true))},
+	{add("reconcile.count_from", reconcileCount(true, false)), add("reconcile.count_from_to", reconcileCount(true, true))},
+}
+
+// ReconcileCount returns the statement counting usage_events in a window,
+// each event id once, and the rows before that deduplication. With a
+// lower bound it binds the bound's Unix second and millisecond, with an
+// upper bound the same for it (lower first).
+func ReconcileCount(lower, upper bool) Statement {
+	return reconcileCounts[b2i(lower)][b2i(upper)]
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func reconcileCount(lower, upper bool) string {
+	var where strings.Builder
+	where.WriteString("1")
+	if lower {
+		where.WriteString(" AND ts >= toDateTime(?) AND ts_ms >= ?")
+	}
+	if upper {
+		where.WriteString(" AND ts <= toDateTime(?) AND ts_ms < ?")
+	}
+	return `SELECT count(), sum(c), sum(n) FROM (
+		SELECT event_id, any(cost_nano_usd) AS c, count() AS n FROM usage_events WHERE ` + where.String() + ` GROUP BY event_id)`
+}
