@@ -689,11 +689,12 @@ func (g *Gateway) relayWhole(c *fiber.Ctx, rec *record, rt *route, resp *fasthtt
 
 // estimateBytesPerSecond is the bit rate at which the gateway takes an
 // upload to be audio when the answer does not say its duration: 2,000
-// bytes (16 kbit/s) a second. Speech in the formats the endpoints take
-// (mp3, m4a, wav, flac, ogg, webm) is encoded at this rate or above
-// (WAV at 16 kHz is 32,000 bytes a second, a voice MP3 4,000 to 16,000),
-// so the estimate is at or above the real length, and a client that wants
-// its exact duration billed asks for json or verbose_json.
+// bytes (16 kbit/s) a second. Most recordings are encoded at this rate or
+// above (WAV at 16 kHz is 32,000 bytes a second, a voice MP3 4,000 to
+// 16,000), so the estimate is usually above the real length; audio
+// compressed below it (low-rate Opus voice notes) is billed short. A
+// client that wants its exact duration billed asks for json or
+// verbose_json (README: Pass-through endpoints).
 const estimateBytesPerSecond = 2000
 
 // estimateAudioMillis is the duration, in milliseconds, that an upload of

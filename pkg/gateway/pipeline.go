@@ -117,8 +117,9 @@ func (g *Gateway) resolve(c *fiber.Ctx, st *state, rec *record, model string) (*
 }
 
 // caller is an endpoint adapter's part of the attempts stage: how one
-// target is called. The chat family (chatCaller) and /v1/messages
-// (messagesCaller) implement it; attempts owns the rest (routing, retries
+// target is called. The chat family (chatCaller), /v1/messages
+// (messagesCaller) and /v1/messages/count_tokens (countTokensCaller)
+// implement it; attempts owns the rest (routing, retries
 // and fallbacks, the router's bookkeeping, keys, headers, spans, the plan).
 // Pass-through endpoints make one call and never retry (a streamed upload
 // cannot be sent twice), so they do not use it.
