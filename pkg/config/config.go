@@ -223,21 +223,25 @@ type Usage struct {
 // strings: input, output, cached_input and cache_write per million tokens,
 // per_request per call, per_image per generated image, per_audio_second
 // per second of audio, per_1m_characters per million characters of speech
-// input. cache_write is the price of prompt tokens written to the
+// input. PerImageBy prices the image sizes and qualities that do not cost
+// per_image, keyed "quality/size" with "*" for any one of them
+// ("hd/1024x1792", "*/1792x1024", "hd/*"; pricing.Price.ImagePrice says
+// which applies). cache_write is the price of prompt tokens written to the
 // provider's prompt cache (Anthropic's cache_creation_input_tokens); empty
 // bills them at input. Long is a long-context tier, Tiers the prices of
 // the provider's service tiers.
 type Price struct {
-	Input           string     `yaml:"input"`
-	Output          string     `yaml:"output"`
-	CachedInput     string     `yaml:"cached_input"`
-	CacheWrite      string     `yaml:"cache_write"`
-	PerRequest      string     `yaml:"per_request"`
-	PerImage        string     `yaml:"per_image"`
-	PerAudioSecond  string     `yaml:"per_audio_second"`
-	Per1MCharacters string     `yaml:"per_1m_characters"`
-	Long            *LongPrice `yaml:"long"`
-	Tiers           *Tiers     `yaml:"tiers"`
+	Input           string            `yaml:"input"`
+	Output          string            `yaml:"output"`
+	CachedInput     string            `yaml:"cached_input"`
+	CacheWrite      string            `yaml:"cache_write"`
+	PerRequest      string            `yaml:"per_request"`
+	PerImage        string            `yaml:"per_image"`
+	PerImageBy      map[string]string `yaml:"per_image_by"`
+	PerAudioSecond  string            `yaml:"per_audio_second"`
+	Per1MCharacters string            `yaml:"per_1m_characters"`
+	Long            *LongPrice        `yaml:"long"`
+	Tiers           *Tiers            `yaml:"tiers"`
 }
 
 // Tiers are the prices of a provider's service tiers (OpenAI
@@ -466,7 +470,13 @@ type Model struct {
 	// letter or digit. Names over 256 bytes, with control characters or
 	// not UTF-8 are refused whatever the pattern.
 	WildcardPattern string `yaml:"wildcard_pattern"`
-	// Type is "chat" (default; chat and completions endpoints) or "embeddings".
+	// Type is the kind of endpoint the model serves, and only that kind:
+	// "chat" (default; chat, completions, the Responses API and the
+	// Messages API), "embeddings", "image" (/v1/images/generations),
+	// "speech" (/v1/audio/speech), "transcription"
+	// (/v1/audio/transcriptions and /v1/audio/translations) or
+	// "moderation" (/v1/moderations). A request for a model on another
+	// kind of endpoint is 400 wrong_endpoint (issue 41, finding 10).
 	Type string `yaml:"type"`
 	// Aliases are other names clients may send for this model.
 	Aliases []string `yaml:"aliases"`

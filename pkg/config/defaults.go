@@ -62,12 +62,20 @@ const (
 
 // Values of the other enumerated string fields.
 const (
-	ModelTypeChat       = "chat"       // Model.Type
-	ModelTypeEmbeddings = "embeddings" // Model.Type
+	ModelTypeChat          = "chat"          // Model.Type
+	ModelTypeEmbeddings    = "embeddings"    // Model.Type
+	ModelTypeImage         = "image"         // Model.Type: /v1/images/generations
+	ModelTypeSpeech        = "speech"        // Model.Type: /v1/audio/speech
+	ModelTypeTranscription = "transcription" // Model.Type: /v1/audio/transcriptions and /v1/audio/translations
+	ModelTypeModeration    = "moderation"    // Model.Type: /v1/moderations
 
 	UnpricedZero   = "zero"   // Usage.UnpricedModel
 	UnpricedRefuse = "refuse" // Usage.UnpricedModel
 )
+
+// ModelTypes are the values of Model.Type, one per kind of endpoint.
+var ModelTypes = []string{ModelTypeChat, ModelTypeEmbeddings, ModelTypeImage, ModelTypeSpeech,
+	ModelTypeTranscription, ModelTypeModeration}
 
 // ApplyDefaults replaces zero values with the defaults documented on each
 // field. Parse and Load call it; code that builds a Config by hand (tests)

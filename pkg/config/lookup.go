@@ -27,11 +27,11 @@ func (c *Config) Provider(name string) *Provider {
 // pattern like "gemini/*" is not a name a client can send). ok is false
 // when every chat model is a wildcard route.
 func (c *Config) ExampleChatModel() (name string, ok bool) {
-	if m := c.Model("mock-gpt"); m != nil && m.Type != ModelTypeEmbeddings {
+	if m := c.Model("mock-gpt"); m != nil && typeOf(m) == ModelTypeChat {
 		return m.Name, true
 	}
-	for _, m := range c.Models {
-		if m.Type != ModelTypeEmbeddings && !IsWildcard(m.Name) {
+	for i := range c.Models {
+		if m := &c.Models[i]; typeOf(m) == ModelTypeChat && !IsWildcard(m.Name) {
 			return m.Name, true
 		}
 	}

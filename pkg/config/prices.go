@@ -44,6 +44,9 @@ func (p Price) price() (pricing.Price, error) {
 	if err == nil {
 		pr, err = pr.WithUnits(p.PerImage, p.PerAudioSecond, p.Per1MCharacters)
 	}
+	if err == nil && len(p.PerImageBy) > 0 {
+		pr, err = pr.WithImagePrices(p.PerImageBy)
+	}
 	if err == nil {
 		pr, err = pr.WithCacheWrite(p.CacheWrite)
 	}

@@ -306,7 +306,7 @@ func raceTargets(m *Model, byName map[string]*Model, def string) int {
 			n += len(fm.Targets)
 		}
 	}
-	if dm := byName[def]; dm != nil && dm != m && (dm.Type == ModelTypeEmbeddings) == (m.Type == ModelTypeEmbeddings) && !slices.Contains(m.Fallbacks, def) {
+	if dm := byName[def]; dm != nil && dm != m && typeOf(dm) == typeOf(m) && !slices.Contains(m.Fallbacks, def) {
 		n += len(dm.Targets)
 	}
 	return n

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tollgate/tollgate/pkg/pricing"
 	"github.com/tollgate/tollgate/pkg/providers/kind"
 	"github.com/tollgate/tollgate/pkg/usage"
 )
@@ -375,7 +376,7 @@ func (v *validator) models(ms []Model, ps []Provider) {
 		if v.required(p+".name", m.Name) {
 			v.unique(names, p+".name", "model", m.Name)
 		}
-		v.oneOf(p+".type", "type", m.Type, ModelTypeChat, ModelTypeEmbeddings)
+		v.oneOf(p+".type", "type", m.Type, ModelTypes...)
 		switch {
 		case m.WildcardPattern == "":
 		case !IsWildcard(m.Name):
@@ -504,8 +505,21 @@ func (v *validator) prices(ps map[string]Price) {
 			{"per_image", pr.PerImage}, {"per_audio_second", pr.PerAudioSecond},
 			{"per_1m_characters", pr.Per1MCharacters},
 		}
+		for _, k := range sortedKeys(pr.PerImageBy) {
+			fields = append(fields, struct{ name, value string }{fmt.Sprintf("per_image_by[%q]", k), pr.PerImageBy[k]})
+		}
 		if !v.decimals(p, fields) {
-			v.addf(p, "sets no price (input, output, cached_input, cache_write, per_request, per_image, per_audio_second or per_1m_characters)")
+			v.addf(p, "sets no price (input, output, cached_input, cache_write, per_request, per_image, per_image_by, per_audio_second or per_1m_characters)")
+		}
+		if len(pr.PerImageBy) > 0 {
+			// The keys alone (the amounts are checked above).
+			keys := make(map[string]string, len(pr.PerImageBy))
+			for k := range pr.PerImageBy {
+				keys[k] = "0"
+			}
+			if _, err := (pricing.Price{}).WithImagePrices(keys); err != nil {
+				v.addf(p+".per_image_by", "%v", err)
+			}
 		}
 		if l := pr.Long; l != nil {
 			if l.AbovePromptTokens == 0 {

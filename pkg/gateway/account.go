@@ -388,9 +388,11 @@ func (g *Gateway) bill(rec *record) {
 		if rec.cache.full && rec.prices != nil {
 			adm.price, adm.priced = rec.prices.Lookup(rec.cachedModel)
 		}
-	} else if rt := rec.route; rt != nil && rec.prices != nil {
+	} else if rt := rec.route; rt != nil && rec.prices != nil && rec.path == "" {
 		// Price what served the request: after a fallback, another model
-		// or another provider.
+		// or another provider. A pass-through request (one call, no
+		// fallback) keeps the price passPrice found for what it asked
+		// (an image's size and quality) and count_tokens its zero one.
 		if pr, ok := routePrice(rec.prices, rt); ok {
 			adm.price, adm.priced = pr, true
 		}

@@ -94,7 +94,7 @@ func BenchmarkNonStreamRequest(b *testing.B) {
 						Targets: []config.Target{{Provider: "mock", Model: "mock-gpt"}, {Provider: "renamed", Model: "mock-gpt"}},
 						Hedge:   config.Hedge{After: "10s"}},
 					config.Model{Name: "claude-mock", Targets: []config.Target{{Provider: "claude"}}},
-					config.Model{Name: "omni-moderation-latest", Targets: []config.Target{{Provider: "mock"}}})
+					config.Model{Name: "omni-moderation-latest", Type: config.ModelTypeModeration, Targets: []config.Target{{Provider: "mock"}}})
 				c.ApplyDefaults()
 			})
 			r.gw.logRequests = false

@@ -25,7 +25,9 @@
 // An endpoint is an adapter that supplies only what is its own: its parse,
 // how one target is built and called (a caller: chatCaller for chat,
 // completions, embeddings and the Responses API, with hedging;
-// messagesCaller for /v1/messages, native or translated, without hedging),
+// messagesCaller for /v1/messages, native or translated, without hedging;
+// countTokensCaller for /v1/messages/count_tokens, native or counted by
+// the gateway, free but admitted and recorded like any request),
 // its error shape and its stream encoder. The pass-through endpoints make
 // one call and never retry (a streamed upload cannot be sent twice). The
 // adapters' per-request state lives in the record (callState), so a

@@ -304,7 +304,7 @@ func (g *Gateway) Routes() Routes {
 	st := g.state.Load()
 	var out Routes
 	for _, rr := range st.router.Routes() {
-		info := RouteInfo{Model: rr.Name(), Embeddings: rr.Embeddings(), Fallbacks: rr.Fallbacks()}
+		info := RouteInfo{Model: rr.Name(), Type: rr.Type(), Embeddings: rr.Embeddings(), Fallbacks: rr.Fallbacks()}
 		for _, t := range rr.Config().Targets {
 			info.Targets = append(info.Targets, t.Provider+"/"+orDefault(t.Model, rr.Name()))
 		}
@@ -322,7 +322,9 @@ type Routes struct {
 
 // RouteInfo is one model's route as the admin API shows it.
 type RouteInfo struct {
-	Model      string   `json:"model"`
+	Model string `json:"model"`
+	// Type is the kind of endpoint the model serves (models[].type).
+	Type       string   `json:"type"`
 	Embeddings bool     `json:"embeddings"`
 	Targets    []string `json:"targets"`
 	Fallbacks  []string `json:"fallbacks,omitempty"`

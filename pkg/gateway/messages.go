@@ -271,56 +271,117 @@ func (g *Gateway) tryUnaryMessages(c *fiber.Ctx, req *fasthttp.Request, rt *rout
 	return attemptResult{}, took
 }
 
-// serveCountTokens handles POST /v1/messages/count_tokens: passed through
-// to an anthropic provider, else counted with the gateway's tokenizer over
-// the translated request (an estimate, marked x-tollgate-estimated: true).
+// countTokensPath is /v1/messages/count_tokens, as usage events, logs and
+// metrics name it.
+const countTokensPath = "/v1/messages/count_tokens"
+
+// serveCountTokens handles POST /v1/messages/count_tokens through the one
+// pipeline (issue 41, finding 12): authenticated, the model resolved as on
+// /v1/messages (a chat model, allowed to the token), admitted like any
+// request (it counts one request against rpm, and a principal over budget
+// gets the budget error), then passed through to an anthropic provider
+// (retried and fallen back as the model's routing says), else counted
+// with the gateway's tokenizer over the translated request (an estimate,
+// marked x-tollgate-estimated: true). It costs nothing: its usage event
+// says endpoint /v1/messages/count_tokens and cost 0, with no tokens.
 func (g *Gateway) serveCountTokens(c *fiber.Ctx) error {
-	rec := record{start: time.Now(), endpoint: epChat, requestID: setRequestID(c), anthropic: true}
-	st := g.state.Load()
+	rec, st := g.begin(c, countTokensPath, epChat)
+	defer release(rec)
+	rec.anthropic, rec.path = true, countTokensPath
+	rec.usage.Reported = true // counting bills no tokens: nothing to estimate
+	c.Set("request-id", rec.requestID)
 	p, aerr := g.authenticateAnthropic(c, st)
 	if aerr != nil {
-		return writeAnthropicError(c, aerr)
+		return g.fail(c, rec, aerr)
 	}
+	rec.principal = p
 	body := c.Body()
 	f, aerr := scanMessages(body)
 	if aerr != nil {
-		return writeAnthropicError(c, aerr)
+		return g.fail(c, rec, aerr)
 	}
 	model := f.model
-	rt := st.routes[model.Str]
-	if rt == nil {
-		return writeAnthropicError(c, &apiError{Status: fiber.StatusNotFound, Type: typeNotFound, Message: "model: " + model.Str})
+	if model.Type != gjson.String || model.Str == "" {
+		return g.fail(c, rec, errBadRequest(codeMissingField, "model", "model: field required"))
 	}
-	if !p.AllowsModel(rt.name) {
-		return writeAnthropicError(c, &apiError{Status: fiber.StatusForbidden, Type: typePermission, Message: "your token does not allow this model"})
+	rec.model = strings.Clone(model.Str)
+	plan, aerr := g.resolve(c, st, rec, model.Str)
+	if aerr != nil {
+		return g.fail(c, rec, aerr)
 	}
-	if native, ok := rt.up.prov.(messagesNative); ok {
-		req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
-		defer fasthttp.ReleaseRequest(req)
-		defer fasthttp.ReleaseResponse(resp)
-		if err := native.BuildCountTokens(req, body, rt.upstreamModel, model.Raw, model.Index, &c.Request().Header); err != nil {
-			return writeAnthropicError(c, errBadRequest("invalid_request", "", err.Error()))
-		}
-		if err := rt.up.hc.DoDeadline(req, resp, rec.start.Add(rt.up.timeouts.Total)); err != nil {
-			return writeAnthropicError(c, rt.up.classify(err))
-		}
-		if resp.StatusCode() != fasthttp.StatusOK {
-			return writeAnthropicError(c, rt.up.statusError(resp.StatusCode(), resp.Body(), nil))
-		}
-		c.Response().Header.SetContentType(fiber.MIMEApplicationJSON)
-		return c.Send(resp.Body())
+	rec.adm.priced = true // free, not unpriced
+	if aerr := g.admitCost(c, st, p, &rec.adm, 0, func(*admission, int64) int64 { return 0 }); aerr != nil {
+		plan.Release()
+		return g.fail(c, rec, aerr)
 	}
-	oa, _, _, err := anthropic.RequestToOpenAI(nil, body)
+	cs := &rec.call
+	cs.g, cs.m = g, messagesRequest{body: body, model: model}
+	return g.attempts(c, st, plan, rec, (*countTokensCaller)(cs))
+}
+
+// countTokensCaller calls targets for /v1/messages/count_tokens: an
+// anthropic provider counts natively; for any other the gateway counts
+// itself and calls nothing.
+type countTokensCaller callState
+
+func (cc *countTokensCaller) refuses(*route) *apiError { return nil }
+
+func (cc *countTokensCaller) build(c *fiber.Ctx, req *fasthttp.Request, _ *record, rt *route) *apiError {
+	cc.native, _ = rt.up.prov.(messagesNative)
+	if cc.native == nil {
+		return nil
+	}
+	m := &cc.m
+	if err := cc.native.BuildCountTokens(req, m.body, rt.upstreamModel, m.model.Raw, m.model.Index, &c.Request().Header); err != nil {
+		return buildError(rt.up.name, err)
+	}
+	return nil
+}
+
+func (cc *countTokensCaller) call(c *fiber.Ctx, _ *state, plan *router.Plan, a *router.Attempt, req *fasthttp.Request, rt *route, rec *record, _ tracing.Span) attemptResult {
+	if cc.native == nil {
+		fasthttp.ReleaseRequest(req)
+		oa, _, _, err := anthropic.RequestToOpenAI(nil, cc.m.body)
+		if err != nil {
+			return attemptResult{aerr: errBadRequest("invalid_request", "", err.Error()), outcome: router.Outcome{Class: router.ClientError}}
+		}
+		n := 0
+		if e := cc.g.acct.Estimator; e != nil {
+			n = e.ChatPrompt(oa)
+		}
+		a.Done(router.Outcome{Class: router.Canceled}, 0) // no call was made
+		c.Set("x-tollgate-estimated", "true")
+		cc.answer(c, rec, fmt.Appendf(nil, `{"input_tokens":%d}`, n))
+		return attemptResult{}
+	}
+	resp := fasthttp.AcquireResponse()
+	defer fasthttp.ReleaseResponse(resp)
+	upStart := time.Now()
+	err := rt.up.hc.DoDeadline(req, resp, rec.start.Add(rt.up.timeouts.Total))
+	fasthttp.ReleaseRequest(req)
+	took := time.Since(upStart)
+	rec.upstream += took
 	if err != nil {
-		return writeAnthropicError(c, errBadRequest("invalid_request", "", err.Error()))
+		return failed(rt.up.classify(err), 0, err, nil, nil)
 	}
-	n := 0
-	if g.acct.Estimator != nil {
-		n = g.acct.Estimator.ChatPrompt(oa)
+	if st := resp.StatusCode(); st != fasthttp.StatusOK {
+		ra := append([]byte(nil), resp.Header.Peek(fiber.HeaderRetryAfter)...)
+		return failed(rt.up.statusError(st, resp.Body(), ra), st, nil, resp.Body(), ra)
 	}
-	c.Set("x-tollgate-estimated", "true")
+	a.Done(router.Outcome{Class: router.Success}, took)
+	if rec.attempts > 1 {
+		rec.fallbacks = plan.Fallbacks()
+	}
+	cc.answer(c, rec, resp.Body())
+	return attemptResult{}
+}
+
+// answer sends a count and finishes the request.
+func (cc *countTokensCaller) answer(c *fiber.Ctx, rec *record, body []byte) {
+	rec.status, rec.started = fiber.StatusOK, true
 	c.Response().Header.SetContentType(fiber.MIMEApplicationJSON)
-	return c.SendString(fmt.Sprintf(`{"input_tokens":%d}`, n))
+	c.Response().SetBody(body)
+	cc.g.finish(rec)
 }
 
 // authenticateAnthropic accepts a JWT from x-api-key as well as

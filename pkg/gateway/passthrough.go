@@ -25,9 +25,10 @@ import (
 
 // The pass-through endpoints: OpenAI endpoints other than chat,
 // completions and embeddings, relayed unchanged to providers that speak
-// them (kind openai, azure and mock). The gateway authenticates, checks the
-// model allow-list, budgets and rate limits, renames the model when the
-// target calls it otherwise, and bills by the price table's unit prices.
+// them (kind openai, azure and mock). The gateway authenticates, checks
+// that the model's type serves the endpoint and the model allow-list,
+// budgets and rate limits, renames the model when the target calls it
+// otherwise, and bills by the price table's unit prices (passPrice).
 
 // Units recorded in usage events (UsageEvent.unit).
 const (
@@ -56,6 +57,7 @@ type passRoute struct {
 	path   string // the fiber route, e.g. /v1/files/:id
 	label  string // the endpoint in usage events, logs and metrics
 	mode   passMode
+	serves string // the model type (config.Model.Type) it accepts
 	unit   string // what the request is billed by, besides per_request
 	// free: without a price entry the request costs nothing and is not
 	// "unpriced" (moderations, files, batches).
@@ -70,11 +72,11 @@ type passRoute struct {
 // prefix their label, so "GET /v1/files/{id}" and "DELETE /v1/files/{id}"
 // stay apart in usage events.
 var passRoutes = []passRoute{
-	{method: fiber.MethodPost, path: "/v1/images/generations", mode: passJSON, unit: unitImage},
-	{method: fiber.MethodPost, path: "/v1/audio/speech", mode: passJSON, unit: unitCharacter},
-	{method: fiber.MethodPost, path: "/v1/moderations", mode: passJSON, free: true},
-	{method: fiber.MethodPost, path: "/v1/audio/transcriptions", mode: passUpload, unit: unitAudioMs, upload: true, readAll: true},
-	{method: fiber.MethodPost, path: "/v1/audio/translations", mode: passUpload, unit: unitAudioMs, upload: true, readAll: true},
+	{method: fiber.MethodPost, path: "/v1/images/generations", mode: passJSON, serves: config.ModelTypeImage, unit: unitImage},
+	{method: fiber.MethodPost, path: "/v1/audio/speech", mode: passJSON, serves: config.ModelTypeSpeech, unit: unitCharacter},
+	{method: fiber.MethodPost, path: "/v1/moderations", mode: passJSON, serves: config.ModelTypeModeration, free: true},
+	{method: fiber.MethodPost, path: "/v1/audio/transcriptions", mode: passUpload, serves: config.ModelTypeTranscription, unit: unitAudioMs, upload: true, readAll: true},
+	{method: fiber.MethodPost, path: "/v1/audio/translations", mode: passUpload, serves: config.ModelTypeTranscription, unit: unitAudioMs, upload: true, readAll: true},
 	{method: fiber.MethodPost, path: "/v1/files", mode: passNoModel, unit: unitByte, upload: true, free: true},
 	{method: fiber.MethodGet, path: "/v1/files", mode: passNoModel, free: true},
 	{method: fiber.MethodGet, path: "/v1/files/:id", mode: passNoModel, free: true},
@@ -287,6 +289,9 @@ type passCall struct {
 	est    pricing.Usage
 	units  uint64          // billed units known before the call (images, characters)
 	sent   *countingReader // counts the upload's bytes
+	// quality and size of the images asked for ("" when not named), which
+	// pick their price (pricing.Price.ImagePrice).
+	imgQuality, imgSize string
 }
 
 // servePass handles one pass-through request.
@@ -312,8 +317,9 @@ func (g *Gateway) servePass(c *fiber.Ctx, pr *passRoute) error {
 	price, priced, aerr := st.passPrice(pc)
 	if aerr == nil {
 		// One request, no tokens; the reservation is the cost of the
-		// units known before the call (images, characters; the
-		// per_request price only for audio, whose length is known after).
+		// units known before the call (images, characters; for audio the
+		// estimate from the upload's Content-Length, per_request only
+		// when it is chunked).
 		rec.adm.price, rec.adm.priced = price, priced
 		aerr = g.admitCost(c, st, p, &rec.adm, 0,
 			func(adm *admission, _ int64) int64 { return adm.price.Cost(pc.est) })
@@ -391,14 +397,19 @@ func (g *Gateway) passModel(c *fiber.Ctx, st *state, rec *record, pc *passCall) 
 		}
 		model, pc.body, pc.est, pc.units = info.model, c.Body(), info.est, info.units
 		modelRaw, modelIdx = info.modelRaw, info.modelIdx
+		pc.imgQuality, pc.imgSize = info.quality, info.size
 	} else {
 		var aerr *apiError
 		if mp, aerr = readMultipartHead(c); aerr != nil {
 			return aerr
 		}
 		model = mp.model
+		// Reserved as if the answer will not say its duration (the
+		// upload's length, when the client sent it).
+		pc.est.AudioMillis = estimateAudioMillis(int64(mp.size))
 	}
 	rec.model = strings.Clone(model)
+	rec.serves = pc.pr.serves
 	plan, aerr := g.resolve(c, st, rec, model)
 	if aerr != nil {
 		return aerr
@@ -433,17 +444,20 @@ type passJSONInfo struct {
 	modelIdx int    // its byte offset in the body, for renameJSONModel
 	units    uint64
 	est      pricing.Usage
+	quality  string // images: the quality and size asked for, "" when not named
+	size     string
 }
 
 // passKeys are the top-level keys parsePassJSON reads, in the order of the
 // fields rawjson.Scan fills.
-var passKeys = [...]string{"model", "n", "input"}
+var passKeys = [...]string{"model", "n", "input", "quality", "size"}
 
 // parsePassJSON checks a JSON body and reads its model and billing units
-// (n images, default 1, or the characters of the speech input) in one
+// (n images, default 1, and their quality and size, or the characters of
+// the speech input) in one
 // pass, rawjson.Scan as on the chat endpoints (issue #18): the same
 // refusals of bodies that are not JSON, not UTF-8, nested too deep or not
-// an object, and of a repeated model, n or input, which the gateway and
+// an object, and of a repeated model, n, input, quality or size, which the gateway and
 // the provider could read differently (the gateway routes and bills by
 // one). The body is not read again: renameJSONModel edits it at the
 // offset found here.
@@ -480,6 +494,16 @@ func parsePassJSON(body []byte, pr *passRoute) (passJSONInfo, *apiError) {
 			info.units = uint64(v)
 		}
 		info.est.Images = info.units
+		for i, dst := range [...]*string{&info.quality, &info.size} {
+			raw := f[3+i].Raw
+			switch {
+			case raw == "" || raw == "null":
+			case !rawjson.IsString(raw):
+				return info, errBadRequest("invalid_type", passKeys[3+i], passKeys[3+i]+" must be a string")
+			default:
+				*dst = rawjson.Unquote(raw)
+			}
+		}
 	case unitCharacter:
 		if !rawjson.IsString(f[2].Raw) {
 			return info, errBadRequest(codeMissingField, "input", "input must be a string")
@@ -501,9 +525,13 @@ func renameJSONModel(body []byte, raw string, idx int, model string) []byte {
 
 // passPrice finds the request's price: the served model's entry (else the
 // requested route's), or for files and batches the entry named by the
-// endpoint ("/v1/files", "/v1/batches"). Free endpoints without an entry
-// cost nothing; other unpriced models are billed zero and counted, or
-// refused with usage.unpriced_model: refuse.
+// endpoint ("/v1/files", "/v1/batches"). An image's price is the one of
+// the quality and size asked for (pricing.Price.ImagePrice). Free
+// endpoints without an entry cost nothing. A model without an entry, or
+// whose entry has no price for the endpoint's unit (nor per_request), is
+// unpriced, as on chat: billed zero and counted in
+// tollgate_unpriced_requests_total, or refused with
+// usage.unpriced_model: refuse (issue 41, finding 10).
 func (st *state) passPrice(pc *passCall) (pricing.Price, bool, *apiError) {
 	var price pricing.Price
 	ok := false
@@ -516,16 +544,33 @@ func (st *state) passPrice(pc *passCall) (pricing.Price, bool, *apiError) {
 	} else if price, ok = st.prices.Lookup(pc.rt.upstreamModel); !ok {
 		price, ok = st.prices.Lookup(pc.rt.name)
 	}
+	if ok && pc.pr.unit == unitImage {
+		price.PerImage, price.PerImageBy = price.ImagePrice(pc.imgQuality, pc.imgSize), nil
+	}
 	switch {
-	case ok:
+	case ok && (pc.pr.free || price.PerRequest > 0 || unitPrice(&price, pc.pr.unit) > 0):
 		return price, true, nil
 	case pc.pr.free:
 		return pricing.Price{}, true, nil
 	case st.refuseUnpriced:
 		return price, false, errBadRequest("model_not_priced", "model",
-			fmt.Sprintf("the model %q has no price, and this gateway refuses unpriced models", pc.rt.name))
+			fmt.Sprintf("the model %q has no price for %s, and this gateway refuses unpriced models", pc.rt.name, pc.pr.label))
 	}
 	return price, false, nil
+}
+
+// unitPrice is price's price of one unit (nano-USD; per million for
+// characters), 0 when it has none.
+func unitPrice(price *pricing.Price, unit string) int64 {
+	switch unit {
+	case unitImage:
+		return price.PerImage
+	case unitCharacter:
+		return price.CharactersPerM
+	case unitAudioMs:
+		return price.PerAudioSecond
+	}
+	return 0
 }
 
 // callPass makes the upstream call and relays its answer.
@@ -607,7 +652,7 @@ func (g *Gateway) callPass(c *fiber.Ctx, rec *record, pc *passCall) error {
 		}
 	}
 	if pc.pr.readAll {
-		return g.relayWhole(c, rec, rt, resp)
+		return g.relayWhole(c, rec, rt, resp, pc.sent)
 	}
 	rec.held = true
 	c.Context().SetBodyStream(&passBody{g: g, rec: rec, resp: resp}, resp.Header.ContentLength())
@@ -615,8 +660,9 @@ func (g *Gateway) callPass(c *fiber.Ctx, rec *record, pc *passCall) error {
 }
 
 // relayWhole reads a small answer (a transcription) whole, bills the audio
-// duration it reports, and sends it.
-func (g *Gateway) relayWhole(c *fiber.Ctx, rec *record, rt *route, resp *fasthttp.Response) error {
+// duration it reports, else the duration estimated from the upload's size
+// (estimateAudioMillis), and sends it.
+func (g *Gateway) relayWhole(c *fiber.Ctx, rec *record, rt *route, resp *fasthttp.Response, sent *countingReader) error {
 	defer fasthttp.ReleaseResponse(resp)
 	body, err := io.ReadAll(io.LimitReader(resp.BodyStream(), int64(rt.up.hc.MaxResponseBodySize)+1))
 	_ = resp.CloseBodyStream()
@@ -629,10 +675,36 @@ func (g *Gateway) relayWhole(c *fiber.Ctx, rec *record, rt *route, resp *fasthtt
 	}
 	if ms, ok := audioMillis(body); ok {
 		rec.units, rec.unit = ms, unitAudioMs
+	} else if sent != nil {
+		// No duration in the answer (text, srt, vtt, or json without
+		// usage.seconds): what the client chose must not make the audio
+		// free (issue 41, finding 10). The event is marked estimated.
+		rec.units, rec.unit = estimateAudioMillis(int64(sent.n)), unitAudioMs
+		rec.usage.Reported = false
 	}
 	c.Response().SetBodyRaw(body)
 	g.finish(rec)
 	return nil
+}
+
+// estimateBytesPerSecond is the bit rate at which the gateway takes an
+// upload to be audio when the answer does not say its duration: 2,000
+// bytes (16 kbit/s) a second. Most recordings are encoded at this rate or
+// above (WAV at 16 kHz is 32,000 bytes a second, a voice MP3 4,000 to
+// 16,000), so the estimate is usually above the real length; audio
+// compressed below it (low-rate Opus voice notes) is billed short. A
+// client that wants its exact duration billed asks for json or
+// verbose_json (README: Pass-through endpoints).
+const estimateBytesPerSecond = 2000
+
+// estimateAudioMillis is the duration, in milliseconds, that an upload of
+// n bytes (the whole form) is billed as when its answer says none; 0 for
+// a length that is not known (-1).
+func estimateAudioMillis(n int64) uint64 {
+	if n <= 0 {
+		return 0
+	}
+	return uint64(n) * 1000 / estimateBytesPerSecond
 }
 
 // audioMillis reads the audio duration of a transcription or translation

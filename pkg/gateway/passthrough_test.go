@@ -30,13 +30,13 @@ func passConfig(c *config.Config) {
 	c.Providers = append(c.Providers, claude)
 	c.FilesProvider = "mock"
 	for _, m := range []config.Model{
-		{Name: "mock-image", Targets: []config.Target{{Provider: "mock"}}},
-		{Name: "mock-whisper", Targets: []config.Target{{Provider: "mock"}}},
-		{Name: "mock-tts", Targets: []config.Target{{Provider: "mock"}}},
-		{Name: "omni-moderation-latest", Targets: []config.Target{{Provider: "mock"}}},
-		{Name: "alias-moderation", Targets: []config.Target{{Provider: "mock", Model: "omni-moderation-latest"}}},
-		{Name: "alias-whisper", Targets: []config.Target{{Provider: "mock", Model: "mock-whisper"}}},
-		{Name: "claude-image", Targets: []config.Target{{Provider: "claude"}}},
+		{Name: "mock-image", Type: config.ModelTypeImage, Targets: []config.Target{{Provider: "mock"}}},
+		{Name: "mock-whisper", Type: config.ModelTypeTranscription, Targets: []config.Target{{Provider: "mock"}}},
+		{Name: "mock-tts", Type: config.ModelTypeSpeech, Targets: []config.Target{{Provider: "mock"}}},
+		{Name: "omni-moderation-latest", Type: config.ModelTypeModeration, Targets: []config.Target{{Provider: "mock"}}},
+		{Name: "alias-moderation", Type: config.ModelTypeModeration, Targets: []config.Target{{Provider: "mock", Model: "omni-moderation-latest"}}},
+		{Name: "alias-whisper", Type: config.ModelTypeTranscription, Targets: []config.Target{{Provider: "mock", Model: "mock-whisper"}}},
+		{Name: "claude-image", Type: config.ModelTypeImage, Targets: []config.Target{{Provider: "claude"}}},
 	} {
 		c.Models = append(c.Models, m)
 	}
@@ -128,8 +128,8 @@ func TestPassthroughBilled(t *testing.T) {
 		{name: "transcription with duration", method: "POST", path: "/v1/audio/transcriptions", ct: verboseCT, body: verbose,
 			wantStatus: 200, wantBody: `"duration":2.000`,
 			endpoint: "/v1/audio/transcriptions", model: "mock-whisper", units: 2000, unit: "audio_ms", cost: 200_000},
-		{name: "translation without duration", method: "POST", path: "/v1/audio/translations", ct: plainCT, body: plain,
-			wantStatus: 200, wantBody: `{"text":`, endpoint: "/v1/audio/translations", model: "alias-whisper"},
+		{name: "translation, json with usage.seconds", method: "POST", path: "/v1/audio/translations", ct: plainCT, body: plain,
+			wantStatus: 200, wantBody: `{"text":`, endpoint: "/v1/audio/translations", model: "alias-whisper", units: 2000, unit: "audio_ms", cost: 200_000},
 		{name: "file upload", method: "POST", path: "/v1/files", ct: fileCT, body: fileForm, wantStatus: 200,
 			wantBody: `"id":"file-mock1"`, endpoint: "/v1/files", units: uint64(len(fileForm)), unit: "byte"},
 		{name: "file list", method: "GET", path: "/v1/files", wantStatus: 200, wantBody: `"purpose":"batch"`, endpoint: "GET /v1/files"},
@@ -227,6 +227,95 @@ func TestPassthroughLimits(t *testing.T) {
 	for _, ev := range a.events(t, len(tests)) {
 		if ev.Endpoint == "/v1/images/generations" && len(ev.Budgets) != 1 {
 			t.Errorf("image event (status %d) lists %d budgets checked, want the dept limit", ev.StatusCode, len(ev.Budgets))
+		}
+	}
+}
+
+// TestPassthroughBillsWhatWasServed is issue 41, finding 10, as an
+// attacker tries it: a chat model (priced for tokens, so every image
+// would cost 0) on the image, speech and transcription endpoints, an
+// image model on chat, HD images at the standard price, a duplicate size,
+// a transcription asked as text (no duration in the answer) and image
+// models without an image price. Each gets a refusal before any upstream
+// call, or is billed by the endpoint's unit.
+func TestPassthroughBillsWhatWasServed(t *testing.T) {
+	a := newAcctRig(t, func(c *config.Config) {
+		passConfig(c)
+		c.Usage.UnpricedModel = config.UnpricedRefuse
+		c.Models = append(c.Models,
+			config.Model{Name: "tts-as-image", Type: config.ModelTypeImage, Targets: []config.Target{{Provider: "mock", Model: "mock-tts"}}})
+	})
+	tok := a.token(nil)
+	audio := bytes.Repeat([]byte{7}, 32_000) // 2 s at the mock's 16000 bytes per second
+	textCT, text := form(t, [][2]string{{"model", "mock-whisper"}, {"response_format", "text"}, {"file", ""}}, audio)
+	textMs := uint64(len(text)) * 1000 / estimateBytesPerSecond
+	chatCT, chatForm := form(t, [][2]string{{"model", "mock-gpt"}, {"file", ""}}, []byte("RIFF"))
+	tests := []struct {
+		name, path, ct, body string
+		status               int
+		code                 string // error code, or a substring of the answer
+		upstream             bool   // the mock got the request
+		units                uint64
+		cost                 int64
+		estimated            bool
+	}{
+		{name: "chat model on images", path: "/v1/images/generations", body: `{"model":"mock-gpt","prompt":"x","n":10}`,
+			status: 400, code: "wrong_endpoint"},
+		{name: "chat model on speech", path: "/v1/audio/speech", body: `{"model":"mock-gpt","input":"hello","voice":"alloy"}`,
+			status: 400, code: "wrong_endpoint"},
+		{name: "chat model on transcriptions", path: "/v1/audio/transcriptions", ct: chatCT, body: string(chatForm),
+			status: 400, code: "wrong_endpoint"},
+		{name: "speech model on images", path: "/v1/images/generations", body: `{"model":"mock-tts","prompt":"x"}`,
+			status: 400, code: "wrong_endpoint"},
+		{name: "image model on chat", path: "/v1/chat/completions", body: `{"model":"mock-image","messages":[{"role":"user","content":"hi"}]}`,
+			status: 400, code: "wrong_endpoint"},
+		{name: "duplicate size", path: "/v1/images/generations", body: `{"model":"mock-image","size":"1024x1024","size":"1024x1792"}`,
+			status: 400, code: "duplicate_key"},
+		{name: "size not a string", path: "/v1/images/generations", body: `{"model":"mock-image","size":1024}`,
+			status: 400, code: "invalid_type"},
+		{name: "hd tall images at their price", path: "/v1/images/generations", body: `{"model":"mock-image","n":2,"quality":"HD","size":"1024x1792"}`,
+			status: 200, code: "images/1.png", upstream: true, units: 2, cost: 2 * 120_000_000},
+		{name: "tall standard image", path: "/v1/images/generations", body: `{"model":"mock-image","size":"1024x1792"}`,
+			status: 200, code: "images/0.png", upstream: true, units: 1, cost: 80_000_000},
+		{name: "transcription as text is billed the estimate", path: "/v1/audio/transcriptions", ct: textCT, body: string(text),
+			status: 200, code: "quick brown fox", upstream: true, units: textMs, cost: int64(textMs) * 100, estimated: true}, // $0.0001 a second
+		{name: "image model without an image price", path: "/v1/images/generations", body: `{"model":"tts-as-image","prompt":"x"}`,
+			status: 400, code: "model_not_priced"},
+	}
+	ids := map[string]int{}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			id := fmt.Sprintf("kind-%d", i)
+			ids[id] = i
+			ct := tt.ct
+			if ct == "" {
+				ct = "application/json"
+			}
+			before := a.mock.Stats().Requests
+			resp := a.send("POST", tt.path, tok, ct, strings.NewReader(tt.body), int64(len(tt.body)), "X-Request-Id", id)
+			body := readBody(t, resp)
+			if resp.StatusCode != tt.status {
+				t.Fatalf("status %d, want %d: %s", resp.StatusCode, tt.status, body)
+			}
+			if tt.status != 200 {
+				errorShape(t, body, typeInvalidRequest, tt.code)
+			} else if !strings.Contains(string(body), tt.code) {
+				t.Errorf("answer %.200s, want %q in it", body, tt.code)
+			}
+			if called := a.mock.Stats().Requests > before; called != tt.upstream {
+				t.Errorf("upstream called: %v, want %v", called, tt.upstream)
+			}
+		})
+	}
+	for _, ev := range a.events(t, len(tests)) {
+		i, ok := ids[ev.RequestId]
+		if !ok {
+			continue
+		}
+		tt := tests[i]
+		if ev.Units != tt.units || ev.CostNanoUsd != tt.cost || ev.Estimated != tt.estimated {
+			t.Errorf("%s: event units %d cost %d estimated %v, want %d, %d, %v",
+				tt.name, ev.Units, ev.CostNanoUsd, ev.Estimated, tt.units, tt.cost, tt.estimated)
 		}
 	}
 }
@@ -377,7 +466,7 @@ func TestPassthroughLargeUpload(t *testing.T) {
 		// The provider without the rig's 2 s total timeout: 64 MiB take
 		// longer than that under the race detector.
 		c.FilesProvider = "renamed"
-		c.Models = append(c.Models, config.Model{Name: "big-whisper", Targets: []config.Target{{Provider: "renamed", Model: "mock-whisper"}}})
+		c.Models = append(c.Models, config.Model{Name: "big-whisper", Type: config.ModelTypeTranscription, Targets: []config.Target{{Provider: "renamed", Model: "mock-whisper"}}})
 	})
 	tok := r.token(nil)
 	tests := []struct {

@@ -67,7 +67,8 @@ func release(rec *record) {
 
 // resolve starts routing the request's model: an unknown model is 404
 // (before the token's allow-list), a wildcard capture outside its route's
-// pattern 400, a model of the other endpoint kind 400, a model the token
+// pattern 400, a model whose type is not the endpoint's (record.modelType)
+// 400, a model the token
 // does not allow 403. Then the degradation ladder: a refusal step is 429,
 // a model step switches the plan to the step's model when that model
 // serves the same kind of endpoint (pass-through endpoints, whose models
@@ -82,8 +83,9 @@ func (g *Gateway) resolve(c *fiber.Ctx, st *state, rec *record, model string) (*
 	}
 	aerr := captureError(plan)
 	rr := plan.Route()
-	if aerr == nil && rec.path == "" && rr.Embeddings() != (rec.endpoint == epEmbeddings) {
-		aerr = errBadRequest(codeWrongEndpoint, "model", fmt.Sprintf("the model %q is not served on %s", model, rec.endpointPath()))
+	if want := rec.modelType(); aerr == nil && rr.Type() != want {
+		aerr = errBadRequest(codeWrongEndpoint, "model", fmt.Sprintf("the model %q is not served on %s: it is a model of type %s, and %s serves models of type %s",
+			model, rec.endpointPath(), rr.Type(), rec.endpointPath(), want))
 	}
 	if aerr == nil && !p.AllowsModel(model) && !p.AllowsModel(rr.Name()) {
 		aerr = &apiError{Status: fiber.StatusForbidden, Type: typePermission, Code: codeModelNotAllowed, Param: "model",
@@ -105,7 +107,7 @@ func (g *Gateway) resolve(c *fiber.Ctx, st *state, rec *record, model string) (*
 			Message: fmt.Sprintf("budget degradation step %s: this priority is not served now", d.label)}
 	}
 	if np := st.router.Plan(d.step.Model, p, rec.start); np != nil {
-		if np.Route().Embeddings() == rr.Embeddings() {
+		if np.Route().Type() == rr.Type() {
 			plan.Release()
 			return np, nil
 		}
@@ -115,8 +117,9 @@ func (g *Gateway) resolve(c *fiber.Ctx, st *state, rec *record, model string) (*
 }
 
 // caller is an endpoint adapter's part of the attempts stage: how one
-// target is called. The chat family (chatCaller) and /v1/messages
-// (messagesCaller) implement it; attempts owns the rest (routing, retries
+// target is called. The chat family (chatCaller), /v1/messages
+// (messagesCaller) and /v1/messages/count_tokens (countTokensCaller)
+// implement it; attempts owns the rest (routing, retries
 // and fallbacks, the router's bookkeeping, keys, headers, spans, the plan).
 // Pass-through endpoints make one call and never retry (a streamed upload
 // cannot be sent twice), so they do not use it.

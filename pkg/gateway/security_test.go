@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+	"github.com/tollgate/tollgate/pkg/auth"
 	"github.com/tollgate/tollgate/pkg/config"
 	"github.com/tollgate/tollgate/pkg/mockllm"
 	"github.com/valyala/fasthttp"
@@ -232,6 +233,85 @@ func anthropicErrorShape(t *testing.T, body []byte, wantType string) {
 	}
 	if err := json.Unmarshal(body, &e); err != nil || e.Type != "error" || e.Error.Type != wantType || e.Error.Message == "" {
 		t.Errorf("not an Anthropic %s error (%v): %s", wantType, err, body)
+	}
+}
+
+// TestCountTokensIsAdmitted is issue 41, finding 12, as an attacker tries
+// it: /v1/messages/count_tokens on an anthropic provider spends the
+// organisation's upstream quota, so it must be rate limited, refused to a
+// principal over budget, recorded (a usage event of cost 0) and logged
+// like every request. The local count (other providers) is recorded too.
+func TestCountTokensIsAdmitted(t *testing.T) {
+	a := newAcctRig(t, func(c *config.Config) {
+		passConfig(c)
+		c.Budgets = []config.BudgetLimit{{Scope: "dept", Value: "research", AmountUSD: "1", Period: "day"}}
+		c.Models = append(c.Models, config.Model{Name: "claude-count", Targets: []config.Target{{Provider: "claude"}}})
+	})
+	const path = "/v1/messages/count_tokens"
+	body := func(model string) string {
+		return `{"model":"` + model + `","messages":[{"role":"user","content":"count these five words"}]}`
+	}
+	upstream := func() int64 { return a.mock.Stats().Requests }
+	limited := a.token(func(o *auth.MintOptions) { o.RPM = 2 })
+	start := upstream()
+	for i, want := range []int{200, 200, 429} {
+		resp := a.post(path, limited, body("claude-count"))
+		b := readBody(t, resp)
+		if resp.StatusCode != want {
+			t.Fatalf("call %d: status %d, want %d: %s", i+1, resp.StatusCode, want, b)
+		}
+		if want == 200 && !strings.Contains(string(b), `"input_tokens":`) {
+			t.Errorf("call %d: %s", i+1, b)
+		}
+		if want == 429 {
+			anthropicErrorShape(t, b, "rate_limit_error")
+		}
+	}
+	if n := upstream() - start; n != 2 {
+		t.Errorf("the provider counted %d times, want 2 (the rpm of the token)", n)
+	}
+	// One image spends $0.04 of the department's day; a token whose own
+	// claim allows the department $0.01 a day is then over budget.
+	if resp := a.post("/v1/images/generations", a.token(nil), `{"model":"mock-image","prompt":"x"}`); resp.StatusCode != 200 {
+		t.Fatalf("image: %d %s", resp.StatusCode, readBody(t, resp))
+	} else {
+		readBody(t, resp)
+	}
+	over := a.token(func(o *auth.MintOptions) {
+		o.Budgets = []auth.BudgetClaim{{Scope: "dept", AmountUSD: 0.01, Period: "day"}}
+	})
+	start = upstream()
+	resp := a.post(path, over, body("claude-count"))
+	b := readBody(t, resp)
+	if resp.StatusCode != 429 || !strings.Contains(string(b), "budget exceeded") {
+		t.Fatalf("over budget: status %d, want 429 budget exceeded: %s", resp.StatusCode, b)
+	}
+	anthropicErrorShape(t, b, "rate_limit_error")
+	if upstream() != start {
+		t.Error("the provider was called for a principal over budget")
+	}
+	// Counted by the gateway for a model on another provider kind; an
+	// image model is not served here.
+	resp = a.post(path, a.token(nil), body("mock-gpt"))
+	if b := readBody(t, resp); resp.StatusCode != 200 || resp.Header.Get("x-tollgate-estimated") != "true" {
+		t.Errorf("local count: %d %s (estimated %q)", resp.StatusCode, b, resp.Header.Get("x-tollgate-estimated"))
+	}
+	resp = a.post(path, a.token(nil), body("mock-image"))
+	if b := readBody(t, resp); resp.StatusCode != 400 || !strings.Contains(string(b), "is not served on /v1/messages/count_tokens") {
+		t.Errorf("image model: %d %s", resp.StatusCode, b)
+	}
+	var got []string
+	for _, ev := range a.events(t, 7) {
+		if ev.Endpoint == path {
+			got = append(got, fmt.Sprintf("%d %s %d", ev.StatusCode, ev.ErrorType, ev.CostNanoUsd))
+		}
+	}
+	want := []string{"200  0", "200  0", "429 rate_limit_exceeded 0", "429 budget_exceeded 0", "200  0", "400 wrong_endpoint 0"}
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Errorf("count_tokens events %q, want %q", got, want)
+	}
+	if n := strings.Count(a.logs.String(), `"endpoint":"/v1/messages/count_tokens"`); n != len(want) {
+		t.Errorf("%d log lines for count_tokens, want %d", n, len(want))
 	}
 }
 

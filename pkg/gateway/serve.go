@@ -13,6 +13,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/tollgate/tollgate/pkg/auth"
+	"github.com/tollgate/tollgate/pkg/config"
 	"github.com/tollgate/tollgate/pkg/pricing"
 	"github.com/tollgate/tollgate/pkg/providers"
 	"github.com/tollgate/tollgate/pkg/providers/anthropic"
@@ -60,9 +61,10 @@ type record struct {
 	started        bool   // the client got a 200 (an answer began)
 	body           []byte // the request body, for token estimation
 	delivered      []byte // content delivered in a stream, for estimation
-	path           string // the endpoint of a pass-through request (passthrough.go)
+	path           string // the endpoint of a pass-through request (passthrough.go) or count_tokens
 	units          uint64 // units of a pass-through request, billed by unit
 	unit           string
+	serves         string // the model type a pass-through endpoint serves (record.modelType)
 	// held: something outside the endpoint's handler holds the record (a
 	// relay, a hedge leg, a replayed cache hit), so it is not pooled
 	// (release).
@@ -78,6 +80,20 @@ func (rec *record) endpointPath() string {
 		return "/v1/messages"
 	}
 	return endpointName[rec.endpoint]
+}
+
+// modelType is the model type (config.Model.Type) the request's endpoint
+// serves: a pass-through endpoint's own, embeddings on /v1/embeddings,
+// chat on every other (chat, completions, the Responses API, the Messages
+// API and its count_tokens).
+func (rec *record) modelType() string {
+	switch {
+	case rec.serves != "":
+		return rec.serves
+	case rec.endpoint == epEmbeddings:
+		return config.ModelTypeEmbeddings
+	}
+	return config.ModelTypeChat
 }
 
 // usage is token usage as reported by the provider.

@@ -1,13 +1,15 @@
 package mockllm
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/tidwall/gjson"
 	"github.com/valyala/fasthttp"
 )
 
-// This file holds the Anthropic Messages format (POST /v1/messages):
+// This file holds the Anthropic Messages format (POST /v1/messages and
+// /v1/messages/count_tokens):
 // requests, non-stream answers and errors. anthropic_stream.go holds its
 // SSE streams.
 //
@@ -38,8 +40,9 @@ type anthropicRequest struct {
 }
 
 // parseAnthropicRequest reads the body in one pass. It answers 400 and
-// reports false when the body is not a Messages request.
-func parseAnthropicRequest(ctx *fasthttp.RequestCtx) (anthropicRequest, bool) {
+// reports false when the body is not a Messages request (counting: a
+// count_tokens request, which has no max_tokens).
+func parseAnthropicRequest(ctx *fasthttp.RequestCtx, counting bool) (anthropicRequest, bool) {
 	var r anthropicRequest
 	body := ctx.PostBody()
 	if !gjson.ValidBytes(body) {
@@ -79,7 +82,7 @@ func parseAnthropicRequest(ctx *fasthttp.RequestCtx) (anthropicRequest, bool) {
 	case !r.messages.IsArray():
 		anthropicBadRequest(ctx, "messages: Field required")
 		return r, false
-	case r.maxTokens.Type != gjson.Number:
+	case r.maxTokens.Type != gjson.Number && !counting:
 		anthropicBadRequest(ctx, "max_tokens: Field required")
 		return r, false
 	}
@@ -179,7 +182,7 @@ func blockWords(blocks string) int {
 // anthropicMessages answers POST /v1/messages in the Anthropic format.
 func (s *Server) anthropicMessages(ctx *fasthttp.RequestCtx) {
 	s.stats.chat.Add(1)
-	r, ok := parseAnthropicRequest(ctx)
+	r, ok := parseAnthropicRequest(ctx, false)
 	if !ok {
 		return
 	}
@@ -220,6 +223,24 @@ func (s *Server) anthropicMessages(ctx *fasthttp.RequestCtx) {
 	sc.buf = appendAnthropicMessage(sc.buf[:0], &a)
 	ctx.SetContentType(contentJSON)
 	ctx.SetBody(sc.buf)
+}
+
+// anthropicCountTokens answers POST /v1/messages/count_tokens:
+// {"input_tokens": N}, N the prompt tokens /v1/messages would report.
+// It generates nothing, so it adds to no token counter.
+func (s *Server) anthropicCountTokens(ctx *fasthttp.RequestCtx) {
+	r, ok := parseAnthropicRequest(ctx, true)
+	if !ok {
+		return
+	}
+	sc := s.getScratch()
+	defer s.putScratch(sc)
+	b := resolveBehaviour(s.defaults, r.mock, &ctx.Request.Header)
+	if !s.anthropicPrelude(ctx, &b, sc.timer) {
+		return
+	}
+	ctx.SetContentType(contentJSON)
+	ctx.SetBody(fmt.Appendf(nil, `{"input_tokens":%d}`, anthropicPromptTokens(r.system, r.messages)))
 }
 
 // anthropicPrelude waits the latency and answers an injected status with

@@ -7,7 +7,7 @@ package mockllm
 //	POST /v1/audio/speech         audio/mpeg: 16 bytes per input character (X-Mock-Audio-Bytes or mock.audio_bytes overrides), a fixed byte pattern (PatternByte), streamed
 //	POST /v1/moderations          one result per input, never flagged
 //	POST /v1/audio/transcriptions multipart, the file streamed and counted, never held; duration = file bytes / 16000 s
-//	POST /v1/audio/translations   (response_format json: {"text"}; verbose_json adds task, language, duration; text: plain)
+//	POST /v1/audio/translations   (response_format json: {"text", "usage":{"type":"duration","seconds"}}; verbose_json: task, language, duration, text; text, srt, vtt: plain)
 //	POST /v1/files                multipart upload streamed; the file object says its bytes and sha256
 //	GET  /v1/files, /v1/files/{id}, /v1/files/{id}/content; DELETE /v1/files/{id}
 //	POST /v1/batches, GET /v1/batches, GET /v1/batches/{id}, POST /v1/batches/{id}/cancel
@@ -312,8 +312,10 @@ func (s *Server) transcribe(ctx *fasthttp.RequestCtx, task string) {
 		ctx.SetContentType(contentJSON)
 		ctx.SetBodyString(`{"task":"` + map[string]string{"transcriptions": "transcribe", "translations": "translate"}[task] + `","language":"english","duration":` + duration + `,"text":"` + text + `"}`)
 	default:
+		// As OpenAI's whisper-1 answers json: the text and the billed
+		// duration.
 		ctx.SetContentType(contentJSON)
-		ctx.SetBodyString(`{"text":"` + text + `"}`)
+		ctx.SetBodyString(`{"text":"` + text + `","usage":{"type":"duration","seconds":` + duration + `}}`)
 	}
 }
 

@@ -30,6 +30,7 @@ func TestPassthroughEndpoints(t *testing.T) {
 	ts := start(t, mockllm.Config{})
 	verboseCT, verbose := multipartBody([][2]string{{"model", "whisper-1"}, {"response_format", "verbose_json"}}, 24_000)
 	textCT, text := multipartBody([][2]string{{"model", "whisper-1"}, {"response_format", "text"}}, 10)
+	jsonCT, jsonForm := multipartBody([][2]string{{"model", "whisper-1"}}, 8_000)
 	noFileCT, noFile := multipartBody([][2]string{{"model", "whisper-1"}}, -1)
 	fileCT, file := multipartBody([][2]string{{"purpose", "batch"}}, 5)
 	tests := []struct {
@@ -61,6 +62,8 @@ func TestPassthroughEndpoints(t *testing.T) {
 			status: 200, want: `"task":"transcribe","language":"english","duration":1.500`},
 		{name: "translation text", method: "POST", path: "/v1/audio/translations", ct: textCT, body: string(text),
 			status: 200, want: "the quick brown fox\n"},
+		{name: "transcription json says its seconds", method: "POST", path: "/v1/audio/transcriptions", ct: jsonCT, body: string(jsonForm),
+			status: 200, want: `"usage":{"type":"duration","seconds":0.500}`},
 		{name: "transcription without file", method: "POST", path: "/v1/audio/transcriptions", ct: noFileCT, body: string(noFile),
 			status: 400, want: `missing_field`},
 		{name: "file upload", method: "POST", path: "/v1/files", ct: fileCT, body: string(file),
@@ -111,7 +114,7 @@ func TestPassthroughEndpoints(t *testing.T) {
 			}
 		})
 	}
-	if got := ts.srv.Stats().UploadBytes; got != 24_000+10+5 {
-		t.Errorf("UploadBytes = %d, want %d", got, 24_000+10+5)
+	if got := ts.srv.Stats().UploadBytes; got != 24_000+10+8_000+5 {
+		t.Errorf("UploadBytes = %d, want %d", got, 24_000+10+8_000+5)
 	}
 }

@@ -245,6 +245,10 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 		if s.method(ctx, fasthttp.MethodPost) {
 			s.anthropicMessages(ctx)
 		}
+	case "/v1/messages/count_tokens":
+		if s.method(ctx, fasthttp.MethodPost) {
+			s.anthropicCountTokens(ctx)
+		}
 	default:
 		if s.serveLedger(ctx, path) || s.routeOther(ctx, path) || s.routePassthrough(ctx, path) {
 			return

@@ -37,6 +37,13 @@ func (p Price) fields() string {
 	add("cache_write", p.CacheWriteInputPerM)
 	add("per_request", p.PerRequest)
 	add("per_image", p.PerImage)
+	var by []string
+	p.PerImageBy.Each(func(key string, v int64) {
+		by = append(by, strconv.Quote(key)+": "+strconv.Quote(FormatUSD(v)))
+	})
+	if len(by) > 0 {
+		parts = append(parts, "per_image_by: {"+strings.Join(by, ", ")+"}")
+	}
 	add("per_audio_second", p.PerAudioSecond)
 	add("per_1m_characters", p.CharactersPerM)
 	if l := p.Long; l.AbovePromptTokens > 0 {
@@ -99,7 +106,7 @@ func Diff(from, to *Table) []Change {
 		switch {
 		case !ok:
 			out = append(out, Change{Model: m, Kind: '-', Old: o})
-		case n != o:
+		case !n.Equal(o):
 			out = append(out, Change{Model: m, Kind: '~', Old: o, New: n})
 		}
 	}

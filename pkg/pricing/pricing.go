@@ -21,9 +21,12 @@ import (
 // tokens (2_500_000_000 is $2.50 per million); PerRequest is nano-USD per
 // call, for endpoints billed by the call. The unit prices serve the
 // endpoints that are not billed by tokens: PerImage is nano-USD per
-// generated image, PerAudioSecond nano-USD per second of audio
-// transcribed or translated, and CharactersPerM nano-USD per million input
-// characters of speech synthesis. Negative fields count as zero.
+// generated image (at the provider's default size and quality, and at any
+// PerImageBy does not list; ImagePrice picks), PerAudioSecond nano-USD per
+// second of audio transcribed or translated, and CharactersPerM nano-USD
+// per million input characters of speech synthesis. Negative fields count
+// as zero. PerImageBy is shared, never modified: a Price stays comparable
+// with == (two equal image tables built apart compare unequal).
 //
 // CacheWriteInputPerM is the price of prompt tokens written to the
 // provider's prompt cache (Anthropic's cache_creation_input_tokens); zero
@@ -40,6 +43,7 @@ type Price struct {
 	CacheWriteInputPerM int64
 	PerRequest          int64
 	PerImage            int64
+	PerImageBy          *ImagePrices
 	PerAudioSecond      int64
 	CharactersPerM      int64
 	Long                Tier
@@ -299,16 +303,17 @@ type file struct {
 // per_request per call, per_image per image, per_audio_second per second,
 // per_1m_characters per million characters); a missing field is zero.
 type fileEntry struct {
-	Input           usd        `yaml:"input"`
-	Output          usd        `yaml:"output"`
-	CachedInput     usd        `yaml:"cached_input"`
-	CacheWrite      usd        `yaml:"cache_write"`
-	PerRequest      usd        `yaml:"per_request"`
-	PerImage        usd        `yaml:"per_image"`
-	PerAudioSecond  usd        `yaml:"per_audio_second"`
-	Per1MCharacters usd        `yaml:"per_1m_characters"`
-	Long            *fileTier  `yaml:"long"`
-	Tiers           *fileTiers `yaml:"tiers"`
+	Input           usd            `yaml:"input"`
+	Output          usd            `yaml:"output"`
+	CachedInput     usd            `yaml:"cached_input"`
+	CacheWrite      usd            `yaml:"cache_write"`
+	PerRequest      usd            `yaml:"per_request"`
+	PerImage        usd            `yaml:"per_image"`
+	PerImageBy      map[string]usd `yaml:"per_image_by"`
+	PerAudioSecond  usd            `yaml:"per_audio_second"`
+	Per1MCharacters usd            `yaml:"per_1m_characters"`
+	Long            *fileTier      `yaml:"long"`
+	Tiers           *fileTiers     `yaml:"tiers"`
 }
 
 // fileTiers are the service tiers' prices in a price file.
@@ -370,7 +375,7 @@ func (u *usd) UnmarshalYAML(n *yaml.Node) error {
 //	version: "2026-11-01"
 //	prices:
 //	  gpt-4o: {input: "2.50", output: "10.00", cached_input: "1.25"}
-//	  dall-e-3: {per_image: "0.04"}
+//	  dall-e-3: {per_image: "0.04", per_image_by: {"*/1024x1792": "0.08", "hd/*": "0.08", "hd/1024x1792": "0.12"}}
 //	  whisper-1: {per_audio_second: "0.0001"}
 //	  tts-1: {per_1m_characters: "15.00"}
 //	  claude-sonnet-4-5: {input: "3.00", output: "15.00", cached_input: "0.30", cache_write: "3.75",
@@ -378,7 +383,9 @@ func (u *usd) UnmarshalYAML(n *yaml.Node) error {
 //	  gpt-5: {input: "1.25", output: "10.00", tiers: {flex: {input: "0.625", output: "5.00"}, priority: {input: "2.50", output: "20.00"}}}
 //
 // Amounts are decimal USD, per million tokens for input, output,
-// cached_input and cache_write (and the long tier's), per call for per_request, per image for per_image, per
+// cached_input and cache_write (and the long tier's), per call for per_request, per image for per_image
+// and the per_image_by entries (keyed "quality/size", "*" for any one of
+// them; see Price.ImagePrice), per
 // second of audio for per_audio_second and per million characters for
 // per_1m_characters. A long tier needs above_prompt_tokens. tiers holds
 // the flex and priority service tiers' input, output and cached_input
@@ -409,6 +416,17 @@ func Parse(data []byte) (*Table, error) {
 			PerImage:            int64(e.PerImage),
 			PerAudioSecond:      int64(e.PerAudioSecond),
 			CharactersPerM:      int64(e.Per1MCharacters),
+		}
+		if len(e.PerImageBy) > 0 {
+			nano := make(map[string]int64, len(e.PerImageBy))
+			for k, v := range e.PerImageBy {
+				nano[k] = int64(v)
+			}
+			ip, err := newImagePrices(nano)
+			if err != nil {
+				return nil, fmt.Errorf("parse price table: %s: %w", model, err)
+			}
+			p.PerImageBy = ip
 		}
 		if l := e.Long; l != nil {
 			if l.AbovePromptTokens == 0 {

@@ -309,10 +309,10 @@ func TestDefault(t *testing.T) {
 		{name: "codestral", model: "codestral-latest"},
 		{name: "deepseek chat", model: "deepseek-chat"},
 		{name: "deepseek reasoner", model: "deepseek-reasoner"},
-		{name: "dall-e-3", model: "dall-e-3", want: Price{PerImage: 40_000_000}},
+		{name: "dall-e-3", model: "dall-e-3"},
 		{name: "whisper-1", model: "whisper-1", want: Price{PerAudioSecond: 100_000}},
 		{name: "tts-1", model: "tts-1", want: Price{CharactersPerM: 15_000_000_000}},
-		{name: "mock-image", model: "mock-image", want: Price{PerImage: 40_000_000}},
+		{name: "mock-image", model: "mock-image"},
 		{name: "mock-whisper", model: "mock-whisper", want: Price{PerAudioSecond: 100_000}},
 		{name: "mock-tts", model: "mock-tts", want: Price{CharactersPerM: 15_000_000_000}},
 	}

@@ -1,6 +1,7 @@
 package router
 
 import (
+	"cmp"
 	"fmt"
 	"regexp"
 	"strings"
@@ -29,6 +30,7 @@ type Route struct {
 	cfg            *config.Model
 	name           string
 	embeddings     bool
+	typ            string // config.Model.Type, "chat" when unset
 	wildcard       bool
 	prefix, suffix string         // around the "*" of a wildcard name
 	capture        *regexp.Regexp // what the "*" may stand for, anchored
@@ -56,6 +58,10 @@ func (rt *Route) Config() *config.Model { return rt.cfg }
 
 // Embeddings reports whether the model serves the embeddings endpoint.
 func (rt *Route) Embeddings() bool { return rt.embeddings }
+
+// Type returns the kind of endpoint the model serves (config.Model.Type,
+// config.ModelTypeChat when unset).
+func (rt *Route) Type() string { return rt.typ }
 
 // Wildcard reports whether the route is a wildcard pattern.
 func (rt *Route) Wildcard() bool { return rt.wildcard }
@@ -115,6 +121,7 @@ func newRoute(m *config.Model, providers map[string]int, healthOf func(dep, prov
 		cfg:         m,
 		name:        m.Name,
 		embeddings:  m.Type == config.ModelTypeEmbeddings,
+		typ:         cmp.Or(m.Type, config.ModelTypeChat),
 		wildcard:    config.IsWildcard(m.Name),
 		maxAttempts: max(1, m.Retry.MaxAttempts),
 		backoffBase: int64(orDuration(m.Retry.BackoffBase, config.DefaultBackoffBase)),

@@ -184,7 +184,7 @@ func (r *Router) link(rt *Route, def string) error {
 		if fb == nil {
 			return fmt.Errorf("routing: unknown default_fallback %q", def)
 		}
-		if fb != rt && fb.embeddings == rt.embeddings && !slices.Contains(rt.chain, fb) {
+		if fb != rt && fb.typ == rt.typ && !slices.Contains(rt.chain, fb) {
 			rt.chain = append(rt.chain, fb)
 		}
 	}
