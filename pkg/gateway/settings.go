@@ -137,7 +137,7 @@ func (r *Reloader) Override(f func(*config.Config)) {
 // ErrNeedsRestart is wrapped by the error of a reload refused because the
 // file changes keys the running process applies only at start; the error
 // names them.
-var ErrNeedsRestart = errors.New("the running gateway cannot apply these keys; restart it to apply them (the running config stays)")
+var ErrNeedsRestart = errors.New("keys that need a restart")
 
 // OnApply adds f to what a reload applies: f is called with every config
 // a reload puts in place, and once now with the running one (so nothing
@@ -202,7 +202,8 @@ func (r *Reloader) Reload(ctx context.Context) (ReloadSummary, error) {
 		if err := r.recordRefusal(ctx, old, s.Config, keys); err != nil {
 			r.log.Error("config reload refusal not audited", "err", err)
 		}
-		return ReloadSummary{}, fmt.Errorf("reload refused: %w: %s", ErrNeedsRestart, strings.Join(keys, ", "))
+		return ReloadSummary{}, fmt.Errorf("reload refused, the running config stays: %w: %s; restart the gateway to apply them",
+			ErrNeedsRestart, strings.Join(keys, ", "))
 	}
 	if err := r.gw.Reload(s.Config, s.Verifier, s.Prices); err != nil {
 		return ReloadSummary{}, err
