@@ -89,6 +89,7 @@ type Options struct {
 	// Without it those endpoints refuse every request in that case.
 	Verify func(token []byte) (*auth.Principal, error)
 	// RequireToken requires an admin token even on a loopback listener.
+	// SetRequireToken changes it on a running Server (a config reload).
 	RequireToken bool
 	// Ready reports readiness for /readyz: nil when ready, else why not.
 	Ready func() error
@@ -129,7 +130,11 @@ type Server struct {
 	o    Options
 	log  *slog.Logger
 	srv  *http.Server
-	open atomic.Bool // /admin/ and /debug/ need no token; set by Serve
+	open atomic.Bool // /admin/ and /debug/ need no token: loopback && !requireToken
+
+	accessMu     sync.Mutex // guards loopback and requireToken, and serializes writes of open
+	loopback     bool       // the listener is on a loopback address; set by Serve
+	requireToken bool
 
 	reloadMu sync.Mutex // serializes Options.Reload
 }
@@ -140,7 +145,7 @@ func New(o Options) *Server {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{o: o, log: log}
+	s := &Server{o: o, log: log, requireToken: o.RequireToken}
 	s.srv = &http.Server{
 		Handler:           s.routes(),
 		ReadHeaderTimeout: 10 * time.Second,
@@ -182,11 +187,25 @@ func Start(addr string, o Options) (*Server, error) {
 // /debug/ need a token is decided from ln's address (see the package
 // documentation).
 func (s *Server) Serve(ln net.Listener) error {
-	s.open.Store(!s.o.RequireToken && isLoopback(ln.Addr()))
+	s.accessMu.Lock()
+	s.loopback = isLoopback(ln.Addr())
+	s.open.Store(s.loopback && !s.requireToken)
+	s.accessMu.Unlock()
 	if err := s.srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("serve admin: %w", err)
 	}
 	return nil
+}
+
+// SetRequireToken turns the token requirement of a loopback listener on
+// or off (Options.RequireToken) for the requests that follow, so that a
+// config reload setting admin.require_token closes the admin API at once.
+// A listener off loopback always requires a token.
+func (s *Server) SetRequireToken(on bool) {
+	s.accessMu.Lock()
+	defer s.accessMu.Unlock()
+	s.requireToken = on
+	s.open.Store(s.loopback && !on)
 }
 
 // Shutdown stops accepting connections and waits, up to ctx, for requests

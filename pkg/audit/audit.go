@@ -33,6 +33,7 @@ const (
 	ActionTokenRevoked   = "token.revoked"
 	ActionTokenUnrevoked = "token.unrevoked"
 	ActionConfigReloaded = "config.reloaded"
+	ActionConfigRefused  = "config.reload_refused" // a valid file with keys that need a restart
 	ActionBudgetChanged  = "budget.changed"
 	ActionKeyCreated     = "key.created"
 	ActionKeyRotated     = "key.rotated"

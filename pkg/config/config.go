@@ -170,8 +170,6 @@ type NATS struct {
 	MaxAge time.Duration `yaml:"max_age"`
 	// DuplicateWindow of the stream's Nats-Msg-Id dedupe. Default 2m.
 	DuplicateWindow time.Duration `yaml:"duplicate_window"`
-	// DataDir holds the embedded server's store (gateway --embed). Default ./data/nats.
-	DataDir string `yaml:"data_dir"`
 }
 
 // TLS holds client TLS files; all empty means plain TCP.

@@ -34,7 +34,6 @@ const (
 	DefaultNATSReplicas        = 1
 	DefaultNATSMaxAge          = 400 * 24 * time.Hour
 	DefaultDuplicateWindow     = 2 * time.Minute
-	DefaultNATSDataDir         = "./data/nats"
 	DefaultSpoolDir            = "./data/spool"
 	DefaultUsageBuffer         = 65536
 	DefaultUsageBatchSize      = 256
@@ -128,7 +127,6 @@ func (c *Config) ApplyDefaults() {
 	setDefault(&c.NATS.Replicas, DefaultNATSReplicas)
 	setDefault(&c.NATS.MaxAge, DefaultNATSMaxAge)
 	setDefault(&c.NATS.DuplicateWindow, DefaultDuplicateWindow)
-	setDefault(&c.NATS.DataDir, DefaultNATSDataDir)
 
 	setDefault(&c.Usage.SpoolDir, DefaultSpoolDir)
 	setDefault(&c.Usage.Buffer, DefaultUsageBuffer)

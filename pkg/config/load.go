@@ -87,9 +87,21 @@ func decodeError(err error) error {
 	}
 	errs := make([]error, 0, len(te.Errors))
 	for _, msg := range te.Errors {
+		for unknown, why := range removedKeys {
+			if strings.HasSuffix(msg, unknown) {
+				msg += ": " + why
+			}
+		}
 		errs = append(errs, errors.New(msg))
 	}
 	return errors.Join(errs...)
+}
+
+// removedKeys are keys a config file may still carry from an older
+// release, by the end of the decoder's message for them, with what to do
+// instead. They are refused like any unknown key, with this advice.
+var removedKeys = map[string]string{
+	"field data_dir not found in type config.NATS": "nats.data_dir was removed (nothing ever read it); the embedded NATS server of gateway -embed stores under the -data-dir flag's nats/ directory: remove the key",
 }
 
 // expandEnv replaces ${VAR}, ${VAR:-default} and $$ in data. A malformed

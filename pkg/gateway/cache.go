@@ -19,6 +19,8 @@ import (
 type responseCache interface {
 	Get(ctx context.Context, k respcache.Key) (*respcache.Entry, error)
 	Put(k respcache.Key, ttl time.Duration, e *respcache.Entry) bool
+	// TTL is the bucket's: no entry outlives it.
+	TTL() time.Duration
 }
 
 // cacheState is a request's relation to the response cache.

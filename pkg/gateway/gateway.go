@@ -294,6 +294,24 @@ func (g *Gateway) Reload(cfg *config.Config, v verifier, prices *pricing.Table) 
 	return nil
 }
 
+// needsRestart lists what of cfg this gateway cannot apply by a reload
+// beyond the config.Restart keys: a models[].cache.ttl when the response
+// cache was not started, or one above its bucket's TTL (the longest at
+// start), which the bucket would cut short.
+func (g *Gateway) needsRestart(cfg *config.Config) []string {
+	var out []string
+	for i, m := range cfg.Models {
+		switch {
+		case m.Cache.TTL <= 0:
+		case g.cache == nil:
+			out = append(out, fmt.Sprintf("models[%d].cache.ttl (no model had a cache.ttl at start, so the response cache is off)", i))
+		case m.Cache.TTL > g.cache.TTL():
+			out = append(out, fmt.Sprintf("models[%d].cache.ttl (%s is above the cache bucket's TTL %s, the longest at start)", i, m.Cache.TTL, g.cache.TTL()))
+		}
+	}
+	return out
+}
+
 // Prices returns the price table requests are billed with now (the
 // embedded one, a price book, config prices; a reload replaces it).
 func (g *Gateway) Prices() *pricing.Table { return g.state.Load().prices }

@@ -98,9 +98,13 @@ type recorder interface {
 }
 
 // Reloader re-reads the config file (SIGHUP, POST /admin/reload) and
-// applies it to new requests; a file LoadSettings refuses changes nothing
-// and records nothing. Each applied reload is recorded as an audit event,
-// and one that changes budget limits as a second one.
+// applies it to new requests, whole or not at all; a file LoadSettings
+// refuses changes nothing and records nothing. A valid file that changes a
+// key the running process cannot apply (a config.Restart key, or a
+// condition of config.Keys) is refused with an error naming those keys
+// and recorded as audit.ActionConfigRefused. Each applied reload is
+// recorded as an audit event, and one that changes budget limits as a
+// second one.
 type Reloader struct {
 	path    string
 	gw      *Gateway
@@ -109,12 +113,41 @@ type Reloader struct {
 	log     *slog.Logger
 	audit   recorder // nil records nothing
 
-	mu       sync.Mutex // serializes Reload; guards base and stopKeys
+	mu       sync.Mutex // serializes Reload; guards base, stopKeys and onApply
 	cfg      atomic.Pointer[config.Config]
 	verifier atomic.Pointer[auth.Verifier]
 	base     context.Context    // Run's: the lifetime of key refresh loops; nil before Run
 	stopKeys context.CancelFunc // ends the running verifier's key refresh loop
 	loops    sync.WaitGroup     // the key refresh loops, waited for when Run returns
+	onApply  []func(*config.Config)
+	override func(*config.Config) // nil: none
+}
+
+// Override sets f to be applied to every config a reload loads, before it
+// is compared with the running one: what the process sets over the file
+// from its flags (gateway -embed's spool directory), as it did at start,
+// so that the file's value of such a key is neither applied nor taken for
+// a change. Call it before Run.
+func (r *Reloader) Override(f func(*config.Config)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.override = f
+}
+
+// ErrNeedsRestart is wrapped by the error of a reload refused because the
+// file changes keys the running process applies only at start; the error
+// names them.
+var ErrNeedsRestart = errors.New("keys that need a restart")
+
+// OnApply adds f to what a reload applies: f is called with every config
+// a reload puts in place, and once now with the running one (so nothing
+// applied between the start and this call is missed). It applies keys
+// owned outside the gateway, such as admin.require_token.
+func (r *Reloader) OnApply(f func(*config.Config)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.onApply = append(r.onApply, f)
+	f(r.cfg.Load())
 }
 
 // NewReloader returns the Reloader of the file at path, running s (what
@@ -140,11 +173,13 @@ type ReloadSummary struct {
 	Changes []string `json:"changes"`
 }
 
-// Reload loads the file again and, when it is valid, applies it: routes,
-// providers, keys, prices and issuers to the gateway, limits to the budget
-// tracker. Then it records the reload, by audit.Actor(ctx): an error
-// wrapping audit.ErrNotRecorded means the reload is applied but its event
-// is not stored.
+// Reload loads the file again and, when it is valid and changes no key
+// the running process cannot apply (else the error wraps ErrNeedsRestart
+// and names the keys), applies it: routes, providers, keys, prices,
+// issuers and the other config.Reload keys to the gateway, limits to the
+// budget tracker, the rest to the OnApply funcs. Then it records the
+// reload, by audit.Actor(ctx): an error wrapping audit.ErrNotRecorded
+// means the reload is applied but its event is not stored.
 func (r *Reloader) Reload(ctx context.Context) (ReloadSummary, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -157,12 +192,27 @@ func (r *Reloader) Reload(ctx context.Context) (ReloadSummary, error) {
 	if err != nil {
 		return ReloadSummary{}, err
 	}
+	if r.override != nil {
+		r.override(s.Config)
+	}
+	old := r.cfg.Load()
+	if keys := append(config.RestartChanges(old, s.Config), r.gw.needsRestart(s.Config)...); len(keys) > 0 {
+		// A refusal whose event is not stored is still a refusal: it does
+		// not wrap audit.ErrNotRecorded, which callers read as applied.
+		if err := r.recordRefusal(ctx, old, s.Config, keys); err != nil {
+			r.log.Error("config reload refusal not audited", "err", err)
+		}
+		return ReloadSummary{}, fmt.Errorf("reload refused, the running config stays: %w: %s; restart the gateway to apply them",
+			ErrNeedsRestart, strings.Join(keys, ", "))
+	}
 	if err := r.gw.Reload(s.Config, s.Verifier, s.Prices); err != nil {
 		return ReloadSummary{}, err
 	}
 	r.limits.SetLimits(s.Limits)
-	old := r.cfg.Load()
 	r.cfg.Store(s.Config)
+	for _, f := range r.onApply {
+		f(s.Config)
+	}
 	r.verifier.Store(s.Verifier)
 	if s.KeysErr != nil {
 		r.log.Warn("auth issuer keys not fetched; verifying with what the issuer has", "err", s.KeysErr)
@@ -194,8 +244,12 @@ func (r *Reloader) record(ctx context.Context, before, after *config.Config, cha
 	}
 	actor, now := audit.Actor(ctx), time.Now()
 	b, a := changeValues(changes)
+	sum := summarize(changes)
+	if len(changes) > 0 {
+		sum = "applied: " + sum // a reload applies every change or none
+	}
 	err := r.audit.Record(ctx, audit.Event{Time: now, Actor: actor, Action: audit.ActionConfigReloaded, Target: r.path,
-		Before: b, After: a, Summary: summarize(changes)})
+		Before: b, After: a, Summary: sum})
 	var budgets []admin.Change
 	for _, c := range changes {
 		if strings.HasPrefix(c.Path, "budget") { // budgets, budget_overcommit
@@ -208,6 +262,22 @@ func (r *Reloader) record(ctx context.Context, before, after *config.Config, cha
 	b, a = changeValues(budgets)
 	return errors.Join(err, r.audit.Record(ctx, audit.Event{Time: now, Actor: actor, Action: audit.ActionBudgetChanged,
 		Target: "budgets", Before: b, After: a, Summary: summarize(budgets)}))
+}
+
+// recordRefusal stores the audit event of a reload refused for keys: the
+// changes it would have made, with the keys that need a restart in the
+// summary.
+func (r *Reloader) recordRefusal(ctx context.Context, before, after *config.Config, keys []string) error {
+	if r.audit == nil {
+		return nil
+	}
+	changes, err := admin.Diff(before, after)
+	if err != nil {
+		return fmt.Errorf("%w: diff config: %w", audit.ErrNotRecorded, err)
+	}
+	b, a := changeValues(changes)
+	return r.audit.Record(ctx, audit.Event{Time: time.Now(), Actor: audit.Actor(ctx), Action: audit.ActionConfigRefused,
+		Target: r.path, Before: b, After: a, Summary: "refused, needs a restart: " + strings.Join(keys, ", ") + "; not applied: " + summarize(changes)})
 }
 
 // changeValues returns the changes' values as two JSON objects keyed by

@@ -22,6 +22,7 @@ import (
 	"github.com/tollgate/tollgate/pkg/audit"
 	"github.com/tollgate/tollgate/pkg/auth"
 	"github.com/tollgate/tollgate/pkg/budget"
+	"github.com/tollgate/tollgate/pkg/config"
 	"github.com/tollgate/tollgate/pkg/natstest"
 )
 
@@ -363,4 +364,41 @@ func TestReloaderKeys(t *testing.T) {
 	}
 	addKey("k3")
 	waitFor(t, 5*time.Second, "a key rotated after the reload", func() bool { return accepted("k3") && accepted("k1") })
+}
+
+// TestReloaderOverride: a key the process sets over the file at start
+// (gateway -embed's spool directory) is set again on every reloaded
+// config through Override, so an unchanged file reloads; without it the
+// file's value reads as a change to a restart-only key and is refused.
+func TestReloaderOverride(t *testing.T) {
+	for _, override := range []bool{true, false} {
+		t.Run(map[bool]string{true: "override", false: "none"}[override], func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "tollgate.yaml")
+			writeConfig(t, path, settingsYAML(""))
+			mockURL := staticURL("http://127.0.0.1:1/v1")
+			s, err := LoadSettings(path, mockURL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.Config.Usage.SpoolDir = "/var/lib/tollgate/spool" // what -embed -data-dir does at start
+			gw, err := New(Options{Config: s.Config, Verifier: s.Verifier})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := NewReloader(path, s, gw, &fakeLimits{}, mockURL, nil, slog.New(slog.DiscardHandler))
+			if override {
+				r.Override(func(c *config.Config) { c.Usage.SpoolDir = "/var/lib/tollgate/spool" })
+			}
+			_, err = r.Reload(context.Background())
+			switch {
+			case override && err != nil:
+				t.Fatalf("reload of the unchanged file: %v", err)
+			case !override && (!errors.Is(err, ErrNeedsRestart) || !strings.Contains(err.Error(), "usage.spool_dir")):
+				t.Fatalf("reload without the override: err = %v, want one naming usage.spool_dir", err)
+			}
+			if got := r.Config().Usage.SpoolDir; got != "/var/lib/tollgate/spool" {
+				t.Errorf("running spool dir %q", got)
+			}
+		})
+	}
 }

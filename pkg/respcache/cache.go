@@ -86,6 +86,7 @@ type Stats struct {
 // Cache reads and writes cached answers. It is safe for concurrent use.
 type Cache struct {
 	kv       jetstream.KeyValue
+	ttl      time.Duration // the bucket's
 	now      func() time.Time
 	maxEntry int
 	writers  int
@@ -151,9 +152,12 @@ func Open(ctx context.Context, js jetstream.JetStream, o Options) (*Cache, error
 	if err != nil {
 		return nil, fmt.Errorf("create cache bucket %s: %w", o.Bucket, err)
 	}
-	return &Cache{kv: kv, now: o.Now, maxEntry: o.MaxEntryBytes, writers: o.Writers,
+	return &Cache{kv: kv, ttl: o.TTL, now: o.Now, maxEntry: o.MaxEntryBytes, writers: o.Writers,
 		timeout: o.PutTimeout, queue: make(chan job, o.Queue)}, nil
 }
+
+// TTL returns the bucket's TTL (Options.TTL): no entry lives longer.
+func (c *Cache) TTL() time.Duration { return c.ttl }
 
 // BucketTTL returns the longest cache.ttl of models: the TTL the bucket
 // needs. 0 means no model caches.

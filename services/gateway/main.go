@@ -32,6 +32,7 @@ import (
 	"github.com/tollgate/tollgate/pkg/audit"
 	"github.com/tollgate/tollgate/pkg/auth"
 	"github.com/tollgate/tollgate/pkg/budget"
+	"github.com/tollgate/tollgate/pkg/config"
 	"github.com/tollgate/tollgate/pkg/gateway"
 	"github.com/tollgate/tollgate/pkg/mockllm"
 	"github.com/tollgate/tollgate/pkg/profiling"
@@ -142,6 +143,10 @@ func run() error {
 		return err
 	}
 	rl := gateway.NewReloader(*cfgPath, settings, gw, limits, mock.URL, rec, log)
+	if *embed { // openNATS put the spool under -data-dir, whatever the file says
+		spool := cfg.Usage.SpoolDir
+		rl.Override(func(c *config.Config) { c.Usage.SpoolDir = spool })
+	}
 	if err := rl.RegisterMetrics(reg); err != nil {
 		return err
 	}
@@ -161,6 +166,9 @@ func run() error {
 	})
 	if err != nil {
 		return err
+	}
+	if adminSrv != nil {
+		rl.OnApply(func(c *config.Config) { adminSrv.SetRequireToken(c.Admin.RequireToken) })
 	}
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
@@ -182,7 +190,7 @@ func run() error {
 	case <-bg.Done():
 		log.Error("a background service stopped", "err", context.Cause(bg))
 	}
-	gateway.Shutdown{Gateway: gw, Grace: cfg.ShutdownGrace, Mock: mock, Admin: adminSrv, Publisher: pub, Tracer: tracer,
+	gateway.Shutdown{Gateway: gw, Grace: rl.Config().ShutdownGrace, Mock: mock, Admin: adminSrv, Publisher: pub, Tracer: tracer,
 		CancelBG: cancelBG, Wait: g.Wait, Log: log}.Run()
 	return nil
 }
