@@ -98,7 +98,7 @@ var Keys = []KeyClass{
 	{"usage.unpriced_model", Reload, ""},
 
 	{"price_book", Reload, ""},
-	{"prices.*.{input,output,cached_input,cache_write,per_request,per_image,per_audio_second,per_1m_characters}", Reload, ""},
+	{"prices.*.{input,output,cached_input,cache_write,per_request,per_image,per_image_by,per_audio_second,per_1m_characters}", Reload, ""},
 	{"prices.*.long.{above_prompt_tokens,input,output,cached_input,cache_write}", Reload, ""},
 	{"prices.*.tiers.{flex,priority}.{input,output,cached_input}", Reload, ""},
 }
