@@ -425,17 +425,44 @@ func (g *Gateway) handleHealth(c *fiber.Ctx) error {
 	return c.SendString(`{"status":"ok"}`)
 }
 
-func (g *Gateway) handleReady(c *fiber.Ctx) error {
-	c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
+// ErrDraining is Ready's answer while the gateway drains for shutdown.
+var ErrDraining = errors.New("draining for shutdown")
+
+// NotReadyError is Ready's answer when an auth issuer has no keys: its
+// tokens would all be refused.
+type NotReadyError struct {
+	// Reasons say, one per issuer, why it cannot verify.
+	Reasons []string
+}
+
+func (e *NotReadyError) Error() string { return "not ready: " + strings.Join(e.Reasons, "; ") }
+
+// Ready reports whether the gateway serves new requests: nil, ErrDraining,
+// or a *NotReadyError. The public /readyz and the admin listener's /readyz
+// answer from it, so a probe of either port sees the same readiness.
+func (g *Gateway) Ready() error {
 	if g.draining.Load() {
-		return c.Status(fiber.StatusServiceUnavailable).SendString(`{"status":"draining"}`)
+		return ErrDraining
 	}
 	if r, ok := g.state.Load().verifier.(readiness); ok {
 		if why := r.NotReady(); len(why) > 0 {
-			return c.Status(fiber.StatusServiceUnavailable).JSON(fiber.Map{"status": "not ready", "reasons": why})
+			return &NotReadyError{Reasons: why}
 		}
 	}
-	return c.SendString(`{"status":"ready"}`)
+	return nil
+}
+
+func (g *Gateway) handleReady(c *fiber.Ctx) error {
+	c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
+	var nr *NotReadyError
+	switch err := g.Ready(); {
+	case err == nil:
+		return c.SendString(`{"status":"ready"}`)
+	case errors.As(err, &nr):
+		return c.Status(fiber.StatusServiceUnavailable).JSON(fiber.Map{"status": "not ready", "reasons": nr.Reasons})
+	default:
+		return c.Status(fiber.StatusServiceUnavailable).SendString(`{"status":"draining"}`)
+	}
 }
 
 // handleModels lists the models the caller's token may use.

@@ -150,8 +150,7 @@ func run() error {
 	defer closeExplainer()
 	adminSrv, err := admin.Start(cfg.Admin.Listen, admin.Options{
 		Gatherer: reg, Verify: rl.Verify, RequireToken: cfg.Admin.RequireToken, AllowedHosts: cfg.Admin.AllowedHosts,
-		Ready:  func() error { return nil },
-		Config: rl.Config, Routes: func() any { return gw.Routes() }, Budgets: func() any { return acct.Tracker.Report() },
+		Ready: gw.Ready, Config: rl.Config, Routes: func() any { return gw.Routes() }, Budgets: func() any { return acct.Tracker.Report() },
 		Reload: func(ctx context.Context) (any, error) { return rl.Reload(ctx) }, Usage: explainer.Lookup, Keys: keyStore, Logger: log,
 		Revoke: func(ctx context.Context, kind, value, reason string) error {
 			return revoker.Revoke(ctx, audit.Actor(ctx), revoke.Kind(kind), value, reason)
