@@ -355,6 +355,8 @@ func (g *Gateway) newApp() *fiber.App {
 		StreamRequestBody:            true,
 		DisablePreParseMultipartForm: true,
 	})
+	parseError := app.Server().ErrorHandler
+	app.Server().ErrorHandler = func(ctx *fasthttp.RequestCtx, err error) { parseError(ctx, scrubParseError(err)) }
 	app.Use(g.limitBody)
 	app.Post("/v1/chat/completions", func(c *fiber.Ctx) error { return g.serve(c, epChat) })
 	app.Post("/v1/completions", func(c *fiber.Ctx) error { return g.serve(c, epCompletions) })
@@ -387,6 +389,26 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 		return g.app.Shutdown()
 	}
 	return g.app.ShutdownWithTimeout(time.Until(deadline))
+}
+
+// errMalformedRequest replaces the error of a request line or header that
+// could not be parsed.
+var errMalformedRequest = errors.New("malformed HTTP request: the request line or a header could not be parsed")
+
+// scrubParseError is err, an error of fasthttp reading a request, when fiber
+// maps it to an answer of its own (431, 408, 413, 405), else
+// errMalformedRequest: fasthttp's parse errors quote the bytes they could
+// not parse, request line and headers with them, and fiber would answer
+// them back, bearer token included (issue 41, finding 11).
+func scrubParseError(err error) error {
+	var small *fasthttp.ErrSmallBuffer
+	var netErr net.Error
+	switch {
+	case errors.As(err, &small), errors.As(err, &netErr),
+		errors.Is(err, fasthttp.ErrBodyTooLarge), errors.Is(err, fasthttp.ErrGetOnly):
+		return err
+	}
+	return errMalformedRequest
 }
 
 // handleFiberError answers errors raised by fiber itself (body too large,
