@@ -171,6 +171,9 @@ func run() error {
 		return fmt.Errorf("listen %s: %w", cfg.Listen, err)
 	}
 	gateway.WriteBanner(os.Stdout, cfg, ln.Addr().String(), auth.DevToken(cfg.Auth, time.Now()))
+	if err := gateway.WarnDevSecret(reg, log, rl.Config, ln.Addr().String()); err != nil {
+		return err
+	}
 	log.Info("gateway listening", "addr", ln.Addr().String(), "models", len(cfg.Models), "embed", *embed)
 
 	serveErr := make(chan error, 1)
