@@ -23,8 +23,8 @@
 //	GET    /admin/keys     Options.Keys: every API key (principal, name, created
 //	                       by and when, rotated, revoked), never a secret or hash
 //	POST   /admin/keys     create a key from a JSON body {"sub","dept","team",
-//	                       "project","models","budgets","rpm","tpm","expires_at",
-//	                       "name"}: 201 with the key's record and, this once,
+//	                       "project","models","budgets","rpm","tpm","priority",
+//	                       "expires_at","name"}: 201 with the key's record and, this once,
 //	                       its token in "key"
 //	POST   /admin/keys/{id}/rotate
 //	                       a new secret for the key: 200 with the new token in "key"

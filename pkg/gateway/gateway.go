@@ -167,6 +167,7 @@ type state struct {
 	files          *upstream // files_provider: /v1/files and /v1/batches; nil when unset
 	refuseUnpriced bool
 	ladders        []ladder // budget degradation steps
+	priorities     priorities
 }
 
 // rateRule is a configured rate limit with its scope parsed once.
@@ -180,7 +181,7 @@ func (g *Gateway) buildState(cfg *config.Config, v verifier, prices *pricing.Tab
 	st := &state{
 		cfg: cfg, verifier: v, routes: make(map[string]*route, len(cfg.Models)), prices: prices,
 		ups: make([]*upstream, len(cfg.Providers)), targets: make([]map[string]*route, len(cfg.Providers)),
-		ladders: buildLadders(cfg), refuseUnpriced: cfg.Usage.UnpricedModel == config.UnpricedRefuse,
+		ladders: buildLadders(cfg), priorities: newPriorities(cfg.Priority), refuseUnpriced: cfg.Usage.UnpricedModel == config.UnpricedRefuse,
 	}
 	for _, rl := range cfg.RateLimits {
 		sc, err := budget.ParseScope(rl.Scope)
