@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"sort"
@@ -396,6 +397,10 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 // could not be parsed.
 var errMalformedRequest = errors.New("malformed HTTP request: the request line or a header could not be parsed")
 
+// errBodyCutShort replaces the error of a body that ended before its
+// Content-Length within the bytes fasthttp reads with the headers.
+var errBodyCutShort = errors.New("read request body: unexpected EOF: the body ended before its Content-Length")
+
 // scrubParseError is err, an error of fasthttp reading a request, when fiber
 // maps it to an answer of its own (431, 408, 413, 405), else
 // errMalformedRequest: fasthttp's parse errors quote the bytes they could
@@ -408,6 +413,8 @@ func scrubParseError(err error) error {
 	case errors.As(err, &small), errors.As(err, &netErr),
 		errors.Is(err, fasthttp.ErrBodyTooLarge), errors.Is(err, fasthttp.ErrGetOnly):
 		return err
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return errBodyCutShort
 	}
 	return errMalformedRequest
 }
