@@ -23,8 +23,8 @@
 //	GET    /admin/keys     Options.Keys: every API key (principal, name, created
 //	                       by and when, rotated, revoked), never a secret or hash
 //	POST   /admin/keys     create a key from a JSON body {"sub","dept","team",
-//	                       "project","models","budgets","rpm","tpm","expires_at",
-//	                       "name"}: 201 with the key's record and, this once,
+//	                       "project","models","budgets","rpm","tpm","priority",
+//	                       "expires_at","name"}: 201 with the key's record and, this once,
 //	                       its token in "key"
 //	POST   /admin/keys/{id}/rotate
 //	                       a new secret for the key: 200 with the new token in "key"
@@ -41,6 +41,23 @@
 // verified principal has the admin claim: 401 without a valid token, 403
 // without the claim. Set RequireToken when a local proxy or a shared network
 // namespace (a Kubernetes pod's sidecars) makes loopback reachable by others.
+//
+// Web pages cannot drive the listener (issue 41, finding 4): a browser
+// sends no bearer token by itself, but an open loopback listener needs
+// none, so every /admin/ and /debug/ request is also checked, token or not:
+//
+//   - Host must name this listener: a loopback IP, "localhost", the host of
+//     the listen address, an IP of the listener (any IP when it is bound to
+//     a wildcard address), or one of Options.AllowedHosts; otherwise 403
+//     host_not_allowed. A DNS rebinding page sends its own name.
+//   - A request other than GET, HEAD or OPTIONS that a browser marks as
+//     cross-origin (Sec-Fetch-Site other than same-origin or none, or an
+//     Origin whose host is not the Host) gets 403 cross_site_request.
+//     Clients that send neither header (curl, scripts) pass.
+//   - A request other than GET, HEAD or OPTIONS must carry
+//     "Content-Type: application/json", or no Content-Type and no body;
+//     anything else (an HTML form's text/plain, urlencoded or multipart
+//     body) gets 415 unsupported_media_type.
 //
 // # Audit
 //
@@ -91,6 +108,11 @@ type Options struct {
 	// RequireToken requires an admin token even on a loopback listener.
 	// SetRequireToken changes it on a running Server (a config reload).
 	RequireToken bool
+	// AllowedHosts are further names the Host header of an /admin/ or
+	// /debug/ request may carry (case-insensitive, port ignored), such as a
+	// Kubernetes Service name; see the package documentation for the names
+	// always accepted.
+	AllowedHosts []string
 	// Ready reports readiness for /readyz: nil when ready, else why not.
 	Ready func() error
 	// Config returns the running config for /admin/config; called on every
@@ -136,6 +158,13 @@ type Server struct {
 	loopback     bool       // the listener is on a loopback address; set by Serve
 	requireToken bool
 
+	// listenHost is the host of the address Start listened on ("" from
+	// New); hosts is what the Host header may name, set by Serve before it
+	// serves and read-only afterwards.
+	listenHost string
+	hosts      hostSet
+	cop        *http.CrossOriginProtection
+
 	reloadMu sync.Mutex // serializes Options.Reload
 }
 
@@ -145,7 +174,7 @@ func New(o Options) *Server {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{o: o, log: log, requireToken: o.RequireToken}
+	s := &Server{o: o, log: log, requireToken: o.RequireToken, cop: http.NewCrossOriginProtection()}
 	s.srv = &http.Server{
 		Handler:           s.routes(),
 		ReadHeaderTimeout: 10 * time.Second,
@@ -170,6 +199,7 @@ func Start(addr string, o Options) (*Server, error) {
 		return nil, nil
 	}
 	s := New(o)
+	s.listenHost, _, _ = net.SplitHostPort(addr)
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("admin listen %s: %w", addr, err)
@@ -191,6 +221,7 @@ func (s *Server) Serve(ln net.Listener) error {
 	s.loopback = isLoopback(ln.Addr())
 	s.open.Store(s.loopback && !s.requireToken)
 	s.accessMu.Unlock()
+	s.hosts = newHostSet(ln.Addr(), s.listenHost, s.o.AllowedHosts)
 	if err := s.srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("serve admin: %w", err)
 	}
@@ -258,10 +289,14 @@ func (s *Server) routes() http.Handler {
 // principalKey is the context key of the admin principal of a request.
 type principalKey struct{}
 
-// guard lets a request through when the listener is open, or when it
-// carries a bearer token whose principal is an admin.
+// guard lets a request through when it is not a browser's cross-site
+// request (checkBrowser) and the listener is open, or it carries a bearer
+// token whose principal is an admin.
 func (s *Server) guard(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !s.checkBrowser(w, r) {
+			return
+		}
 		if s.open.Load() {
 			h.ServeHTTP(w, r)
 			return

@@ -23,7 +23,18 @@ const (
 	testSecret   = "admin-test-secret-0123456789abcdef"
 	providerKey  = "sk-live-provider-key-42"
 	natsPassword = "nats-pass-77"
+	natsToken    = "nats-token-88"
+	headerBearer = "hdr-bearer-101"
+	headerAPIKey = "hdr-azure-key-102"
+	heliconeKey  = "sk-helicone-103"
+	customHeader = "hdr-custom-104"
+	queryKey     = "query-key-105"
+	querySig     = "query-sig-106"
 )
+
+// secrets are the credentials of testConfigYAML; none may be shown.
+var secrets = []string{testSecret, providerKey, natsPassword, natsToken, headerBearer, headerAPIKey,
+	heliconeKey, customHeader, queryKey, querySig}
 
 // testConfigYAML is a valid config holding secrets in every place Redact
 // must hide them.
@@ -47,12 +58,20 @@ providers:
     kind: openai
     base_url: https://api.openai.com/v1
     api_key: ` + providerKey + `
+  - name: proxy
+    kind: openai
+    base_url: https://proxy.example/v1?api-key=` + queryKey + `&sig=` + querySig + `
+    headers:
+      Authorization: Bearer ` + headerBearer + `
+      api-key: ` + headerAPIKey + `
+      Helicone-Auth: Bearer ` + heliconeKey + `
+      X-Team-Route: ` + customHeader + `
 models:
   - name: gpt-4o-mini
     targets:
       - provider: openai
 nats:
-  url: nats://tollgate:` + natsPassword + `@nats-0:4222,nats://tollgate:` + natsPassword + `@nats-1:4222
+  url: nats://tollgate:` + natsPassword + `@nats-0:4222,nats://` + natsToken + `@nats-1:4222
   creds_file: /etc/nats/tollgate.creds
 `
 
@@ -255,7 +274,7 @@ func TestConfigRedacted(t *testing.T) {
 	if r.status != 200 {
 		t.Fatalf("status %d: %s", r.status, r.body)
 	}
-	for _, secret := range []string{providerKey, testSecret, natsPassword} {
+	for _, secret := range secrets {
 		if strings.Contains(r.body, secret) {
 			t.Errorf("config shows the secret %q", secret)
 		}
@@ -264,8 +283,9 @@ func TestConfigRedacted(t *testing.T) {
 		Listen        string `json:"listen"`
 		ShutdownGrace string `json:"shutdown_grace"`
 		Providers     []struct {
-			APIKey  string `json:"api_key"`
-			BaseURL string `json:"base_url"`
+			APIKey  string            `json:"api_key"`
+			BaseURL string            `json:"base_url"`
+			Headers map[string]string `json:"headers"`
 		} `json:"providers"`
 		Auth struct {
 			Issuers []struct {
@@ -295,7 +315,12 @@ func TestConfigRedacted(t *testing.T) {
 		{"issuer secret redacted", got.Auth.Issuers[0].Keys[0].Secret, Redacted},
 		{"empty secret stays empty", got.Auth.Issuers[1].Keys[0].Secret, ""},
 		{"key file path shown", got.Auth.Issuers[1].Keys[0].PublicKeyFile, "/etc/tollgate/ed.pem"},
-		{"nats url password masked", got.NATS.URL, "nats://tollgate:xxxxx@nats-0:4222,nats://tollgate:xxxxx@nats-1:4222"},
+		{"nats url password and token masked", got.NATS.URL, "nats://tollgate:xxxxx@nats-0:4222,nats://[redacted]@nats-1:4222"},
+		{"base_url query values redacted", got.Providers[1].BaseURL, "https://proxy.example/v1?api-key=[redacted]&sig=[redacted]"},
+		{"Authorization header redacted", got.Providers[1].Headers["Authorization"], Redacted},
+		{"api-key header redacted", got.Providers[1].Headers["api-key"], Redacted},
+		{"Helicone-Auth header redacted", got.Providers[1].Headers["Helicone-Auth"], Redacted},
+		{"every other header value redacted", got.Providers[1].Headers["X-Team-Route"], Redacted},
 		{"creds file path shown", got.NATS.CredsFile, "/etc/nats/tollgate.creds"},
 	}
 	for _, tt := range tests {
@@ -327,8 +352,10 @@ func TestSecretName(t *testing.T) {
 	}{
 		{"api_key", true}, {"api_keys", true}, {"access_key_id", true}, {"secret", true}, {"webhook_secret", true}, {"password", true},
 		{"basic_auth_password", true}, {"private_key", true}, {"auth_token", true},
-		{"secret_file", false}, {"api_key_env", false}, {"public_key", false}, {"kid", false},
-		{"base_url", false}, {"name", false},
+		{"x-api-key", true}, {"Helicone-Auth", true}, {"Authorization", true}, {"cookie", true}, {"session_token", true},
+		{"secret_access_key", true}, {"credentials", true},
+		{"secret_file", false}, {"api_key_env", false}, {"public_key", false}, {"kid", false}, {"key_id", false},
+		{"keys", false}, {"base_url", false}, {"name", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.key, func(t *testing.T) {
@@ -342,8 +369,11 @@ func TestSecretName(t *testing.T) {
 func TestRedactURLs(t *testing.T) {
 	tests := []struct{ name, in, want string }{
 		{"no userinfo", "nats://nats:4222", "nats://nats:4222"},
-		{"user only", "nats://alice@nats:4222", "nats://alice@nats:4222"},
+		{"a lone user is a NATS token", "nats://s3cr3t-token@nats:4222", "nats://[redacted]@nats:4222"},
 		{"password", "https://u:p4ss@h/x", "https://u:xxxxx@h/x"},
+		{"query values", "https://h/v1?key=AIza-123&api-version=2024", "https://h/v1?api-version=[redacted]&key=[redacted]"},
+		{"list of token URLs", "nats://t1@a:4222,nats://t2@b:4222", "nats://[redacted]@a:4222,nats://[redacted]@b:4222"},
+		{"unparseable query", "https://h:bad port/?key=AIza-123", "https://h:bad port/?[redacted]"},
 		{"unparseable keeps nothing of the userinfo", "nats://u:p4ss@h:bad port", "nats://[redacted]@h:bad port"},
 		{"plain text with an at sign", "ops@example.com", "ops@example.com"},
 	}

@@ -2,6 +2,7 @@ package admin
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"strings"
@@ -24,6 +25,9 @@ func post(t *testing.T, url, bearer, body string) response {
 	}
 	if bearer != "" {
 		req.Header.Set("Authorization", "Bearer "+bearer)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -138,6 +142,17 @@ func TestDiff(t *testing.T) {
 		}, nil},
 		{"url password", func(c *config.Config) { c.NATS.URL = "nats://tollgate:pw-two@nats:4222" }, []string{"nats.url: changed"}},
 		{"api key", func(c *config.Config) { c.Providers[0].APIKey = "sk-other-0000" }, []string{"providers[0].api_key: changed"}},
+		{"header value", func(c *config.Config) { c.Providers[1].Headers["X-Team-Route"] = "pw-header" },
+			[]string{"providers[1].headers.X-Team-Route: changed"}},
+		{"header added", func(c *config.Config) { c.Providers[1].Headers["Cookie"] = "pw-cookie" },
+			[]string{"providers[1].headers.Cookie: changed"}},
+		{"headers of a new provider", func(c *config.Config) {
+			c.Providers = append(c.Providers, config.Provider{Name: "p3", Kind: "openai", Headers: map[string]string{"X-Any": "pw-new"}})
+		}, nil},
+		{"base_url query", func(c *config.Config) { c.Providers[1].BaseURL = "https://proxy.example/v1?api-key=pw-q&sig=pw-s" },
+			[]string{"providers[1].base_url: changed"}},
+		{"nats token", func(c *config.Config) { c.NATS.URL = "nats://pw-token@nats:4222" },
+			[]string{`nats.url: "nats://tollgate:xxxxx@nats:4222" -> "nats://[redacted]@nats:4222"`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -150,7 +165,7 @@ func TestDiff(t *testing.T) {
 			var got []string
 			for _, c := range cs {
 				got = append(got, c.String())
-				if c.Secret && (c.Before != Redacted || c.After != Redacted) {
+				if c.Secret && ((c.Before != nil && c.Before != Redacted) || (c.After != nil && c.After != Redacted)) {
 					t.Errorf("secret change shows values: %+v", c)
 				}
 			}
@@ -165,6 +180,9 @@ func TestDiff(t *testing.T) {
 			}
 			if all := strings.Join(got, " "); strings.Contains(all, "pw-") || strings.Contains(all, providerKey) {
 				t.Errorf("changes show a secret: %q", got)
+			}
+			if all, _ := json.Marshal(cs); strings.Contains(string(all), "pw-") || strings.Contains(string(all), headerBearer) {
+				t.Errorf("change values show a secret: %s", all)
 			}
 		})
 	}

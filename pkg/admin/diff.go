@@ -19,7 +19,7 @@ type Change struct {
 	Path   string `json:"path"`
 	Before any    `json:"before,omitempty"`
 	After  any    `json:"after,omitempty"`
-	// Secret is set when the value is a secret, or a URL whose password
+	// Secret is set when the value is a secret, or a URL whose credentials
 	// changed: Before and After then show nothing of it.
 	Secret bool `json:"secret,omitempty"`
 }
@@ -66,7 +66,7 @@ func Diff(before, after *config.Config) ([]Change, error) {
 		return nil, err
 	}
 	var out []Change
-	diffTree(a, b, "", "", &out)
+	diffTree(a, b, "", "", false, &out)
 	return out, nil
 }
 
@@ -87,8 +87,8 @@ func tree(c *config.Config) (any, error) {
 }
 
 // diffTree appends the changes from a to b at path, whose last field name
-// is key.
-func diffTree(a, b any, path, key string, out *[]Change) {
+// is key; hidden is set below a map whose every value is secret (headers).
+func diffTree(a, b any, path, key string, hidden bool, out *[]Change) {
 	if reflect.DeepEqual(a, b) {
 		return
 	}
@@ -110,7 +110,7 @@ func diffTree(a, b any, path, key string, out *[]Change) {
 			if path != "" {
 				p = path + "." + k
 			}
-			diffTree(am[k], bm[k], p, k, out)
+			diffTree(am[k], bm[k], p, k, hidden || secretMap(key), out)
 		}
 		return
 	}
@@ -118,23 +118,29 @@ func diffTree(a, b any, path, key string, out *[]Change) {
 	bl, bok := b.([]any)
 	if aok && bok && len(al) == len(bl) {
 		for i := range al {
-			diffTree(al[i], bl[i], path+"["+strconv.Itoa(i)+"]", key, out)
+			diffTree(al[i], bl[i], path+"["+strconv.Itoa(i)+"]", key, hidden, out)
 		}
 		return
 	}
 	c := Change{Path: path}
+	redact := func(v any) any { return redactTree(v, key) }
+	if hidden {
+		redact = redactAll
+	}
 	if a != nil {
-		c.Before = redactTree(a, key)
+		c.Before = redact(a)
 	}
 	if b != nil {
-		c.After = redactTree(b, key)
+		c.After = redact(b)
 	}
 	// Both sides redact to the same value although they differ: the
 	// difference is a secret (a key, a URL's password).
 	if a != nil && b != nil && reflect.DeepEqual(c.Before, c.After) {
 		c.Secret, c.Before, c.After = true, Redacted, Redacted
 	}
-	if secretName(key) {
+	_, aText := a.(string)
+	_, bText := b.(string)
+	if (hidden || secretName(key)) && (aText || bText) {
 		c.Secret = true
 	}
 	*out = append(*out, c)

@@ -31,6 +31,7 @@ type keySpec struct {
 	Budgets   []auth.BudgetClaim `json:"budgets"`
 	RPM       int64              `json:"rpm"`
 	TPM       int64              `json:"tpm"`
+	Priority  string             `json:"priority"`
 	ExpiresAt time.Time          `json:"expires_at"`
 }
 
@@ -69,7 +70,7 @@ func (s *Server) keys(w http.ResponseWriter, r *http.Request) {
 		by := s.actor(r)
 		tok, k, err := s.o.Keys.Create(s.actorContext(r, by), apikey.Key{Name: spec.Name, Subject: spec.Subject,
 			Dept: spec.Dept, Team: spec.Team, Project: spec.Project, Models: spec.Models, Budgets: spec.Budgets,
-			RPM: spec.RPM, TPM: spec.TPM, ExpiresAt: spec.ExpiresAt, CreatedBy: by})
+			RPM: spec.RPM, TPM: spec.TPM, Priority: spec.Priority, ExpiresAt: spec.ExpiresAt, CreatedBy: by})
 		if err != nil && !errors.Is(err, audit.ErrNotRecorded) {
 			s.keyError(w, err)
 			return

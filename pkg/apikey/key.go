@@ -62,6 +62,10 @@ type Key struct {
 	// RPM and TPM are per-minute limits on this key id; 0 means none.
 	RPM int64 `json:"rpm,omitempty"`
 	TPM int64 `json:"tpm,omitempty"`
+	// Priority is the highest request priority of the key, as a token's
+	// priority claim (auth.Principal.Priority); empty takes the gateway's
+	// priority.default.
+	Priority string `json:"priority,omitempty"`
 	// ExpiresAt is when the key stops working; zero means never.
 	ExpiresAt time.Time `json:"expires_at,omitzero"`
 	CreatedBy string    `json:"created_by"`
@@ -76,7 +80,7 @@ type Key struct {
 // Principal is the identity the key stands for. API keys are never admins.
 func (k *Key) Principal() *auth.Principal {
 	return &auth.Principal{Issuer: Issuer, Subject: k.Subject, KeyID: k.ID, Dept: k.Dept, Team: k.Team,
-		Project: k.Project, Models: k.Models, Budgets: k.Budgets, RPM: k.RPM, TPM: k.TPM, ExpiresAt: k.ExpiresAt}
+		Project: k.Project, Models: k.Models, Budgets: k.Budgets, RPM: k.RPM, TPM: k.TPM, Priority: k.Priority, ExpiresAt: k.ExpiresAt}
 }
 
 // check rejects a key without a subject or department, or with a limit

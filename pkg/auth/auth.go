@@ -44,6 +44,10 @@ type Principal struct {
 	RPM, TPM int64
 	// Admin is true when the admin claim is the JSON value true.
 	Admin bool
+	// Priority is the highest request priority the principal may use (the
+	// priority claim, or an API key's priority); "" when absent. The
+	// gateway checks it against config priority.levels.
+	Priority string
 	// ExpiresAt is the exp claim; NotBefore the nbf claim (zero when absent).
 	ExpiresAt, NotBefore time.Time
 

@@ -52,9 +52,9 @@ type claimRule struct {
 
 // claimPaths are an issuer's compiled claim paths, mappings and defaults.
 type claimPaths struct {
-	sub, kid, dept, team, project, models, budgets, rpm, tpm, admin claimPath
-	rules                                                           []claimRule
-	defaults                                                        config.ClaimDefaults
+	sub, kid, dept, team, project, models, budgets, rpm, tpm, admin, priority claimPath
+	rules                                                                     []claimRule
+	defaults                                                                  config.ClaimDefaults
 }
 
 // compileClaims parses the claim paths of an issuer; n has its defaults
@@ -67,7 +67,7 @@ func compileClaims(n config.ClaimNames, rules []config.ClaimMapping, defaults co
 	}{
 		{&cp.sub, n.Subject}, {&cp.kid, n.KeyID}, {&cp.dept, n.Dept}, {&cp.team, n.Team},
 		{&cp.project, n.Project}, {&cp.models, n.Models}, {&cp.budgets, n.Budgets},
-		{&cp.rpm, n.RPM}, {&cp.tpm, n.TPM}, {&cp.admin, n.Admin},
+		{&cp.rpm, n.RPM}, {&cp.tpm, n.TPM}, {&cp.admin, n.Admin}, {&cp.priority, n.Priority},
 	} {
 		p, err := parseClaimPath(f.text)
 		if err != nil {

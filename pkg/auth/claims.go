@@ -47,6 +47,7 @@ func (c *claims) UnmarshalJSON(data []byte) error {
 		decodeBudgets(m, n.budgets, &p.Budgets),
 		decodeLimit(m, n.rpm, &p.RPM),
 		decodeLimit(m, n.tpm, &p.TPM),
+		decodeClaim(m, n.priority, &p.Priority),
 	}
 	if raw, ok := n.admin.get(m); ok {
 		var admin any

@@ -10,6 +10,24 @@ import (
 // of the gateway's start-up banner.
 const DevIssuer = "dev"
 
+// PublicDevSecret is the HS256 secret the shipped development configs
+// fall back to when TOLLGATE_DEV_SECRET is not set. It is published with
+// the source, so anyone can mint tokens a gateway using it accepts.
+const PublicDevSecret = "tollgate-dev-secret-do-not-use-in-production"
+
+// UsesPublicDevSecret reports whether an issuer of a verifies with
+// PublicDevSecret.
+func UsesPublicDevSecret(a config.Auth) bool {
+	for _, is := range a.Issuers {
+		for _, k := range is.Keys {
+			if k.Secret == PublicDevSecret {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // DevToken mints a 24-hour token (subject dev-user, dept and team dev,
 // project playground) with the first HMAC secret of the issuer named
 // DevIssuer, or returns "" when there is none.

@@ -39,6 +39,8 @@ type MintOptions struct {
 	Admin bool
 	// RPM and TPM are written when positive.
 	RPM, TPM int64
+	// Priority is written when not empty (see auth.Principal.Priority).
+	Priority string
 	Budgets  []BudgetClaim
 	// Alg is HS256 (default), HS384, HS512, RS256, ES256 or EdDSA.
 	Alg string
@@ -122,6 +124,7 @@ func mintClaims(o MintOptions, now time.Time) (jwt.MapClaims, error) {
 	errs = append(errs, put(names.KeyID, jti))
 	strs := []struct{ name, v string }{
 		{names.Subject, o.Subject}, {names.Dept, o.Dept}, {names.Team, o.Team}, {names.Project, o.Project},
+		{names.Priority, o.Priority},
 	}
 	for _, s := range strs {
 		if s.v != "" {

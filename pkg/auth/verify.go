@@ -299,7 +299,7 @@ func newIssuer(c config.Issuer, clock func() time.Time) (*issuer, error) {
 // that jwt validates itself, and two principal fields read from one claim.
 func checkClaimNames(n config.ClaimNames) error {
 	seen := make(map[string]bool, 10)
-	for _, name := range []string{n.Subject, n.KeyID, n.Dept, n.Team, n.Project, n.Models, n.Budgets, n.RPM, n.TPM, n.Admin} {
+	for _, name := range []string{n.Subject, n.KeyID, n.Dept, n.Team, n.Project, n.Models, n.Budgets, n.RPM, n.TPM, n.Admin, n.Priority} {
 		switch name {
 		case "iss", "aud", "exp", "nbf", "iat":
 			return fmt.Errorf("claims: %q is a registered claim and cannot name a principal field", name)

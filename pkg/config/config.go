@@ -2,7 +2,11 @@
 // ${ENV_VAR} expansion and validation. Every program reads the same file.
 package config
 
-import "time"
+import (
+	"slices"
+	"strings"
+	"time"
+)
 
 // Config is the root of the YAML file. Zero values are replaced by the
 // defaults documented on each field when the file is loaded.
@@ -52,6 +56,9 @@ type Config struct {
 	BudgetOvercommit bool `yaml:"budget_overcommit"`
 	// Budget configures how the gateways enforce Budgets together.
 	Budget Budget `yaml:"budget"`
+	// Priority names the request priorities the degradation ladder tells
+	// apart, and where a request's priority comes from.
+	Priority Priority `yaml:"priority"`
 	// RateLimits are per-principal request and token rates.
 	RateLimits []RateLimit `yaml:"rate_limits"`
 	// RateLimit configures how the gateways enforce RateLimits and the
@@ -121,9 +128,9 @@ type BudgetLimit struct {
 }
 
 // DegradeStep applies once a limit's spend (with reservations) reaches At
-// of the amount, to requests whose x-tollgate-priority header is in
-// Priorities (a request without the header is "interactive"; empty
-// Priorities means every request). It either serves them with a cheaper
+// of the amount, to requests whose priority (see Priority) is in
+// Priorities (names of priority.levels, any case; empty Priorities means
+// every request). It either serves them with a cheaper
 // Model or refuses them (429 budget_degraded). Each step taken is recorded
 // in the usage event and published once per period as an alert.
 type DegradeStep struct {
@@ -131,6 +138,46 @@ type DegradeStep struct {
 	Priorities []string `yaml:"priorities"`
 	Model      string   `yaml:"model"`
 	Refuse     bool     `yaml:"refuse"`
+}
+
+// Priority configures request priorities (issue 41, finding 9). A
+// request's priority comes from its principal, never from the client
+// alone: the token's priority claim (claims.priority) or the API key's
+// priority, else Default. The x-tollgate-priority header may lower it to a
+// later level and never raise it: a header naming a higher level than the
+// principal's is served at the principal's. Names compare
+// case-insensitively; a header or claim naming no level is refused (400
+// invalid_priority, 401 for the claim).
+type Priority struct {
+	// Levels are the priority names, highest first. Default interactive,
+	// background, batch.
+	Levels []string `yaml:"levels"`
+	// Default is the priority of a principal that carries none. Default
+	// the first level.
+	Default string `yaml:"default"`
+}
+
+// DefaultPriorityLevels are Priority.Levels when none are configured.
+var DefaultPriorityLevels = []string{"interactive", "background", "batch"}
+
+// LevelNames returns Levels lowercased, or DefaultPriorityLevels.
+func (p Priority) LevelNames() []string {
+	if len(p.Levels) == 0 {
+		return slices.Clone(DefaultPriorityLevels)
+	}
+	out := make([]string, len(p.Levels))
+	for i, l := range p.Levels {
+		out[i] = strings.ToLower(l)
+	}
+	return out
+}
+
+// DefaultLevel returns Default lowercased, or the first level.
+func (p Priority) DefaultLevel() string {
+	if p.Default != "" {
+		return strings.ToLower(p.Default)
+	}
+	return p.LevelNames()[0]
 }
 
 // RateLimit caps requests and tokens per minute for one scope value.
@@ -389,6 +436,9 @@ type ClaimNames struct {
 	RPM     string `yaml:"rpm"`     // rpm
 	TPM     string `yaml:"tpm"`     // tpm
 	Admin   string `yaml:"admin"`   // admin
+	// Priority is the claim of the principal's highest request priority
+	// (see Priority).
+	Priority string `yaml:"priority"` // priority
 }
 
 // Provider is one upstream API endpoint with its credentials and timeouts.

@@ -157,7 +157,8 @@ func (is *Issuer) ApplyDefaults() {
 const WellKnownOpenIDConfiguration = "/.well-known/openid-configuration"
 
 // WithDefaults returns n with every empty name replaced by its default
-// claim name (sub, jti, dept, team, project, models, budgets, rpm, tpm, admin).
+// claim name (sub, jti, dept, team, project, models, budgets, rpm, tpm, admin,
+// priority).
 func (n ClaimNames) WithDefaults() ClaimNames {
 	setDefault(&n.Subject, "sub")
 	setDefault(&n.KeyID, "jti")
@@ -169,6 +170,7 @@ func (n ClaimNames) WithDefaults() ClaimNames {
 	setDefault(&n.RPM, "rpm")
 	setDefault(&n.TPM, "tpm")
 	setDefault(&n.Admin, "admin")
+	setDefault(&n.Priority, "priority")
 	return n
 }
 

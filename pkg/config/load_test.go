@@ -123,7 +123,7 @@ func TestParseDefaults(t *testing.T) {
 		{"issuer leeway", c.Auth.Issuers[0].Leeway, 30 * time.Second},
 		{"claims", c.Auth.Issuers[0].Claims, ClaimNames{
 			Subject: "sub", KeyID: "jti", Dept: "dept", Team: "team", Project: "project",
-			Models: "models", Budgets: "budgets", RPM: "rpm", TPM: "tpm", Admin: "admin",
+			Models: "models", Budgets: "budgets", RPM: "rpm", TPM: "tpm", Admin: "admin", Priority: "priority",
 		}},
 		{"issuer secret default", c.Auth.Issuers[0].Keys[0].Secret, "dev-secret-for-tests-only-0123456789"},
 		{"timeouts", c.Providers[0].Timeouts, Timeouts{

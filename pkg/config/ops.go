@@ -10,6 +10,13 @@ type Admin struct {
 	// RequireToken demands a token with the admin claim even when the
 	// listener is bound to loopback. Off loopback it is always required.
 	RequireToken bool `yaml:"require_token"`
+	// AllowedHosts are further names an /admin/ or /debug/ request's Host
+	// header may carry (case-insensitive, port ignored), such as a
+	// Kubernetes Service name. Always accepted: loopback IPs, localhost,
+	// the host of Listen and the listener's IPs (every IP when Listen is a
+	// wildcard address). Other names get 403, so a DNS rebinding page
+	// cannot read the admin API. Default none.
+	AllowedHosts []string `yaml:"allowed_hosts"`
 }
 
 // Profiling configures continuous profiling with Pyroscope. Off unless

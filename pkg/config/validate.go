@@ -52,7 +52,8 @@ func (c *Config) Validate() error {
 			v.modelNames[a] = true
 		}
 	}
-	v.budgets(c.Budgets)
+	v.priority(c.Priority)
+	v.budgets(c.Budgets, c.Priority.LevelNames())
 	v.rateLimits(c.RateLimits)
 	if d := c.RateLimit.PresenceTTL; d != 0 && d < time.Second {
 		v.addf("rate_limit.presence_ttl", "must be at least 1s (got %s)", d)
@@ -272,7 +273,7 @@ func (v *validator) claimNames(path string, n ClaimNames) {
 	for _, f := range []struct{ key, claim string }{
 		{"subject", n.Subject}, {"key_id", n.KeyID}, {"dept", n.Dept}, {"team", n.Team},
 		{"project", n.Project}, {"models", n.Models}, {"budgets", n.Budgets},
-		{"rpm", n.RPM}, {"tpm", n.TPM}, {"admin", n.Admin},
+		{"rpm", n.RPM}, {"tpm", n.TPM}, {"admin", n.Admin}, {"priority", n.Priority},
 	} {
 		fp := path + "." + f.key
 		if _, err := ParseClaimPath(f.claim); err != nil {
@@ -398,7 +399,23 @@ func (v *validator) models(ms []Model, ps []Provider) {
 	}
 }
 
-func (v *validator) budgets(bs []BudgetLimit) {
+// priority checks the priority levels: unique names (in any case) and a
+// default among them.
+func (v *validator) priority(p Priority) {
+	seen := map[string]string{}
+	for i, l := range p.Levels {
+		if l == "" {
+			v.addf(fmt.Sprintf("priority.levels[%d]", i), "empty priority name")
+			continue
+		}
+		v.unique(seen, fmt.Sprintf("priority.levels[%d]", i), "priority", strings.ToLower(l))
+	}
+	if p.Default != "" && !slices.Contains(p.LevelNames(), strings.ToLower(p.Default)) {
+		v.addf("priority.default", "unknown priority %q (want %s)", p.Default, orList(p.LevelNames()))
+	}
+}
+
+func (v *validator) budgets(bs []BudgetLimit, levels []string) {
 	for i, b := range bs {
 		p := fmt.Sprintf("budgets[%d]", i)
 		v.scope(p+".scope", b.Scope, true)
@@ -425,6 +442,11 @@ func (v *validator) budgets(bs []BudgetLimit) {
 			}
 			if d.Model != "" && !v.modelNames[d.Model] {
 				v.addf(dp+".model", "unknown model %q", d.Model)
+			}
+			for k, pr := range d.Priorities {
+				if !slices.Contains(levels, strings.ToLower(pr)) {
+					v.addf(fmt.Sprintf("%s.priorities[%d]", dp, k), "unknown priority %q (want %s; see priority.levels)", pr, orList(levels))
+				}
 			}
 		}
 	}

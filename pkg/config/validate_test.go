@@ -170,6 +170,19 @@ func TestValidateErrors(t *testing.T) {
 		{"degrade step model", func(c *Config) {
 			c.Budgets = []BudgetLimit{{Scope: "dept", Value: "*", AmountUSD: "10", Period: "month", Degrade: []DegradeStep{{At: 0.8, Model: "nope"}}}}
 		}, `budgets[0].degrade[0].model: unknown model "nope"`},
+		{"degrade step priority", func(c *Config) {
+			c.Budgets = []BudgetLimit{{Scope: "dept", Value: "*", AmountUSD: "10", Period: "month", Degrade: []DegradeStep{{At: 0.8, Refuse: true, Priorities: []string{"Batch", "bulk"}}}}}
+		}, `budgets[0].degrade[0].priorities[1]: unknown priority "bulk" (want interactive, background or batch; see priority.levels)`},
+		{"degrade step priority of configured levels", func(c *Config) {
+			c.Priority.Levels = []string{"gold", "silver"}
+			c.Budgets = []BudgetLimit{{Scope: "dept", Value: "*", AmountUSD: "10", Period: "month", Degrade: []DegradeStep{{At: 0.8, Refuse: true, Priorities: []string{"batch"}}}}}
+		}, `budgets[0].degrade[0].priorities[0]: unknown priority "batch" (want gold or silver; see priority.levels)`},
+		{"priority levels repeated in another case", func(c *Config) { c.Priority.Levels = []string{"gold", "Gold"} },
+			`priority.levels[1]: duplicate priority "gold" (also priority.levels[0])`},
+		{"priority default not a level", func(c *Config) { c.Priority.Default = "vip" },
+			`priority.default: unknown priority "vip" (want interactive, background or batch)`},
+		{"priority claim on a registered claim", func(c *Config) { c.Auth.Issuers[0].Claims.Priority = "exp" },
+			`"exp" is a registered claim`},
 		{"stream_usage value", func(c *Config) {
 			c.Providers[1].Kind = "openai"
 			c.Providers[1].BaseURL = "http://x"

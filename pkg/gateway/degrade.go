@@ -1,10 +1,13 @@
 package gateway
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/gofiber/fiber/v2"
@@ -14,9 +17,59 @@ import (
 	"github.com/tollgate/tollgate/pkg/pricing"
 )
 
-// headerPriority is the request header that names a request's priority
-// for the degradation ladder; absent means "interactive".
+// headerPriority is the request header that lowers a request's priority
+// for the degradation ladder below its principal's (config.Priority).
 const headerPriority = "X-Tollgate-Priority"
+
+// codeInvalidPriority refuses a priority header or claim that names no
+// configured level.
+const codeInvalidPriority = "invalid_priority"
+
+// priorities are the configured priority levels, highest first, lowercase.
+type priorities struct {
+	levels []string
+	def    int // index of priority.default
+}
+
+func newPriorities(p config.Priority) priorities {
+	ps := priorities{levels: p.LevelNames()}
+	ps.def = max(0, ps.index([]byte(p.DefaultLevel())))
+	return ps
+}
+
+// index is the level named name in any case, or -1. It does not allocate.
+func (ps *priorities) index(name []byte) int {
+	for i, l := range ps.levels {
+		if len(l) == len(name) && bytes.EqualFold([]byte(l), name) {
+			return i
+		}
+	}
+	return -1
+}
+
+// of is the priority a request is served at (issue 41, finding 9): its
+// principal's (priority claim or API key field, else the default), lowered
+// by the x-tollgate-priority header when that names a later level and
+// never raised by it. A header or claim that names no level is an error.
+func (ps *priorities) of(c *fiber.Ctx, p *auth.Principal) (string, *apiError) {
+	ceiling := ps.def
+	if p.Priority != "" {
+		if ceiling = ps.index([]byte(p.Priority)); ceiling < 0 {
+			return "", &apiError{Status: fiber.StatusUnauthorized, Type: typeAuthentication, Code: codeInvalidPriority,
+				Message: fmt.Sprintf("the credential's priority names no priority level (want %s)", strings.Join(ps.levels, ", "))}
+		}
+	}
+	h := c.Request().Header.Peek(headerPriority)
+	if len(h) == 0 {
+		return ps.levels[ceiling], nil
+	}
+	i := ps.index(h)
+	if i < 0 {
+		return "", errBadRequest(codeInvalidPriority, "",
+			fmt.Sprintf("x-tollgate-priority names no priority level (want one of %s)", strings.Join(ps.levels, ", ")))
+	}
+	return ps.levels[max(i, ceiling)], nil
+}
 
 // ladder is one budget limit's degradation steps, highest first.
 type ladder struct {
@@ -41,6 +94,9 @@ func buildLadders(cfg *config.Config) []ladder {
 			continue // Validate refused these already
 		}
 		steps := append([]config.DegradeStep(nil), b.Degrade...)
+		for i := range steps {
+			steps[i].Priorities = lower(steps[i].Priorities)
+		}
 		sort.Slice(steps, func(i, j int) bool { return steps[i].At > steps[j].At })
 		out = append(out, ladder{scope: sc, value: b.Value, period: per, limitNano: amount, steps: steps})
 	}
@@ -53,15 +109,21 @@ type degradation struct {
 	label string // e.g. "dept=research month 80% model=mock-mini", in the usage event
 }
 
+// lower returns names lowercased, in a new slice.
+func lower(names []string) []string {
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = strings.ToLower(n)
+	}
+	return out
+}
+
 // degrade finds the highest step that applies to the request: its scope
-// value has spent at least step.At of the limit and its priority matches.
-func (g *Gateway) degrade(c *fiber.Ctx, st *state, p *auth.Principal) *degradation {
+// value has spent at least step.At of the limit and its priority prio
+// (priorities.of) matches.
+func (g *Gateway) degrade(st *state, p *auth.Principal, prio string) *degradation {
 	if len(st.ladders) == 0 || g.acct.Tracker == nil {
 		return nil
-	}
-	prio := string(c.Request().Header.Peek(headerPriority))
-	if prio == "" {
-		prio = "interactive"
 	}
 	scopes := &principalBudgetOf(p).scopes
 	for i := range st.ladders {
@@ -88,16 +150,10 @@ func (g *Gateway) degrade(c *fiber.Ctx, st *state, p *auth.Principal) *degradati
 	return nil
 }
 
+// matchPriority reports whether a step for list (lowercase; empty is
+// every priority) applies to prio.
 func matchPriority(list []string, prio string) bool {
-	if len(list) == 0 {
-		return true
-	}
-	for _, p := range list {
-		if p == prio {
-			return true
-		}
-	}
-	return false
+	return len(list) == 0 || slices.Contains(list, prio)
 }
 
 // degradeAlerts remembers the steps already announced, so each is

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"sort"
@@ -167,6 +168,7 @@ type state struct {
 	files          *upstream // files_provider: /v1/files and /v1/batches; nil when unset
 	refuseUnpriced bool
 	ladders        []ladder // budget degradation steps
+	priorities     priorities
 }
 
 // rateRule is a configured rate limit with its scope parsed once.
@@ -180,7 +182,7 @@ func (g *Gateway) buildState(cfg *config.Config, v verifier, prices *pricing.Tab
 	st := &state{
 		cfg: cfg, verifier: v, routes: make(map[string]*route, len(cfg.Models)), prices: prices,
 		ups: make([]*upstream, len(cfg.Providers)), targets: make([]map[string]*route, len(cfg.Providers)),
-		ladders: buildLadders(cfg), refuseUnpriced: cfg.Usage.UnpricedModel == config.UnpricedRefuse,
+		ladders: buildLadders(cfg), priorities: newPriorities(cfg.Priority), refuseUnpriced: cfg.Usage.UnpricedModel == config.UnpricedRefuse,
 	}
 	for _, rl := range cfg.RateLimits {
 		sc, err := budget.ParseScope(rl.Scope)
@@ -375,6 +377,8 @@ func (g *Gateway) newApp() *fiber.App {
 		StreamRequestBody:            true,
 		DisablePreParseMultipartForm: true,
 	})
+	parseError := app.Server().ErrorHandler
+	app.Server().ErrorHandler = func(ctx *fasthttp.RequestCtx, err error) { parseError(ctx, scrubParseError(err)) }
 	app.Use(g.limitBody)
 	app.Post("/v1/chat/completions", func(c *fiber.Ctx) error { return g.serve(c, epChat) })
 	app.Post("/v1/completions", func(c *fiber.Ctx) error { return g.serve(c, epCompletions) })
@@ -407,6 +411,32 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 		return g.app.Shutdown()
 	}
 	return g.app.ShutdownWithTimeout(time.Until(deadline))
+}
+
+// errMalformedRequest replaces the error of a request line or header that
+// could not be parsed.
+var errMalformedRequest = errors.New("malformed HTTP request: the request line or a header could not be parsed")
+
+// errBodyCutShort replaces the error of a body that ended before its
+// Content-Length within the bytes fasthttp reads with the headers.
+var errBodyCutShort = errors.New("read request body: unexpected EOF: the body ended before its Content-Length")
+
+// scrubParseError is err, an error of fasthttp reading a request, when fiber
+// maps it to an answer of its own (431, 408, 413, 405), else
+// errMalformedRequest: fasthttp's parse errors quote the bytes they could
+// not parse, request line and headers with them, and fiber would answer
+// them back, bearer token included (issue 41, finding 11).
+func scrubParseError(err error) error {
+	var small *fasthttp.ErrSmallBuffer
+	var netErr net.Error
+	switch {
+	case errors.As(err, &small), errors.As(err, &netErr),
+		errors.Is(err, fasthttp.ErrBodyTooLarge), errors.Is(err, fasthttp.ErrGetOnly):
+		return err
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return errBodyCutShort
+	}
+	return errMalformedRequest
 }
 
 // handleFiberError answers errors raised by fiber itself (body too large,
@@ -445,17 +475,44 @@ func (g *Gateway) handleHealth(c *fiber.Ctx) error {
 	return c.SendString(`{"status":"ok"}`)
 }
 
-func (g *Gateway) handleReady(c *fiber.Ctx) error {
-	c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
+// ErrDraining is Ready's answer while the gateway drains for shutdown.
+var ErrDraining = errors.New("draining for shutdown")
+
+// NotReadyError is Ready's answer when an auth issuer has no keys: its
+// tokens would all be refused.
+type NotReadyError struct {
+	// Reasons say, one per issuer, why it cannot verify.
+	Reasons []string
+}
+
+func (e *NotReadyError) Error() string { return "not ready: " + strings.Join(e.Reasons, "; ") }
+
+// Ready reports whether the gateway serves new requests: nil, ErrDraining,
+// or a *NotReadyError. The public /readyz and the admin listener's /readyz
+// answer from it, so a probe of either port sees the same readiness.
+func (g *Gateway) Ready() error {
 	if g.draining.Load() {
-		return c.Status(fiber.StatusServiceUnavailable).SendString(`{"status":"draining"}`)
+		return ErrDraining
 	}
 	if r, ok := g.state.Load().verifier.(readiness); ok {
 		if why := r.NotReady(); len(why) > 0 {
-			return c.Status(fiber.StatusServiceUnavailable).JSON(fiber.Map{"status": "not ready", "reasons": why})
+			return &NotReadyError{Reasons: why}
 		}
 	}
-	return c.SendString(`{"status":"ready"}`)
+	return nil
+}
+
+func (g *Gateway) handleReady(c *fiber.Ctx) error {
+	c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
+	var nr *NotReadyError
+	switch err := g.Ready(); {
+	case err == nil:
+		return c.SendString(`{"status":"ready"}`)
+	case errors.As(err, &nr):
+		return c.Status(fiber.StatusServiceUnavailable).JSON(fiber.Map{"status": "not ready", "reasons": nr.Reasons})
+	default:
+		return c.Status(fiber.StatusServiceUnavailable).SendString(`{"status":"draining"}`)
+	}
 }
 
 // handleModels lists the models the caller's token may use.

@@ -91,11 +91,15 @@ func (g *Gateway) resolve(c *fiber.Ctx, st *state, rec *record, model string) (*
 		aerr = &apiError{Status: fiber.StatusForbidden, Type: typePermission, Code: codeModelNotAllowed, Param: "model",
 			Message: fmt.Sprintf("your token does not allow the model %q", model)}
 	}
+	var prio string
+	if aerr == nil {
+		prio, aerr = st.priorities.of(c, p)
+	}
 	if aerr != nil {
 		plan.Release()
 		return nil, aerr
 	}
-	d := g.degrade(c, st, p)
+	d := g.degrade(st, p, prio)
 	if d == nil || !d.step.Refuse && rec.path != "" {
 		return plan, nil
 	}

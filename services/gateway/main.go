@@ -154,8 +154,8 @@ func run() error {
 	explainer.Current = gw.Prices // events priced with a price book or config prices break down too
 	defer closeExplainer()
 	adminSrv, err := admin.Start(cfg.Admin.Listen, admin.Options{
-		Gatherer: reg, Verify: rl.Verify, RequireToken: cfg.Admin.RequireToken, Ready: func() error { return nil },
-		Config: rl.Config, Routes: func() any { return gw.Routes() }, Budgets: func() any { return acct.Tracker.Report() },
+		Gatherer: reg, Verify: rl.Verify, RequireToken: cfg.Admin.RequireToken, AllowedHosts: cfg.Admin.AllowedHosts,
+		Ready: gw.Ready, Config: rl.Config, Routes: func() any { return gw.Routes() }, Budgets: func() any { return acct.Tracker.Report() },
 		Reload: func(ctx context.Context) (any, error) { return rl.Reload(ctx) }, Usage: explainer.Lookup, Keys: keyStore, Logger: log,
 		Revoke: func(ctx context.Context, kind, value, reason string) error {
 			return revoker.Revoke(ctx, audit.Actor(ctx), revoke.Kind(kind), value, reason)
@@ -179,6 +179,9 @@ func run() error {
 		return fmt.Errorf("listen %s: %w", cfg.Listen, err)
 	}
 	gateway.WriteBanner(os.Stdout, cfg, ln.Addr().String(), auth.DevToken(cfg.Auth, time.Now()))
+	if err := gateway.WarnDevSecret(reg, log, rl.Config, ln.Addr().String()); err != nil {
+		return err
+	}
 	log.Info("gateway listening", "addr", ln.Addr().String(), "models", len(cfg.Models), "embed", *embed)
 
 	serveErr := make(chan error, 1)

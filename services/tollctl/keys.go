@@ -118,6 +118,7 @@ func setupKeysCreate(a *app, fs *pflag.FlagSet) func([]string) error {
 	fs.Var(&budgets, "budget", "a spend limit `SCOPE:VALUE:USD:PERIOD` (scope key, subject, team, dept or project; period day, month or total); repeatable")
 	fs.Int64Var(&spec.RPM, "rpm", 0, "requests-per-minute limit of the key (0: none)")
 	fs.Int64Var(&spec.TPM, "tpm", 0, "tokens-per-minute limit of the key (0: none)")
+	fs.StringVar(&spec.Priority, "priority", "", "the highest request priority of the key (a name of the gateway's priority.levels; default priority.default)")
 	expires := fs.String("expires", "", "when the key stops working: a duration from now (720h) or an RFC 3339 time (default never)")
 	by := fs.String("by", "", "who creates the key, kept with it and in the audit log (default: the OS user name)")
 	asJSON := jsonFlag(fs)

@@ -78,11 +78,11 @@ func TestToken(t *testing.T) {
 	}{
 		{
 			name:   "flags only",
-			args:   []string{"--sub", "alice", "--dept", "eng", "--team", "search", "--project", "p1", "--models", "gpt-4o*, mock-*", "--ttl", "2h", "--rpm", "60", "--tpm", "1000", "--admin"},
+			args:   []string{"--sub", "alice", "--dept", "eng", "--team", "search", "--project", "p1", "--models", "gpt-4o*, mock-*", "--ttl", "2h", "--rpm", "60", "--tpm", "1000", "--admin", "--priority", "batch"},
 			secret: devSecret, alg: "HS256", ttl: 2 * time.Hour,
 			claims: map[string]any{
 				"iss": "dev", "sub": "alice", "dept": "eng", "team": "search", "project": "p1",
-				"models": []any{"gpt-4o*", "mock-*"}, "rpm": 60.0, "tpm": 1000.0, "admin": true,
+				"models": []any{"gpt-4o*", "mock-*"}, "rpm": 60.0, "tpm": 1000.0, "admin": true, "priority": "batch",
 			},
 			noClaim: []string{"aud"},
 		},
@@ -91,7 +91,7 @@ func TestToken(t *testing.T) {
 			args:   []string{"--sub", "bob"},
 			secret: devSecret, alg: "HS256", ttl: 24 * time.Hour,
 			claims:  map[string]any{"iss": "dev", "sub": "bob"},
-			noClaim: []string{"models", "admin", "rpm", "tpm", "dept"},
+			noClaim: []string{"models", "admin", "rpm", "tpm", "dept", "priority"},
 		},
 		{
 			name:   "explicit issuer audience kid jti",

@@ -19,6 +19,7 @@ const defaultSecretEnv = "TOLLGATE_DEV_SECRET"
 // tokenFlags are the flags of `tollctl token`.
 type tokenFlags struct {
 	sub, dept, team, project, models, jti string
+	priority                              string
 	ttl                                   time.Duration
 	admin                                 bool
 	rpm, tpm                              int64
@@ -38,6 +39,7 @@ func setupToken(a *app, fs *pflag.FlagSet) func([]string) error {
 	fs.BoolVar(&f.admin, "admin", false, "grant the admin claim")
 	fs.Int64Var(&f.rpm, "rpm", 0, "requests-per-minute limit claim (0: none)")
 	fs.Int64Var(&f.tpm, "tpm", 0, "tokens-per-minute limit claim (0: none)")
+	fs.StringVar(&f.priority, "priority", "", "priority claim: the highest request priority (a name of the gateway's priority.levels; default none, which takes priority.default)")
 	fs.StringVar(&f.issuer, "issuer", "dev", "issuer: with --config, the name of an auth.issuers entry; without, the iss claim itself")
 	flagConfig.stringVar(a, fs, &f.configFile)
 	fs.StringVar(&f.aud, "aud", "", "audience (aud claim); overrides the config's")
@@ -67,7 +69,7 @@ func (a *app) token(f tokenFlags, set map[string]bool) error {
 	o := auth.MintOptions{
 		Issuer: f.issuer, Audience: f.aud, Subject: f.sub, KeyID: f.jti,
 		Dept: f.dept, Team: f.team, Project: f.project,
-		TTL: f.ttl, Admin: f.admin, RPM: f.rpm, TPM: f.tpm,
+		TTL: f.ttl, Admin: f.admin, RPM: f.rpm, TPM: f.tpm, Priority: f.priority,
 		Alg: f.alg, KID: f.kid,
 	}
 	if set["models"] {
