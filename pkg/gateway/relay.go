@@ -525,20 +525,26 @@ func (r *relay) CloseWithError(err error) error {
 	if r.errType != "" {
 		r.rec.errType = r.errType
 	}
+	if err != nil || r.gone.Load() {
+		r.readTail() // the client left: the usage after the finish reason is still read
+	}
 	switch {
 	case errors.Is(err, os.ErrDeadlineExceeded):
 		r.rec.clientAborted = true
 		r.rec.status = StatusClientClosed
 		r.rec.errType = "client_write_timeout"
 		r.g.log.Warn("client stopped reading the stream; disconnected", "request_id", r.rec.requestID, "write_timeout", r.writeTimeout)
+	case r.finished.Load() && r.errType == "" && r.stream.Usage().Reported:
+		// The client left after the whole answer, and the provider's
+		// usage was read: the request is complete, as the provider bills it.
+		if r.rec.status == 0 {
+			r.rec.status = fiber.StatusOK
+		}
 	case err != nil || !r.done || r.gone.Load():
 		r.rec.clientAborted = true
 		r.rec.status = StatusClientClosed
 	case r.rec.status == 0:
 		r.rec.status = fiber.StatusOK
-	}
-	if r.rec.clientAborted {
-		r.readTail()
 	}
 	r.rec.upstream += time.Since(r.upStart)
 	r.rec.usage = r.stream.Usage()
