@@ -3,6 +3,7 @@ package gateway
 import (
 	"errors"
 	"fmt"
+	"math"
 	"math/bits"
 	"strconv"
 	"time"
@@ -84,21 +85,40 @@ type rateCharge struct {
 // (refusing an unpriced one when the gateway is set to), then admitCost
 // with a first guess of the prompt's tokens (a quarter of the body's
 // bytes) charged to rate limits and, near a budget's limit, the prompt
-// counted exactly and max_tokens clamped to what the headroom affords
-// (call.ClampMaxTokens).
-func (g *Gateway) admit(c *fiber.Ctx, st *state, p *auth.Principal, rt *route, info *reqInfo, body []byte, adm *admission) *apiError {
+// counted exactly and the output limit clamped to what the headroom
+// affords (call.ClampMaxTokens). The reservation covers every answer the
+// upstream may generate: the output limit (OutputReserve when the request
+// sets none) times n (or best_of), and a clamp is per answer.
+//
+// A clamped answer is not stored in the response cache (issue #41): its
+// key is the client's body, whose limit the clamp changed, and teammates
+// sending that body would be served the cut answer.
+func (g *Gateway) admit(c *fiber.Ctx, st *state, p *auth.Principal, rt *route, info *reqInfo, body []byte, rec *record) *apiError {
 	price, priced := routePrice(st.prices, rt)
 	if !priced && st.refuseUnpriced {
 		return errBadRequest("model_not_priced", "model", fmt.Sprintf("the model %q has no price, and this gateway refuses unpriced models", rt.name))
 	}
+	adm := &rec.adm
 	adm.price, adm.priced = price, priced
+	aerr := g.admitChat(c, st, p, info, body, adm)
+	if adm.clamp > 0 && rec.cache != nil {
+		rec.cache.put = false
+	}
+	return aerr
+}
+
+// admitChat is admit's admission: admitCost with the reservation of a
+// call that may generate its whole output limit.
+func (g *Gateway) admitChat(c *fiber.Ctx, st *state, p *auth.Principal, info *reqInfo, body []byte, adm *admission) *apiError {
 	promptGuess := int64(len(body) / 4) // a cheap first estimate; exact only when it matters
 	return g.admitCost(c, st, p, adm, promptGuess, func(adm *admission, headroom int64) int64 {
 		a := &g.acct
-		out := info.maxTokens
-		if out <= 0 {
-			out = a.OutputReserve
+		per := info.maxTokens // per choice
+		if per <= 0 {
+			per = a.OutputReserve
 		}
+		n := max(info.choices, 1)
+		out := mulSat(per, n) // every choice may run to the limit
 		est := adm.price.Cost(pricing.Usage{PromptTokens: uint64(promptGuess), CompletionTokens: uint64(out)})
 		prompt := promptGuess
 		if est > headroom/2 && a.Estimator != nil {
@@ -112,9 +132,10 @@ func (g *Gateway) admit(c *fiber.Ctx, st *state, p *auth.Principal, rt *route, i
 		}
 		if est > headroom && adm.price.OutputPerM > 0 {
 			promptCost := adm.price.Cost(pricing.Usage{PromptTokens: uint64(prompt)})
-			if afford := affordable(headroom-promptCost, adm.price.OutputPerM); afford >= 1 && afford < out {
-				out, adm.clamp = afford, afford
-				est = adm.price.Cost(pricing.Usage{PromptTokens: uint64(prompt), CompletionTokens: uint64(out)})
+			// The clamp is per choice: n answers of clamp tokens each.
+			if afford := affordable(headroom-promptCost, adm.price.OutputPerM) / n; afford >= 1 && afford < per {
+				adm.clamp = afford
+				est = adm.price.Cost(pricing.Usage{PromptTokens: uint64(prompt), CompletionTokens: uint64(afford * n)})
 			}
 		}
 		return est
@@ -124,7 +145,8 @@ func (g *Gateway) admit(c *fiber.Ctx, st *state, p *auth.Principal, rt *route, i
 // admitCost is admission, the same for every endpoint: the publisher's
 // fail-closed state, rate limits (one request and tokens, the tokens
 // known before the call), then, when a budget limits the request's
-// scopes, a reservation of cost(&adm, headroom) nano-USD, checked with
+// scopes and cost is not nil, a reservation of cost(&adm, headroom)
+// nano-USD, checked with
 // the reservation included (two requests racing for the last headroom
 // cannot both pass). adm, the request record's (zero but for the price it
 // holds), is filled in place: an admission is some 1 KB, and a copy
@@ -147,7 +169,7 @@ func (g *Gateway) admitInto(c *fiber.Ctx, st *state, p *auth.Principal, adm *adm
 	if aerr := g.rateLimit(adm, st, p, tokens); aerr != nil {
 		return aerr
 	}
-	if a.Tracker == nil {
+	if a.Tracker == nil || cost == nil {
 		return nil
 	}
 	scopes, claims, aerr := g.budgetScopes(adm, p)
@@ -271,6 +293,15 @@ func affordable(nano, perM int64) int64 {
 	}
 	q, _ := bits.Div64(hi, lo, uint64(perM))
 	return int64(min(q, 1<<62))
+}
+
+// mulSat is a × b for non-negative a and b, at most the largest int64.
+func mulSat(a, b int64) int64 {
+	hi, lo := bits.Mul64(uint64(a), uint64(b))
+	if hi != 0 || lo > math.MaxInt64 {
+		return math.MaxInt64
+	}
+	return int64(lo)
 }
 
 // budgetError answers a refusal with the budget's message: an
@@ -406,8 +437,12 @@ func (g *Gateway) bill(rec *record) {
 		unitUsage(&pu, rec)
 		cost = adm.price.Cost(pu)
 	}
+	used := int64(u.Prompt + u.Completion)
+	if rec.cache != nil && rec.cache.hit && !rec.cache.full {
+		used = 0 // a hit billed zero used no provider tokens (admitHit)
+	}
 	for _, rc := range adm.rateKeys[:adm.nRateKeys] {
-		rc.limiter.Charge(rc.key, rc.tpm, int64(u.Prompt+u.Completion)-adm.tokens)
+		rc.limiter.Charge(rc.key, rc.tpm, used-adm.tokens)
 	}
 	if g.metrics != nil && rec.route != nil {
 		g.metrics.Tokens(rec.principal.Dept, rec.route.name, u.Prompt, u.Completion, u.Cached, u.Reasoning, cost)

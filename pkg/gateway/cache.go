@@ -6,12 +6,14 @@ import (
 	"errors"
 	"io"
 	"iter"
+	"math"
 	"strings"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/tollgate/tollgate/pkg/auth"
 	"github.com/tollgate/tollgate/pkg/config"
+	"github.com/tollgate/tollgate/pkg/pricing"
 	"github.com/tollgate/tollgate/pkg/respcache"
 )
 
@@ -34,15 +36,17 @@ type cacheState struct {
 
 // lookupCache serves a request from the cache when its model caches
 // answers. Cache-Control: no-cache skips the read (the answer is still
-// stored), no-store skips both. It reports whether the answer went out.
-func (g *Gateway) lookupCache(c *fiber.Ctx, m *config.Model, p *auth.Principal, rec *record, includeUsage bool, body []byte) (served bool) {
+// stored), no-store skips both. A hit is admitted before it is served
+// (admitHit), and a refused one answers the refusal. It reports whether
+// the request was answered, and the error of writing a refusal.
+func (g *Gateway) lookupCache(c *fiber.Ctx, st *state, m *config.Model, p *auth.Principal, rec *record, includeUsage bool, body []byte) (answered bool, err error) {
 	if g.cache == nil || m == nil || m.Cache.TTL <= 0 {
-		return false
+		return false, nil
 	}
 	cc := c.Request().Header.Peek(fiber.HeaderCacheControl)
 	if bytes.Contains(cc, []byte("no-store")) {
 		c.Set("x-tollgate-cache", "bypass")
-		return false
+		return false, nil
 	}
 	answer := respcache.NonStream
 	if rec.stream {
@@ -56,7 +60,7 @@ func (g *Gateway) lookupCache(c *fiber.Ctx, m *config.Model, p *auth.Principal, 
 	rec.cache = &cacheState{key: k, ttl: m.Cache.TTL, full: m.Cache.Bill == "full", put: true}
 	if bytes.Contains(cc, []byte("no-cache")) {
 		c.Set("x-tollgate-cache", "bypass")
-		return false
+		return false, nil
 	}
 	e, err := g.cache.Get(c.Context(), k)
 	if err != nil {
@@ -64,13 +68,17 @@ func (g *Gateway) lookupCache(c *fiber.Ctx, m *config.Model, p *auth.Principal, 
 			g.log.Warn("response cache read failed", "err", err)
 		}
 		c.Set("x-tollgate-cache", "miss")
-		return false
+		return false, nil
 	}
 	if e.Stream != rec.stream {
 		c.Set("x-tollgate-cache", "miss")
-		return false
+		return false, nil
 	}
-	rec.cache.hit, rec.cache.put = true, false
+	rec.cache.put = false
+	if aerr := g.admitHit(c, st, p, rec, e); aerr != nil {
+		return true, g.fail(c, rec, aerr)
+	}
+	rec.cache.hit = true
 	rec.usage = tokenUsage{Prompt: e.Usage.Prompt, Completion: e.Usage.Completion, Cached: e.Usage.Cached, Reasoning: e.Usage.Reasoning, Reported: true}
 	rec.status, rec.started = fiber.StatusOK, true
 	rec.cachedModel, rec.cachedProvider = e.Model, e.Provider
@@ -81,14 +89,38 @@ func (g *Gateway) lookupCache(c *fiber.Ctx, m *config.Model, p *auth.Principal, 
 		c.Response().Header.SetContentType(fiber.MIMEApplicationJSON)
 		c.Response().SetBody(e.Body)
 		g.finish(rec)
-		return true
+		return true, nil
 	}
 	c.Response().Header.SetContentType("text/event-stream")
 	c.Set(fiber.HeaderCacheControl, "no-cache")
 	next, stop := iter.Pull(e.Events())
 	rec.held = true
 	c.Context().SetBodyStream(&replay{next: next, stop: stop, done: func() { g.finish(rec) }}, -1)
-	return true
+	return true, nil
+}
+
+// admitHit admits a cache hit as any request is admitted (issue #41: the
+// cache was read before admission, and hits went past rate limits and
+// budgets). Every hit is a request: it counts against rpm limits and is
+// refused by a full usage backlog. A model that bills hits in full
+// (cache.bill: full) also charges the original answer's tokens to tpm
+// limits and reserves the hit's exact cost (the original usage at the
+// current price) against the budgets, refused with 429 when they have no
+// room for it. A hit billed zero uses no provider tokens and costs
+// nothing: tpm limits and budgets do not count it.
+func (g *Gateway) admitHit(c *fiber.Ctx, st *state, p *auth.Principal, rec *record, e *respcache.Entry) *apiError {
+	if !rec.cache.full {
+		return g.admitCost(c, st, p, &rec.adm, 0, nil)
+	}
+	var cost int64
+	if rec.prices != nil {
+		if pr, ok := rec.prices.Lookup(e.Model); ok {
+			cost = pr.Cost(pricing.Usage{PromptTokens: e.Usage.Prompt, CompletionTokens: e.Usage.Completion,
+				CachedTokens: e.Usage.Cached, ReasoningTokens: e.Usage.Reasoning})
+		}
+	}
+	tokens := int64(min(e.Usage.Prompt+e.Usage.Completion, math.MaxInt64))
+	return g.admitCost(c, st, p, &rec.adm, tokens, func(*admission, int64) int64 { return cost })
 }
 
 // replay writes a cached stream event by event: each Read hands fasthttp

@@ -16,7 +16,8 @@
 //   - resolve (pipeline.go): model lookup (404 before the token's
 //     allow-list), wildcard capture, endpoint kind, allow-list, the budget
 //     degradation ladder;
-//   - the response cache and admission (rate limits, budget reservation);
+//   - the response cache and admission (rate limits, budget reservation;
+//     a cache hit is admitted too before it is served, cache.go);
 //   - attempts (pipeline.go): routing, retries and fallbacks, the router's
 //     bookkeeping, keys, headers, attempt spans, the plan's release;
 //   - finish (serve.go), the one place a request ends: billed, its usage

@@ -51,14 +51,14 @@ func (g *Gateway) serveMessages(c *fiber.Ctx) error {
 		return g.fail(c, rec, aerr)
 	}
 	rr := plan.Route()
-	if g.lookupCache(c, rr.Config(), p, rec, false, body) {
+	if answered, err := g.lookupCache(c, st, rr.Config(), p, rec, false, body); answered {
 		plan.Release()
-		return nil
+		return err
 	}
 	cs := &rec.call
 	cs.g, cs.m = g, newMessagesRequest(body, &f)
 	m := &cs.m
-	if aerr := g.admit(c, st, p, st.priceRoute(rr, model.Str), &m.admInfo, m.admBody, &rec.adm); aerr != nil {
+	if aerr := g.admit(c, st, p, st.priceRoute(rr, model.Str), &m.admInfo, m.admBody, rec); aerr != nil {
 		plan.Release()
 		return g.fail(c, rec, aerr)
 	}

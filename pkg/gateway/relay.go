@@ -68,6 +68,7 @@ type relay struct {
 	track   bool      // collect delivered content for estimation
 	primed  bool      // the first event arrived; per-read idle deadlines apply
 	done    bool      // no more upstream reads
+	ended   bool      // the upstream stream ended (its terminator, a failure, or its end)
 	failure *apiError // why the stream ended early; sent as an SSE error event
 	closed  bool
 
@@ -85,6 +86,10 @@ type relay struct {
 	werr    error
 	flushAt int         // pending output is written once it reaches this
 	gone    atomic.Bool // the client closed its connection (seen by watch)
+	// finished: the answer had its finish reason (Stream.Complete); a
+	// client that leaves from then on does not cut the upstream call, so
+	// that the usage that follows is read (readTail).
+	finished atomic.Bool
 
 	// client is the client connection; each write to it must complete
 	// within writeTimeout (config write_timeout), so a client that stops
@@ -220,14 +225,23 @@ func (r *relay) beforeRead() error {
 }
 
 // armRead bounds the next upstream read by the idle timeout, and by the
-// call's total deadline when that comes first.
+// call's total deadline when that comes first; by usageTail once the
+// client has left.
 func (r *relay) armRead() {
-	d := time.Now().Add(r.idle)
+	now := time.Now()
+	d := now.Add(r.idle)
+	if r.gone.Load() {
+		d = now.Add(min(r.idle, usageTail))
+	}
 	if r.deadline.Before(d) {
 		d = r.deadline
 	}
 	_ = r.conn.SetReadDeadline(d)
 }
+
+// usageTail bounds how long the upstream is read for the usage of an
+// answer whose client left after its finish reason (readTail).
+const usageTail = 2 * time.Second
 
 // flush writes the pending output. A failed write ends the relay:
 // WriteTo returns the write's error.
@@ -362,12 +376,15 @@ func (r *relay) handleEvent(ev []byte) {
 	if r.ttft == 0 && len(r.out) > n {
 		r.ttft = time.Since(r.rec.start)
 	}
+	if !r.finished.Load() && r.stream.Complete() {
+		r.finished.Store(true)
+	}
 	if r.cached != nil && len(r.out) > n && st != providers.Failed {
 		r.cached.AppendEvent(r.out[n:])
 	}
 	switch st {
 	case providers.Done:
-		r.done = true
+		r.done, r.ended = true, true
 		r.drain()
 	case providers.Failed:
 		r.fail(r.eventError(err))
@@ -396,6 +413,7 @@ func (r *relay) eventError(err error) *apiError {
 
 // upstreamEnded handles the end of the upstream body before [DONE].
 func (r *relay) upstreamEnded(err error) {
+	r.ended = true
 	if r.gone.Load() {
 		// We closed the upstream because the client left: nobody to tell.
 		r.done = true
@@ -449,8 +467,35 @@ func looksLikeEvent(b []byte) bool {
 
 func (r *relay) fail(e *apiError) {
 	r.failure = e
-	r.done = true
+	r.done, r.ended = true, true
 	r.errType = e.Code
+}
+
+// readTail reads the rest of an upstream stream whose client left after
+// the answer's finish reason, for the usage chunk that follows it (issue
+// #41: the answer was delivered whole, and billing it from an estimate
+// undercounts what the provider bills, reasoning tokens above all).
+// Nothing goes to the client. The read ends at the stream's end, or
+// usageTail from now, or the call's deadline, whichever comes first; the
+// connection is then discarded (release).
+func (r *relay) readTail() {
+	if r.ended || r.failure != nil || r.conn == nil || !r.finished.Load() || r.stream.Usage().Reported {
+		return
+	}
+	r.gone.Store(true) // the connection is not reused after a cut read
+	_ = r.conn.SetReadDeadline(minTime(time.Now().Add(min(r.idle, usageTail)), r.deadline))
+	for {
+		for ev, ok := r.fr.Next(); ok; ev, ok = r.fr.Next() {
+			var st providers.State
+			r.tmp, st, _ = r.stream.Event(r.tmp[:0], ev)
+			if st != providers.More {
+				return
+			}
+		}
+		if r.fr.Fill() != nil {
+			return
+		}
+	}
 }
 
 // drain reads the rest of the upstream body after [DONE] (normally just the
@@ -480,12 +525,21 @@ func (r *relay) CloseWithError(err error) error {
 	if r.errType != "" {
 		r.rec.errType = r.errType
 	}
+	if err != nil || r.gone.Load() {
+		r.readTail() // the client left: the usage after the finish reason is still read
+	}
 	switch {
 	case errors.Is(err, os.ErrDeadlineExceeded):
 		r.rec.clientAborted = true
 		r.rec.status = StatusClientClosed
 		r.rec.errType = "client_write_timeout"
 		r.g.log.Warn("client stopped reading the stream; disconnected", "request_id", r.rec.requestID, "write_timeout", r.writeTimeout)
+	case r.finished.Load() && r.errType == "" && r.stream.Usage().Reported:
+		// The client left after the whole answer, and the provider's
+		// usage was read: the request is complete, as the provider bills it.
+		if r.rec.status == 0 {
+			r.rec.status = fiber.StatusOK
+		}
 	case err != nil || !r.done || r.gone.Load():
 		r.rec.clientAborted = true
 		r.rec.status = StatusClientClosed
@@ -529,12 +583,20 @@ func (r *relay) CloseWithError(err error) error {
 
 // clientGone runs on the watcher's goroutine when the client has closed its
 // connection: closing the upstream connection cancels the call at once and
-// wakes the relay from its read.
+// wakes the relay from its read. After the answer's finish reason there is
+// nothing left to cancel but the usage that follows it: the relay reads
+// on, for usageTail at most, and bills that usage instead of an estimate.
 func (r *relay) clientGone() {
 	r.gone.Store(true)
-	if r.conn != nil {
-		_ = r.conn.Close()
+	if r.conn == nil {
+		return
 	}
+	if r.finished.Load() {
+		_ = r.conn.SetReadDeadline(minTime(time.Now().Add(min(r.idle, usageTail)), r.deadline))
+		r.g.log.Debug("client left after the answer's finish reason; reading the provider's usage", "request_id", r.rec.requestID)
+		return
+	}
+	_ = r.conn.Close()
 }
 
 // release closes the upstream body and returns the relay to its pool.

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math"
+	"strconv"
 	"unicode/utf8"
 	"unsafe"
 
@@ -45,7 +47,12 @@ type reqInfo struct {
 	hasMessages    bool
 	hasPrompt      bool
 	hasInput       bool
-	maxTokens      int64
+	// maxTokens is the request's output limit per choice (outputLimit), 0
+	// when it sets none.
+	maxTokens int64
+	// choices is how many answers the upstream generates for the request:
+	// n, or best_of when larger, on chat and completions; at least 1.
+	choices int64
 	// maxAt locates max_tokens, max_completion_tokens and
 	// max_output_tokens (in that order), for the byte-level clamp.
 	maxAt [3]providers.Member
@@ -56,7 +63,7 @@ type reqInfo struct {
 
 // watchedKeys are the top-level keys the gateway reads or edits, in the
 // order of the fields rawjson.Scan fills.
-var watchedKeys = [...]string{"model", "stream", "stream_options", "messages", "prompt", "input", "max_tokens", "max_completion_tokens", "max_output_tokens", "background"}
+var watchedKeys = [...]string{"model", "stream", "stream_options", "messages", "prompt", "input", "max_tokens", "max_completion_tokens", "max_output_tokens", "background", "n", "best_of"}
 
 const (
 	keyModel = iota
@@ -67,6 +74,8 @@ const (
 	keyInput
 	keyMaxTokens  // keyMaxTokens+1, +2: max_completion_tokens, max_output_tokens
 	keyBackground = keyMaxTokens + 3
+	keyN          = keyBackground + 1
+	keyBestOf     = keyN + 1
 )
 
 // parseRequest checks the body and reads the fields the gateway needs into
@@ -89,10 +98,16 @@ func parseRequest(body []byte, ep endpoint, info *reqInfo) *apiError {
 	if aerr := checkMembers(&f); aerr != nil {
 		return aerr
 	}
+	if aerr := checkTypes(&f, ep); aerr != nil {
+		return aerr
+	}
 	m := &f[keyModel]
 	info.model, info.modelRaw, info.modelIdx = rawjson.Unquote(m.Raw), m.Raw, m.Idx
 	info.stream = f[keyStream].Raw == "true"
-	if so := &f[keyStreamOptions]; so.Raw != "" && so.Raw[0] == '{' {
+	if so := &f[keyStreamOptions]; so.Raw != "" {
+		// An object or null (checkTypes), located either way: asking the
+		// upstream for usage replaces the client's member, never adds a
+		// second one (issue #41).
 		info.streamOpts, info.streamOptIdx = so.Raw, so.Idx
 		iu, aerr := includeUsage(so)
 		if aerr != nil {
@@ -106,7 +121,7 @@ func parseRequest(body []byte, ep endpoint, info *reqInfo) *apiError {
 	for i := range info.maxAt {
 		info.maxAt[i] = providers.Member{Raw: f[keyMaxTokens+i].Raw, Idx: f[keyMaxTokens+i].Idx}
 	}
-	info.maxTokens = maxTokens(&f, ep)
+	info.maxTokens, info.choices = outputLimit(&f, ep), choices(&f, ep)
 	info.background = f[keyBackground].Raw == "true"
 	if info.model == "" {
 		return errBadRequest(codeMissingField, "model", "you must provide a model parameter")
@@ -183,6 +198,9 @@ func includeUsage(so *rawjson.Field) (providers.Member, *apiError) {
 	if n > 1 {
 		return iu, errBadRequest("duplicate_key", "stream_options.include_usage", `the key "stream_options.include_usage" appears more than once`)
 	}
+	if !isBool(iu.Raw) {
+		return iu, errType("stream_options.include_usage", "a boolean")
+	}
 	return iu, nil
 }
 
@@ -199,22 +217,117 @@ func nonEmptyArray(raw string) bool {
 	return false
 }
 
-// maxTokens is the request's output limit: on the Responses API
-// max_output_tokens, elsewhere max_tokens or max_completion_tokens,
-// whichever comes later in the body; 0 when none is a number.
-func maxTokens(f *[len(watchedKeys)]rawjson.Field, ep endpoint) int64 {
+// outputLimit is the request's output limit per choice: on the Responses
+// API max_output_tokens; on chat and completions max_tokens or
+// max_completion_tokens, the larger when both are set (a server reads one
+// or the other; the reservation covers either, and a clamp rewrites
+// both); 0 when none is set. checkTypes made each a non-negative integer
+// or null.
+func outputLimit(f *[len(watchedKeys)]rawjson.Field, ep endpoint) int64 {
 	var v int64
-	at := -1
 	for i := keyMaxTokens; i < keyMaxTokens+3; i++ {
-		raw := f[i].Raw
-		if (i == keyMaxTokens+2) != (ep == epResponses) || raw == "" || raw[0] != '-' && (raw[0] < '0' || raw[0] > '9') {
-			continue
-		}
-		if f[i].Idx > at {
-			v, at = rawjson.Int(raw), f[i].Idx
+		if limitField(i, ep) {
+			v = max(v, count(f[i].Raw))
 		}
 	}
 	return v
+}
+
+// limitField reports whether watched key i is an output limit that
+// servers of endpoint ep read.
+func limitField(i int, ep endpoint) bool {
+	switch ep {
+	case epChat, epCompletions:
+		return i == keyMaxTokens || i == keyMaxTokens+1
+	case epResponses:
+		return i == keyMaxTokens+2
+	}
+	return false
+}
+
+// choices is how many answers the upstream generates: on chat and
+// completions n, or best_of when larger (the server generates best_of and
+// returns n, and bills all of them); 1 elsewhere and when neither is set.
+func choices(f *[len(watchedKeys)]rawjson.Field, ep endpoint) int64 {
+	if ep != epChat && ep != epCompletions {
+		return 1
+	}
+	return max(count(f[keyN].Raw), count(f[keyBestOf].Raw), 1)
+}
+
+// count reads a member checkTypes accepted as a count (digits, or null or
+// absent: 0), saturating at the largest int64.
+func count(raw string) int64 {
+	if raw == "" || raw[0] < '0' || raw[0] > '9' {
+		return 0
+	}
+	if len(raw) <= 15 {
+		return rawjson.Int(raw)
+	}
+	n, err := strconv.ParseInt(raw, 10, 64)
+	if err != nil {
+		return math.MaxInt64 // digits only: out of range
+	}
+	return n
+}
+
+// checkTypes refuses a member the gateway acts on whose value is of
+// another type than it acts on, since a lenient server upstream could read
+// it as that type after the gateway read it as absent ("stream": "true"
+// or "background": 1 as true, "max_tokens": "100000" as a number): the
+// booleans stream, background (Responses API) and
+// stream_options.include_usage; the object stream_options; the counts
+// max_tokens, max_completion_tokens (chat and completions),
+// max_output_tokens (Responses API), n and best_of (chat and completions),
+// written as non-negative integers. null stands for absent, as in the
+// OpenAI API.
+func checkTypes(f *[len(watchedKeys)]rawjson.Field, ep endpoint) *apiError {
+	if !isBool(f[keyStream].Raw) {
+		return errType("stream", "a boolean")
+	}
+	if ep == epResponses && !isBool(f[keyBackground].Raw) {
+		return errType("background", "a boolean")
+	}
+	if so := f[keyStreamOptions].Raw; so != "" && so[0] != '{' && so != "null" {
+		return errType("stream_options", "an object")
+	}
+	for i := keyMaxTokens; i < keyMaxTokens+3; i++ {
+		if limitField(i, ep) && !isCount(f[i].Raw) {
+			return errType(watchedKeys[i], "a non-negative integer")
+		}
+	}
+	if ep == epChat || ep == epCompletions {
+		for _, i := range [...]int{keyN, keyBestOf} {
+			if !isCount(f[i].Raw) || f[i].Raw == "0" {
+				return errType(watchedKeys[i], "a positive integer")
+			}
+		}
+	}
+	return nil
+}
+
+// errType refuses the member param for not being what.
+func errType(param, what string) *apiError {
+	return errBadRequest("invalid_type", param, fmt.Sprintf("%s must be %s", param, what))
+}
+
+// isBool reports whether raw is a JSON boolean, null, or absent.
+func isBool(raw string) bool {
+	return raw == "" || raw == "true" || raw == "false" || raw == "null"
+}
+
+// isCount reports whether raw is a JSON integer of digits alone (no sign,
+// fraction or exponent), null, or absent.
+func isCount(raw string) bool {
+	if raw == "" || raw == "null" {
+		return true
+	}
+	for i := 0; i < len(raw); i++ {
+		if raw[i] < '0' || raw[i] > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // fill sets the call fields that come from the body.

@@ -48,12 +48,27 @@ func TestParseRequest(t *testing.T) {
 					t.Errorf("%+v", info)
 				}
 			}},
-		{name: "later max field wins", ep: epChat, body: `{"model":"m","max_completion_tokens":9,"max_tokens":7,` + msgs + `}`,
+		// The larger of the two limits, wherever it is: a server reads one
+		// or the other (issue #41; it was the later one).
+		{name: "larger max field wins", ep: epChat, body: `{"model":"m","max_completion_tokens":9,"max_tokens":7,` + msgs + `}`,
 			want: func(t *testing.T, info reqInfo) {
-				if info.maxTokens != 7 || info.maxAt[1].Raw != "9" {
+				if info.maxTokens != 9 || info.maxAt[1].Raw != "9" || info.maxAt[0].Raw != "7" {
 					t.Errorf("%+v", info)
 				}
 			}},
+		{name: "n and best_of", ep: epCompletions, body: `{"model":"m","n":2,"best_of":5,"prompt":"x"}`,
+			want: func(t *testing.T, info reqInfo) {
+				if info.choices != 5 {
+					t.Errorf("%+v", info)
+				}
+			}},
+		{name: "null stream_options is located", ep: epChat, body: `{"model":"m","stream":true,"stream_options":null,` + msgs + `}`,
+			want: func(t *testing.T, info reqInfo) {
+				if info.streamOpts != "null" || info.streamOptIdx != 44 || info.includeUsage {
+					t.Errorf("%+v", info)
+				}
+			}},
+		{name: "stream_options not an object", ep: epChat, body: `{"model":"m","stream":true,"stream_options":"x",` + msgs + `}`, code: "invalid_type", msg: "stream_options must be an object"},
 		{name: "responses reads max_output_tokens", ep: epResponses, body: `{"model":"m","max_tokens":7,"max_output_tokens":300,"input":"x"}`,
 			want: func(t *testing.T, info reqInfo) {
 				if info.maxTokens != 300 || info.maxAt[2] != (providers.Member{Raw: "300", Idx: 48}) {

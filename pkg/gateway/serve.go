@@ -126,11 +126,11 @@ func (g *Gateway) serve(c *fiber.Ctx, ep endpoint) error {
 		plan.Release()
 		return g.fail(c, rec, aerr)
 	}
-	if g.lookupCache(c, rr.Config(), p, rec, info.includeUsage, body) {
+	if answered, err := g.lookupCache(c, st, rr.Config(), p, rec, info.includeUsage, body); answered {
 		plan.Release()
-		return nil
+		return err
 	}
-	if aerr := g.admit(c, st, p, st.priceRoute(rr, info.model), info, body, &rec.adm); aerr != nil {
+	if aerr := g.admit(c, st, p, st.priceRoute(rr, info.model), info, body, rec); aerr != nil {
 		plan.Release()
 		return g.fail(c, rec, aerr)
 	}

@@ -75,8 +75,12 @@ type Call struct {
 	StreamOptionsIdx int
 	// IncludeUsageAt locates stream_options.include_usage in the body.
 	IncludeUsageAt Member
-	// MaxTokens is max_tokens or max_completion_tokens (0 when absent);
-	// ClampMaxTokens, when positive, replaces it (budget clamping).
+	// MaxTokens is the request's output limit per choice: max_tokens or
+	// max_completion_tokens, the larger when both are set
+	// (max_output_tokens on the Responses API); 0 when absent.
+	// ClampMaxTokens, when positive, replaces it (budget clamping): a
+	// provider that passes the body through writes it on every such
+	// field the body has.
 	MaxTokens      int64
 	ClampMaxTokens int64
 	// MaxTokensAt, MaxCompletionTokensAt and MaxOutputTokensAt locate the

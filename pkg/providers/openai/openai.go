@@ -200,6 +200,7 @@ type edit struct {
 
 var (
 	usageTrue      = []byte(`"stream_options":{"include_usage":true},`)
+	usageObject    = []byte(`{"include_usage":true}`)
 	includeUsageKV = []byte(`"include_usage":true`)
 	trueLit        = []byte("true")
 )
@@ -207,7 +208,7 @@ var (
 // writeBody applies the call's edits in body order, appending segments to
 // the request body; an unedited body is not copied.
 func (p *Provider) writeBody(req *fasthttp.Request, c *providers.Call) {
-	var buf [3]edit
+	var buf [4]edit
 	edits := buf[:0]
 	if c.ModelJSON != nil {
 		edits = append(edits, edit{c.ModelIdx, len(c.ModelRaw), c.ModelJSON})
@@ -220,7 +221,7 @@ func (p *Provider) writeBody(req *fasthttp.Request, c *providers.Call) {
 	if c.ClampMaxTokens > 0 {
 		// Only a clamped request pays for the number's buffer (it escapes
 		// with the edit).
-		edits = append(edits, p.maxTokensEdit(c, strconv.AppendInt(make([]byte, 0, 20), c.ClampMaxTokens, 10)))
+		edits = p.appendMaxTokensEdits(edits, c, strconv.AppendInt(make([]byte, 0, 20), c.ClampMaxTokens, 10))
 	}
 	if len(edits) == 0 {
 		req.SetBodyRaw(c.Body)
@@ -237,50 +238,64 @@ func (p *Provider) writeBody(req *fasthttp.Request, c *providers.Call) {
 }
 
 // usageEdit asks for the usage chunk: a new stream_options object after the
-// body's opening brace, or include_usage set inside the client's object.
+// body's opening brace, include_usage set inside the client's object, or
+// the client's stream_options replaced when it is not an object (null).
+// The body keeps one stream_options member either way: an upstream that
+// reads the last of repeated keys would otherwise read the client's, send
+// no usage, and the request would be billed from an estimate (issue #41).
 func usageEdit(c *providers.Call) edit {
-	if c.StreamOptionsRaw == "" {
+	so := c.StreamOptionsRaw
+	if so == "" {
 		at := bytes.IndexByte(c.Body, '{') + 1
 		return edit{at: at, text: usageTrue}
+	}
+	if so[0] != '{' {
+		return edit{at: c.StreamOptionsIdx, n: len(so), text: usageObject}
 	}
 	if v := c.IncludeUsageAt; c.Scanned && v.Raw != "" {
 		return edit{at: v.Idx, n: len(v.Raw), text: trueLit}
 	}
-	if v := gjson.Get(c.StreamOptionsRaw, "include_usage"); !c.Scanned && v.Exists() {
+	if v := gjson.Get(so, "include_usage"); !c.Scanned && v.Exists() {
 		return edit{at: c.StreamOptionsIdx + v.Index, n: len(v.Raw), text: trueLit}
 	}
-	at := c.StreamOptionsIdx + strings.IndexByte(c.StreamOptionsRaw, '{') + 1
+	at := c.StreamOptionsIdx + 1
 	text := includeUsageKV
-	if strings.TrimSpace(c.StreamOptionsRaw[at-c.StreamOptionsIdx:len(c.StreamOptionsRaw)-1]) != "" {
+	if strings.TrimSpace(so[1:len(so)-1]) != "" {
 		text = append(append([]byte(nil), includeUsageKV...), ',')
 	}
 	return edit{at: at, text: text}
 }
 
-// maxTokensEdit sets the clamped limit on the field the request used, or
-// adds the provider's preferred field (max_output_tokens on the Responses
-// API).
-func (p *Provider) maxTokensEdit(c *providers.Call, n []byte) edit {
-	fields, field := []string{"max_completion_tokens", "max_tokens"}, p.maxField
+// appendMaxTokensEdits sets the clamped limit n on every output-limit
+// field the request has (max_completion_tokens and max_tokens, or
+// max_output_tokens on the Responses API), so that whichever one the
+// server reads it cannot generate more than the gateway reserved; a
+// request with none gets the provider's preferred field.
+func (p *Provider) appendMaxTokensEdits(edits []edit, c *providers.Call, n []byte) []edit {
+	fields, field := [2]string{"max_completion_tokens", "max_tokens"}, p.maxField
 	found := [...]providers.Member{c.MaxCompletionTokensAt, c.MaxTokensAt}
 	if c.Endpoint == providers.Responses {
-		fields, field = []string{"max_output_tokens"}, "max_output_tokens"
-		found[0] = c.MaxOutputTokensAt
+		fields, field = [2]string{"max_output_tokens"}, "max_output_tokens"
+		found = [...]providers.Member{c.MaxOutputTokensAt, {}}
 	}
+	had := len(edits)
 	for i, f := range fields {
 		v := found[i]
-		if !c.Scanned {
+		if !c.Scanned && f != "" {
 			r := gjson.Get(bytesString(c.Body), f)
 			v = providers.Member{Raw: r.Raw, Idx: r.Index}
 		}
 		if v.Raw != "" {
-			return edit{at: v.Idx, n: len(v.Raw), text: n}
+			edits = append(edits, edit{at: v.Idx, n: len(v.Raw), text: n})
 		}
+	}
+	if len(edits) > had {
+		return edits
 	}
 	at := bytes.IndexByte(c.Body, '{') + 1
 	text := make([]byte, 0, len(field)+len(n)+4)
 	text = append(append(append(append(text, '"'), field...), `":`...), n...)
-	return edit{at: at, text: append(text, ',')}
+	return append(edits, edit{at: at, text: append(text, ',')})
 }
 
 func sortEdits(e []edit) {

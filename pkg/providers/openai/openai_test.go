@@ -49,6 +49,10 @@ func TestBuildBodyEdits(t *testing.T) {
 		{"other stream option kept", `{"model":"m","stream":true,"stream_options":{"x":1}}`, true, false, "", 0, map[string]string{"stream_options.include_usage": "true", "stream_options.x": "1"}},
 		{"clamp existing max_tokens", `{"model":"m","max_tokens":4000}`, false, false, "", 100, map[string]string{"max_tokens": "100"}},
 		{"clamp adds the preset field", `{"model":"m"}`, false, false, "", 100, map[string]string{"max_completion_tokens": "100"}},
+		// One stream_options member, whatever the client's was (issue #41).
+		{"null stream_options replaced", `{"model":"m","stream":true,"stream_options":null}`, true, false, "", 0, map[string]string{"stream_options.include_usage": "true"}},
+		{"clamp every limit field", `{"max_tokens":4000,"model":"m","max_completion_tokens":3000}`, false, false, "", 100,
+			map[string]string{"max_tokens": "100", "max_completion_tokens": "100"}},
 		{"all edits at once", `{"stream_options":{},"model":"m","max_completion_tokens":9,"stream":true}`, true, false, "up", 5,
 			map[string]string{"model": `"up"`, "max_completion_tokens": "5", "stream_options.include_usage": "true"}},
 	}
@@ -66,6 +70,9 @@ func TestBuildBodyEdits(t *testing.T) {
 			out := string(req.Body())
 			if !gjson.Valid(out) {
 				t.Fatalf("invalid JSON: %s", out)
+			}
+			if n := strings.Count(out, `"stream_options"`); n > 1 {
+				t.Errorf("%d stream_options members: %s", n, out)
 			}
 			for path, want := range tc.want {
 				if got := gjson.Get(out, path).Raw; got != want {
