@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -574,6 +575,12 @@ func (g *Gateway) callPass(c *fiber.Ctx, rec *record, pc *passCall) error {
 	rec.upstream = time.Since(upStart)
 	if err != nil {
 		fasthttp.ReleaseResponse(resp)
+		if errors.Is(err, errDuplicateModel) || errors.Is(err, errUnreadablePart) {
+			// The upload's form was refused as it streamed (modelGuard):
+			// the provider received a cut request.
+			pc.done(router.Outcome{Class: router.ClientError})
+			return g.fail(c, rec, guardError(err))
+		}
 		pc.done(router.Classify(0, err, nil, true))
 		return g.fail(c, rec, rt.up.classify(err))
 	}

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+	"github.com/tollgate/tollgate/pkg/auth"
 	"github.com/tollgate/tollgate/pkg/config"
 	"github.com/tollgate/tollgate/pkg/mockllm"
 	"github.com/valyala/fasthttp"
@@ -781,5 +782,77 @@ func TestUpstreamKeyNeverLeaks(t *testing.T) {
 				t.Error("no request was logged: the log check cannot fail")
 			}
 		})
+	}
+}
+
+// TestMultipartDuplicateModel sends uploads with a second model field
+// (issue #41, finding 6): the gateway routes, checks the allow-list and
+// prices by one, so a provider that reads the last would serve a model the
+// token may not use, at another price. Each form is refused with 400, and
+// the provider never serves it: a second field in the form's head before
+// any upstream call, one after the file (or spelled otherwise) while the
+// form streams, so the provider receives a cut request.
+func TestMultipartDuplicateModel(t *testing.T) {
+	r := newRig(t, passConfig)
+	tok := r.token(func(o *auth.MintOptions) { o.Models = []string{"mock-whisper"} })
+	audio := bytes.Repeat([]byte{7}, 64<<10)
+	part := func(b *bytes.Buffer, boundary, header, value string) {
+		fmt.Fprintf(b, "--%s\r\n%s\r\n\r\n%s\r\n", boundary, header, value)
+	}
+	const boundary = "b0undary"
+	build := func(after string) []byte {
+		var b bytes.Buffer
+		part(&b, boundary, `Content-Disposition: form-data; name="model"`, "mock-whisper")
+		part(&b, boundary, `Content-Disposition: form-data; name="file"; filename="a.wav"`, string(audio))
+		if after != "" {
+			part(&b, boundary, after, "gpt-4o-transcribe")
+		}
+		fmt.Fprintf(&b, "--%s--\r\n", boundary)
+		return b.Bytes()
+	}
+	twice := func() []byte {
+		var b bytes.Buffer
+		part(&b, boundary, `Content-Disposition: form-data; name="model"`, "mock-whisper")
+		part(&b, boundary, `Content-Disposition: form-data; name="model"`, "gpt-4o-transcribe")
+		part(&b, boundary, `Content-Disposition: form-data; name="file"; filename="a.wav"`, string(audio))
+		fmt.Fprintf(&b, "--%s--\r\n", boundary)
+		return b.Bytes()
+	}
+	tests := []struct {
+		name, code string
+		body       []byte
+		chunked    bool
+	}{
+		{"second model before the file", "duplicate_key", twice(), false},
+		{"second model after the file", "duplicate_key", build(`Content-Disposition: form-data; name="model"`), false},
+		{"second model after the file, chunked", "duplicate_key", build(`Content-Disposition: form-data; name="model"`), true},
+		{"second model unquoted, header in lower case", "duplicate_key", build(`content-disposition: form-data; name=model`), false},
+		{"second model in RFC 2231 spelling", "duplicate_key", build(`Content-Disposition: form-data; name*=utf-8''model`), false},
+		{"part header without a disposition", "invalid_multipart", build(`Content-Type: text/plain`), false},
+		{"part header that does not parse", "invalid_multipart", build(`Content-Disposition: form-data; name="model`), false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			before := r.mock.Stats().UploadBytes
+			size := int64(len(tc.body))
+			var body io.Reader = bytes.NewReader(tc.body)
+			if tc.chunked {
+				size, body = -1, io.MultiReader(body) // hides the length: sent chunked
+			}
+			resp := r.send("POST", "/v1/audio/transcriptions", tok, "multipart/form-data; boundary="+boundary, body, size)
+			got := readBody(t, resp)
+			if resp.StatusCode != 400 {
+				t.Fatalf("status %d, want 400: %s", resp.StatusCode, got)
+			}
+			errorShape(t, got, typeInvalidRequest, tc.code)
+			if n := r.mock.Stats().UploadBytes; n != before {
+				t.Errorf("the provider read a whole upload (%d bytes)", n-before)
+			}
+		})
+	}
+	// The same form with one model field is served.
+	resp := r.send("POST", "/v1/audio/transcriptions", tok, "multipart/form-data; boundary="+boundary, bytes.NewReader(build("")), int64(len(build(""))))
+	if got := readBody(t, resp); resp.StatusCode != 200 {
+		t.Fatalf("one model field: status %d: %s", resp.StatusCode, got)
 	}
 }
