@@ -3,6 +3,7 @@ package gateway
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/x509"
@@ -13,6 +14,7 @@ import (
 	"net"
 	"net/http"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -20,9 +22,11 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tollgate/tollgate/pkg/auth"
 	"github.com/tollgate/tollgate/pkg/config"
 	"github.com/tollgate/tollgate/pkg/mockllm"
+	"github.com/tollgate/tollgate/pkg/natstest"
 	"github.com/valyala/fasthttp"
 )
 
@@ -855,4 +859,192 @@ func TestMultipartDuplicateModel(t *testing.T) {
 	if got := readBody(t, resp); resp.StatusCode != 200 {
 		t.Fatalf("one model field: status %d: %s", resp.StatusCode, got)
 	}
+}
+
+// tenants are the two departments' principals of the ownership tests, and
+// a teammate of the first (same department, another subject).
+var (
+	tenantA  = func(o *auth.MintOptions) { o.Subject, o.Dept, o.Team = "alice", "research", "nlp" }
+	teammate = func(o *auth.MintOptions) { o.Subject, o.Dept, o.Team = "carol", "research", "nlp" }
+	tenantB  = func(o *auth.MintOptions) { o.Subject, o.Dept, o.Team = "bob", "finance", "ap" }
+)
+
+// upload creates a file as the holder of tok and returns its id.
+func (r *rig) upload(t *testing.T, tok string, content string) string {
+	t.Helper()
+	ct, body := form(t, [][2]string{{"purpose", "batch"}, {"file", ""}}, []byte(content))
+	resp := r.send("POST", "/v1/files", tok, ct, bytes.NewReader(body), int64(len(body)))
+	got := readBody(t, resp)
+	if resp.StatusCode != 200 {
+		t.Fatalf("upload: status %d: %s", resp.StatusCode, got)
+	}
+	var f struct{ ID string }
+	if err := json.Unmarshal(got, &f); err != nil || f.ID == "" {
+		t.Fatalf("upload answer without an id: %s", got)
+	}
+	return f.ID
+}
+
+// listIDs lists path as the holder of tok and returns the ids it shows.
+func (r *rig) listIDs(t *testing.T, path, tok string) []string {
+	t.Helper()
+	resp := r.send("GET", path, tok, "", nil, 0)
+	got := readBody(t, resp)
+	if resp.StatusCode != 200 {
+		t.Fatalf("list %s: status %d: %s", path, resp.StatusCode, got)
+	}
+	var l struct {
+		Object string
+		Data   []struct{ ID string }
+	}
+	if err := json.Unmarshal(got, &l); err != nil || l.Object != "list" {
+		t.Fatalf("list %s: not a list: %s", path, got)
+	}
+	ids := []string{}
+	for _, d := range l.Data {
+		ids = append(ids, d.ID)
+	}
+	return ids
+}
+
+// TestFilesAndBatchesOwned attacks another tenant's files and batches
+// (issue #41, finding 1). Tenant B uploads a file and submits a batch;
+// tenant A (another department) and A's teammate (same department, other
+// subject) list, read, download, delete and cancel them, submit a batch on
+// B's file and have a model read it in chat and Responses content. Each
+// attempt gets the 404 an id that does not exist gets, and lists show only
+// the caller's objects; B keeps full use of its own. A second gateway on
+// the same NATS (a replica, or this one after a restart) knows the owners.
+func TestFilesAndBatchesOwned(t *testing.T) {
+	ns := natstest.Start(t)
+	js, err := jetstream.New(natstest.Connect(t, ns))
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := startOwnersOn(t, js)
+	r := newRig(t, passConfig)
+	r.swapOwners(t, store)
+	a, mate, b := r.token(tenantA), r.token(teammate), r.token(tenantB)
+
+	fileB := r.upload(t, b, `{"custom_id":"1","method":"POST","url":"/v1/chat/completions","body":{"model":"mock-gpt","messages":[{"role":"user","content":"secret of B"}],"max_tokens":5}}`+"\n")
+	resp := r.send("POST", "/v1/batches", b, "application/json",
+		strings.NewReader(`{"input_file_id":"`+fileB+`","endpoint":"/v1/chat/completions","completion_window":"24h"}`), -1)
+	got := readBody(t, resp)
+	if resp.StatusCode != 200 {
+		t.Fatalf("B's batch: status %d: %s", resp.StatusCode, got)
+	}
+	var batch struct{ ID string }
+	_ = json.Unmarshal(got, &batch)
+	fileA := r.upload(t, a, `{"custom_id":"a"}`+"\n")
+
+	chat := func(ref string) string {
+		return `{"model":"mock-gpt","messages":[{"role":"user","content":[{"type":"text","text":"summarise"},` + ref + `]}]}`
+	}
+	attacks := []struct {
+		name, method, path, body, param string
+	}{
+		{"get B's file", "GET", "/v1/files/" + fileB, "", "id"},
+		{"download B's file", "GET", "/v1/files/" + fileB + "/content", "", "id"},
+		{"delete B's file", "DELETE", "/v1/files/" + fileB, "", "id"},
+		{"get B's batch", "GET", "/v1/batches/" + batch.ID, "", "id"},
+		{"cancel B's batch", "POST", "/v1/batches/" + batch.ID + "/cancel", "", "id"},
+		{"batch on B's file", "POST", "/v1/batches", `{"input_file_id":"` + fileB + `","endpoint":"/v1/chat/completions","completion_window":"24h"}`, "input_file_id"},
+		{"chat file part naming B's file", "POST", "/v1/chat/completions", chat(`{"type":"file","file":{"file_id":"` + fileB + `"}}`), "file_id"},
+		{"chat file part, key escaped", "POST", "/v1/chat/completions", chat(`{"type":"file","file":{"\u0066ile_id":"` + fileB + `"}}`), "file_id"},
+		{"responses input_file naming B's file", "POST", "/v1/responses",
+			`{"model":"mock-gpt","input":[{"role":"user","content":[{"type":"input_file","file_id":"` + fileB + `"}]}]}`, "file_id"},
+	}
+	for _, who := range []struct{ name, tok string }{{"other department", a}, {"teammate", mate}} {
+		for _, at := range attacks {
+			t.Run(who.name+"/"+at.name, func(t *testing.T) {
+				before := r.mock.Stats().Requests
+				resp := r.send(at.method, at.path, who.tok, "application/json", strings.NewReader(at.body), int64(len(at.body)))
+				got := readBody(t, resp)
+				if resp.StatusCode != 404 {
+					t.Fatalf("status %d, want 404: %s", resp.StatusCode, got)
+				}
+				errorShape(t, got, typeInvalidRequest, "not_found")
+				if n := r.mock.Stats().Requests - before; n != 0 {
+					t.Errorf("the provider received %d requests", n)
+				}
+				// The answer is the one an id that does not exist gets.
+				missing := strings.NewReplacer(fileB, "file-nope", batch.ID, "batch_nope")
+				resp = r.send(at.method, missing.Replace(at.path), who.tok, "application/json",
+					strings.NewReader(missing.Replace(at.body)), int64(len(missing.Replace(at.body))))
+				if got2 := readBody(t, resp); resp.StatusCode != 404 || missing.Replace(string(got)) != string(got2) {
+					t.Errorf("a missing id gets %d %s; B's id got %s", resp.StatusCode, got2, got)
+				}
+			})
+		}
+	}
+	t.Run("lists show the caller's own", func(t *testing.T) {
+		for _, c := range []struct {
+			name, path, tok string
+			want            []string
+		}{
+			{"A's files", "/v1/files", a, []string{fileA}},
+			{"teammate's files", "/v1/files", mate, []string{}},
+			{"B's files", "/v1/files", b, []string{fileB}},
+			{"A's batches", "/v1/batches", a, []string{}},
+			{"B's batches", "/v1/batches?limit=5", b, []string{batch.ID}},
+		} {
+			if got := r.listIDs(t, c.path, c.tok); !slices.Equal(got, c.want) {
+				t.Errorf("%s: %v, want %v", c.name, got, c.want)
+			}
+		}
+	})
+	t.Run("the owner keeps full use", func(t *testing.T) {
+		for _, c := range []struct{ method, path, tok, body string }{
+			{"GET", "/v1/files/" + fileB + "/content", b, ""},
+			{"GET", "/v1/batches/" + batch.ID, b, ""},
+			{"POST", "/v1/chat/completions", a, chat(`{"type":"file","file":{"file_id":"` + fileA + `"}}`)},
+		} {
+			resp := r.send(c.method, c.path, c.tok, "application/json", strings.NewReader(c.body), int64(len(c.body)))
+			if got := readBody(t, resp); resp.StatusCode != 200 {
+				t.Errorf("%s %s: status %d: %s", c.method, c.path, resp.StatusCode, got)
+			}
+		}
+	})
+	t.Run("another gateway knows the owners", func(t *testing.T) {
+		// A fresh store on the same bucket: a replica, or this gateway
+		// after a restart.
+		r2 := newRigFor(t, r.mock, r.cfg.Providers[0].BaseURL, passConfig)
+		r2.swapOwners(t, startOwnersOn(t, js))
+		if got := r2.listIDs(t, "/v1/files", b); !slices.Equal(got, []string{fileB}) {
+			t.Errorf("B's files on the second gateway: %v", got)
+		}
+		resp := r2.send("GET", "/v1/files/"+fileB, a, "", nil, 0)
+		if got := readBody(t, resp); resp.StatusCode != 404 {
+			t.Errorf("A reads B's file on the second gateway: %d %s", resp.StatusCode, got)
+		}
+		// Created on the first gateway, used at once on the second: found
+		// in the bucket before the second's watch delivers it.
+		fresh := r.upload(t, b, "x\n")
+		resp = r2.send("DELETE", "/v1/files/"+fresh, b, "", nil, 0)
+		if got := readBody(t, resp); resp.StatusCode != 200 {
+			t.Errorf("B deletes its new file on the second gateway: %d %s", resp.StatusCode, got)
+		}
+		resp = r.send("GET", "/v1/files/"+fresh, b, "", nil, 0)
+		if got := readBody(t, resp); resp.StatusCode != 404 {
+			t.Errorf("a deleted file: %d %s", resp.StatusCode, got)
+		}
+	})
+}
+
+// swapOwners replaces the rig's gateway with one on the same config and
+// listener kind whose owner store is s.
+func (r *rig) swapOwners(t *testing.T, s owners) {
+	t.Helper()
+	gw, err := New(Options{Config: r.cfg, Verifier: r.gw.state.Load().verifier, Logger: r.gw.log, Owners: s})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln := listen(t)
+	go func() { _ = gw.Serve(ln) }()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = gw.Shutdown(ctx)
+	})
+	r.gw, r.url = gw, "http://"+ln.Addr().String()
 }

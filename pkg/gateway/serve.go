@@ -99,6 +99,9 @@ func (g *Gateway) serve(c *fiber.Ctx, ep endpoint) error {
 	if aerr = parseRequest(body, ep, info); aerr != nil {
 		return g.fail(c, rec, aerr)
 	}
+	if aerr = g.checkFileRefs(c, p, body); aerr != nil {
+		return g.fail(c, rec, aerr)
+	}
 	rec.stream = info.stream
 	rec.model = strings.Clone(info.model) // info.model aliases the request buffer, reused after the handler
 	plan, aerr := g.resolve(c, st, rec, info.model)
