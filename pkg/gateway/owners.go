@@ -148,6 +148,9 @@ func (g *Gateway) relayOwned(c *fiber.Ctx, rec *record, pc *passCall, resp *fast
 			rec.started = false
 			return g.fail(c, rec, ownersDown(err))
 		}
+		if rec.billEstimate { // an accepted batch is billed at its estimate (batch.go)
+			rec.usage.Prompt, rec.usage.Completion = pc.est.PromptTokens, pc.est.CompletionTokens
+		}
 	case ownList:
 		body = g.ownedList(body, pc.pr.kind, p)
 	case ownDelete:

@@ -321,7 +321,8 @@ func (g *Gateway) servePass(c *fiber.Ctx, pr *passRoute) error {
 		// units known before the call (images, characters; the
 		// per_request price only for audio, whose length is known after).
 		rec.adm.price, rec.adm.priced = price, priced
-		aerr = g.admitCost(c, st, p, &rec.adm, 0,
+		// A batch's tokens count against tpm (images and the like have none).
+		aerr = g.admitCost(c, st, p, &rec.adm, int64(pc.est.PromptTokens+pc.est.CompletionTokens),
 			func(adm *admission, _ int64) int64 { return adm.price.Cost(pc.est) })
 	}
 	if aerr != nil {
@@ -374,6 +375,9 @@ func (g *Gateway) passFiles(c *fiber.Ctx, st *state, rec *record, pc *passCall) 
 			return aerr
 		}
 		if aerr := g.checkOwner(c, rec.principal, owner.File, "input_file_id", br.inputFileID); aerr != nil {
+			return aerr
+		}
+		if aerr := g.checkBatch(c, st, rec, pc, br); aerr != nil {
 			return aerr
 		}
 		pc.body = body
@@ -521,6 +525,9 @@ func renameJSONModel(body []byte, raw string, idx int, model string) []byte {
 func (st *state) passPrice(pc *passCall) (pricing.Price, bool, *apiError) {
 	var price pricing.Price
 	ok := false
+	if pc.pr.mode == passNoModel && pc.rt.name != "" {
+		return st.batchPrice(pc) // a batch: its model's price
+	}
 	if pc.pr.mode == passNoModel {
 		key := "/v1/files"
 		if strings.Contains(pc.pr.path, "/batches") {

@@ -27,6 +27,8 @@ import (
 	"github.com/tollgate/tollgate/pkg/config"
 	"github.com/tollgate/tollgate/pkg/mockllm"
 	"github.com/tollgate/tollgate/pkg/natstest"
+	"github.com/tollgate/tollgate/pkg/usage"
+	usagev1 "github.com/tollgate/tollgate/proto/tollgate/usage/v1"
 	"github.com/valyala/fasthttp"
 )
 
@@ -922,7 +924,7 @@ func TestFilesAndBatchesOwned(t *testing.T) {
 		t.Fatal(err)
 	}
 	store := startOwnersOn(t, js)
-	r := newRig(t, passConfig)
+	r := newRig(t, passConfig) // mock-gpt runs in batches
 	r.swapOwners(t, store)
 	a, mate, b := r.token(tenantA), r.token(teammate), r.token(tenantB)
 
@@ -1047,4 +1049,132 @@ func (r *rig) swapOwners(t *testing.T, s owners) {
 		_ = gw.Shutdown(ctx)
 	})
 	r.gw, r.url = gw, "http://"+ln.Addr().String()
+}
+
+// TestBatchesChecked submits batches that would run, at the provider and
+// billed to the organisation, what the tenant may not run itself (issue
+// #41, finding 1): models outside the token's allow-list or not enabled
+// for batches, lines that call another endpoint or another model, and
+// batches beyond the budget or the token's tpm. Each is refused before the
+// provider sees a batch; an allowed batch is reserved and billed at its
+// estimate.
+func TestBatchesChecked(t *testing.T) {
+	a := newAcctRig(t, func(c *config.Config) {
+		passConfig(c) // mock-gpt runs in batches; mock-embed does not
+		c.Budgets = []config.BudgetLimit{{Scope: "dept", Value: "finance", AmountUSD: "0.001", Period: "day"}}
+	})
+	line := func(id, url, model string, maxTokens int) string {
+		body := `{"model":"` + model + `","messages":[{"role":"user","content":"hello"}]}`
+		if maxTokens > 0 {
+			body = `{"model":"` + model + `","messages":[{"role":"user","content":"hello"}],"max_tokens":` + strconv.Itoa(maxTokens) + `}`
+		}
+		if strings.Contains(url, "embeddings") {
+			body = `{"model":"` + model + `","input":"hello"}`
+		}
+		return `{"custom_id":"` + id + `","method":"POST","url":"` + url + `","body":` + body + "}\n"
+	}
+	chat := "/v1/chat/completions"
+	tests := []struct {
+		name     string
+		mint     func(*auth.MintOptions)
+		file     string
+		endpoint string
+		status   int
+		typ      string
+		code     string
+	}{
+		{"a model the token does not allow", func(o *auth.MintOptions) { tenantA(o); o.Models = []string{"mock-embed"} },
+			line("1", chat, "mock-gpt", 5), chat, 403, typePermission, "model_not_allowed"},
+		{"a model not enabled for batches", tenantA,
+			line("1", "/v1/embeddings", "mock-embed", 0), "/v1/embeddings", 403, typePermission, "batch_not_enabled"},
+		{"an unknown model", tenantA, line("1", chat, "gpt-5-secret", 5), chat, 404, typeInvalidRequest, "model_not_found"},
+		{"a line for another endpoint", tenantA,
+			line("1", chat, "mock-gpt", 5) + line("2", "/v1/embeddings", "mock-embed", 0), chat, 400, typeInvalidRequest, "invalid_batch_file"},
+		{"a second model on a later line", func(o *auth.MintOptions) { tenantA(o); o.Models = []string{"mock-gpt"} },
+			line("1", chat, "mock-gpt", 5) + line("2", chat, "mock-embed", 5), chat, 400, typeInvalidRequest, "invalid_batch_file"},
+		{"a repeated model key in a line", tenantA,
+			`{"custom_id":"1","method":"POST","url":"/v1/chat/completions","body":{"model":"mock-gpt","model":"gpt-4o","messages":[]}}` + "\n",
+			chat, 400, typeInvalidRequest, "invalid_batch_file"},
+		{"an endpoint batches do not call", tenantA, line("1", "/v1/images/generations", "mock-gpt", 5), "/v1/images/generations",
+			400, typeInvalidRequest, codeUnsupportedEP},
+		{"beyond the department's budget", tenantB, strings.Repeat(line("x", chat, "mock-gpt", 4000), 5), chat,
+			429, typeBudget, "budget_exceeded"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			tok := a.token(tc.mint)
+			file := a.upload(t, tok, tc.file)
+			before := a.listIDs(t, "/v1/batches", tok)
+			resp := a.send("POST", "/v1/batches", tok, "application/json",
+				strings.NewReader(`{"input_file_id":"`+file+`","endpoint":"`+tc.endpoint+`","completion_window":"24h"}`), -1)
+			got := readBody(t, resp)
+			if resp.StatusCode != tc.status {
+				t.Fatalf("status %d, want %d: %s", resp.StatusCode, tc.status, got)
+			}
+			errorShape(t, got, tc.typ, tc.code)
+			if after := a.listIDs(t, "/v1/batches", tok); len(after) != len(before) {
+				t.Errorf("the provider holds a new batch: %v", after)
+			}
+		})
+	}
+	t.Run("a batch's tokens count against the token's tpm", func(t *testing.T) {
+		// As any request larger than the tpm: it passes once the token
+		// bucket is full and leaves it in debt, so the next is refused.
+		tok := a.token(func(o *auth.MintOptions) { tenantA(o); o.Subject, o.TPM = "dave", 1000 })
+		file := a.upload(t, tok, strings.Repeat(line("x", chat, "mock-gpt", 400), 3))
+		body := `{"input_file_id":"` + file + `","endpoint":"/v1/chat/completions","completion_window":"24h"}`
+		resp := a.send("POST", "/v1/batches", tok, "application/json", strings.NewReader(body), -1)
+		if got := readBody(t, resp); resp.StatusCode != 200 {
+			t.Fatalf("first batch: status %d: %s", resp.StatusCode, got)
+		}
+		resp = a.send("POST", "/v1/batches", tok, "application/json", strings.NewReader(body), -1)
+		got := readBody(t, resp)
+		if resp.StatusCode != 429 {
+			t.Fatalf("second batch: status %d, want 429: %s", resp.StatusCode, got)
+		}
+		errorShape(t, got, typeRateLimit, "rate_limit_exceeded")
+		if ids := a.listIDs(t, "/v1/batches", tok); len(ids) != 1 {
+			t.Errorf("the provider holds %d batches of the token, want 1", len(ids))
+		}
+	})
+	t.Run("an allowed batch is reserved and billed at its estimate", func(t *testing.T) {
+		tok := a.token(func(o *auth.MintOptions) { tenantA(o); o.Models = []string{"mock-gpt"} })
+		file := a.upload(t, tok, line("1", chat, "mock-gpt", 100)+line("2", chat, "mock-gpt", 100))
+		resp := a.send("POST", "/v1/batches", tok, "application/json",
+			strings.NewReader(`{"input_file_id":"`+file+`","endpoint":"/v1/chat/completions","completion_window":"24h"}`), -1,
+			"X-Request-Id", "batch-ok")
+		if got := readBody(t, resp); resp.StatusCode != 200 {
+			t.Fatalf("status %d: %s", resp.StatusCode, got)
+		}
+		ev := a.eventOf(t, "batch-ok")
+		if ev.RequestedModel != "mock-gpt" || !ev.Estimated || ev.CompletionTokens != 200 || ev.CostNanoUsd < 200*600 {
+			t.Errorf("batch event: model %q estimated %v completion %d cost %d", ev.RequestedModel, ev.Estimated, ev.CompletionTokens, ev.CostNanoUsd)
+		}
+	})
+}
+
+// eventOf reads usage events until the one of request id.
+func (a *acctRig) eventOf(t *testing.T, id string) *usagev1.UsageEvent {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := a.js.OrderedConsumer(ctx, usage.StreamName, jetstream.OrderedConsumerConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b usagev1.UsageBatch
+	for {
+		msg, err := c.Next(jetstream.FetchMaxWait(5 * time.Second))
+		if err != nil {
+			t.Fatalf("no usage event for %s: %v", id, err)
+		}
+		if err := usage.DecodeMessage(msg.Data(), &b); err != nil {
+			t.Fatal(err)
+		}
+		for _, ev := range b.Events {
+			if ev.RequestId == id {
+				return ev
+			}
+		}
+	}
 }
