@@ -149,7 +149,16 @@ func (g *modelGuard) Read(p []byte) (int, error) {
 // scan advances the part header reader over b.
 func (g *modelGuard) scan(b []byte) error {
 	delimLen := 3 + len(g.boundary) // "\n--" + boundary
-	for _, c := range b {
+	for i := 0; i < len(b); i++ {
+		if g.match == 0 && g.after < 0 && !g.inHeader {
+			// Between delimiters (a file's bytes): on to the next line feed.
+			j := bytes.IndexByte(b[i:], '\n')
+			if j < 0 {
+				return nil
+			}
+			i += j
+		}
+		c := b[i]
 		switch {
 		case g.closed:
 			return nil
