@@ -232,10 +232,11 @@ func fileRefs(body []byte) bool {
 	}
 }
 
-// checkFileRefs answers 404 for a chat, completions, embeddings or
-// Responses body that names a file the caller does not own: every
-// "file_id" member, at any depth (input_file and input_image parts of the
-// Responses API, file parts of chat content). It reads the body only when
+// checkFileRefs answers 404 for a chat, completions, embeddings,
+// Responses or Messages body that names a file the caller does not own:
+// every "file_id" member, at any depth (input_file and input_image parts
+// of the Responses API, file parts of chat content, file sources of
+// Messages documents). It reads the body only when
 // fileRefs finds a reference, so other requests pay one byte scan.
 func (g *Gateway) checkFileRefs(c *fiber.Ctx, p *auth.Principal, body []byte) *apiError {
 	if !fileRefs(body) {

@@ -979,6 +979,19 @@ func TestFilesAndBatchesOwned(t *testing.T) {
 			})
 		}
 	}
+	t.Run("messages document naming B's file", func(t *testing.T) {
+		body := `{"model":"mock-gpt","max_tokens":5,"messages":[{"role":"user","content":[{"type":"document","source":{"type":"file","file_id":"` + fileB + `"}}]}]}`
+		before := r.mock.Stats().Requests
+		resp := r.send("POST", "/v1/messages", a, "application/json", strings.NewReader(body), int64(len(body)))
+		got := readBody(t, resp)
+		if resp.StatusCode != 404 {
+			t.Fatalf("status %d, want 404: %s", resp.StatusCode, got)
+		}
+		anthropicErrorShape(t, got, "not_found_error")
+		if n := r.mock.Stats().Requests - before; n != 0 {
+			t.Errorf("the provider received %d requests", n)
+		}
+	})
 	t.Run("lists show the caller's own", func(t *testing.T) {
 		for _, c := range []struct {
 			name, path, tok string
