@@ -522,6 +522,14 @@ type Model struct {
 	// Cache serves repeated identical requests from the response cache.
 	// Default off.
 	Cache ModelCache `yaml:"cache"`
+	// Batch lets tokens allowed this model run it in batches (POST
+	// /v1/batches, issue #41). Default false: a batch whose input file
+	// names the model is refused with 403 batch_not_enabled. The model
+	// needs a target on the files_provider that calls it by its own name,
+	// since the provider runs the batch's lines as written; a batch is
+	// checked line by line and reserved against budgets before the
+	// provider sees it, and billed at that estimate.
+	Batch bool `yaml:"batch"`
 }
 
 // Target is one provider serving a model under its own name.

@@ -73,7 +73,7 @@ var Keys = []KeyClass{
 	{"providers[].{max_conns,max_idle_conn_duration,max_response_body}", Reload, ""},
 	{"files_provider", Reload, ""},
 
-	{"models[].{name,wildcard_pattern,type,aliases,strategy,fallbacks,fallback_on}", Reload, ""},
+	{"models[].{name,wildcard_pattern,type,aliases,strategy,fallbacks,fallback_on,batch}", Reload, ""},
 	{"models[].targets[].{provider,model,weight,rpm,tpm,api_keys}", Reload, ""},
 	{"models[].retry.{max_attempts,backoff_base,backoff_max,deadline}", Reload, ""},
 	{"models[].hedge.after", Reload, ""},

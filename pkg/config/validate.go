@@ -44,6 +44,7 @@ func (c *Config) Validate() error {
 	v.providers(c.Providers)
 	v.filesProvider(c.FilesProvider, c.Providers)
 	v.models(c.Models, c.Providers)
+	v.batches(c.Models, c.FilesProvider)
 	v.routing(&c.Routing, c.Models)
 	v.modelNames = map[string]bool{}
 	for _, m := range c.Models {
@@ -618,4 +619,31 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	slices.Sort(keys)
 	return keys
+}
+
+// batches checks the models that may run in batches: the files_provider
+// runs them, so one of each model's targets must be on it under the
+// model's own name.
+func (v *validator) batches(ms []Model, files string) {
+	for i, m := range ms {
+		if !m.Batch {
+			continue
+		}
+		p := fmt.Sprintf("models[%d].batch", i)
+		if IsWildcard(m.Name) {
+			v.addf(p, "a wildcard route cannot run in batches")
+			continue
+		}
+		if files == "" {
+			v.addf(p, "batches need a files_provider")
+			continue
+		}
+		ok := false
+		for _, t := range m.Targets {
+			ok = ok || t.Provider == files && (t.Model == "" || t.Model == m.Name)
+		}
+		if !ok {
+			v.addf(p, "the files_provider %s must serve %q under that name (a target on it without another model name)", files, m.Name)
+		}
+	}
 }

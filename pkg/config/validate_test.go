@@ -270,6 +270,10 @@ func TestValidateErrors(t *testing.T) {
 			c.Providers = append(c.Providers, Provider{Name: "claude", Kind: "anthropic"})
 			c.FilesProvider = "claude"
 		}, `files_provider: provider "claude" is of kind anthropic, which has no files or batches API (want openai, azure or mock)`},
+		{"batch without files provider", func(c *Config) { c.Models[0].Batch = true }, `models[0].batch: batches need a files_provider`},
+		{"batch on a model the files provider calls otherwise", func(c *Config) {
+			c.FilesProvider, c.Models[1].Batch = "openai", true
+		}, `models[1].batch: the files_provider openai must serve "embed" under that name (a target on it without another model name)`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -409,7 +409,7 @@ func (g *Gateway) bill(rec *record) {
 		return
 	}
 	u := rec.usage
-	estimated := false
+	estimated := rec.billEstimate
 	if !u.Reported && rec.started {
 		u, estimated = g.estimate(rec), true
 	}

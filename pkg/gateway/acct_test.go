@@ -125,7 +125,8 @@ func newAcctRig(t *testing.T, mutate func(*config.Config)) *acctRig {
 	gw, err := New(Options{Config: r.cfg, Verifier: r.gw.state.Load().verifier, Logger: r.gw.log, Accounting: Accounting{
 		Publisher: pub, Tracker: tracker, Prices: pricing.Default(),
 		Limiter: ratelimit.New(ratelimit.Options{Share: presence.Share()}), Presence: presence, Estimator: tokenize.New(),
-	}, Revocations: revoked, Keys: keys, Alert: func(subject string, data []byte) { _ = nc.Publish(subject, data) }})
+	}, Revocations: revoked, Keys: keys, Alert: func(subject string, data []byte) { _ = nc.Publish(subject, data) },
+		Owners: r.gw.owners})
 	if err != nil {
 		t.Fatal(err)
 	}

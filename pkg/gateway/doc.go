@@ -12,7 +12,8 @@
 //   - authenticate: the bearer token (x-api-key too on /v1/messages);
 //   - parse: the endpoint's own (parseRequest for the chat family and
 //     scanMessages for the Messages API, each one pass over the body with
-//     rawjson.Scan; the pass-through parsers for theirs);
+//     rawjson.Scan; the pass-through parsers for theirs), then any file
+//     the body names must be the caller's (owners.go);
 //   - resolve (pipeline.go): model lookup (404 before the token's
 //     allow-list), wildcard capture, endpoint kind, allow-list, the budget
 //     degradation ladder;

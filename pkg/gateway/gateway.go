@@ -57,6 +57,10 @@ type Options struct {
 	Cache responseCache
 	// Tracer records OpenTelemetry spans; nil records none.
 	Tracer *tracing.Tracer
+	// Owners keeps the owners of files and batches (*owner.Store); nil
+	// refuses the files and batches endpoints (503 owners_unavailable)
+	// and every file reference in a request (404).
+	Owners owners
 }
 
 // revocations says whether a token's key id or subject was revoked.
@@ -81,6 +85,7 @@ type Gateway struct {
 	alert       func(subject string, data []byte)
 	cache       responseCache
 	tracer      *tracing.Tracer
+	owners      owners
 	alerts      degradeAlerts
 	refused     [len(endpointName)]*metrics.Route // requests that resolved no model, per endpoint
 }
@@ -124,6 +129,7 @@ func New(o Options) (*Gateway, error) {
 		alert:       o.Alert,
 		cache:       o.Cache,
 		tracer:      o.Tracer,
+		owners:      o.Owners,
 	}
 	if g.acct.Prices == nil {
 		g.acct.Prices = pricing.Default()

@@ -14,9 +14,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tollgate/tollgate/pkg/auth"
 	"github.com/tollgate/tollgate/pkg/config"
 	"github.com/tollgate/tollgate/pkg/mockllm"
+	"github.com/tollgate/tollgate/pkg/natstest"
+	"github.com/tollgate/tollgate/pkg/owner"
 )
 
 const (
@@ -144,7 +147,12 @@ func newRigOn(t testing.TB, ln net.Listener, mock *mockllm.Server, upstreamURL s
 		t.Fatal(err)
 	}
 	logs := &syncBuffer{}
-	gw, err := New(Options{Config: cfg, Verifier: v, Logger: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	var own owners
+	if cfg.FilesProvider != "" {
+		own = startOwners(t)
+	}
+	gw, err := New(Options{Config: cfg, Verifier: v, Logger: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Owners: own})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -270,4 +278,28 @@ func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// startOwners runs an owner store on its own NATS server, for a rig that
+// serves files and batches.
+func startOwners(t testing.TB) *owner.Store {
+	t.Helper()
+	js, err := jetstream.New(natstest.Connect(t, natstest.Start(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return startOwnersOn(t, js)
+}
+
+// startOwnersOn runs an owner store on js until the test ends.
+func startOwnersOn(t testing.TB, js jetstream.JetStream) *owner.Store {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	s, err := owner.Start(ctx, wgGroup{&wg}, js, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }

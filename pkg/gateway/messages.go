@@ -44,6 +44,9 @@ func (g *Gateway) serveMessages(c *fiber.Ctx) error {
 	if model.Type != gjson.String || model.Str == "" {
 		return g.fail(c, rec, errBadRequest(codeMissingField, "model", "model: field required"))
 	}
+	if aerr := g.checkFileRefs(c, p, body); aerr != nil { // a document's file source (owners.go)
+		return g.fail(c, rec, aerr)
+	}
 	rec.model = strings.Clone(model.Str)
 	rec.stream = f.stream
 	plan, aerr := g.resolve(c, st, rec, model.Str)

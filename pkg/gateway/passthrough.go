@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -15,6 +16,7 @@ import (
 	"github.com/tidwall/gjson"
 	"github.com/tollgate/tollgate/pkg/config"
 	"github.com/tollgate/tollgate/pkg/metrics"
+	"github.com/tollgate/tollgate/pkg/owner"
 	"github.com/tollgate/tollgate/pkg/pricing"
 	"github.com/tollgate/tollgate/pkg/providers"
 	"github.com/tollgate/tollgate/pkg/providers/registry"
@@ -66,6 +68,10 @@ type passRoute struct {
 	upload bool
 	// readAll: the answer is read whole to find the audio duration.
 	readAll bool
+	// kind and own: for files and batches, the kind of object and what
+	// the endpoint does with its owner record (owners.go).
+	kind owner.Kind
+	own  ownStep
 }
 
 // passRoutes lists the pass-through endpoints. Methods other than POST
@@ -77,15 +83,15 @@ var passRoutes = []passRoute{
 	{method: fiber.MethodPost, path: "/v1/moderations", mode: passJSON, serves: config.ModelTypeModeration, free: true},
 	{method: fiber.MethodPost, path: "/v1/audio/transcriptions", mode: passUpload, serves: config.ModelTypeTranscription, unit: unitAudioMs, upload: true, readAll: true},
 	{method: fiber.MethodPost, path: "/v1/audio/translations", mode: passUpload, serves: config.ModelTypeTranscription, unit: unitAudioMs, upload: true, readAll: true},
-	{method: fiber.MethodPost, path: "/v1/files", mode: passNoModel, unit: unitByte, upload: true, free: true},
-	{method: fiber.MethodGet, path: "/v1/files", mode: passNoModel, free: true},
-	{method: fiber.MethodGet, path: "/v1/files/:id", mode: passNoModel, free: true},
-	{method: fiber.MethodDelete, path: "/v1/files/:id", mode: passNoModel, free: true},
-	{method: fiber.MethodGet, path: "/v1/files/:id/content", mode: passNoModel, free: true},
-	{method: fiber.MethodPost, path: "/v1/batches", mode: passNoModel, free: true},
-	{method: fiber.MethodGet, path: "/v1/batches", mode: passNoModel, free: true},
-	{method: fiber.MethodGet, path: "/v1/batches/:id", mode: passNoModel, free: true},
-	{method: fiber.MethodPost, path: "/v1/batches/:id/cancel", mode: passNoModel, free: true},
+	{method: fiber.MethodPost, path: "/v1/files", mode: passNoModel, unit: unitByte, upload: true, free: true, kind: owner.File, own: ownCreate},
+	{method: fiber.MethodGet, path: "/v1/files", mode: passNoModel, free: true, kind: owner.File, own: ownList},
+	{method: fiber.MethodGet, path: "/v1/files/:id", mode: passNoModel, free: true, kind: owner.File, own: ownCheck},
+	{method: fiber.MethodDelete, path: "/v1/files/:id", mode: passNoModel, free: true, kind: owner.File, own: ownDelete},
+	{method: fiber.MethodGet, path: "/v1/files/:id/content", mode: passNoModel, free: true, kind: owner.File, own: ownCheck},
+	{method: fiber.MethodPost, path: "/v1/batches", mode: passNoModel, free: true, kind: owner.Batch, own: ownCreate},
+	{method: fiber.MethodGet, path: "/v1/batches", mode: passNoModel, free: true, kind: owner.Batch, own: ownList},
+	{method: fiber.MethodGet, path: "/v1/batches/:id", mode: passNoModel, free: true, kind: owner.Batch, own: ownCheck},
+	{method: fiber.MethodPost, path: "/v1/batches/:id/cancel", mode: passNoModel, free: true, kind: owner.Batch, own: ownCheck},
 }
 
 // registerPassthrough adds the pass-through endpoints to app.
@@ -321,7 +327,8 @@ func (g *Gateway) servePass(c *fiber.Ctx, pr *passRoute) error {
 		// estimate from the upload's Content-Length, per_request only
 		// when it is chunked).
 		rec.adm.price, rec.adm.priced = price, priced
-		aerr = g.admitCost(c, st, p, &rec.adm, 0,
+		// A batch's tokens count against tpm (images and the like have none).
+		aerr = g.admitCost(c, st, p, &rec.adm, int64(pc.est.PromptTokens+pc.est.CompletionTokens),
 			func(adm *admission, _ int64) int64 { return adm.price.Cost(pc.est) })
 	}
 	if aerr != nil {
@@ -349,9 +356,16 @@ func (g *Gateway) passFiles(c *fiber.Ctx, st *state, rec *record, pc *passCall) 
 		return errBadRequest("files_not_configured", "",
 			fmt.Sprintf("%s is not served: this gateway has no files_provider configured", pc.pr.label))
 	}
+	if g.owners == nil {
+		return &apiError{Status: fiber.StatusServiceUnavailable, Type: typeUnavailable, Code: "owners_unavailable",
+			Message: fmt.Sprintf("%s is not served: this gateway keeps no owners of files and batches", pc.pr.label)}
+	}
 	pc.rt = &route{name: "", up: st.files, deployment: st.files.name}
 	rec.route = pc.rt
 	rec.attempts, rec.lastTarget = 1, st.files.name
+	if id := c.Params("id"); id != "" {
+		return g.checkOwner(c, rec.principal, pc.pr.kind, "id", id)
+	}
 	switch {
 	case pc.pr.upload:
 		if len(c.Request().Header.MultipartFormBoundary()) == 0 {
@@ -359,14 +373,18 @@ func (g *Gateway) passFiles(c *fiber.Ctx, st *state, rec *record, pc *passCall) 
 		}
 		pc.upload, pc.size = requestStream(c)
 	case pc.pr.method == fiber.MethodPost:
+		// POST /v1/batches: checked as every JSON body is (rawjson.Scan);
+		// its input file must be the caller's.
 		body := c.Body()
-		// Checked as every JSON body is (rawjson.Scan): JSON, UTF-8, an
-		// object, nested at most providers.MaxJSONDepth deep. A cancel
-		// has no body.
-		if len(body) > 0 {
-			if err := rawjson.Scan(body, providers.MaxJSONDepth, nil, nil); err != nil {
-				return scanError(err)
-			}
+		br, aerr := parseBatch(body)
+		if aerr != nil {
+			return aerr
+		}
+		if aerr := g.checkOwner(c, rec.principal, owner.File, "input_file_id", br.inputFileID); aerr != nil {
+			return aerr
+		}
+		if aerr := g.checkBatch(c, st, rec, pc, br); aerr != nil {
+			return aerr
 		}
 		pc.body = body
 	}
@@ -535,6 +553,9 @@ func renameJSONModel(body []byte, raw string, idx int, model string) []byte {
 func (st *state) passPrice(pc *passCall) (pricing.Price, bool, *apiError) {
 	var price pricing.Price
 	ok := false
+	if pc.pr.mode == passNoModel && pc.rt.name != "" {
+		return st.batchPrice(pc) // a batch: its model's price
+	}
 	if pc.pr.mode == passNoModel {
 		key := "/v1/files"
 		if strings.Contains(pc.pr.path, "/batches") {
@@ -619,6 +640,12 @@ func (g *Gateway) callPass(c *fiber.Ctx, rec *record, pc *passCall) error {
 	rec.upstream = time.Since(upStart)
 	if err != nil {
 		fasthttp.ReleaseResponse(resp)
+		if errors.Is(err, errDuplicateModel) || errors.Is(err, errUnreadablePart) {
+			// The upload's form was refused as it streamed (modelGuard):
+			// the provider received a cut request.
+			pc.done(router.Outcome{Class: router.ClientError})
+			return g.fail(c, rec, guardError(err))
+		}
 		pc.done(router.Classify(0, err, nil, true))
 		return g.fail(c, rec, rt.up.classify(err))
 	}
@@ -653,6 +680,9 @@ func (g *Gateway) callPass(c *fiber.Ctx, rec *record, pc *passCall) error {
 	}
 	if pc.pr.readAll {
 		return g.relayWhole(c, rec, rt, resp, pc.sent)
+	}
+	if pc.pr.mode == passNoModel && pc.pr.own != ownCheck {
+		return g.relayOwned(c, rec, pc, resp)
 	}
 	rec.held = true
 	c.Context().SetBodyStream(&passBody{g: g, rec: rec, resp: resp}, resp.Header.ContentLength())

@@ -17,6 +17,7 @@ import (
 	"github.com/tollgate/tollgate/pkg/config"
 	"github.com/tollgate/tollgate/pkg/mockllm"
 	"github.com/tollgate/tollgate/pkg/providers"
+	"github.com/tollgate/tollgate/pkg/tokenize"
 	"github.com/valyala/fasthttp"
 )
 
@@ -29,6 +30,7 @@ func passConfig(c *config.Config) {
 	claude := config.Provider{Name: "claude", Kind: config.KindAnthropic, BaseURL: mock.BaseURL, APIKey: "x", Timeouts: mock.Timeouts}
 	c.Providers = append(c.Providers, claude)
 	c.FilesProvider = "mock"
+	c.Models[0].Batch = true // mock-gpt runs in batches
 	for _, m := range []config.Model{
 		{Name: "mock-image", Type: config.ModelTypeImage, Targets: []config.Target{{Provider: "mock"}}},
 		{Name: "mock-whisper", Type: config.ModelTypeTranscription, Targets: []config.Target{{Provider: "mock"}}},
@@ -92,7 +94,11 @@ func TestPassthroughBilled(t *testing.T) {
 	audio := bytes.Repeat([]byte{7}, 32_000) // 2 s at the mock's 16000 bytes per second
 	verboseCT, verbose := form(t, [][2]string{{"model", "mock-whisper"}, {"response_format", "verbose_json"}, {"file", ""}}, audio)
 	plainCT, plain := form(t, [][2]string{{"response_format", "json"}, {"model", "alias-whisper"}, {"file", ""}}, audio)
-	fileCT, fileForm := form(t, [][2]string{{"purpose", "batch"}, {"file", ""}}, []byte(`{"custom_id":"1"}`+"\n"))
+	lineBody := `{"model":"mock-gpt","messages":[{"role":"user","content":"hello there"}],"max_tokens":5}`
+	line := `{"custom_id":"1","method":"POST","url":"/v1/chat/completions","body":` + lineBody + "}\n"
+	fileCT, fileForm := form(t, [][2]string{{"purpose", "batch"}, {"file", ""}}, []byte(line))
+	// A batch is billed at its estimate: the prompt counted, max_tokens out.
+	batchCost := int64(tokenize.New().ChatPrompt([]byte(lineBody)))*150 + 5*600
 	tests := []struct {
 		name, method, path, ct string
 		body                   []byte
@@ -133,12 +139,12 @@ func TestPassthroughBilled(t *testing.T) {
 		{name: "file upload", method: "POST", path: "/v1/files", ct: fileCT, body: fileForm, wantStatus: 200,
 			wantBody: `"id":"file-mock1"`, endpoint: "/v1/files", units: uint64(len(fileForm)), unit: "byte"},
 		{name: "file list", method: "GET", path: "/v1/files", wantStatus: 200, wantBody: `"purpose":"batch"`, endpoint: "GET /v1/files"},
-		{name: "file get", method: "GET", path: "/v1/files/file-mock1", wantStatus: 200, wantBody: `"bytes":18`, endpoint: "GET /v1/files/{id}"},
-		{name: "file content", method: "GET", path: "/v1/files/file-mock1/content", wantStatus: 200, wantBody: `{"custom_id":"1"}`,
+		{name: "file get", method: "GET", path: "/v1/files/file-mock1", wantStatus: 200, wantBody: fmt.Sprintf(`"bytes":%d`, len(line)), endpoint: "GET /v1/files/{id}"},
+		{name: "file content", method: "GET", path: "/v1/files/file-mock1/content", wantStatus: 200, wantBody: `{"custom_id":"1",`,
 			endpoint: "GET /v1/files/{id}/content"},
 		{name: "batch create", method: "POST", path: "/v1/batches", ct: "application/json",
 			body:       []byte(`{"input_file_id":"file-mock1","endpoint":"/v1/chat/completions","completion_window":"24h"}`),
-			wantStatus: 200, wantBody: `"status":"validating"`, endpoint: "/v1/batches"},
+			wantStatus: 200, wantBody: `"status":"validating"`, endpoint: "/v1/batches", model: "mock-gpt", cost: batchCost},
 		{name: "batch list", method: "GET", path: "/v1/batches?limit=5", wantStatus: 200, wantBody: `"batch_mock2"`, endpoint: "GET /v1/batches"},
 		{name: "batch get", method: "GET", path: "/v1/batches/batch_mock2", wantStatus: 200, wantBody: `"input_file_id":"file-mock1"`,
 			endpoint: "GET /v1/batches/{id}"},
@@ -146,7 +152,8 @@ func TestPassthroughBilled(t *testing.T) {
 			endpoint: "/v1/batches/{id}/cancel"},
 		{name: "file delete", method: "DELETE", path: "/v1/files/file-mock1", wantStatus: 200, wantBody: `"deleted":true`,
 			endpoint: "DELETE /v1/files/{id}"},
-		{name: "file gone", method: "GET", path: "/v1/files/file-mock1", wantStatus: 502, wantBody: `upstream_not_found`,
+		// Its owner record went with it: 404 from the gateway, no call.
+		{name: "file gone", method: "GET", path: "/v1/files/file-mock1", wantStatus: 404, wantBody: `"code":"not_found"`,
 			endpoint: "GET /v1/files/{id}"},
 	}
 	ids := map[string]int{}
@@ -162,7 +169,7 @@ func TestPassthroughBilled(t *testing.T) {
 			if tt.wantLen > 0 && len(got) != tt.wantLen {
 				t.Errorf("answer is %d bytes, want %d", len(got), tt.wantLen)
 			}
-			if resp.Header.Get("x-tollgate-provider") != "mock" {
+			if resp.Header.Get("x-tollgate-provider") != "mock" && tt.wantStatus != 404 {
 				t.Errorf("x-tollgate-provider = %q", resp.Header.Get("x-tollgate-provider"))
 			}
 		})
@@ -179,7 +186,7 @@ func TestPassthroughBilled(t *testing.T) {
 		if got != want {
 			t.Errorf("%s: event %q, want %q", tt.name, got, want)
 		}
-		if ev.Subject != "alice" || ev.Dept != "research" || ev.Estimated {
+		if ev.Subject != "alice" || ev.Dept != "research" || ev.Estimated != (tt.endpoint == "/v1/batches") {
 			t.Errorf("%s: event principal %s/%s estimated %v", tt.name, ev.Subject, ev.Dept, ev.Estimated)
 		}
 	}

@@ -3,6 +3,7 @@ package gateway
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/x509"
@@ -13,6 +14,7 @@ import (
 	"net"
 	"net/http"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -20,9 +22,13 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tollgate/tollgate/pkg/auth"
 	"github.com/tollgate/tollgate/pkg/config"
 	"github.com/tollgate/tollgate/pkg/mockllm"
+	"github.com/tollgate/tollgate/pkg/natstest"
+	"github.com/tollgate/tollgate/pkg/usage"
+	usagev1 "github.com/tollgate/tollgate/proto/tollgate/usage/v1"
 	"github.com/valyala/fasthttp"
 )
 
@@ -861,5 +867,406 @@ func TestUpstreamKeyNeverLeaks(t *testing.T) {
 				t.Error("no request was logged: the log check cannot fail")
 			}
 		})
+	}
+}
+
+// TestMultipartDuplicateModel sends uploads with a second model field
+// (issue #41, finding 6): the gateway routes, checks the allow-list and
+// prices by one, so a provider that reads the last would serve a model the
+// token may not use, at another price. Each form is refused with 400, and
+// the provider never serves it: a second field in the form's head before
+// any upstream call, one after the file (or spelled otherwise) while the
+// form streams, so the provider receives a cut request.
+func TestMultipartDuplicateModel(t *testing.T) {
+	r := newRig(t, passConfig)
+	tok := r.token(func(o *auth.MintOptions) { o.Models = []string{"mock-whisper"} })
+	audio := bytes.Repeat([]byte{7}, 64<<10)
+	part := func(b *bytes.Buffer, boundary, header, value string) {
+		fmt.Fprintf(b, "--%s\r\n%s\r\n\r\n%s\r\n", boundary, header, value)
+	}
+	const boundary = "b0undary"
+	build := func(after string) []byte {
+		var b bytes.Buffer
+		part(&b, boundary, `Content-Disposition: form-data; name="model"`, "mock-whisper")
+		part(&b, boundary, `Content-Disposition: form-data; name="file"; filename="a.wav"`, string(audio))
+		if after != "" {
+			part(&b, boundary, after, "gpt-4o-transcribe")
+		}
+		fmt.Fprintf(&b, "--%s--\r\n", boundary)
+		return b.Bytes()
+	}
+	twice := func() []byte {
+		var b bytes.Buffer
+		part(&b, boundary, `Content-Disposition: form-data; name="model"`, "mock-whisper")
+		part(&b, boundary, `Content-Disposition: form-data; name="model"`, "gpt-4o-transcribe")
+		part(&b, boundary, `Content-Disposition: form-data; name="file"; filename="a.wav"`, string(audio))
+		fmt.Fprintf(&b, "--%s--\r\n", boundary)
+		return b.Bytes()
+	}
+	tests := []struct {
+		name, code string
+		body       []byte
+		chunked    bool
+	}{
+		{"second model before the file", "duplicate_key", twice(), false},
+		{"second model after the file", "duplicate_key", build(`Content-Disposition: form-data; name="model"`), false},
+		{"second model after the file, chunked", "duplicate_key", build(`Content-Disposition: form-data; name="model"`), true},
+		{"second model unquoted, header in lower case", "duplicate_key", build(`content-disposition: form-data; name=model`), false},
+		{"second model in RFC 2231 spelling", "duplicate_key", build(`Content-Disposition: form-data; name*=utf-8''model`), false},
+		{"part header without a disposition", "invalid_multipart", build(`Content-Type: text/plain`), false},
+		{"part header that does not parse", "invalid_multipart", build(`Content-Disposition: form-data; name="model`), false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			before := r.mock.Stats().UploadBytes
+			size := int64(len(tc.body))
+			var body io.Reader = bytes.NewReader(tc.body)
+			if tc.chunked {
+				size, body = -1, io.MultiReader(body) // hides the length: sent chunked
+			}
+			resp := r.send("POST", "/v1/audio/transcriptions", tok, "multipart/form-data; boundary="+boundary, body, size)
+			got := readBody(t, resp)
+			if resp.StatusCode != 400 {
+				t.Fatalf("status %d, want 400: %s", resp.StatusCode, got)
+			}
+			errorShape(t, got, typeInvalidRequest, tc.code)
+			if n := r.mock.Stats().UploadBytes; n != before {
+				t.Errorf("the provider read a whole upload (%d bytes)", n-before)
+			}
+		})
+	}
+	// The same form with one model field is served.
+	resp := r.send("POST", "/v1/audio/transcriptions", tok, "multipart/form-data; boundary="+boundary, bytes.NewReader(build("")), int64(len(build(""))))
+	if got := readBody(t, resp); resp.StatusCode != 200 {
+		t.Fatalf("one model field: status %d: %s", resp.StatusCode, got)
+	}
+}
+
+// tenants are the two departments' principals of the ownership tests, and
+// a teammate of the first (same department, another subject).
+var (
+	tenantA  = func(o *auth.MintOptions) { o.Subject, o.Dept, o.Team = "alice", "research", "nlp" }
+	teammate = func(o *auth.MintOptions) { o.Subject, o.Dept, o.Team = "carol", "research", "nlp" }
+	tenantB  = func(o *auth.MintOptions) { o.Subject, o.Dept, o.Team = "bob", "finance", "ap" }
+)
+
+// upload creates a file as the holder of tok and returns its id.
+func (r *rig) upload(t *testing.T, tok string, content string) string {
+	t.Helper()
+	ct, body := form(t, [][2]string{{"purpose", "batch"}, {"file", ""}}, []byte(content))
+	resp := r.send("POST", "/v1/files", tok, ct, bytes.NewReader(body), int64(len(body)))
+	got := readBody(t, resp)
+	if resp.StatusCode != 200 {
+		t.Fatalf("upload: status %d: %s", resp.StatusCode, got)
+	}
+	var f struct{ ID string }
+	if err := json.Unmarshal(got, &f); err != nil || f.ID == "" {
+		t.Fatalf("upload answer without an id: %s", got)
+	}
+	return f.ID
+}
+
+// listIDs lists path as the holder of tok and returns the ids it shows.
+func (r *rig) listIDs(t *testing.T, path, tok string) []string {
+	t.Helper()
+	resp := r.send("GET", path, tok, "", nil, 0)
+	got := readBody(t, resp)
+	if resp.StatusCode != 200 {
+		t.Fatalf("list %s: status %d: %s", path, resp.StatusCode, got)
+	}
+	var l struct {
+		Object string
+		Data   []struct{ ID string }
+	}
+	if err := json.Unmarshal(got, &l); err != nil || l.Object != "list" {
+		t.Fatalf("list %s: not a list: %s", path, got)
+	}
+	ids := []string{}
+	for _, d := range l.Data {
+		ids = append(ids, d.ID)
+	}
+	return ids
+}
+
+// TestFilesAndBatchesOwned attacks another tenant's files and batches
+// (issue #41, finding 1). Tenant B uploads a file and submits a batch;
+// tenant A (another department) and A's teammate (same department, other
+// subject) list, read, download, delete and cancel them, submit a batch on
+// B's file and have a model read it in chat and Responses content. Each
+// attempt gets the 404 an id that does not exist gets, and lists show only
+// the caller's objects; B keeps full use of its own. A second gateway on
+// the same NATS (a replica, or this one after a restart) knows the owners.
+func TestFilesAndBatchesOwned(t *testing.T) {
+	ns := natstest.Start(t)
+	js, err := jetstream.New(natstest.Connect(t, ns))
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := startOwnersOn(t, js)
+	r := newRig(t, passConfig) // mock-gpt runs in batches
+	r.swapOwners(t, store)
+	a, mate, b := r.token(tenantA), r.token(teammate), r.token(tenantB)
+
+	fileB := r.upload(t, b, `{"custom_id":"1","method":"POST","url":"/v1/chat/completions","body":{"model":"mock-gpt","messages":[{"role":"user","content":"secret of B"}],"max_tokens":5}}`+"\n")
+	resp := r.send("POST", "/v1/batches", b, "application/json",
+		strings.NewReader(`{"input_file_id":"`+fileB+`","endpoint":"/v1/chat/completions","completion_window":"24h"}`), -1)
+	got := readBody(t, resp)
+	if resp.StatusCode != 200 {
+		t.Fatalf("B's batch: status %d: %s", resp.StatusCode, got)
+	}
+	var batch struct{ ID string }
+	_ = json.Unmarshal(got, &batch)
+	fileA := r.upload(t, a, `{"custom_id":"a"}`+"\n")
+
+	chat := func(ref string) string {
+		return `{"model":"mock-gpt","messages":[{"role":"user","content":[{"type":"text","text":"summarise"},` + ref + `]}]}`
+	}
+	attacks := []struct {
+		name, method, path, body, param string
+	}{
+		{"get B's file", "GET", "/v1/files/" + fileB, "", "id"},
+		{"download B's file", "GET", "/v1/files/" + fileB + "/content", "", "id"},
+		{"delete B's file", "DELETE", "/v1/files/" + fileB, "", "id"},
+		{"get B's batch", "GET", "/v1/batches/" + batch.ID, "", "id"},
+		{"cancel B's batch", "POST", "/v1/batches/" + batch.ID + "/cancel", "", "id"},
+		{"batch on B's file", "POST", "/v1/batches", `{"input_file_id":"` + fileB + `","endpoint":"/v1/chat/completions","completion_window":"24h"}`, "input_file_id"},
+		{"chat file part naming B's file", "POST", "/v1/chat/completions", chat(`{"type":"file","file":{"file_id":"` + fileB + `"}}`), "file_id"},
+		{"chat file part, key escaped", "POST", "/v1/chat/completions", chat(`{"type":"file","file":{"\u0066ile_id":"` + fileB + `"}}`), "file_id"},
+		{"responses input_file naming B's file", "POST", "/v1/responses",
+			`{"model":"mock-gpt","input":[{"role":"user","content":[{"type":"input_file","file_id":"` + fileB + `"}]}]}`, "file_id"},
+	}
+	for _, who := range []struct{ name, tok string }{{"other department", a}, {"teammate", mate}} {
+		for _, at := range attacks {
+			t.Run(who.name+"/"+at.name, func(t *testing.T) {
+				before := r.mock.Stats().Requests
+				resp := r.send(at.method, at.path, who.tok, "application/json", strings.NewReader(at.body), int64(len(at.body)))
+				got := readBody(t, resp)
+				if resp.StatusCode != 404 {
+					t.Fatalf("status %d, want 404: %s", resp.StatusCode, got)
+				}
+				errorShape(t, got, typeInvalidRequest, "not_found")
+				if n := r.mock.Stats().Requests - before; n != 0 {
+					t.Errorf("the provider received %d requests", n)
+				}
+				// The answer is the one an id that does not exist gets.
+				missing := strings.NewReplacer(fileB, "file-nope", batch.ID, "batch_nope")
+				resp = r.send(at.method, missing.Replace(at.path), who.tok, "application/json",
+					strings.NewReader(missing.Replace(at.body)), int64(len(missing.Replace(at.body))))
+				if got2 := readBody(t, resp); resp.StatusCode != 404 || missing.Replace(string(got)) != string(got2) {
+					t.Errorf("a missing id gets %d %s; B's id got %s", resp.StatusCode, got2, got)
+				}
+			})
+		}
+	}
+	t.Run("messages document naming B's file", func(t *testing.T) {
+		body := `{"model":"mock-gpt","max_tokens":5,"messages":[{"role":"user","content":[{"type":"document","source":{"type":"file","file_id":"` + fileB + `"}}]}]}`
+		before := r.mock.Stats().Requests
+		resp := r.send("POST", "/v1/messages", a, "application/json", strings.NewReader(body), int64(len(body)))
+		got := readBody(t, resp)
+		if resp.StatusCode != 404 {
+			t.Fatalf("status %d, want 404: %s", resp.StatusCode, got)
+		}
+		anthropicErrorShape(t, got, "not_found_error")
+		if n := r.mock.Stats().Requests - before; n != 0 {
+			t.Errorf("the provider received %d requests", n)
+		}
+	})
+	t.Run("lists show the caller's own", func(t *testing.T) {
+		for _, c := range []struct {
+			name, path, tok string
+			want            []string
+		}{
+			{"A's files", "/v1/files", a, []string{fileA}},
+			{"teammate's files", "/v1/files", mate, []string{}},
+			{"B's files", "/v1/files", b, []string{fileB}},
+			{"A's batches", "/v1/batches", a, []string{}},
+			{"B's batches", "/v1/batches?limit=5", b, []string{batch.ID}},
+		} {
+			if got := r.listIDs(t, c.path, c.tok); !slices.Equal(got, c.want) {
+				t.Errorf("%s: %v, want %v", c.name, got, c.want)
+			}
+		}
+	})
+	t.Run("the owner keeps full use", func(t *testing.T) {
+		for _, c := range []struct{ method, path, tok, body string }{
+			{"GET", "/v1/files/" + fileB + "/content", b, ""},
+			{"GET", "/v1/batches/" + batch.ID, b, ""},
+			{"POST", "/v1/chat/completions", a, chat(`{"type":"file","file":{"file_id":"` + fileA + `"}}`)},
+		} {
+			resp := r.send(c.method, c.path, c.tok, "application/json", strings.NewReader(c.body), int64(len(c.body)))
+			if got := readBody(t, resp); resp.StatusCode != 200 {
+				t.Errorf("%s %s: status %d: %s", c.method, c.path, resp.StatusCode, got)
+			}
+		}
+	})
+	t.Run("another gateway knows the owners", func(t *testing.T) {
+		// A fresh store on the same bucket: a replica, or this gateway
+		// after a restart.
+		r2 := newRigFor(t, r.mock, r.cfg.Providers[0].BaseURL, passConfig)
+		r2.swapOwners(t, startOwnersOn(t, js))
+		if got := r2.listIDs(t, "/v1/files", b); !slices.Equal(got, []string{fileB}) {
+			t.Errorf("B's files on the second gateway: %v", got)
+		}
+		resp := r2.send("GET", "/v1/files/"+fileB, a, "", nil, 0)
+		if got := readBody(t, resp); resp.StatusCode != 404 {
+			t.Errorf("A reads B's file on the second gateway: %d %s", resp.StatusCode, got)
+		}
+		// Created on the first gateway, used at once on the second: found
+		// in the bucket before the second's watch delivers it.
+		fresh := r.upload(t, b, "x\n")
+		resp = r2.send("DELETE", "/v1/files/"+fresh, b, "", nil, 0)
+		if got := readBody(t, resp); resp.StatusCode != 200 {
+			t.Errorf("B deletes its new file on the second gateway: %d %s", resp.StatusCode, got)
+		}
+		resp = r.send("GET", "/v1/files/"+fresh, b, "", nil, 0)
+		if got := readBody(t, resp); resp.StatusCode != 404 {
+			t.Errorf("a deleted file: %d %s", resp.StatusCode, got)
+		}
+	})
+}
+
+// swapOwners replaces the rig's gateway with one on the same config and
+// listener kind whose owner store is s.
+func (r *rig) swapOwners(t *testing.T, s owners) {
+	t.Helper()
+	gw, err := New(Options{Config: r.cfg, Verifier: r.gw.state.Load().verifier, Logger: r.gw.log, Owners: s})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln := listen(t)
+	go func() { _ = gw.Serve(ln) }()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = gw.Shutdown(ctx)
+	})
+	r.gw, r.url = gw, "http://"+ln.Addr().String()
+}
+
+// TestBatchesChecked submits batches that would run, at the provider and
+// billed to the organisation, what the tenant may not run itself (issue
+// #41, finding 1): models outside the token's allow-list or not enabled
+// for batches, lines that call another endpoint or another model, and
+// batches beyond the budget or the token's tpm. Each is refused before the
+// provider sees a batch; an allowed batch is reserved and billed at its
+// estimate.
+func TestBatchesChecked(t *testing.T) {
+	a := newAcctRig(t, func(c *config.Config) {
+		passConfig(c) // mock-gpt runs in batches; mock-embed does not
+		c.Budgets = []config.BudgetLimit{{Scope: "dept", Value: "finance", AmountUSD: "0.001", Period: "day"}}
+	})
+	line := func(id, url, model string, maxTokens int) string {
+		body := `{"model":"` + model + `","messages":[{"role":"user","content":"hello"}]}`
+		if maxTokens > 0 {
+			body = `{"model":"` + model + `","messages":[{"role":"user","content":"hello"}],"max_tokens":` + strconv.Itoa(maxTokens) + `}`
+		}
+		if strings.Contains(url, "embeddings") {
+			body = `{"model":"` + model + `","input":"hello"}`
+		}
+		return `{"custom_id":"` + id + `","method":"POST","url":"` + url + `","body":` + body + "}\n"
+	}
+	chat := "/v1/chat/completions"
+	tests := []struct {
+		name     string
+		mint     func(*auth.MintOptions)
+		file     string
+		endpoint string
+		status   int
+		typ      string
+		code     string
+	}{
+		{"a model the token does not allow", func(o *auth.MintOptions) { tenantA(o); o.Models = []string{"mock-embed"} },
+			line("1", chat, "mock-gpt", 5), chat, 403, typePermission, "model_not_allowed"},
+		{"a model not enabled for batches", tenantA,
+			line("1", "/v1/embeddings", "mock-embed", 0), "/v1/embeddings", 403, typePermission, "batch_not_enabled"},
+		{"an unknown model", tenantA, line("1", chat, "gpt-5-secret", 5), chat, 404, typeInvalidRequest, "model_not_found"},
+		{"a line for another endpoint", tenantA,
+			line("1", chat, "mock-gpt", 5) + line("2", "/v1/embeddings", "mock-embed", 0), chat, 400, typeInvalidRequest, "invalid_batch_file"},
+		{"a second model on a later line", func(o *auth.MintOptions) { tenantA(o); o.Models = []string{"mock-gpt"} },
+			line("1", chat, "mock-gpt", 5) + line("2", chat, "mock-embed", 5), chat, 400, typeInvalidRequest, "invalid_batch_file"},
+		{"a repeated model key in a line", tenantA,
+			`{"custom_id":"1","method":"POST","url":"/v1/chat/completions","body":{"model":"mock-gpt","model":"gpt-4o","messages":[]}}` + "\n",
+			chat, 400, typeInvalidRequest, "invalid_batch_file"},
+		{"an endpoint batches do not call", tenantA, line("1", "/v1/images/generations", "mock-gpt", 5), "/v1/images/generations",
+			400, typeInvalidRequest, codeUnsupportedEP},
+		{"beyond the department's budget", tenantB, strings.Repeat(line("x", chat, "mock-gpt", 4000), 5), chat,
+			429, typeBudget, "budget_exceeded"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			tok := a.token(tc.mint)
+			file := a.upload(t, tok, tc.file)
+			before := a.listIDs(t, "/v1/batches", tok)
+			resp := a.send("POST", "/v1/batches", tok, "application/json",
+				strings.NewReader(`{"input_file_id":"`+file+`","endpoint":"`+tc.endpoint+`","completion_window":"24h"}`), -1)
+			got := readBody(t, resp)
+			if resp.StatusCode != tc.status {
+				t.Fatalf("status %d, want %d: %s", resp.StatusCode, tc.status, got)
+			}
+			errorShape(t, got, tc.typ, tc.code)
+			if after := a.listIDs(t, "/v1/batches", tok); len(after) != len(before) {
+				t.Errorf("the provider holds a new batch: %v", after)
+			}
+		})
+	}
+	t.Run("a batch's tokens count against the token's tpm", func(t *testing.T) {
+		// As any request larger than the tpm: it passes once the token
+		// bucket is full and leaves it in debt, so the next is refused.
+		tok := a.token(func(o *auth.MintOptions) { tenantA(o); o.Subject, o.TPM = "dave", 1000 })
+		file := a.upload(t, tok, strings.Repeat(line("x", chat, "mock-gpt", 400), 3))
+		body := `{"input_file_id":"` + file + `","endpoint":"/v1/chat/completions","completion_window":"24h"}`
+		resp := a.send("POST", "/v1/batches", tok, "application/json", strings.NewReader(body), -1)
+		if got := readBody(t, resp); resp.StatusCode != 200 {
+			t.Fatalf("first batch: status %d: %s", resp.StatusCode, got)
+		}
+		resp = a.send("POST", "/v1/batches", tok, "application/json", strings.NewReader(body), -1)
+		got := readBody(t, resp)
+		if resp.StatusCode != 429 {
+			t.Fatalf("second batch: status %d, want 429: %s", resp.StatusCode, got)
+		}
+		errorShape(t, got, typeRateLimit, "rate_limit_exceeded")
+		if ids := a.listIDs(t, "/v1/batches", tok); len(ids) != 1 {
+			t.Errorf("the provider holds %d batches of the token, want 1", len(ids))
+		}
+	})
+	t.Run("an allowed batch is reserved and billed at its estimate", func(t *testing.T) {
+		tok := a.token(func(o *auth.MintOptions) { tenantA(o); o.Models = []string{"mock-gpt"} })
+		file := a.upload(t, tok, line("1", chat, "mock-gpt", 100)+line("2", chat, "mock-gpt", 100))
+		resp := a.send("POST", "/v1/batches", tok, "application/json",
+			strings.NewReader(`{"input_file_id":"`+file+`","endpoint":"/v1/chat/completions","completion_window":"24h"}`), -1,
+			"X-Request-Id", "batch-ok")
+		if got := readBody(t, resp); resp.StatusCode != 200 {
+			t.Fatalf("status %d: %s", resp.StatusCode, got)
+		}
+		ev := a.eventOf(t, "batch-ok")
+		if ev.RequestedModel != "mock-gpt" || !ev.Estimated || ev.CompletionTokens != 200 || ev.CostNanoUsd < 200*600 {
+			t.Errorf("batch event: model %q estimated %v completion %d cost %d", ev.RequestedModel, ev.Estimated, ev.CompletionTokens, ev.CostNanoUsd)
+		}
+	})
+}
+
+// eventOf reads usage events until the one of request id.
+func (a *acctRig) eventOf(t *testing.T, id string) *usagev1.UsageEvent {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := a.js.OrderedConsumer(ctx, usage.StreamName, jetstream.OrderedConsumerConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b usagev1.UsageBatch
+	for {
+		msg, err := c.Next(jetstream.FetchMaxWait(5 * time.Second))
+		if err != nil {
+			t.Fatalf("no usage event for %s: %v", id, err)
+		}
+		if err := usage.DecodeMessage(msg.Data(), &b); err != nil {
+			t.Fatal(err)
+		}
+		for _, ev := range b.Events {
+			if ev.RequestId == id {
+				return ev
+			}
+		}
 	}
 }

@@ -29,17 +29,20 @@ const headerRequestID = "X-Request-Id"
 // the gateway learns about one request, for its log line and usage
 // accounting, and the endpoint adapter's state.
 type record struct {
-	requestID      string
-	start          time.Time
-	total          time.Duration // from start to finish, read once in finish
-	principal      *auth.Principal
-	route          *route
-	endpoint       endpoint
-	stream         bool
-	status         int
-	errType        string
-	clientAborted  bool
-	usage          tokenUsage
+	requestID     string
+	start         time.Time
+	total         time.Duration // from start to finish, read once in finish
+	principal     *auth.Principal
+	route         *route
+	endpoint      endpoint
+	stream        bool
+	status        int
+	errType       string
+	clientAborted bool
+	usage         tokenUsage
+	// billEstimate: usage is the gateway's estimate made before the call,
+	// billed as such (an accepted batch, batch.go).
+	billEstimate   bool
 	ttft           time.Duration // time to first content chunk (streams)
 	upstream       time.Duration // upstream call, header to end of body
 	model          string        // the requested model, even when unknown
@@ -113,6 +116,9 @@ func (g *Gateway) serve(c *fiber.Ctx, ep endpoint) error {
 	cs.g, cs.body = g, body
 	info := &cs.info
 	if aerr = parseRequest(body, ep, info); aerr != nil {
+		return g.fail(c, rec, aerr)
+	}
+	if aerr = g.checkFileRefs(c, p, body); aerr != nil {
 		return g.fail(c, rec, aerr)
 	}
 	rec.stream = info.stream

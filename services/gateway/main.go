@@ -35,6 +35,7 @@ import (
 	"github.com/tollgate/tollgate/pkg/config"
 	"github.com/tollgate/tollgate/pkg/gateway"
 	"github.com/tollgate/tollgate/pkg/mockllm"
+	"github.com/tollgate/tollgate/pkg/owner"
 	"github.com/tollgate/tollgate/pkg/profiling"
 	"github.com/tollgate/tollgate/pkg/respcache"
 	"github.com/tollgate/tollgate/pkg/revoke"
@@ -131,8 +132,12 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	owners, err := owner.Start(bg, g, js, cfg.NATS.Replicas)
+	if err != nil {
+		return err
+	}
 	opts := gateway.Options{Config: cfg, Verifier: settings.Verifier, Logger: log, Accounting: acct, Metrics: m,
-		Revocations: revoked, Keys: keys, Alert: gateway.PublishAlerts(nc, log), Tracer: tracer}
+		Revocations: revoked, Keys: keys, Alert: gateway.PublishAlerts(nc, log), Tracer: tracer, Owners: owners}
 	if cache, err := respcache.Start(bg, g, js, cfg.Models, cfg.NATS.Replicas); err != nil {
 		return err
 	} else if cache != nil { // a nil *Cache in the interface would not read as nil
