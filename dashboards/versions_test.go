@@ -156,6 +156,11 @@ func checkDashboards(t *testing.T, old, cur engine) {
 							continue
 						}
 						out := compare(t, fmt.Sprintf("panel %q target %d", p.Title, i), old, cur, sql, "CSVWithNames")
+						if raw, ok := overEvents(sql); ok {
+							for _, eng := range []engine{old, cur} {
+								sameAnswer(t, fmt.Sprintf("panel %q target %d over the raw events", p.Title, i), eng, sql, raw)
+							}
+						}
 						panelRows[f+"/"+p.Title] += max(len(out)-1, 0) // less the names
 						if t.Failed() {
 							panelRows[f+"/"+p.Title]++ // reported already
@@ -539,4 +544,37 @@ func literal(v any) (string, error) {
 func atoi(s string) int {
 	n, _ := strconv.Atoi(s)
 	return n
+}
+
+// dailyRollups are the rollups of 0011_daily_rollups.sql and the older
+// usage_daily, each keyed by a day, with the columns the panels sum.
+var dailyRollups = []string{"usage_dept_daily", "usage_team_daily", "usage_key_daily", "usage_daily"}
+
+// eventsAsDaily is usage_events shaped as a daily rollup: a day column
+// and one request per row.
+const eventsAsDaily = "(SELECT toDate(ts) AS day, *, toUInt64(1) AS requests FROM usage_events)"
+
+// overEvents rewrites a panel that reads a daily rollup to read the raw
+// events instead, and reports whether it read one.
+func overEvents(sql string) (string, bool) {
+	raw := sql
+	for _, r := range dailyRollups {
+		raw = regexp.MustCompile(`\bFROM `+r+`\b`).ReplaceAllString(raw, "FROM "+eventsAsDaily)
+	}
+	return raw, raw != sql
+}
+
+// sameAnswer fails unless eng answers sql and raw alike: a panel over a
+// rollup must say what the same aggregate over the events says.
+func sameAnswer(t *testing.T, what string, eng engine, sql, raw string) {
+	t.Helper()
+	a, errA := eng.runFormat(sql, "CSVWithNames")
+	b, errB := eng.runFormat(raw, "CSVWithNames")
+	if errA != nil || errB != nil {
+		t.Errorf("%s on %s: %v, %v\nSQL:\n%s", what, eng, errA, errB, raw)
+		return
+	}
+	if diff := diffRows(parseCSV(t, a), parseCSV(t, b), hasOrderBy(sql)); diff != "" {
+		t.Errorf("%s on %s: answers differ (%s):\nrollup: %q\nevents: %q", what, eng, diff, a, b)
+	}
 }
