@@ -31,7 +31,9 @@
 // short) counts no event twice. Events inserted between that backfill and
 // the view would be missed, so the services migrate before they load
 // (OpenWait), and an upgrade must not leave an older loader writing
-// meanwhile. The files explain each
+// meanwhile. 0012_traffic_5m.sql: usage_traffic_5m, request, fallback and
+// retry counts per 5 minutes, provider, model and error kind, for the
+// traffic dashboard, kept and filled the same way. The files explain each
 // choice; deploy/clickhouse/README.md tells operators how to use them.
 //
 // # Loading

@@ -75,7 +75,7 @@ func TestMigrate(t *testing.T) {
 	}
 	wantTables := []string{"audit_events", "budget_limits", "budget_limits_current", "schema_migrations", "spend_daily", "spend_hourly", "usage_daily", "usage_daily_mv",
 		"usage_dept_daily", "usage_dept_daily_mv", "usage_events", "usage_events_repriced", "usage_hourly", "usage_hourly_mv",
-		"usage_key_daily", "usage_key_daily_mv", "usage_team_daily", "usage_team_daily_mv", "watermarks"}
+		"usage_key_daily", "usage_key_daily_mv", "usage_team_daily", "usage_team_daily_mv", "usage_traffic_5m", "usage_traffic_5m_mv", "watermarks"}
 
 	steps := []struct {
 		name string
