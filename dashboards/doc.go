@@ -69,8 +69,10 @@
 // requests and the budget forecast read daily rollups (usage_team_daily,
 // usage_daily, usage_key_daily, usage_dept_daily), so they count whole UTC
 // days: $__dateFilter(day) takes every day the range touches, and the
-// forecast counts all of its last day (the range ends now). Panels that need
-// latency distributions or error types read usage_events. The loader
+// forecast counts all of its last day (the range ends now). The traffic
+// counts (requests, errors, fallbacks and retries) read usage_traffic_5m, in
+// buckets of at least 5 minutes that $__timeFilter(bucket) takes whole;
+// latency quantiles read usage_events. The loader
 // stores each event once, so no panel uses FINAL (the test refuses it), and
 // TestVersions checks every panel over a daily rollup against the same query
 // over usage_events. Multi-value variables are used as

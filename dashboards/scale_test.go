@@ -128,7 +128,7 @@ func loadSynthetic(t *testing.T, n int, from time.Time) (*chstore.Store, string)
 	}
 	loaded := time.Since(began)
 	counts := map[string]uint64{}
-	tables := []string{"usage_events", "usage_hourly", "usage_daily", "usage_dept_daily", "usage_team_daily", "usage_key_daily"}
+	tables := []string{"usage_events", "usage_hourly", "usage_daily", "usage_dept_daily", "usage_team_daily", "usage_key_daily", "usage_traffic_5m"}
 	for _, tbl := range tables {
 		var c uint64
 		if err := store.Conn().QueryRow(ctx, "SELECT count() FROM "+tbl).Scan(&c); err != nil {

@@ -547,20 +547,29 @@ func atoi(s string) int {
 	return n
 }
 
-// dailyRollups are the rollups of 0011_daily_rollups.sql and the older
-// usage_daily, each keyed by a day, with the columns the panels sum.
-var dailyRollups = []string{"usage_dept_daily", "usage_team_daily", "usage_key_daily", "usage_daily"}
+// rollupsAsEvents maps each rollup a panel may read to usage_events shaped
+// as that rollup: its key columns, and one request per row.
+var rollupsAsEvents = map[string]string{
+	"usage_dept_daily": eventsAsDaily,
+	"usage_team_daily": eventsAsDaily,
+	"usage_key_daily":  eventsAsDaily,
+	"usage_daily":      eventsAsDaily,
+	"usage_traffic_5m": `(SELECT toStartOfFiveMinute(ts) AS bucket, provider, served_model,
+		if(status_code >= 400 OR error_type != '', if(error_type != '', error_type, concat('http_', toString(status_code))), '') AS error,
+		toUInt64(1) AS requests, toUInt64(length(fallbacks) > 0) AS fell_back, toUInt64(attempts > 1) AS retried
+		FROM usage_events)`,
+}
 
 // eventsAsDaily is usage_events shaped as a daily rollup: a day column
 // and one request per row.
 const eventsAsDaily = "(SELECT toDate(ts) AS day, *, toUInt64(1) AS requests FROM usage_events)"
 
-// overEvents rewrites a panel that reads a daily rollup to read the raw
-// events instead, and reports whether it read one.
+// overEvents rewrites a panel that reads a rollup (rollupsAsEvents) to
+// read the raw events instead, and reports whether it read one.
 func overEvents(sql string) (string, bool) {
 	raw := sql
-	for _, r := range dailyRollups {
-		raw = regexp.MustCompile(`\bFROM `+r+`\b`).ReplaceAllString(raw, "FROM "+eventsAsDaily)
+	for r, events := range rollupsAsEvents {
+		raw = regexp.MustCompile(`\bFROM `+r+`\b`).ReplaceAllString(raw, "FROM "+events)
 	}
 	return raw, raw != sql
 }
@@ -583,21 +592,23 @@ func sameAnswer(t *testing.T, what string, eng engine, sql, raw string) {
 // insertSelect matches a backfill: INSERT INTO t (columns) SELECT ...
 var insertSelect = regexp.MustCompile(`(?s)^INSERT INTO ([A-Za-z_][A-Za-z0-9_]*) \(([^)]*)\)\s+SELECT `)
 
-// checkBackfill empties the daily rollups of 0011_daily_rollups.sql on
-// the current release, which migrated before it held events, and runs the
-// migration's backfills there: each rollup must then hold what 18.16's
-// views put in it, the same sums by its key.
+// checkBackfill empties the rollups of 0011_daily_rollups.sql and
+// 0012_traffic_5m.sql on the current release, which migrated before it
+// held events, and runs the migrations' backfills there: each rollup must
+// then hold what 18.16's views put in it, the same sums by its key.
 func checkBackfill(t *testing.T, old, cur engine) {
 	ms, err := chstore.Migrations()
 	if err != nil {
 		t.Fatal(err)
 	}
-	i := slices.IndexFunc(ms, func(m chstore.Migration) bool { return m.Name == "0011_daily_rollups.sql" })
-	if i < 0 {
-		t.Fatal("no migration 0011_daily_rollups.sql")
+	var stmts []string
+	for _, m := range ms {
+		if m.Name == "0011_daily_rollups.sql" || m.Name == "0012_traffic_5m.sql" {
+			stmts = append(stmts, m.Statements...)
+		}
 	}
 	keys := map[string]string{}
-	for _, stmt := range ms[i].Statements {
+	for _, stmt := range stmts {
 		m := insertSelect.FindStringSubmatch(stmt)
 		if m == nil {
 			continue
@@ -613,11 +624,15 @@ func checkBackfill(t *testing.T, old, cur engine) {
 		key, _, _ := strings.Cut(cols, ", requests")
 		keys[tbl] = key
 	}
-	if len(keys) != 3 {
-		t.Fatalf("0011_daily_rollups.sql backfills %v, want 3 rollups", slices.Sorted(maps.Keys(keys)))
+	if len(keys) != 4 {
+		t.Fatalf("0011_daily_rollups.sql and 0012_traffic_5m.sql backfill %v, want 4 rollups", slices.Sorted(maps.Keys(keys)))
 	}
 	for _, tbl := range slices.Sorted(maps.Keys(keys)) {
-		sql := "SELECT " + keys[tbl] + ", sum(requests), sum(cost_nano_usd) FROM " + tbl + " GROUP BY " + keys[tbl] + " ORDER BY " + keys[tbl]
+		sums := "sum(requests), sum(cost_nano_usd)"
+		if tbl == "usage_traffic_5m" {
+			sums = "sum(requests), sum(fell_back), sum(retried)"
+		}
+		sql := "SELECT " + keys[tbl] + ", " + sums + " FROM " + tbl + " GROUP BY " + keys[tbl] + " ORDER BY " + keys[tbl]
 		if rows := compare(t, tbl, old, cur, sql, "CSV"); len(rows) == 0 {
 			t.Errorf("%s is empty: the comparison proves little", tbl)
 		}
