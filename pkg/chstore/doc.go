@@ -28,10 +28,11 @@
 // with events; the dashboards read them. The migration fills each from the
 // events already stored with one INSERT ... SELECT that runs only while
 // the table is empty, then creates its view: running it again (or a run cut
-// short) counts no event twice. Events inserted between that backfill and
-// the view would be missed, so the services migrate before they load
-// (OpenWait), and an upgrade must not leave an older loader writing
-// meanwhile. 0012_traffic_5m.sql: usage_traffic_5m, request, fallback and
+// short) counts no event twice. A backfill cut short midway, and events
+// inserted between the backfill and the view, would be missing (rebuild
+// those months as deploy/clickhouse/README.md says), so the services
+// migrate before they load (OpenWait), and an upgrade must not leave an
+// older loader writing meanwhile. 0012_traffic_5m.sql: usage_traffic_5m, request, fallback and
 // retry counts per 5 minutes, provider, model and error kind, for the
 // traffic dashboard, kept and filled the same way. The files explain each
 // choice; deploy/clickhouse/README.md tells operators how to use them.

@@ -15,12 +15,14 @@
 --
 -- Backfill: each table is filled from the events already stored by one
 -- INSERT ... SELECT that runs only while the table is empty, and its view
--- is created after it. A migration cut short and run again therefore
--- neither counts an event twice nor creates the view before the table
--- holds the old events. Events a loader inserts between the backfill and
--- the view's creation would be missed: the services apply migrations
--- before they start loading (chstore.OpenWait), so run the upgrade with
--- no older loader still writing.
+-- is created after it. A migration run again, or cut short and run
+-- again, therefore never counts an event twice. What it can miss: the
+-- rest of a backfill cut short midway (the table is no longer empty), and
+-- events a loader inserts between the backfill and the view's creation.
+-- The services apply migrations before they start loading
+-- (chstore.OpenWait), so run the upgrade with no older loader still
+-- writing; deploy/clickhouse/README.md (Reloading) tells how to rebuild a
+-- rollup's months from usage_events.
 
 CREATE TABLE IF NOT EXISTS usage_dept_daily
 (
