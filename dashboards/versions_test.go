@@ -567,12 +567,14 @@ const eventsAsDaily = "(SELECT toDate(ts) AS day, *, toUInt64(1) AS requests FRO
 // overEvents rewrites a panel that reads a rollup (rollupsAsEvents) to
 // read the raw events instead, and reports whether it read one.
 func overEvents(sql string) (string, bool) {
-	raw := sql
-	for r, events := range rollupsAsEvents {
-		raw = regexp.MustCompile(`\bFROM `+r+`\b`).ReplaceAllString(raw, "FROM "+events)
-	}
+	raw := fromRollup.ReplaceAllStringFunc(sql, func(from string) string {
+		return "FROM " + rollupsAsEvents[strings.TrimPrefix(from, "FROM ")]
+	})
 	return raw, raw != sql
 }
+
+// fromRollup matches "FROM r" for each rollup r of rollupsAsEvents.
+var fromRollup = regexp.MustCompile(`\bFROM (` + strings.Join(slices.Collect(maps.Keys(rollupsAsEvents)), "|") + `)\b`)
 
 // sameAnswer fails unless eng answers sql and raw alike: a panel over a
 // rollup must say what the same aggregate over the events says.
