@@ -63,11 +63,19 @@
 // subquery of a join an alias ((...) AS l ANY LEFT JOIN (...) AS r USING
 // (k): current releases refuse a join of unaliased subqueries); the plugin's
 // $__timeInterval(col) expands to toStartOfInterval, so panels bucket time
-// with intDiv(toUInt32(col), $__interval_s) instead. Spend and token panels
-// read the hourly rollup usage_hourly (time buckets are never finer than an
-// hour); panels that need subjects, keys or latency distributions read
-// usage_events, whose rows the loader stores once each, so no panel uses
-// FINAL (the test refuses it). Multi-value variables are used as
+// with intDiv(toUInt32(col), $__interval_s) instead. Spend and token time
+// series and month-to-date spend read the hourly rollup usage_hourly (time
+// buckets are never finer than an hour). The top-N tables, cost per 1k
+// requests and the budget forecast read daily rollups (usage_team_daily,
+// usage_daily, usage_key_daily, usage_dept_daily), so they count whole UTC
+// days: $__dateFilter(day) takes every day the range touches, and the
+// forecast counts all of its last day (the range ends now). The traffic
+// counts (requests, errors, fallbacks and retries) read usage_traffic_5m, in
+// buckets of at least 5 minutes that $__timeFilter(bucket) takes whole;
+// latency quantiles read usage_events. The loader
+// stores each event once, so no panel uses FINAL (the test refuses it), and
+// TestVersions checks every panel over a daily rollup against the same query
+// over usage_events. Multi-value variables are used as
 // IN (${var:singlequote}). Months are matched with toYYYYMM(col) = toYYYYMM($__toTime, 'UTC'):
 // 18.16 compares a DateTime('UTC') column with a Date wrongly.
 package dashboards

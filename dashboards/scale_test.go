@@ -127,18 +127,24 @@ func loadSynthetic(t *testing.T, n int, from time.Time) (*chstore.Store, string)
 		}
 	}
 	loaded := time.Since(began)
-	var rows, hourly uint64
-	if err := store.Conn().QueryRow(ctx, "SELECT count() FROM usage_events").Scan(&rows); err != nil {
-		t.Fatal(err)
+	counts := map[string]uint64{}
+	tables := []string{"usage_events", "usage_hourly", "usage_daily", "usage_dept_daily", "usage_team_daily", "usage_key_daily", "usage_traffic_5m"}
+	for _, tbl := range tables {
+		var c uint64
+		if err := store.Conn().QueryRow(ctx, "SELECT count() FROM "+tbl).Scan(&c); err != nil {
+			t.Fatal(err)
+		}
+		counts[tbl] = c
 	}
-	if err := store.Conn().QueryRow(ctx, "SELECT count() FROM usage_hourly").Scan(&hourly); err != nil {
-		t.Fatal(err)
+	if counts["usage_events"] != uint64(n) {
+		t.Fatalf("usage_events holds %d rows, want %d", counts["usage_events"], n)
 	}
-	if rows != uint64(n) {
-		t.Fatalf("usage_events holds %d rows, want %d", rows, n)
+	var rollups []string
+	for _, tbl := range tables[1:] {
+		rollups = append(rollups, fmt.Sprintf("%s %d", tbl, counts[tbl]))
 	}
-	return store, fmt.Sprintf("%d events (%d usage_hourly rows), ClickHouse %s; published in %v, loaded in %v (%.0f events/s)\n",
-		rows, hourly, serverVersion(ctx, t, store), published.Round(time.Millisecond), loaded.Round(time.Millisecond),
+	return store, fmt.Sprintf("%d events (rows: %s), ClickHouse %s; published in %v, loaded in %v (%.0f events/s)\n",
+		counts["usage_events"], strings.Join(rollups, ", "), serverVersion(ctx, t, store), published.Round(time.Millisecond), loaded.Round(time.Millisecond),
 		float64(n)/loaded.Seconds())
 }
 
@@ -226,9 +232,12 @@ func publishSynthetic(ctx context.Context, t *testing.T, js jetstream.JetStream,
 		}
 	}
 	for i := range n {
-		team := rng.IntN(scaleTeams)
+		// A key belongs to a team and is shared by scaleSubjects/scaleKeys
+		// of its people, as keys are issued; a person stays in one team.
+		subject := rng.IntN(scaleSubjects)
+		key := subject * scaleKeys / scaleSubjects
+		team := key % scaleTeams
 		dept := team % scaleDepts
-		key := rng.IntN(scaleKeys)
 		model := int(rng.ExpFloat64()*5) % scaleModels // a few models carry most traffic
 		ts := from.UnixNano() + int64(i)*(span/int64(n))
 		status, errType := uint32(200), ""
@@ -238,7 +247,7 @@ func publishSynthetic(ctx context.Context, t *testing.T, js jetstream.JetStream,
 		prompt, completion := uint64(50+rng.IntN(4000)), uint64(10+rng.IntN(1000))
 		ev := &usagev1.UsageEvent{
 			EventId: fmt.Sprintf("%016x-%08x", ts, i), RequestId: fmt.Sprintf("req-%d", i), Timestamp: ts,
-			Issuer: "sso", Subject: fmt.Sprintf("user-%05d", rng.IntN(scaleSubjects)), KeyId: fmt.Sprintf("key-%04d", key),
+			Issuer: "sso", Subject: fmt.Sprintf("user-%05d", subject), KeyId: fmt.Sprintf("key-%04d", key),
 			Dept: fmt.Sprintf("dept-%d", dept), Team: fmt.Sprintf("team-%d", team), Project: fmt.Sprintf("proj-%d", team*2+rng.IntN(2)),
 			RequestedModel: models[model], ServedModel: models[model], Provider: scaleProviders[model%len(scaleProviders)],
 			Deployment: scaleProviders[model%len(scaleProviders)] + "/" + models[model], Attempts: 1, Route: models[model],

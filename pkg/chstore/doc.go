@@ -20,7 +20,21 @@
 // single-event messages) and watermarks.windows. 0010_cache_write_tier.sql:
 // cache_write_tokens (prompt tokens written to the provider's prompt
 // cache) and service_tier (flex, priority; empty for the standard tier),
-// 0 and empty in rows loaded before it. The files explain each
+// 0 and empty in rows loaded before it. 0011_daily_rollups.sql:
+// usage_dept_daily (day, dept), usage_team_daily (day, dept, team,
+// served_model) and usage_key_daily (day, dept, team, served_model,
+// subject, key_id), SummingMergeTree tables kept by materialized views like
+// the older rollups, whose rows grow with what is seen each day rather than
+// with events; the dashboards read them. The migration fills each from the
+// events already stored with one INSERT ... SELECT that runs only while
+// the table is empty, then creates its view: running it again (or a run cut
+// short) counts no event twice. A backfill cut short midway, and events
+// inserted between the backfill and the view, would be missing (rebuild
+// those months as deploy/clickhouse/README.md says), so the services
+// migrate before they load (OpenWait), and an upgrade must not leave an
+// older loader writing meanwhile. 0012_traffic_5m.sql: usage_traffic_5m, request, fallback and
+// retry counts per 5 minutes, provider, model and error kind, for the
+// traffic dashboard, kept and filled the same way. The files explain each
 // choice; deploy/clickhouse/README.md tells operators how to use them.
 //
 // # Loading

@@ -310,6 +310,11 @@ type totals struct {
 	hourReqs, dayReqs, hourErrs, dayErrs uint64
 	prompt                               uint64
 	usd                                  string
+	// daily holds "requests/cost_nano_usd" of usage_dept_daily,
+	// usage_team_daily and usage_key_daily; traffic the requests of
+	// usage_traffic_5m.
+	daily   [3]string
+	traffic uint64
 }
 
 func readTotals(t testing.TB, s *Store) totals {
@@ -327,6 +332,13 @@ func readTotals(t testing.TB, s *Store) totals {
 		{"SELECT sum(requests), sum(errors), sum(cost_nano_usd) FROM usage_hourly", []any{&tt.hourReqs, &tt.hourErrs, &tt.hourCost}},
 		{"SELECT sum(requests), sum(errors), sum(cost_nano_usd) FROM usage_daily", []any{&tt.dayReqs, &tt.dayErrs, &tt.dayCost}},
 		{"SELECT toString(sum(cost_usd)) FROM spend_daily", []any{&tt.usd}},
+		{"SELECT sum(requests) FROM usage_traffic_5m", []any{&tt.traffic}},
+	}
+	for i, tbl := range []string{"usage_dept_daily", "usage_team_daily", "usage_key_daily"} {
+		queries = append(queries, struct {
+			q    string
+			dest []any
+		}{"SELECT concat(toString(sum(requests)), '/', toString(sum(cost_nano_usd))) FROM " + tbl, []any{&tt.daily[i]}})
 	}
 	for _, q := range queries {
 		if err := s.conn.QueryRow(ctx, q.q).Scan(q.dest...); err != nil {
@@ -345,7 +357,10 @@ func checkExact(t testing.TB, s *Store, e expected) {
 		rows: uint64(e.rows), finalRows: uint64(e.rows), ids: uint64(e.rows),
 		cost: e.cost, finalCost: e.cost, hourCost: e.cost, dayCost: e.cost,
 		hourReqs: uint64(e.rows), dayReqs: uint64(e.rows), hourErrs: uint64(e.errors), dayErrs: uint64(e.errors),
-		prompt: uint64(e.prompt), usd: usd(e.cost),
+		prompt: uint64(e.prompt), usd: usd(e.cost), traffic: uint64(e.rows),
+	}
+	for i := range want.daily {
+		want.daily[i] = fmt.Sprintf("%d/%d", e.rows, e.cost)
 	}
 	if got != want {
 		t.Fatalf("tables hold\n %+v\nwant\n %+v", got, want)

@@ -74,7 +74,8 @@ func TestMigrate(t *testing.T) {
 		all = append(all, m.Version)
 	}
 	wantTables := []string{"audit_events", "budget_limits", "budget_limits_current", "schema_migrations", "spend_daily", "spend_hourly", "usage_daily", "usage_daily_mv",
-		"usage_events", "usage_events_repriced", "usage_hourly", "usage_hourly_mv", "watermarks"}
+		"usage_dept_daily", "usage_dept_daily_mv", "usage_events", "usage_events_repriced", "usage_hourly", "usage_hourly_mv",
+		"usage_key_daily", "usage_key_daily_mv", "usage_team_daily", "usage_team_daily_mv", "usage_traffic_5m", "usage_traffic_5m_mv", "watermarks"}
 
 	steps := []struct {
 		name string
@@ -208,6 +209,88 @@ func TestMigrateAddsBudgetColumns(t *testing.T) {
 			if !slices.Equal(rows, []string{"old-1:0", "old-2:0"}) {
 				t.Fatalf("rows %v, want the two old rows with empty budgets", rows)
 			}
+		})
+	}
+}
+
+// TestMigrateBackfillsDailyRollups applies 0011 to a usage_events table that
+// already holds rows (as an upgrade does): the new rollups hold the old
+// events once, however often the migration or its statements run again,
+// and events inserted afterwards reach them through their views.
+func TestMigrateBackfillsDailyRollups(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	s := newStore(t, ch.Addr(t))
+	if err := s.conn.Exec(ctx, "DROP DATABASE `"+s.Database()+"`"); err != nil {
+		t.Fatal(err)
+	}
+	ms, err := Migrations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(ms, func(m Migration) bool { return m.Name == "0011_daily_rollups.sql" })
+	if i < 0 {
+		t.Fatal("no migration 0011_daily_rollups.sql")
+	}
+	if err := s.migrate(ctx, ms[:i]); err != nil {
+		t.Fatal(err)
+	}
+	insert := func(ids ...string) {
+		t.Helper()
+		b, err := s.conn.PrepareBatch(ctx, "INSERT INTO usage_events (event_id, request_id, ts, ts_ms, dept, team, served_model, subject, key_id, cost_nano_usd, ingested_at)")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for n, id := range ids {
+			ts := time.Unix(1_764_460_800+int64(n)*40_000, 0) // two days
+			if err := b.Append(id, "req-"+id, ts, uint64(ts.UnixMilli()), "eng", "t"+id[len(id)-1:], "m", "alice", "k-"+id, int64(5+n), time.Now()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := b.Send(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	insert("old-1", "old-2", "old-3", "old-4", "old-5")
+	// want is what each rollup must hold: the raw events' aggregate by the
+	// rollup's key.
+	check := func(t *testing.T) {
+		t.Helper()
+		for _, c := range []struct{ table, key string }{
+			{"usage_dept_daily", "day, dept"},
+			{"usage_team_daily", "day, dept, team, served_model"},
+			{"usage_key_daily", "day, dept, team, served_model, subject, key_id"},
+		} {
+			q := "SELECT concat(toString(tuple(" + c.key + ")), ':', toString(sum(requests)), ':', toString(sum(cost_nano_usd))) AS r FROM "
+			got := queryStrings(t, s, q+c.table+" GROUP BY "+c.key+" ORDER BY r")
+			want := queryStrings(t, s, q+"(SELECT toDate(ts) AS day, *, toUInt64(1) AS requests FROM usage_events) GROUP BY "+c.key+" ORDER BY r")
+			if len(want) == 0 || !slices.Equal(got, want) {
+				t.Errorf("%s holds %v, want %v", c.table, got, want)
+			}
+		}
+	}
+	steps := []struct {
+		name string
+		run  func() error
+	}{
+		{"upgrade", func() error { return s.Migrate(ctx) }},
+		{"again", func() error { return s.Migrate(ctx) }},
+		{"statements again", func() error {
+			for _, st := range ms[i].Statements {
+				if err := s.apply(ctx, st); err != nil {
+					return err
+				}
+			}
+			return nil
+		}},
+		{"new events", func() error { insert("new-6", "new-7"); return nil }},
+	}
+	for _, st := range steps {
+		t.Run(st.name, func(t *testing.T) {
+			if err := st.run(); err != nil {
+				t.Fatal(err)
+			}
+			check(t)
 		})
 	}
 }
