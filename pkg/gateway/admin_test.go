@@ -66,18 +66,21 @@ func adminCall(t *testing.T, method, url string) (int, string) {
 // credentials sit where the name of the field does not say so (issue 41,
 // finding 5): upstream header values, a base_url query string, a NATS
 // token as the URL's user. Neither the old nor the new values appear in the
-// reload answer, in the config.reloaded audit event or in /admin/config.
+// reload answer, in the config.reloaded audit event or in /admin/config;
+// nor does a new NATS token in the answer and audit event of the reload
+// refused for it (nats.url needs a restart).
 func TestReloadRedactsSecrets(t *testing.T) {
 	js, err := jetstream.New(natstest.Connect(t, natstest.Start(t)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	rec := audit.NewRecorder(js, audit.Options{})
-	file := func(n string) string {
+	natsFile := func(n string) string {
 		return settingsYAML(`nats:
   url: nats://nats-token-` + n + `@nats-0:4222,nats://tollgate:nats-pass-` + n + `@nats-1:4222
 `)
 	}
+	file := func(string) string { return natsFile("old") }
 	withProxy := func(n string) string {
 		return strings.Replace(file(n), "  - {name: mock, kind: mock}\n", `  - {name: mock, kind: mock}
   - name: proxy
@@ -121,7 +124,7 @@ func TestReloadRedactsSecrets(t *testing.T) {
 	}
 	shows("the reload answer", body)
 	for _, want := range []string{"providers[1].headers.Authorization: changed", "providers[1].headers.X-Route: changed",
-		"providers[1].base_url: changed", "nats.url: changed"} {
+		"providers[1].base_url: changed"} {
 		if !strings.Contains(body, want) {
 			t.Errorf("reload answer lacks %q: %s", want, body)
 		}
@@ -158,6 +161,20 @@ func TestReloadRedactsSecrets(t *testing.T) {
 		t.Fatalf("config: %d %s", status, body)
 	}
 	shows("/admin/config", body)
+
+	// A reload refused for a new NATS token names the key, not the token.
+	writeConfig(t, path, strings.Replace(withProxy("added"), "nats-token-old", "nats-token-new", 1))
+	status, body = adminCall(t, "POST", base+"/admin/reload")
+	if status != 400 || !strings.Contains(body, "nats.url") {
+		t.Fatalf("reload of a new NATS token: %d %s", status, body)
+	}
+	shows("the answer to a refused reload", body)
+	if events, err = audit.List(context.Background(), js, time.Time{}); err != nil || len(events) != 4 ||
+		events[3].Action != audit.ActionConfigRefused {
+		t.Fatalf("audit events %+v, %v", events, err)
+	}
+	ev, _ = json.Marshal(events[3])
+	shows("the config.reload_refused event", string(ev))
 }
 
 // TestAdminReadyz probes /readyz on the admin port and on the public one

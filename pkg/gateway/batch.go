@@ -8,6 +8,7 @@ import (
 	"strconv"
 
 	"github.com/gofiber/fiber/v2"
+	"github.com/tollgate/tollgate/pkg/config"
 	"github.com/tollgate/tollgate/pkg/pricing"
 	"github.com/tollgate/tollgate/pkg/providers"
 	"github.com/tollgate/tollgate/pkg/rawjson"
@@ -168,14 +169,16 @@ func batchLine(line []byte, n int, url string) ([]byte, string, *apiError) {
 // 404, wrong endpoint 400, not allowed 403, a refusing degradation step
 // 429), and that the config lets it run in batches.
 func (g *Gateway) batchModel(c *fiber.Ctx, st *state, rec *record, model string, ep endpoint) *apiError {
+	// resolve checks the model's type against the lines' endpoint.
+	rec.serves = config.ModelTypeChat
+	if ep == epEmbeddings {
+		rec.serves = config.ModelTypeEmbeddings
+	}
 	plan, aerr := g.resolve(c, st, rec, model)
 	if aerr != nil {
 		return aerr
 	}
 	defer plan.Release()
-	if plan.Route().Embeddings() != (ep == epEmbeddings) {
-		return errBadRequest(codeWrongEndpoint, "model", fmt.Sprintf("the model %q is not served on %s", model, endpointName[ep]))
-	}
 	if !plan.Route().Config().Batch {
 		return &apiError{Status: fiber.StatusForbidden, Type: typePermission, Code: "batch_not_enabled", Param: "model",
 			Message: fmt.Sprintf("the model %q may not run in batches on this gateway (models[].batch)", model)}
