@@ -35,3 +35,23 @@ if ! command -v protoc-gen-go-vtproto >/dev/null 2>&1 && [ ! -x "$(go env GOPATH
   echo "deps: installing protoc-gen-go-vtproto"
   go install github.com/planetscale/vtprotobuf/cmd/protoc-gen-go-vtproto@v0.6.0
 fi
+
+# Claude Code, pinned, for pkg/conformance's TestClaudeCodeCLI: installed into
+# the cache dir the test reads (TOLLGATE_CLI_CACHE, default
+# ${XDG_CACHE_HOME:-$HOME/.cache}/tollgate/cli). npm does not run its
+# postinstall here, so its install.cjs (which fetches the native binary) runs
+# once after it. Without npm or the registry it says so and goes on; the test
+# then skips (fails with CI=true).
+claude_code_version=2.1.328
+cli_cache="${TOLLGATE_CLI_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tollgate/cli}"
+claude_dir="$cli_cache/claude-code-$claude_code_version"
+if [ ! -x "$claude_dir/node_modules/.bin/claude" ] && command -v npm >/dev/null 2>&1; then
+  echo "deps: installing @anthropic-ai/claude-code@$claude_code_version into $claude_dir"
+  mkdir -p "$claude_dir"
+  if npm install --silent --no-audit --no-fund --prefix "$claude_dir" "@anthropic-ai/claude-code@$claude_code_version" &&
+    (cd "$claude_dir" && node node_modules/@anthropic-ai/claude-code/install.cjs); then
+    :
+  else
+    echo "deps: could not install Claude Code (is the npm registry reachable?)" >&2
+  fi
+fi
