@@ -252,3 +252,15 @@ func checkClaudeCodeUsage(t *testing.T, a *acctRig, n int, id, model string) {
 		t.Errorf("cost %d, want %d", ev.CostNanoUsd, want)
 	}
 }
+
+// TestMessagesBodyTooLarge: a body over body_limit on /v1/messages is
+// refused in the Anthropic shape Claude Code reads, not the OpenAI one.
+func TestMessagesBodyTooLarge(t *testing.T) {
+	r := newRig(t, nil)
+	body := `{"model":"mock-gpt","max_tokens":8,"messages":[{"role":"user","content":"` + strings.Repeat("a", 70000) + `"}]}`
+	resp := r.post("/v1/messages?beta=true", r.token(nil), body)
+	got := readBody(t, resp)
+	if resp.StatusCode != 413 || gjson.GetBytes(got, "type").Str != "error" || gjson.GetBytes(got, "error.type").Str != "request_too_large" {
+		t.Errorf("status %d body %s, want 413 with an Anthropic request_too_large error", resp.StatusCode, got)
+	}
+}
