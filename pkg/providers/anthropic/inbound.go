@@ -192,7 +192,7 @@ func reasoningEffort(thinking, effort gjson.Result) (string, error) {
 func DropReasoningEffort(dst, oa []byte) (out []byte, ok bool) {
 	for _, level := range [...]string{"low", "medium", "high"} {
 		n := len(oa) - len(effortKey) - len(level) - 2 // `"}` closes it
-		if n > 0 && string(oa[n:n+len(effortKey)]) == effortKey && string(oa[n+len(effortKey):len(oa)-2]) == level && oa[len(oa)-1] == '}' {
+		if n > 0 && string(oa[n:n+len(effortKey)]) == effortKey && string(oa[n+len(effortKey):len(oa)-2]) == level && string(oa[len(oa)-2:]) == `"}` {
 			return append(append(dst, oa[:n]...), '}'), true
 		}
 	}
