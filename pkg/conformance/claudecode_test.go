@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tollgate/tollgate/pkg/config"
 )
 
 // claudeCodeVersion is the Claude Code release scripts/deps.sh installs.
@@ -29,10 +31,11 @@ func claudeCodeBin(t *testing.T) string {
 }
 
 // TestClaudeCodeCLI runs the Claude Code CLI, pinned, headless, against a
-// gateway on the dev config, on mock-gpt: a model served by translation
-// (issue #46). One plain prompt, and one that names the Read tool, so that
-// the mock calls it, the CLI runs it and sends its result back, and the
-// mock's final answer quotes it. Each run must end without error and every
+// gateway on the dev config, on models served by translation (issue #46):
+// mock-gpt (kind mock, the OpenAI format) and the mock as a gemini and a
+// bedrock provider. A plain prompt, and one that names the Read tool, so
+// that the mock calls it, the CLI runs it and sends its result back, and
+// the mock's final answer quotes it. Each run must end without error and every
 // request it made must be billed with the provider's counts. Without the
 // CLI (scripts/deps.sh installs it) the test skips; with CI=true it fails.
 func TestClaudeCodeCLI(t *testing.T) {
@@ -46,20 +49,31 @@ func TestClaudeCodeCLI(t *testing.T) {
 		}
 		t.Skipf("Claude Code %s not installed at %s: run scripts/deps.sh to run this test", claudeCodeVersion, bin)
 	}
-	url, tok, js := startDev(t)
-	for _, tt := range []struct{ name, prompt, want string }{
-		{"plain", "Say hello.", ""},
-		{"tool", "Use Read to open the file notes.txt.", "(tool result:"},
+	url, tok, js := startDevWith(t, func(cfg *config.Config, mockURL string) {
+		base := strings.TrimSuffix(mockURL, "/v1")
+		cfg.Providers = append(cfg.Providers,
+			config.Provider{Name: "gem", Kind: config.KindGemini, BaseURL: base, APIKey: "mock"},
+			config.Provider{Name: "aws", Kind: config.KindBedrock, BaseURL: base, Region: "us-east-1", AccessKeyID: "AKIDEXAMPLE", SecretAccessKey: "mock"})
+		cfg.Models = append(cfg.Models,
+			config.Model{Name: "gemini-mock", Type: "chat", Targets: []config.Target{{Provider: "gem"}}},
+			config.Model{Name: "bedrock-mock", Type: "chat", Targets: []config.Target{{Provider: "aws"}}})
+		cfg.ApplyDefaults()
+	})
+	for _, tt := range []struct{ name, model, prompt, want string }{
+		{"openai kind plain", "mock-gpt", "Say hello.", ""},
+		{"openai kind tool", "mock-gpt", "Use Read to open the file notes.txt.", "(tool result:"},
+		{"gemini kind tool", "gemini-mock", "Use Read to open the file notes.txt.", "(tool result:"},
+		{"bedrock kind tool", "bedrock-mock", "Use Read to open the file notes.txt.", "(tool result:"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			home, work := t.TempDir(), t.TempDir()
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
-			cmd := exec.CommandContext(ctx, bin, "-p", tt.prompt, "--model", "mock-gpt", "--output-format", "json")
+			cmd := exec.CommandContext(ctx, bin, "-p", tt.prompt, "--model", tt.model, "--output-format", "json")
 			cmd.Dir = work
 			cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "ANTHROPIC_BASE_URL=" + url,
 				"ANTHROPIC_AUTH_TOKEN=" + tok, "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1", "DISABLE_AUTOUPDATER=1",
-				"ANTHROPIC_DEFAULT_HAIKU_MODEL=mock-gpt"}
+				"ANTHROPIC_DEFAULT_HAIKU_MODEL=" + tt.model}
 			out, err := cmd.Output()
 			var res struct {
 				IsError bool   `json:"is_error"`
