@@ -39,16 +39,16 @@ var chdbAPI struct {
 }
 
 // chdbLibPath is where the library is: $CHDB_LIB_PATH, else the npm
-// install of scripts/deps.sh under $TOLLGATE_CACHE (default
-// $HOME/.cache/tollgate).
+// install of scripts/deps.sh under $TOLLGATE_CACHE (default the user's
+// cache dir's tollgate).
 func chdbLibPath() string {
 	if p := os.Getenv("CHDB_LIB_PATH"); p != "" {
 		return p
 	}
 	cache := os.Getenv("TOLLGATE_CACHE")
 	if cache == "" {
-		home, _ := os.UserHomeDir()
-		cache = filepath.Join(home, ".cache", "tollgate")
+		dir, _ := os.UserCacheDir()
+		cache = filepath.Join(dir, "tollgate")
 	}
 	return filepath.Join(cache, "chdb", "node_modules", "@chdb", "lib-linux-x64-gnu", "libchdb.so")
 }

@@ -38,12 +38,15 @@ if ! command -v protoc-gen-go-vtproto >/dev/null 2>&1 && [ ! -x "$(go env GOPATH
   go install github.com/planetscale/vtprotobuf/cmd/protoc-gen-go-vtproto@v0.6.0
 fi
 
+# The npm packages the tests run go into one cache directory, where the
+# tests find them: $TOLLGATE_CACHE, default ${XDG_CACHE_HOME:-~/.cache}/tollgate.
+cache="${TOLLGATE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tollgate}"
+
 # chDB: the npm package chdb ships libchdb.so (ClickHouse 26.x, about 540 MB)
-# in @chdb/lib-linux-x64-gnu. It goes into a cache directory, where the
-# test finds it ($TOLLGATE_CACHE, default ~/.cache/tollgate; CHDB_LIB_PATH
-# names another library instead).
+# in @chdb/lib-linux-x64-gnu, under $cache/chdb (CHDB_LIB_PATH names
+# another library instead).
 CHDB_VERSION=3.4.0
-chdb_dir="${TOLLGATE_CACHE:-$HOME/.cache/tollgate}/chdb"
+chdb_dir="$cache/chdb"
 if [ -z "${CHDB_LIB_PATH:-}" ] && { [ ! -f "$chdb_dir/node_modules/@chdb/lib-linux-x64-gnu/libchdb.so" ] ||
   ! grep -q "\"version\": \"$CHDB_VERSION\"" "$chdb_dir/node_modules/chdb/package.json" 2>/dev/null; }; then
   if [ "$(uname -s)-$(uname -m)" = Linux-x86_64 ] && command -v npm >/dev/null 2>&1; then
@@ -52,5 +55,23 @@ if [ -z "${CHDB_LIB_PATH:-}" ] && { [ ! -f "$chdb_dir/node_modules/@chdb/lib-lin
     npm install --prefix "$chdb_dir" --no-audit --no-fund --silent --save-exact "chdb@$CHDB_VERSION"
   else
     echo "deps: chdb $CHDB_VERSION needs Linux x86_64 and npm; the dual-version SQL test will skip (fail with CI=true)" >&2
+  fi
+fi
+
+# Claude Code, pinned, for pkg/conformance's TestClaudeCodeCLI: installed under
+# $cache/cli, where the test reads it. npm does not run its
+# postinstall here, so its install.cjs (which fetches the native binary) runs
+# once after it. Without npm or the registry it says so and goes on; the test
+# then skips (fails with CI=true).
+claude_code_version=2.1.328
+claude_dir="$cache/cli/claude-code-$claude_code_version"
+if [ ! -x "$claude_dir/node_modules/.bin/claude" ] && command -v npm >/dev/null 2>&1; then
+  echo "deps: installing @anthropic-ai/claude-code@$claude_code_version into $claude_dir"
+  mkdir -p "$claude_dir"
+  if npm install --silent --no-audit --no-fund --prefix "$claude_dir" "@anthropic-ai/claude-code@$claude_code_version" &&
+    (cd "$claude_dir" && node node_modules/@anthropic-ai/claude-code/install.cjs); then
+    :
+  else
+    echo "deps: could not install Claude Code (is the npm registry reachable?)" >&2
   fi
 fi

@@ -83,6 +83,12 @@ func stale(dir string) bool {
 // mockllm as the gateway program does, usage events going to an embedded
 // JetStream; it returns the gateway's URL, a dev token and the stream.
 func startDev(t *testing.T) (string, string, jetstream.JetStream) {
+	return startDevWith(t, nil)
+}
+
+// startDevWith is startDev with extend, when not nil, adjusting the config
+// once the mock's URL is known.
+func startDevWith(t *testing.T, extend func(cfg *config.Config, mockURL string)) (string, string, jetstream.JetStream) {
 	t.Helper()
 	cfg, err := config.Load(devConfig)
 	if err != nil {
@@ -93,6 +99,9 @@ func startDev(t *testing.T) (string, string, jetstream.JetStream) {
 			if cfg.Providers[i].Kind == config.KindMock {
 				cfg.Providers[i].BaseURL = mockURL
 			}
+		}
+		if extend != nil {
+			extend(cfg, mockURL)
 		}
 		return cfg
 	})

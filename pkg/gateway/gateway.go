@@ -446,9 +446,15 @@ func scrubParseError(err error) error {
 }
 
 // handleFiberError answers errors raised by fiber itself (body too large,
-// unknown route, wrong method) in the OpenAI shape.
+// unknown route, wrong method) in the OpenAI shape, and in the Anthropic
+// shape on the Messages endpoints (Claude Code's first request alone is
+// tens of kilobytes).
 func (g *Gateway) handleFiberError(c *fiber.Ctx, err error) error {
 	setRequestID(c)
+	writeError := writeError
+	if strings.HasPrefix(c.Path(), "/v1/messages") {
+		writeError = writeAnthropicError
+	}
 	var fe *fiber.Error
 	if !errors.As(err, &fe) {
 		g.log.Error("unhandled error", "err", err, "path", c.Path())

@@ -127,6 +127,9 @@ type messagesRequest struct {
 	oa     []byte
 	oaInfo reqInfo
 	oaErr  *apiError
+	// oaPlain is oa without its reasoning_effort, for kinds that have
+	// none; made on the first such target (oa itself when it has none).
+	oaPlain []byte
 	// admBody and admInfo are what admission estimates from: the
 	// translation when there is one (it counts the system prompt too).
 	admBody []byte
@@ -219,9 +222,19 @@ func (g *Gateway) buildMessages(c *fiber.Ctx, req *fasthttp.Request, rec *record
 		if m.oaErr != nil {
 			return call, nil, m.oaErr
 		}
-		rec.body = m.oa
+		body := m.oa
+		if caps := rt.up.caps; caps != nil && !caps.ReasoningEffort() {
+			if m.oaPlain == nil {
+				var ok bool
+				if m.oaPlain, ok = anthropic.DropReasoningEffort(nil, m.oa); !ok {
+					m.oaPlain = m.oa
+				}
+			}
+			body = m.oaPlain // the members oaInfo locates precede the effort
+		}
+		rec.body = body
 		info := &m.oaInfo
-		call = providers.Call{Endpoint: epChat, Body: m.oa, Model: rt.upstreamModel, ModelJSON: rt.modelJSON,
+		call = providers.Call{Endpoint: epChat, Body: body, Model: rt.upstreamModel, ModelJSON: rt.modelJSON,
 			ClampMaxTokens: rec.adm.clamp, RequestID: c.Response().Header.Peek(headerRequestID), Header: &c.Request().Header}
 		info.fill(&call)
 		err = rt.up.prov.Build(req, &call)

@@ -17,9 +17,16 @@ import (
 // sdkRig serves mock-gpt from an OpenAI-format upstream and claude-mock
 // from an Anthropic-format upstream (both the mock), with accounting and
 // API keys.
-func sdkRig(t *testing.T) *acctRig {
+func sdkRig(t *testing.T) *acctRig { return sdkRigAt(t, "") }
+
+// sdkRigAt is sdkRig with every provider on the server at base ("" for
+// the rig's mock).
+func sdkRigAt(t *testing.T, base string) *acctRig {
 	return newAcctRig(t, func(c *config.Config) {
-		base := strings.TrimSuffix(c.Providers[0].BaseURL, "/v1")
+		if base != "" {
+			c.Providers[0].BaseURL = base + "/v1"
+		}
+		base = strings.TrimSuffix(c.Providers[0].BaseURL, "/v1")
 		c.Providers = append(c.Providers, config.Provider{Name: "claude", Kind: config.KindAnthropic, BaseURL: base, APIKey: testProvKey,
 			Timeouts: c.Providers[0].Timeouts, MaxConns: 64})
 		c.Models = append(c.Models, config.Model{Name: "claude-mock", Type: "chat", Targets: []config.Target{{Provider: "claude"}}})

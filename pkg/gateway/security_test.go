@@ -635,10 +635,11 @@ func unsignedToken(header string, claims jwt.MapClaims) string {
 }
 
 // recordingUpstream serves the mock behind a handler that records the
-// headers of every request it receives.
+// headers and body of every request it receives.
 type recordingUpstream struct {
 	mu      sync.Mutex
 	headers []string // each request's header block as received
+	bodies  []string // and its body
 	addr    string
 }
 
@@ -649,6 +650,7 @@ func newRecordingUpstream(t *testing.T) (*recordingUpstream, *mockllm.Server) {
 	srv := &fasthttp.Server{Handler: func(ctx *fasthttp.RequestCtx) {
 		rec.mu.Lock()
 		rec.headers = append(rec.headers, string(ctx.Request.Header.Header()))
+		rec.bodies = append(rec.bodies, string(ctx.Request.Body()))
 		rec.mu.Unlock()
 		h(ctx)
 	}}
@@ -667,8 +669,19 @@ func (u *recordingUpstream) last(t *testing.T) string {
 		t.Fatal("the upstream received no request")
 	}
 	h := u.headers[len(u.headers)-1]
-	u.headers = nil
+	u.headers, u.bodies = nil, nil
 	return h
+}
+
+// lastRequest is last with the request's body.
+func (u *recordingUpstream) lastRequest(t *testing.T) (header, body string) {
+	t.Helper()
+	u.mu.Lock()
+	if len(u.bodies) > 0 {
+		body = u.bodies[len(u.bodies)-1]
+	}
+	u.mu.Unlock()
+	return u.last(t), body
 }
 
 // TestHeaderInjection sends client headers that must never reach a

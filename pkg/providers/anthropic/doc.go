@@ -70,8 +70,11 @@
 // RequestToOpenAI, ResponseFromOpenAI and Encoder serve POST /v1/messages
 // on any provider:
 //
-//   - system (string or text blocks, joined by a blank line) becomes one
-//     system message; user text, image (base64 or url) and document (base64
+//   - system (string or text blocks) and then the system-role messages
+//     inside messages (Claude Code sends them; string or text blocks), in
+//     order and joined by blank lines, become one system message, first
+//     (chat templates of OpenAI-compatible servers take a system message
+//     only there; each kind folds it into its own instruction); user text, image (base64 or url) and document (base64
 //     PDF or text) blocks become parts; tool_result blocks become tool
 //     messages placed before the rest of their turn, with their text joined
 //     by newlines and their images moved to the user message that follows
@@ -83,9 +86,27 @@
 //     disable_parallel_tool_use to parallel_tool_calls false;
 //     stop_sequences becomes stop, metadata.user_id user, max_tokens,
 //     temperature and top_p pass through, a stream asks for the usage chunk.
-//   - dropped: cache_control, top_k, thinking, service_tier, container and
-//     any key not named here but "mock" (passed through); non-empty
-//     mcp_servers are refused.
+//   - output_config.effort low/medium/high becomes reasoning_effort (max
+//     becomes high); without it, thinking enabled with budget_tokens
+//     becomes low below 4096, medium below 16384, else high. Adaptive
+//     thinking without an effort leaves the target's default; thinking
+//     disabled drops the effort. reasoning_effort is written last, and a
+//     kind without one (registry.Kind.ReasoningEffort: bedrock) gets the
+//     translation without it (DropReasoningEffort). thinking.display is
+//     moot: reasoning is never answered. Another thinking type or effort
+//     is refused.
+//   - output_config.format json_schema becomes response_format json_schema
+//     (strict, named "output"); another format is refused.
+//   - dropped, documented: cache_control on any block or tool (prompt
+//     caching is the target's own; cached tokens it reports are billed at
+//     the cached price), context_management (its edits clear old tool
+//     results and thinking server-side; a translated target keeps the
+//     whole conversation the client sends), top_k, service_tier, container
+//     and any key not named here but "mock" (passed through); non-empty
+//     mcp_servers are refused. The client's anthropic-beta and
+//     anthropic-version headers and its query string (Claude Code's
+//     ?beta=true) never reach a translated target: only anthropic
+//     providers read the client's headers.
 //
 // Answers: content and refusal become a text block, tool calls tool_use
 // blocks, reasoning is dropped; finish_reason stop, length, tool_calls and

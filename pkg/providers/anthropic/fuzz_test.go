@@ -63,13 +63,17 @@ func FuzzResponse(f *testing.F) {
 	})
 }
 
-// FuzzRequestToOpenAI translates arbitrary Anthropic requests.
+// FuzzRequestToOpenAI translates arbitrary Anthropic requests; the
+// translation without its reasoning effort is valid JSON too.
 func FuzzRequestToOpenAI(f *testing.F) {
 	addFiles(f, filepath.Join("testdata", "inbound", "*.json"))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		out, _, _, err := RequestToOpenAI(nil, body)
 		if err == nil && !json.Valid(out) {
 			t.Fatalf("invalid JSON %s for %s", out, body)
+		}
+		if plain, ok := DropReasoningEffort(nil, out); err == nil && ok && !json.Valid(plain) {
+			t.Fatalf("invalid JSON without the effort %s for %s", plain, body)
 		}
 	})
 }

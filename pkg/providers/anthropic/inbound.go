@@ -18,7 +18,7 @@ import (
 type messagesRequest struct {
 	model, maxTokens, system, messages, stream       gjson.Result
 	stop, temperature, topP, tools, choice, metadata gjson.Result
-	mcpServers, mock                                 gjson.Result
+	mcpServers, mock, thinking, outputConfig         gjson.Result
 }
 
 // RequestToOpenAI converts an Anthropic Messages request body into an
@@ -63,6 +63,10 @@ func RequestToOpenAI(dst, body []byte) (out []byte, model string, stream bool, e
 			r.mcpServers = v
 		case "mock":
 			r.mock = v
+		case "thinking":
+			r.thinking = v
+		case "output_config":
+			r.outputConfig = v
 		}
 		return true
 	})
@@ -78,8 +82,12 @@ func RequestToOpenAI(dst, body []byte) (out []byte, model string, stream bool, e
 	out = append(dst, `{"model":`...)
 	out = appendToken(out, r.model.Raw)
 	out = append(out, `,"messages":[`...)
+	effort, err := reasoningEffort(r.thinking, r.outputConfig.Get("effort"))
+	if err != nil {
+		return out, "", false, err
+	}
 	w := oaMessages{dst: out}
-	if err = w.system(r.system); err == nil {
+	if err = w.system(r.system, r.messages); err == nil {
 		err = w.messages(r.messages)
 	}
 	out = append(w.dst, ']')
@@ -114,7 +122,96 @@ func RequestToOpenAI(dst, body []byte) (out []byte, model string, stream bool, e
 		out = append(out, `,"user":`...)
 		out = appendToken(out, u.Raw)
 	}
-	return appendMock(out, r.mock), r.model.Str, stream, nil
+	if out, err = appendResponseFormat(out, r.outputConfig.Get("format")); err != nil {
+		return out, "", false, err
+	}
+	if r.mock.IsObject() {
+		out = append(out, `,"mock":`...)
+		out = appendRawJSON(out, r.mock.Raw)
+	}
+	if effort != "" { // last, for DropReasoningEffort
+		out = append(out, effortKey...)
+		out = append(out, effort...)
+		out = append(out, '"')
+	}
+	return append(out, '}'), r.model.Str, stream, nil
+}
+
+// effortKey opens the reasoning_effort member RequestToOpenAI writes last.
+const effortKey = `,"reasoning_effort":"`
+
+// reasoningEffort picks the OpenAI reasoning_effort for a Messages
+// request's thinking and output_config.effort: the effort when given (max
+// becomes high, OpenAI's highest common level), else for thinking enabled
+// with a budget, the level whose budget the outbound translation uses
+// (below 4096 low, below 16384 medium, else high). Adaptive thinking
+// without an effort, disabled thinking and no thinking without an effort
+// give "" (no reasoning_effort: the target's default).
+func reasoningEffort(thinking, effort gjson.Result) (string, error) {
+	typ := ""
+	if thinking.Exists() && thinking.Type != gjson.Null {
+		if !thinking.IsObject() {
+			return "", paramErr("thinking", "must be an object")
+		}
+		switch typ = thinking.Get("type").Str; typ {
+		case "enabled", "adaptive", "disabled":
+		default:
+			return "", paramErr("thinking.type", "must be enabled, adaptive or disabled, not %q", typ)
+		}
+	}
+	level := ""
+	if effort.Exists() && effort.Type != gjson.Null {
+		switch effort.Str {
+		case "low", "medium", "high":
+			level = effort.Str
+		case "max":
+			level = "high"
+		default:
+			return "", paramErr("output_config.effort", "must be low, medium, high or max, not %s", effort.Raw)
+		}
+	}
+	switch {
+	case typ == "disabled":
+		return "", nil
+	case level != "" || typ != "enabled":
+		return level, nil
+	}
+	switch b := thinking.Get("budget_tokens").Int(); {
+	case b < 4096:
+		return "low", nil
+	case b < 16384:
+		return "medium", nil
+	}
+	return "high", nil
+}
+
+// DropReasoningEffort appends to dst a translation RequestToOpenAI wrote
+// without its reasoning_effort member, for a target kind that has no
+// reasoning effort (registry.Kind.ReasoningEffort). ok is false, and dst
+// returned unchanged, when oa has none.
+func DropReasoningEffort(dst, oa []byte) (out []byte, ok bool) {
+	for _, level := range [...]string{"low", "medium", "high"} {
+		n := len(oa) - len(effortKey) - len(level) - 2 // `"}` closes it
+		if n > 0 && string(oa[n:n+len(effortKey)]) == effortKey && string(oa[n+len(effortKey):len(oa)-2]) == level && string(oa[len(oa)-2:]) == `"}` {
+			return append(append(dst, oa[:n]...), '}'), true
+		}
+	}
+	return dst, false
+}
+
+// appendResponseFormat maps output_config.format (structured outputs) to
+// response_format json_schema.
+func appendResponseFormat(dst []byte, format gjson.Result) ([]byte, error) {
+	if !format.Exists() || format.Type == gjson.Null {
+		return dst, nil
+	}
+	s := format.Get("schema")
+	if format.Get("type").Str != "json_schema" || !s.IsObject() {
+		return dst, paramErr("output_config.format", "must be a json_schema format with a schema object")
+	}
+	dst = append(dst, `,"response_format":{"type":"json_schema","json_schema":{"name":"output","strict":true,"schema":`...)
+	dst = appendRawJSON(dst, s.Raw)
+	return append(dst, "}}"...), nil
 }
 
 // oaMessages writes OpenAI messages.
@@ -134,47 +231,81 @@ func (w *oaMessages) begin(role string) {
 	w.dst = append(w.dst, '"')
 }
 
-// system writes the system prompt (a string or text blocks, joined with a
-// blank line) as one system message.
-func (w *oaMessages) system(sys gjson.Result) error {
+// system writes one system message: the system prompt (a string or text
+// blocks), then the system-role messages of the conversation, in order,
+// joined by blank lines. OpenAI-compatible servers whose chat templates
+// take a system message only first accept it so.
+func (w *oaMessages) system(sys, msgs gjson.Result) error {
+	j := sysJoin{w: w}
 	switch {
 	case !sys.Exists() || sys.Type == gjson.Null:
-		return nil
 	case sys.Type == gjson.String:
-		if sys.Raw != `""` {
-			w.begin("system")
-			w.dst = append(w.dst, `,"content":`...)
-			w.dst = appendToken(w.dst, sys.Raw)
-			w.dst = append(w.dst, '}')
+		j.add(sys)
+	case sys.IsArray():
+		if err := j.blocks(sys, "system"); err != nil {
+			return err
 		}
-		return nil
-	case !sys.IsArray():
+	default:
 		return paramErr("system", "must be a string or an array of text blocks")
 	}
 	var err error
-	n := 0
-	sys.ForEach(func(_, b gjson.Result) bool {
-		if b.Get("type").Str != "text" {
-			err = paramErr(fmt.Sprintf("system[%d]", n), "only text blocks are supported in the system prompt")
-			return false
-		}
-		t := b.Get("text")
-		if t.Type != gjson.String || t.Raw == `""` {
+	i := -1
+	msgs.ForEach(func(_, m gjson.Result) bool {
+		i++
+		if m.Get("role").Str != "system" {
 			return true
 		}
-		if n == 0 {
-			w.begin("system")
-			w.dst = append(w.dst, `,"content":"`...)
-		} else {
-			w.dst = append(w.dst, `\n\n`...)
+		switch c := m.Get("content"); {
+		case c.Type == gjson.String:
+			j.add(c)
+		case c.IsArray():
+			err = j.blocks(c, fmt.Sprintf("messages[%d].content", i))
+		default:
+			err = paramErr(fmt.Sprintf("messages[%d].content", i), "must be a string or an array of text blocks")
 		}
-		n++
-		w.dst = appendEscaped(w.dst, inner(t.Raw))
-		return true
+		return err == nil
 	})
-	if n > 0 {
+	if j.n > 0 {
 		w.dst = append(w.dst, `"}`...)
 	}
+	return err
+}
+
+// sysJoin joins texts into one system message.
+type sysJoin struct {
+	w *oaMessages
+	n int
+}
+
+// add appends one text (a JSON string); empty texts are skipped.
+func (j *sysJoin) add(t gjson.Result) {
+	if t.Type != gjson.String || t.Raw == `""` {
+		return
+	}
+	if j.n == 0 {
+		j.w.begin("system")
+		j.w.dst = append(j.w.dst, `,"content":"`...)
+	} else {
+		j.w.dst = append(j.w.dst, `\n\n`...)
+	}
+	j.n++
+	j.w.dst = appendEscaped(j.w.dst, inner(t.Raw))
+}
+
+// blocks adds the text blocks of a block list named param; other blocks
+// are refused.
+func (j *sysJoin) blocks(list gjson.Result, param string) error {
+	var err error
+	k := -1
+	list.ForEach(func(_, b gjson.Result) bool {
+		k++
+		if b.Get("type").Str != "text" {
+			err = paramErr(fmt.Sprintf("%s[%d]", param, k), "only text blocks are supported in the system prompt")
+			return false
+		}
+		j.add(b.Get("text"))
+		return true
+	})
 	return err
 }
 
@@ -189,8 +320,9 @@ func (w *oaMessages) messages(msgs gjson.Result) error {
 			err = w.user(m.Get("content"), i)
 		case "assistant":
 			err = w.assistant(m.Get("content"), i)
+		case "system": // folded into the system message
 		default:
-			err = paramErr(fmt.Sprintf("messages[%d].role", i), "role must be user or assistant, not %q", role)
+			err = paramErr(fmt.Sprintf("messages[%d].role", i), "role must be user, assistant or system, not %q", role)
 		}
 		return err == nil
 	})

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/tidwall/gjson"
 	"github.com/tollgate/tollgate/pkg/providers"
 )
 
@@ -19,6 +20,8 @@ func TestRequestToOpenAIGolden(t *testing.T) {
 		{"tool_round_trip", false},
 		{"tool_choice_tool", false},
 		{"tool_choice_none", false},
+		{"claude_code", true},
+		{"tool_round_trip_system", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -48,7 +51,11 @@ func TestRequestToOpenAIRejects(t *testing.T) {
 		{name: "array body", body: `[]`, malformed: true},
 		{name: "no model", body: `{"max_tokens":1,"messages":[` + user + `]}`, param: "model"},
 		{name: "no messages", body: `{"model":"m","max_tokens":1}`, param: "messages"},
-		{name: "system role", body: `{"model":"m","messages":[{"role":"system","content":"x"}]}`, param: "messages[0].role"},
+		{name: "tool role", body: `{"model":"m","messages":[{"role":"tool","content":"x"}]}`, param: "messages[0].role"},
+		{name: "system role image", body: `{"model":"m","messages":[{"role":"system","content":[{"type":"image","source":{}}]},` + user + `]}`, param: "messages[0].content[0]"},
+		{name: "thinking type", body: `{"model":"m","messages":[` + user + `],"thinking":{"type":"sometimes"}}`, param: "thinking.type"},
+		{name: "effort", body: `{"model":"m","messages":[` + user + `],"output_config":{"effort":"extreme"}}`, param: "output_config.effort"},
+		{name: "output format", body: `{"model":"m","messages":[` + user + `],"output_config":{"format":{"type":"json_object"}}}`, param: "output_config.format"},
 		{name: "system image", body: `{"model":"m","system":[{"type":"image","source":{}}],"messages":[` + user + `]}`, param: "system[0]"},
 		{name: "server tool", body: `{"model":"m","messages":[` + user + `],"tools":[{"type":"web_search_20250305","name":"web_search"}]}`, param: "tools[0]"},
 		{name: "file image", body: `{"model":"m","messages":[{"role":"user","content":[{"type":"image","source":{"type":"file","file_id":"f"}}]}]}`, param: "messages[0].content[0].source"},
@@ -116,5 +123,49 @@ func TestErrorBodyAndType(t *testing.T) {
 	want := `{"type":"error","error":{"type":"rate_limit_error","message":"budget \"team\" exceeded"}}`
 	if got != want {
 		t.Errorf("ErrorBody = %s, want %s", got, want)
+	}
+}
+
+// TestReasoningEffort: thinking and output_config.effort become one
+// reasoning_effort, written last so that a kind without one gets the
+// translation without it (DropReasoningEffort).
+func TestReasoningEffort(t *testing.T) {
+	const head = `{"model":"m","messages":[{"role":"user","content":"hi"}]`
+	tests := []struct{ name, extra, want string }{
+		{"none", ``, ``},
+		{"effort alone", `,"output_config":{"effort":"medium"}`, `medium`},
+		{"effort max", `,"output_config":{"effort":"max"}`, `high`},
+		{"adaptive without effort", `,"thinking":{"type":"adaptive"}`, ``},
+		{"adaptive with effort", `,"thinking":{"type":"adaptive","display":"omitted"},"output_config":{"effort":"low"}`, `low`},
+		{"disabled drops effort", `,"thinking":{"type":"disabled"},"output_config":{"effort":"high"}`, ``},
+		{"small budget", `,"thinking":{"type":"enabled","budget_tokens":2048}`, `low`},
+		{"medium budget", `,"thinking":{"type":"enabled","budget_tokens":4096}`, `medium`},
+		{"large budget", `,"thinking":{"type":"enabled","budget_tokens":20000}`, `high`},
+		{"effort wins over budget", `,"thinking":{"type":"enabled","budget_tokens":20000},"output_config":{"effort":"low"}`, `low`},
+		{"after mock", `,"mock":{"chunks":2},"output_config":{"effort":"high"}`, `high`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			out, _, _, err := RequestToOpenAI(nil, []byte(head+tt.extra+"}"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := gjson.GetBytes(out, "reasoning_effort").Str; got != tt.want {
+				t.Errorf("reasoning_effort %q, want %q in %s", got, tt.want, out)
+			}
+			plain, ok := DropReasoningEffort([]byte("keep"), out)
+			if ok != (tt.want != "") {
+				t.Fatalf("DropReasoningEffort ok %v for %s", ok, out)
+			}
+			if !ok {
+				return
+			}
+			if !gjson.ValidBytes(plain[4:]) || gjson.GetBytes(plain[4:], "reasoning_effort").Exists() || string(plain[:4]) != "keep" {
+				t.Errorf("without effort: %s", plain)
+			}
+			if gjson.GetBytes(plain[4:], "messages").Raw != gjson.GetBytes(out, "messages").Raw {
+				t.Errorf("without effort the messages changed: %s", plain)
+			}
+		})
 	}
 }

@@ -32,7 +32,9 @@
 //     call.
 //   - tools become functionDeclarations. Their JSON schemas are reduced to
 //     the OpenAPI subset Gemini accepts: local $ref/$defs are inlined, oneOf
-//     becomes anyOf, a single-element allOf is merged, const becomes enum,
+//     becomes anyOf, allOf is merged (refused when its schemas set a key
+//     twice, but for pattern: patterns it combines are dropped, as Gemini
+//     takes one), const becomes enum,
 //     type ["T","null"] and anyOf members of type null become nullable, and
 //     every other key ($schema, additionalProperties, $id, examples,
 //     exclusiveMinimum, patternProperties, ...) is dropped, as are string

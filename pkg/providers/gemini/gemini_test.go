@@ -117,6 +117,7 @@ func TestBuildParamErrors(t *testing.T) {
 		{"recursive schema", `{"messages":[` + user + `],"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object","properties":{"n":{"$ref":"#/$defs/N"}},"$defs":{"N":{"type":"object","properties":{"next":{"$ref":"#/$defs/N"}}}}}}}]}`, providers.Chat, false, "tools[0].function.parameters"},
 		{"remote ref", `{"messages":[` + user + `],"response_format":{"type":"json_schema","json_schema":{"schema":{"type":"object","properties":{"a":{"$ref":"https://x/s.json"}}}}}}`, providers.Chat, false, "response_format.json_schema.schema"},
 		{"type union", `{"messages":[` + user + `],"response_format":{"type":"json_schema","json_schema":{"schema":{"type":"object","properties":{"a":{"type":["string","number"]}}}}}}`, providers.Chat, false, "response_format.json_schema.schema"},
+		{"allOf key twice", `{"messages":[` + user + `],"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object","properties":{"a":{"allOf":[{"type":"string"},{"type":"number"}]}}}}}]}`, providers.Chat, false, "tools[0].function.parameters"},
 		{"response format", `{"messages":[` + user + `],"response_format":{"type":"yaml"}}`, providers.Chat, false, "response_format.type"},
 		{"reasoning effort", `{"messages":[` + user + `],"reasoning_effort":"max"}`, providers.Chat, false, "reasoning_effort"},
 		{"temperature type", `{"messages":[` + user + `],"temperature":"hot"}`, providers.Chat, false, "temperature"},

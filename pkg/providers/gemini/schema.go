@@ -1,6 +1,7 @@
 package gemini
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/tidwall/gjson"
@@ -47,7 +48,7 @@ func set(ms []schemaMember, m schemaMember) []schemaMember {
 }
 
 // flatten collects the members of schema s, inlining local $refs and
-// single-element allOf, and turning nullable unions into nullable.
+// allOf (flattenAll), and turning nullable unions into nullable.
 func (sc *schemaCleaner) flatten(ms []schemaMember, s gjson.Result, param string, depth int) ([]schemaMember, error) {
 	if depth > maxSchemaDepth {
 		return ms, paramErr(param, "the schema nests too deep (recursive schemas are not supported by Gemini)")
@@ -63,11 +64,7 @@ func (sc *schemaCleaner) flatten(ms []schemaMember, s gjson.Result, param string
 			}
 			ms, err = sc.flatten(ms, target, param, depth+1)
 		case "allOf":
-			if !v.IsArray() || v.Get("#").Int() != 1 {
-				err = paramErr(param, "allOf with more than one schema is not supported by Gemini")
-				return false
-			}
-			ms, err = sc.flatten(ms, v.Get("0"), param, depth+1)
+			ms, err = sc.flattenAll(ms, v, param, depth+1)
 		case "anyOf", "oneOf":
 			var other []gjson.Result
 			null := false
@@ -121,6 +118,52 @@ func (sc *schemaCleaner) flatten(ms []schemaMember, s gjson.Result, param string
 		}
 		return err == nil
 	})
+	return ms, err
+}
+
+// flattenAll merges the schemas of an allOf into ms, in order. Several
+// schemas merge when no key is set twice, but for pattern: Gemini takes one
+// regular expression, so patterns that allOf combines are dropped (Claude
+// Code's tools combine two on one string). Any other key set twice is
+// refused.
+func (sc *schemaCleaner) flattenAll(ms []schemaMember, all gjson.Result, param string, depth int) ([]schemaMember, error) {
+	if !all.IsArray() {
+		return ms, paramErr(param, "allOf must be an array of schemas")
+	}
+	if all.Get("#").Int() == 1 {
+		return sc.flatten(ms, all.Get("0"), param, depth)
+	}
+	var err error
+	patterns := 0
+	for _, m := range ms {
+		if m.key == "pattern" {
+			patterns++
+		}
+	}
+	all.ForEach(func(_, e gjson.Result) bool {
+		var sub []schemaMember
+		if sub, err = sc.flatten(nil, e, param, depth); err != nil {
+			return false
+		}
+		for _, m := range sub {
+			if m.key == "pattern" {
+				patterns++
+				ms = set(ms, m)
+				continue
+			}
+			for _, have := range ms {
+				if have.key == m.key {
+					err = paramErr(param, "allOf schemas that set %s more than once are not supported by Gemini", m.key)
+					return false
+				}
+			}
+			ms = append(ms, m)
+		}
+		return true
+	})
+	if err == nil && patterns > 1 {
+		ms = slices.DeleteFunc(ms, func(m schemaMember) bool { return m.key == "pattern" })
+	}
 	return ms, err
 }
 

@@ -31,6 +31,7 @@ type Kind struct {
 	defaultBaseURL       func(p *config.Provider) string // "" when there is none
 	sigV4                bool                            // access key and secret count as a credential
 	keyless              bool                            // needs no credential
+	reasoningEffort      bool                            // its chat translation takes reasoning_effort
 	build                func(p *config.Provider) (providers.Provider, error)
 }
 
@@ -45,23 +46,26 @@ var openAIEndpoints = []providers.Endpoint{providers.Chat, providers.Completions
 var kinds = []*Kind{
 	{
 		Spec: spec(kind.OpenAI), endpoints: openAIEndpoints, keyHeader: bearerHeader, keyPrefix: bearerPrefix,
-		defaultBaseURL: func(p *config.Provider) string { return openai.Presets[p.Preset].BaseURL },
-		build:          newOpenAI(false),
+		reasoningEffort: true,
+		defaultBaseURL:  func(p *config.Provider) string { return openai.Presets[p.Preset].BaseURL },
+		build:           newOpenAI(false),
 	},
 	{
-		Spec: spec(kind.Azure), endpoints: openAIEndpoints, keyHeader: openai.AzureKeyHeader,
+		Spec: spec(kind.Azure), endpoints: openAIEndpoints, keyHeader: openai.AzureKeyHeader, reasoningEffort: true,
 		build: newOpenAI(true),
 	},
 	{
 		Spec: spec(kind.Anthropic), endpoints: []providers.Endpoint{providers.Chat}, keyHeader: anthropic.KeyHeader,
-		defaultBaseURL: func(*config.Provider) string { return anthropic.DefaultBaseURL },
+		reasoningEffort: true,
+		defaultBaseURL:  func(*config.Provider) string { return anthropic.DefaultBaseURL },
 		build: func(p *config.Provider) (providers.Provider, error) {
 			return anthropic.New(anthropic.Options{Name: p.Name, BaseURL: p.BaseURL, APIKey: p.APIKey, Version: p.APIVersion, Headers: p.Headers})
 		},
 	},
 	{
 		Spec: spec(kind.Gemini), endpoints: []providers.Endpoint{providers.Chat, providers.Embeddings}, keyHeader: gemini.KeyHeader,
-		defaultBaseURL: func(*config.Provider) string { return gemini.DefaultBaseURL },
+		reasoningEffort: true,
+		defaultBaseURL:  func(*config.Provider) string { return gemini.DefaultBaseURL },
 		build: func(p *config.Provider) (providers.Provider, error) {
 			return gemini.New(gemini.Options{Name: p.Name, BaseURL: p.BaseURL, APIKey: p.APIKey, APIVersion: p.APIVersion, Headers: p.Headers})
 		},
@@ -76,7 +80,8 @@ var kinds = []*Kind{
 	},
 	{
 		Spec: spec(kind.Mock), endpoints: openAIEndpoints, keyHeader: bearerHeader, keyPrefix: bearerPrefix, keyless: true,
-		build: newOpenAI(false),
+		reasoningEffort: true,
+		build:           newOpenAI(false),
 	},
 }
 
@@ -162,6 +167,12 @@ func (k *Kind) Speaks(ep providers.Endpoint) bool {
 	}
 	return false
 }
+
+// ReasoningEffort reports whether the kind's chat translation takes an
+// OpenAI reasoning_effort (OpenAI-format kinds pass it on, gemini maps it to
+// thinkingConfig, anthropic to thinking). For a kind without one (bedrock
+// refuses it) the effort a /v1/messages request asks for is dropped.
+func (k *Kind) ReasoningEffort() bool { return k.reasoningEffort }
 
 // New builds provider p's wire protocol.
 func (k *Kind) New(p config.Provider) (providers.Provider, error) {

@@ -1,0 +1,97 @@
+package conformance_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tollgate/tollgate/pkg/config"
+)
+
+// claudeCodeVersion is the Claude Code release scripts/deps.sh installs.
+const claudeCodeVersion = "2.1.328"
+
+// claudeCodeBin is where scripts/deps.sh installs Claude Code: under
+// $TOLLGATE_CACHE/cli, TOLLGATE_CACHE defaulting to the user's cache dir's
+// tollgate.
+func claudeCodeBin(t *testing.T) string {
+	dir := os.Getenv("TOLLGATE_CACHE")
+	if dir == "" {
+		cache, err := os.UserCacheDir()
+		if err != nil {
+			t.Fatalf("no cache dir to find Claude Code in: %v", err)
+		}
+		dir = filepath.Join(cache, "tollgate")
+	}
+	return filepath.Join(dir, "cli", "claude-code-"+claudeCodeVersion, "node_modules", ".bin", "claude")
+}
+
+// TestClaudeCodeCLI runs the Claude Code CLI, pinned, headless, against a
+// gateway on the dev config, on models served by translation (issue #46):
+// mock-gpt (kind mock, the OpenAI format) and the mock as a gemini and a
+// bedrock provider. A plain prompt, and one that names the Read tool, so
+// that the mock calls it, the CLI runs it and sends its result back, and
+// the mock's final answer quotes it. Each run must end without error and every
+// request it made must be billed with the provider's counts. Without the
+// CLI (scripts/deps.sh installs it) the test skips; with CI=true it fails.
+func TestClaudeCodeCLI(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: the Claude Code test runs the CLI")
+	}
+	bin := claudeCodeBin(t)
+	if _, err := os.Stat(bin); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("Claude Code %s not installed at %s: run scripts/deps.sh", claudeCodeVersion, bin)
+		}
+		t.Skipf("Claude Code %s not installed at %s: run scripts/deps.sh to run this test", claudeCodeVersion, bin)
+	}
+	url, tok, js := startDevWith(t, func(cfg *config.Config, mockURL string) {
+		base := strings.TrimSuffix(mockURL, "/v1")
+		cfg.Providers = append(cfg.Providers,
+			config.Provider{Name: "gem", Kind: config.KindGemini, BaseURL: base, APIKey: "mock"},
+			config.Provider{Name: "aws", Kind: config.KindBedrock, BaseURL: base, Region: "us-east-1", AccessKeyID: "AKIDEXAMPLE", SecretAccessKey: "mock"})
+		cfg.Models = append(cfg.Models,
+			config.Model{Name: "gemini-mock", Type: "chat", Targets: []config.Target{{Provider: "gem"}}},
+			config.Model{Name: "bedrock-mock", Type: "chat", Targets: []config.Target{{Provider: "aws"}}})
+		cfg.ApplyDefaults()
+	})
+	for _, tt := range []struct{ name, model, prompt, want string }{
+		{"openai kind plain", "mock-gpt", "Say hello.", ""},
+		{"openai kind tool", "mock-gpt", "Use Read to open the file notes.txt.", "(tool result:"},
+		{"gemini kind tool", "gemini-mock", "Use Read to open the file notes.txt.", "(tool result:"},
+		{"bedrock kind tool", "bedrock-mock", "Use Read to open the file notes.txt.", "(tool result:"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			home, work := t.TempDir(), t.TempDir()
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, bin, "-p", tt.prompt, "--model", tt.model, "--output-format", "json")
+			cmd.Dir = work
+			cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "ANTHROPIC_BASE_URL=" + url,
+				"ANTHROPIC_AUTH_TOKEN=" + tok, "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1", "DISABLE_AUTOUPDATER=1",
+				"ANTHROPIC_DEFAULT_HAIKU_MODEL=" + tt.model}
+			out, err := cmd.Output()
+			var res struct {
+				IsError bool   `json:"is_error"`
+				Result  string `json:"result"`
+				Turns   int    `json:"num_turns"`
+			}
+			if jerr := json.Unmarshal(out, &res); err != nil || jerr != nil || res.IsError || res.Result == "" {
+				var stderr []byte
+				if ee, ok := err.(*exec.ExitError); ok {
+					stderr = ee.Stderr
+				}
+				t.Fatalf("claude: %v %v\nstdout: %s\nstderr: %s", err, jerr, out, stderr)
+			}
+			if !strings.Contains(res.Result, tt.want) {
+				t.Errorf("result %q (%d turns), want it to contain %q", res.Result, res.Turns, tt.want)
+			}
+		})
+	}
+	checkBilled(t, js)
+}
