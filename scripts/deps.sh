@@ -5,8 +5,9 @@
 # protoc-gen-go and protoc-gen-go-vtproto (the generated-code staleness
 # test), and node and npm (the
 # agent framework tests in pkg/conformance, written for Node 20; Debian's own
-# nodejs package is the fallback when the machine has none). Needs root for apt-get; without root it
-# says what is missing and leaves it to you.
+# nodejs package is the fallback when the machine has none). Needs root for
+# apt-get. A dependency that is missing and cannot be installed ends the run
+# with a non-zero status and a message naming it.
 set -euo pipefail
 
 need_apt=()
@@ -17,21 +18,39 @@ if ! command -v clickhouse-server >/dev/null 2>&1 && [ ! -x /usr/sbin/clickhouse
   need_apt+=(clickhouse-server clickhouse-client)
 fi
 
+missing=()
+
+# fail_missing names every dependency still missing and ends the run: a
+# test that needs one would otherwise skip (or fail later, further from
+# the cause).
+fail_missing() {
+  echo "deps: cannot install ${missing[*]}: $1" >&2
+  exit 1
+}
+
 if [ ${#need_apt[@]} -gt 0 ]; then
-  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    echo "deps: installing ${need_apt[*]}"
-    apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null
-  else
-    echo "deps: missing ${need_apt[*]} (install them with your package manager)" >&2
+  if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then
+    missing=("${need_apt[@]}")
+    fail_missing "install them with your package manager (apt-get needs root), then run again"
+  fi
+  echo "deps: installing ${need_apt[*]}"
+  if ! { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null; }; then
+    missing=("${need_apt[@]}")
+    fail_missing "apt-get failed"
   fi
 fi
 
-if ! command -v protoc-gen-go >/dev/null 2>&1 && [ ! -x "$(go env GOPATH)/bin/protoc-gen-go" ]; then
-  echo "deps: installing protoc-gen-go"
-  go install google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12
-fi
-if ! command -v protoc-gen-go-vtproto >/dev/null 2>&1 && [ ! -x "$(go env GOPATH)/bin/protoc-gen-go-vtproto" ]; then
-  echo "deps: installing protoc-gen-go-vtproto"
-  go install github.com/planetscale/vtprotobuf/cmd/protoc-gen-go-vtproto@v0.6.0
-fi
+# go_tool installs a Go program unless it is on PATH or in GOPATH/bin.
+go_tool() {
+  local name=$1 module=$2
+  if command -v "$name" >/dev/null 2>&1 || [ -x "$(go env GOPATH)/bin/$name" ]; then
+    return
+  fi
+  echo "deps: installing $name"
+  if ! go install "$module"; then
+    missing=("$name")
+    fail_missing "go install $module failed (is the Go module proxy reachable?)"
+  fi
+}
+go_tool protoc-gen-go google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12
+go_tool protoc-gen-go-vtproto github.com/planetscale/vtprotobuf/cmd/protoc-gen-go-vtproto@v0.6.0
