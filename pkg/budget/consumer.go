@@ -407,7 +407,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 				continue
 			}
 		}
-		msgs, err = c.collect(ctx, it, msgs[:0])
+		msgs, err = c.collect(ctx, iterMessages{it}, msgs[:0])
 		if err != nil {
 			if ctx.Err() != nil {
 				break // unprocessed messages are redelivered to the next instance
@@ -463,12 +463,29 @@ func (c *Consumer) durable(ctx context.Context) (jetstream.Consumer, error) {
 	return cons, nil
 }
 
+// messages is where collect takes messages from: next returns the next
+// one, waiting at most wait (nats.ErrTimeout after it), or, with wait 0,
+// until ctx ends.
+type messages interface {
+	next(ctx context.Context, wait time.Duration) (jetstream.Msg, error)
+}
+
+// iterMessages is messages from a JetStream pull iterator.
+type iterMessages struct{ it jetstream.MessagesContext }
+
+func (m iterMessages) next(ctx context.Context, wait time.Duration) (jetstream.Msg, error) {
+	if wait == 0 {
+		return m.it.Next(jetstream.NextContext(ctx))
+	}
+	return m.it.Next(jetstream.NextMaxWait(wait))
+}
+
 // collect appends to msgs the next batch: it waits for one message, then
 // takes more until Batch messages, or until FoldInterval after the last
 // fold's start and then MaxWait after the first message or a pause of
 // IdleGap with no message (so a lone event is not held for MaxWait).
-func (c *Consumer) collect(ctx context.Context, it jetstream.MessagesContext, msgs []jetstream.Msg) ([]jetstream.Msg, error) {
-	m, err := it.Next(jetstream.NextContext(ctx))
+func (c *Consumer) collect(ctx context.Context, src messages, msgs []jetstream.Msg) ([]jetstream.Msg, error) {
+	m, err := src.next(ctx, 0)
 	if err != nil {
 		return msgs, err
 	}
@@ -484,7 +501,7 @@ func (c *Consumer) collect(ctx context.Context, it jetstream.MessagesContext, ms
 		if wait <= 0 {
 			break
 		}
-		m, err := it.Next(jetstream.NextMaxWait(wait))
+		m, err := src.next(ctx, wait)
 		if errors.Is(err, nats.ErrTimeout) {
 			if early > 0 {
 				continue // the interval is over: MaxWait and IdleGap decide
