@@ -1,13 +1,17 @@
 package gateway
 
 import (
+	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/tollgate/tollgate/pkg/auth"
+	"github.com/tollgate/tollgate/pkg/billing"
 	"github.com/tollgate/tollgate/pkg/budget"
 	"github.com/tollgate/tollgate/pkg/config"
+	"github.com/tollgate/tollgate/pkg/usage"
 	usagev1 "github.com/tollgate/tollgate/proto/tollgate/usage/v1"
 )
 
@@ -100,4 +104,43 @@ func TestNewTokenSameSubjectLimits(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestRequestIDLookupPerTenant: two tenants send the same x-request-id;
+// each request gets the gateway's own id, which keys its usage event, so
+// each tenant's lookup (GET /admin/usage/{request_id}, tollctl explain)
+// finds its own request, and the client's value finds none (issue 41,
+// finding 14: the lookup returned the first tenant's request to both).
+func TestRequestIDLookupPerTenant(t *testing.T) {
+	a := newAcctRig(t, nil)
+	tenants := []struct{ sub, dept string }{{"alice", "research"}, {"bob", "finance"}}
+	ids := make([]string, len(tenants))
+	for i, tn := range tenants {
+		tok := a.token(func(o *auth.MintOptions) { o.Subject, o.Dept = tn.sub, tn.dept })
+		resp := a.post("/v1/chat/completions", tok, chatBody, "X-Request-Id", "same-id")
+		if body := readBody(t, resp); resp.StatusCode != 200 {
+			t.Fatalf("%s: status %d: %s", tn.sub, resp.StatusCode, body)
+		}
+		ids[i] = resp.Header.Get("X-Request-Id")
+		if got := resp.Header.Get("X-Client-Request-Id"); got != "same-id" {
+			t.Errorf("%s: x-client-request-id %q, want the client's own", tn.sub, got)
+		}
+	}
+	if ids[0] == ids[1] || ids[0] == "same-id" {
+		t.Fatalf("request ids %q: want the gateway's own, one per request", ids)
+	}
+	a.events(t, 2)
+	since := time.Now().Add(-time.Hour)
+	for i, tn := range tenants {
+		ch, err := billing.FromStream(context.Background(), a.js, usage.StreamName, ids[i], since)
+		if err != nil {
+			t.Fatalf("%s: lookup %s: %v", tn.sub, ids[i], err)
+		}
+		if ch.Subject != tn.sub || ch.Dept != tn.dept || ch.RequestID != ids[i] {
+			t.Errorf("lookup of %s's request %s found subject %q dept %q request %q", tn.sub, ids[i], ch.Subject, ch.Dept, ch.RequestID)
+		}
+	}
+	if _, err := billing.FromStream(context.Background(), a.js, usage.StreamName, "same-id", since); !errors.Is(err, billing.ErrNotFound) {
+		t.Errorf("lookup by the client's x-request-id: err %v, want not found", err)
+	}
 }
