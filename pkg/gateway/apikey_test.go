@@ -137,8 +137,8 @@ func TestAPIKeyAccounting(t *testing.T) {
 }
 
 // TestAPIKeyRevocationPropagation revokes API keys and measures how long
-// until the gateway refuses them over HTTP (logged; the target is p99
-// under 100 ms, as for token revocation).
+// until the gateway refuses them over HTTP (logged: p50 and max; the target
+// is p99 under 100 ms, as for token revocation, which the max bounds).
 func TestAPIKeyRevocationPropagation(t *testing.T) {
 	a := newAcctRig(t, nil)
 	var lat []time.Duration
@@ -165,7 +165,8 @@ func TestAPIKeyRevocationPropagation(t *testing.T) {
 		lat = append(lat, time.Since(start))
 	}
 	slices.Sort(lat)
-	t.Logf("api key revocation to refusal over HTTP: p50 %v, p99 %v (n=%d)", lat[len(lat)/2], lat[len(lat)*99/100], len(lat))
+	// 30 samples have no p99 of their own: the largest is reported.
+	t.Logf("api key revocation to refusal over HTTP: p50 %v, max %v (n=%d)", lat[len(lat)/2], lat[len(lat)-1], len(lat))
 	// A token revocation of the key's subject refuses its keys too.
 	tok, _ := a.createKey(t, apikey.Key{Subject: "mallory", Dept: "research"})
 	if err := revoke.Revoke(context.Background(), a.revokedKV, revoke.Subject, "mallory", "", time.Now()); err != nil {
