@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 
 	usagev1 "github.com/tollgate/tollgate/proto/tollgate/usage/v1"
 )
@@ -504,3 +506,50 @@ func (s *timedMessages) next(ctx context.Context, wait time.Duration) (jetstream
 
 // testMsg is a message collect only counts.
 type testMsg struct{ jetstream.Msg }
+
+// TestConsumerLag: tollgate_budget_consumer_lag_messages is the count of
+// stream messages not yet delivered to the consumer (JetStream's pending
+// count) as of its latest batch: five events waiting and batches of two,
+// the first batch sees at least three behind it, and once all are folded
+// the gauge reads 0 on the registry the consumer was given.
+func TestConsumerLag(t *testing.T) {
+	e := startEnv(t)
+	var last uint64
+	for i := range 5 {
+		last = e.publish(t, ev{at: time.Now(), subject: "alice", dept: "d", costNano: int64(i + 1)})
+	}
+	reg := prometheus.NewRegistry()
+	c := newConsumer(t, e.js, ConsumerOptions{Batch: 2, FoldInterval: -1, Registerer: reg})
+	var mu sync.Mutex
+	var seen []float64
+	c.beforeAck = func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		seen = append(seen, metricValue(t, c.m.lag))
+		return nil
+	}
+	run(t, c)
+	e.waitApplied(t, last)
+	e.waitAcked(t, Durable)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seen) < 3 || seen[0] < 3 || seen[len(seen)-1] != 0 {
+		t.Errorf("lag at each batch %v, want at least 3 batches, the first with at least 3 behind it, the last with 0", seen)
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var found bool
+	for _, mf := range mfs {
+		if mf.GetName() == "tollgate_budget_consumer_lag_messages" {
+			found = true
+			if v := mf.GetMetric()[0].GetGauge().GetValue(); v != 0 {
+				t.Errorf("lag gauge %v after everything was folded, want 0", v)
+			}
+		}
+	}
+	if !found {
+		t.Error("tollgate_budget_consumer_lag_messages not registered")
+	}
+}
