@@ -2,6 +2,7 @@ package apikey
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -297,6 +298,13 @@ func TestStoreAudit(t *testing.T) {
 		for _, secret := range []string{tok, tok2, tok[len(tok)-20:], tok2[len(tok2)-20:]} {
 			if strings.Contains(string(e.Before)+string(e.After)+e.Summary, secret) {
 				t.Errorf("event %d carries the key's secret", i)
+			}
+		}
+		for _, tk := range []string{tok, tok2} {
+			sum := sha256.Sum256([]byte(tk[len(tk)-secretLen:]))
+			hash := hex.EncodeToString(sum[:])
+			if text := string(e.Before) + string(e.After) + e.Summary; strings.Contains(text, hash) || strings.Contains(text, hash[:16]) {
+				t.Errorf("event %d carries the key's hash", i)
 			}
 		}
 	}
