@@ -38,6 +38,9 @@ var chdbAPI struct {
 	destroy func(res unsafe.Pointer)
 }
 
+// chdbVersion is the npm package chdb that scripts/deps.sh installs.
+const chdbVersion = "3.4.0"
+
 // chdbLibPath is where the library is: $CHDB_LIB_PATH, else the npm
 // install of scripts/deps.sh under $TOLLGATE_CACHE (default the user's
 // cache dir's tollgate).
@@ -50,7 +53,7 @@ func chdbLibPath() string {
 		dir, _ := os.UserCacheDir()
 		cache = filepath.Join(dir, "tollgate")
 	}
-	return filepath.Join(cache, "chdb", "node_modules", "@chdb", "lib-linux-x64-gnu", "libchdb.so")
+	return filepath.Join(cache, "chdb-"+chdbVersion, "node_modules", "@chdb", "lib-linux-x64-gnu", "libchdb.so")
 }
 
 var errNoChDB = errors.New("libchdb.so not found")

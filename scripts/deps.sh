@@ -5,10 +5,11 @@
 # protoc-gen-go and protoc-gen-go-vtproto (the generated-code staleness
 # test), and node and npm (the
 # agent framework tests in pkg/conformance, written for Node 20; Debian's own
-# nodejs package is the fallback when the machine has none), and chDB,
-# current ClickHouse as a library, for the dual-version SQL test
-# (dashboards/versions_test.go, build tag chdb). Needs root for apt-get;
-# without root it says what is missing and leaves it to you.
+# nodejs package is the fallback when the machine has none), chDB (current
+# ClickHouse as a library, for the dual-version SQL test, build tag chdb)
+# and the Claude Code CLI (pkg/conformance). Needs root for
+# apt-get. A dependency that is missing and cannot be installed ends the run
+# with a non-zero status and a message naming it.
 set -euo pipefail
 
 need_apt=()
@@ -19,59 +20,83 @@ if ! command -v clickhouse-server >/dev/null 2>&1 && [ ! -x /usr/sbin/clickhouse
   need_apt+=(clickhouse-server clickhouse-client)
 fi
 
+missing=()
+
+# fail_missing names every dependency still missing and ends the run: a
+# test that needs one would otherwise skip (or fail later, further from
+# the cause).
+fail_missing() {
+  echo "deps: cannot install ${missing[*]}: $1" >&2
+  exit 1
+}
+
 if [ ${#need_apt[@]} -gt 0 ]; then
-  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    echo "deps: installing ${need_apt[*]}"
-    apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null
-  else
-    echo "deps: missing ${need_apt[*]} (install them with your package manager)" >&2
+  if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then
+    missing=("${need_apt[@]}")
+    fail_missing "install them with your package manager (apt-get needs root), then run again"
+  fi
+  echo "deps: installing ${need_apt[*]}"
+  if ! { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null; }; then
+    missing=("${need_apt[@]}")
+    fail_missing "apt-get failed"
   fi
 fi
 
-if ! command -v protoc-gen-go >/dev/null 2>&1 && [ ! -x "$(go env GOPATH)/bin/protoc-gen-go" ]; then
-  echo "deps: installing protoc-gen-go"
-  go install google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12
-fi
-if ! command -v protoc-gen-go-vtproto >/dev/null 2>&1 && [ ! -x "$(go env GOPATH)/bin/protoc-gen-go-vtproto" ]; then
-  echo "deps: installing protoc-gen-go-vtproto"
-  go install github.com/planetscale/vtprotobuf/cmd/protoc-gen-go-vtproto@v0.6.0
-fi
+# go_tool installs a Go program unless it is on PATH or in GOPATH/bin.
+go_tool() {
+  local name=$1 module=$2
+  if command -v "$name" >/dev/null 2>&1 || [ -x "$(go env GOPATH)/bin/$name" ]; then
+    return
+  fi
+  echo "deps: installing $name"
+  if ! go install "$module"; then
+    missing=("$name")
+    fail_missing "go install $module failed (is the Go module proxy reachable?)"
+  fi
+}
+go_tool protoc-gen-go google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12
+go_tool protoc-gen-go-vtproto github.com/planetscale/vtprotobuf/cmd/protoc-gen-go-vtproto@v0.6.0
+
+# npm_pkg installs npm packages into dir unless check (a file) exists there.
+npm_pkg() {
+  local dir=$1 check=$2
+  shift 2
+  [ -e "$dir/$check" ] && return
+  echo "deps: installing $* into $dir"
+  mkdir -p "$dir"
+  if ! npm install --prefix "$dir" --no-audit --no-fund --silent --save-exact "$@"; then
+    missing=("$@")
+    fail_missing "npm install failed (is the npm registry reachable?)"
+  fi
+}
 
 # The npm packages the tests run go into one cache directory, where the
 # tests find them: $TOLLGATE_CACHE, default ${XDG_CACHE_HOME:-~/.cache}/tollgate.
 cache="${TOLLGATE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tollgate}"
 
 # chDB: the npm package chdb ships libchdb.so (ClickHouse 26.x, about 540 MB)
-# in @chdb/lib-linux-x64-gnu, under $cache/chdb (CHDB_LIB_PATH names
-# another library instead).
-CHDB_VERSION=3.4.0
-chdb_dir="$cache/chdb"
-if [ -z "${CHDB_LIB_PATH:-}" ] && { [ ! -f "$chdb_dir/node_modules/@chdb/lib-linux-x64-gnu/libchdb.so" ] ||
-  ! grep -q "\"version\": \"$CHDB_VERSION\"" "$chdb_dir/node_modules/chdb/package.json" 2>/dev/null; }; then
-  if [ "$(uname -s)-$(uname -m)" = Linux-x86_64 ] && command -v npm >/dev/null 2>&1; then
-    echo "deps: installing chdb $CHDB_VERSION (about 540 MB) into $chdb_dir"
-    mkdir -p "$chdb_dir"
-    npm install --prefix "$chdb_dir" --no-audit --no-fund --silent --save-exact "chdb@$CHDB_VERSION"
+# in @chdb/lib-linux-x64-gnu, under $cache/chdb-VERSION (CHDB_LIB_PATH names
+# another library instead). It is built for Linux x86_64 only; elsewhere the
+# dual-version SQL test skips (and fails with CI=true).
+chdb_version=3.4.0
+if [ -z "${CHDB_LIB_PATH:-}" ]; then
+  if [ "$(uname -s)-$(uname -m)" = Linux-x86_64 ]; then
+    npm_pkg "$cache/chdb-$chdb_version" node_modules/@chdb/lib-linux-x64-gnu/libchdb.so "chdb@$chdb_version"
   else
-    echo "deps: chdb $CHDB_VERSION needs Linux x86_64 and npm; the dual-version SQL test will skip (fail with CI=true)" >&2
+    echo "deps: chdb $chdb_version needs Linux x86_64; the dual-version SQL test will skip (fail with CI=true)" >&2
   fi
 fi
 
-# Claude Code, pinned, for pkg/conformance's TestClaudeCodeCLI: installed under
-# $cache/cli, where the test reads it. npm does not run its
-# postinstall here, so its install.cjs (which fetches the native binary) runs
-# once after it. Without npm or the registry it says so and goes on; the test
-# then skips (fails with CI=true).
+# Claude Code, pinned, for pkg/conformance's TestClaudeCodeCLI, under
+# $cache/cli. npm does not run its postinstall here, so its install.cjs
+# (which puts the native binary of the platform's npm package in place)
+# runs once after it.
 claude_code_version=2.1.328
 claude_dir="$cache/cli/claude-code-$claude_code_version"
-if [ ! -x "$claude_dir/node_modules/.bin/claude" ] && command -v npm >/dev/null 2>&1; then
-  echo "deps: installing @anthropic-ai/claude-code@$claude_code_version into $claude_dir"
-  mkdir -p "$claude_dir"
-  if npm install --silent --no-audit --no-fund --prefix "$claude_dir" "@anthropic-ai/claude-code@$claude_code_version" &&
-    (cd "$claude_dir" && node node_modules/@anthropic-ai/claude-code/install.cjs); then
-    :
-  else
-    echo "deps: could not install Claude Code (is the npm registry reachable?)" >&2
+if [ ! -x "$claude_dir/node_modules/.bin/claude" ]; then
+  npm_pkg "$claude_dir" node_modules/@anthropic-ai/claude-code/install.cjs "@anthropic-ai/claude-code@$claude_code_version"
+  if ! (cd "$claude_dir" && node node_modules/@anthropic-ai/claude-code/install.cjs); then
+    missing=("@anthropic-ai/claude-code@$claude_code_version")
+    fail_missing "its install.cjs failed"
   fi
 fi

@@ -2,6 +2,7 @@ package apikey
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -175,8 +176,9 @@ func TestCreateChecks(t *testing.T) {
 }
 
 // TestRevocationPropagation measures revoke -> Verify refuses on a
-// watching Watcher, and checks the observed delay is reported (the target
-// is p99 under 100 ms, as for token revocation).
+// watching Watcher, and checks the observed delay is reported (logged: p50
+// and max; the target is p99 under 100 ms, as for token revocation, which
+// the max bounds).
 func TestRevocationPropagation(t *testing.T) {
 	var observed atomic.Int32
 	s, w := startWatch(t, nil, func(time.Duration) { observed.Add(1) })
@@ -204,7 +206,8 @@ func TestRevocationPropagation(t *testing.T) {
 		lat = append(lat, time.Since(start))
 	}
 	slices.Sort(lat)
-	t.Logf("api key revocation to refusal: p50 %v, p99 %v (n=%d)", lat[len(lat)/2], lat[len(lat)*99/100], len(lat))
+	// 50 samples have no p99 of their own: the largest is reported.
+	t.Logf("api key revocation to refusal: p50 %v, max %v (n=%d)", lat[len(lat)/2], lat[len(lat)-1], len(lat))
 	if n := observed.Load(); int(n) != len(lat) {
 		t.Errorf("%d propagation delays observed, want %d", n, len(lat))
 	}
@@ -295,6 +298,13 @@ func TestStoreAudit(t *testing.T) {
 		for _, secret := range []string{tok, tok2, tok[len(tok)-20:], tok2[len(tok2)-20:]} {
 			if strings.Contains(string(e.Before)+string(e.After)+e.Summary, secret) {
 				t.Errorf("event %d carries the key's secret", i)
+			}
+		}
+		for _, tk := range []string{tok, tok2} {
+			sum := sha256.Sum256([]byte(tk[len(tk)-secretLen:]))
+			hash := hex.EncodeToString(sum[:])
+			if text := string(e.Before) + string(e.After) + e.Summary; strings.Contains(text, hash) || strings.Contains(text, hash[:16]) {
+				t.Errorf("event %d carries the key's hash", i)
 			}
 		}
 	}

@@ -21,6 +21,14 @@ var ErrNoToken = errors.New("no bearer token")
 // safe to show to the client; it never contains key material.
 var ErrInvalidToken = errors.New("invalid token")
 
+// NoDept is the department of a token that names none, after its claim,
+// the issuer's claim_mappings and claim_defaults: such a token is accounted
+// under this value like any other department (usage events, spend totals,
+// dept limits and rate-limit rules), so a dept "*" limit holds for it too
+// instead of being escaped by leaving the claim out (issue 41, finding 8).
+// A config limit on dept "unassigned" caps all of them together.
+const NoDept = "unassigned"
+
 // Principal is the verified identity of a caller, built from the claims of a
 // verified token. It is shared (the verifier caches it) and must be treated
 // as immutable once returned.

@@ -90,7 +90,7 @@ func compileClaims(n config.ClaimNames, rules []config.ClaimMapping, defaults co
 
 // mapFields fills the principal's empty dept, team and project from the
 // first matching rule, in table order, that sets each, then from the
-// defaults.
+// defaults; a dept still empty is NoDept.
 func (cp *claimPaths) mapFields(m map[string]json.RawMessage, p *Principal) {
 	for _, r := range cp.rules {
 		if p.Dept != "" && p.Team != "" && p.Project != "" {
@@ -107,6 +107,7 @@ func (cp *claimPaths) mapFields(m map[string]json.RawMessage, p *Principal) {
 	fill(&p.Dept, cp.defaults.Dept)
 	fill(&p.Team, cp.defaults.Team)
 	fill(&p.Project, cp.defaults.Project)
+	fill(&p.Dept, NoDept)
 }
 
 func fill(dst *string, v string) {

@@ -5,68 +5,51 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/tollgate/tollgate/pkg/config"
 )
 
 // TestIdPTokens maps golden tokens shaped like those of Entra ID, Okta,
 // Keycloak, Auth0 and Google (testdata/tokens) to principals, with the
-// issuer config the README shows for each. The files' iat, nbf and exp are
-// moved to testNow so they stay valid.
+// issuer configs of the README's "Identity providers" examples, read from
+// the README itself (readmeIssuers) so the two cannot drift apart. The
+// files' iat, nbf and exp are moved to testNow so they stay valid.
 func TestIdPTokens(t *testing.T) {
 	k := genTestKeys()
 	pem := pubPEM(t, &k.rsa.PublicKey)
 	exp := func(d time.Duration) time.Time { return testNow.Add(d).Truncate(time.Second) }
+	issuers := readmeIssuers(t, map[string]string{
+		"<tenant-id>":       "9188040d-6c67-4c5b-b112-36a304b66dad",
+		"<group-object-id>": "7f8e9d0c-0000-4000-8000-0000000000ml",
+		"<org>":             "dev-123456",
+		"<tenant>":          "corp",
+		"<client-id>":       "1234567890-abc123def456",
+	})
 	tests := []struct {
-		file string
-		is   config.Issuer
-		want Principal
+		file, issuer string
+		want         Principal
 	}{
-		{"entra.json", config.Issuer{
-			Issuer: "https://login.microsoftonline.com/9188040d-6c67-4c5b-b112-36a304b66dad/v2.0", Audience: "api://tollgate",
-			Claims: config.ClaimNames{Subject: "oid", KeyID: "uti"},
-			ClaimMappings: []config.ClaimMapping{
-				{Claim: "groups", Value: "7f8e9d0c-0000-4000-8000-0000000000ml", Dept: "research", Team: "ml"},
-				{Claim: "tid", Value: "9188040d-6c67-4c5b-b112-36a304b66dad", Project: "contoso"},
-			},
-		}, Principal{Subject: "2d4f1c3e-7b8a-4e2f-9c1d-5a6b7c8d9e0f", KeyID: "rTjV9JrIBkmPhrFgtQ1xAA",
-			Dept: "research", Team: "ml", Project: "contoso", NotBefore: testNow, ExpiresAt: exp(time.Hour)}},
+		// A group maps dept and team; the project is the default.
+		{"entra.json", "entra", Principal{Subject: "2d4f1c3e-7b8a-4e2f-9c1d-5a6b7c8d9e0f", KeyID: "rTjV9JrIBkmPhrFgtQ1xAA",
+			Dept: "research", Team: "ml", Project: "shared", NotBefore: testNow, ExpiresAt: exp(time.Hour)}},
 		// Two groups match: each field comes from the first rule, in table
 		// order, that sets it.
-		{"okta.json", config.Issuer{
-			Issuer: "https://dev-123456.okta.com/oauth2/default", Audience: "api://tollgate",
-			ClaimMappings: []config.ClaimMapping{
-				{Claim: "groups", Value: "eng-ml", Dept: "research", Team: "ml"},
-				{Claim: "groups", Value: "eng-platform", Dept: "engineering", Team: "platform"},
-				{Claim: "groups", Value: "Everyone", Project: "shared"},
-			},
-		}, Principal{Subject: "ada@example.com", KeyID: "AT.Xf3kLmN0pQrStUvWxYz1234567890abcdefg",
+		{"okta.json", "okta", Principal{Subject: "ada@example.com", KeyID: "AT.Xf3kLmN0pQrStUvWxYz1234567890abcdefg",
 			Dept: "research", Team: "ml", Project: "shared", ExpiresAt: exp(time.Hour)}},
-		{"keycloak.json", config.Issuer{
-			Issuer: "https://sso.example.com/realms/corp", Audience: "tollgate",
-			Claims: config.ClaimNames{Dept: "department"},
-			ClaimMappings: []config.ClaimMapping{
-				{Claim: "/realm_access/roles", Value: "finance-analyst", Dept: "ignored: the department claim is set", Team: "analytics"},
-				{Claim: "/resource_access/tollgate/roles", Value: "project-forecast", Project: "forecast"},
-			},
-		}, Principal{Subject: "f1b3a6d2-4c5e-4f70-9a8b-1c2d3e4f5a6b", KeyID: "onrtac:3f1e6c1a-2b3c-4d5e-8f90-a1b2c3d4e5f6",
+		{"keycloak.json", "keycloak", Principal{Subject: "f1b3a6d2-4c5e-4f70-9a8b-1c2d3e4f5a6b", KeyID: "onrtac:3f1e6c1a-2b3c-4d5e-8f90-a1b2c3d4e5f6",
 			Dept: "finance", Team: "analytics", Project: "forecast", ExpiresAt: exp(time.Hour)}},
-		{"auth0.json", config.Issuer{
-			Issuer: "https://corp.eu.auth0.com/", Audience: "https://api.tollgate.example.com",
-			Claims: config.ClaimNames{Dept: "https://tollgate.example.com/dept", Team: "https://tollgate.example.com/team",
-				Project: "/https:~1~1tollgate.example.com~1org/project", Models: "https://tollgate.example.com/models"},
-		}, Principal{Subject: "auth0|64f1a2b3c4d5e6f708192a3b", Dept: "sales", Team: "emea", Project: "crm",
+		{"auth0.json", "auth0", Principal{Subject: "auth0|64f1a2b3c4d5e6f708192a3b", Dept: "sales", Team: "emea", Project: "crm",
 			Models: []string{"gpt-4o*", "claude-*"}, ExpiresAt: exp(24 * time.Hour)}},
-		{"google.json", config.Issuer{
-			Issuer: "https://accounts.google.com", Audience: "1234567890-abc123def456.apps.googleusercontent.com",
-			Claims:        config.ClaimNames{Subject: "email"},
-			ClaimMappings: []config.ClaimMapping{{Claim: "hd", Value: "corp.example", Dept: "corp"}},
-			ClaimDefaults: config.ClaimDefaults{Dept: "external", Team: "general"},
-		}, Principal{Subject: "ada@corp.example", Dept: "corp", Team: "general", ExpiresAt: exp(time.Hour)}},
+		{"google.json", "google", Principal{Subject: "ada@corp.example", Dept: "corp", Team: "general", ExpiresAt: exp(time.Hour)}},
+	}
+	if len(issuers) != len(tests) {
+		t.Errorf("the README shows %d issuer examples, the test maps %d", len(issuers), len(tests))
 	}
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {
@@ -88,8 +71,16 @@ func TestIdPTokens(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			is := tt.is
-			is.Name, is.Algorithms, is.Keys = "idp", []string{"RS256"}, []config.Key{{KID: "k1", PublicKey: pem}}
+			is, ok := issuers[tt.issuer]
+			if !ok {
+				t.Fatalf("the README shows no issuer %q", tt.issuer)
+			}
+			// The README's issuers fetch their keys by discovery; here the
+			// token's own issuer and a static key stand in for it.
+			is.Name, is.DiscoveryURL, is.Keys = "idp", "", []config.Key{{KID: "k1", PublicKey: pem}}
+			if is.Issuer == "" {
+				is.Issuer = claims["iss"].(string)
+			}
 			v := newTestVerifier(t, config.Auth{Issuers: []config.Issuer{is}, CacheSize: -1}, func() time.Time { return testNow })
 			tok := rawToken(t, `{"alg":"RS256","typ":"JWT","kid":"k1"}`, string(body), jwt.SigningMethodRS256, k.rsa)
 			p, err := v.Verify([]byte(tok))
@@ -145,4 +136,51 @@ func TestClaimPaths(t *testing.T) {
 			t.Errorf("%q parsed", bad)
 		}
 	}
+}
+
+// readmeIssuers returns the issuers of the README's identity provider
+// examples (the yaml blocks of "Identity providers", from "**Mappings.**"
+// to the next section), by name, with each placeholder replaced by its
+// value in vals.
+func readmeIssuers(t *testing.T, vals map[string]string) map[string]config.Issuer {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(b)
+	start := strings.Index(text, "**Mappings.**")
+	if start < 0 {
+		t.Fatal("README: no **Mappings.** paragraph")
+	}
+	text = text[start:]
+	if end := strings.Index(text, "\n### "); end >= 0 {
+		text = text[:end]
+	}
+	out := map[string]config.Issuer{}
+	for _, block := range strings.Split(text, "```yaml\n")[1:] {
+		block = block[:strings.Index(block, "```")]
+		i := strings.Index(block, "- name:")
+		if i < 0 {
+			t.Fatalf("README: an example without an issuer: %s", block)
+		}
+		indent := i - strings.LastIndexByte(block[:i], '\n') - 1
+		var lines []string
+		for _, l := range strings.Split(block[i-indent:], "\n") {
+			lines = append(lines, l[min(indent, len(l)-len(strings.TrimLeft(l, " "))):])
+		}
+		item := strings.Join(lines, "\n")
+		for k, v := range vals {
+			item = strings.ReplaceAll(item, k, v)
+		}
+		if strings.Contains(item, "<") {
+			t.Fatalf("README: a placeholder the test gives no value for: %s", item)
+		}
+		var iss []config.Issuer
+		if err := yaml.Unmarshal([]byte(item), &iss); err != nil || len(iss) != 1 {
+			t.Fatalf("README example %s: %v", item, err)
+		}
+		out[iss[0].Name] = iss[0]
+	}
+	return out
 }

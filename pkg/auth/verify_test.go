@@ -360,15 +360,15 @@ func TestVerifyClaims(t *testing.T) {
 		{"default names", mint(t, withIssuer(full, "https://hs.test", "tollgate", k.secret2, config.ClaimNames{})), withName(want, "hs")},
 		{"renamed claims", mint(t, withIssuer(full, "https://renamed.test", "", k.secret, renamed)), withName(want, "renamed")},
 		{"default names to a renaming issuer", mint(t, withIssuer(full, "https://renamed.test", "", k.secret, config.ClaimNames{})),
-			Principal{Issuer: "renamed", ExpiresAt: testNow.Add(time.Hour), NotBefore: testNow}},
+			Principal{Issuer: "renamed", Dept: NoDept, ExpiresAt: testNow.Add(time.Hour), NotBefore: testNow}},
 		{"no optional claims", mint(t, MintOptions{Issuer: "https://hs.test", Audience: "tollgate", KeyID: "k", Key: k.secret2}),
-			Principal{Issuer: "hs", KeyID: "k", ExpiresAt: testNow.Add(DefaultMintTTL), NotBefore: testNow}},
+			Principal{Issuer: "hs", KeyID: "k", Dept: NoDept, ExpiresAt: testNow.Add(DefaultMintTTL), NotBefore: testNow}},
 		{"empty models allow none", mint(t, MintOptions{Issuer: "https://hs.test", Audience: "tollgate", KeyID: "k", Key: k.secret2, Models: []string{}}),
-			Principal{Issuer: "hs", KeyID: "k", Models: []string{}, ExpiresAt: testNow.Add(DefaultMintTTL), NotBefore: testNow}},
+			Principal{Issuer: "hs", KeyID: "k", Dept: NoDept, Models: []string{}, ExpiresAt: testNow.Add(DefaultMintTTL), NotBefore: testNow}},
 		{"single model string, integral float rpm, admin not true", rawToken(t, `{"alg":"HS256"}`,
 			fmt.Sprintf(`{"iss":"https://hs.test","aud":["x","tollgate"],"exp":%d,"models":"gpt-4o","rpm":60.0,"admin":"true"}`, testNow.Add(time.Hour).Unix()),
 			jwt.SigningMethodHS256, k.secret2),
-			Principal{Issuer: "hs", Models: []string{"gpt-4o"}, RPM: 60, ExpiresAt: testNow.Add(time.Hour)}},
+			Principal{Issuer: "hs", Dept: NoDept, Models: []string{"gpt-4o"}, RPM: 60, ExpiresAt: testNow.Add(time.Hour)}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net/http"
 	"slices"
 	"strings"
@@ -189,6 +190,7 @@ type consumerMetrics struct {
 	events, poison, batches, failed, conflicts, gapFills, alerts, webhookFailed prometheus.Counter
 	dupBatches, lostBatches, historyChecks, historyChanges, historyRepublished  prometheus.Counter
 	missing                                                                     prometheus.Gauge
+	lag                                                                         prometheus.Gauge
 }
 
 func newConsumerMetrics(reg prometheus.Registerer) consumerMetrics {
@@ -212,10 +214,12 @@ func newConsumerMetrics(reg prometheus.Registerer) consumerMetrics {
 		historyRepublished: c("history_republished_batches_total", "Batches a history check published again so that they are folded: found below what the totals were folded up to, never counted."),
 		missing: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "tollgate", Subsystem: "budget", Name: "producer_missing_batches",
 			Help: "Usage batches, summed over producers, between each producer's oldest missing batch and its newest applied one that have not arrived."}),
+		lag: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "tollgate", Subsystem: "budget", Name: "consumer_lag_messages",
+			Help: "Usage stream messages not yet delivered to the budget consumer when it took its latest batch (JetStream's pending count of the durable consumer, carried by each delivered message)."}),
 	}
 	if reg != nil {
 		for _, x := range []prometheus.Collector{m.events, m.poison, m.batches, m.failed, m.conflicts, m.gapFills, m.alerts, m.webhookFailed,
-			m.dupBatches, m.lostBatches, m.historyChecks, m.historyChanges, m.historyRepublished, m.missing} {
+			m.dupBatches, m.lostBatches, m.historyChecks, m.historyChanges, m.historyRepublished, m.missing, m.lag} {
 			reg.MustRegister(x)
 		}
 	}
@@ -407,7 +411,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 				continue
 			}
 		}
-		msgs, err = c.collect(ctx, it, msgs[:0])
+		msgs, err = c.collect(ctx, iterMessages{it}, msgs[:0])
 		if err != nil {
 			if ctx.Err() != nil {
 				break // unprocessed messages are redelivered to the next instance
@@ -463,12 +467,29 @@ func (c *Consumer) durable(ctx context.Context) (jetstream.Consumer, error) {
 	return cons, nil
 }
 
+// messages is where collect takes messages from: next returns the next
+// one, waiting at most wait (nats.ErrTimeout after it), or, with wait 0,
+// until ctx ends.
+type messages interface {
+	next(ctx context.Context, wait time.Duration) (jetstream.Msg, error)
+}
+
+// iterMessages is messages from a JetStream pull iterator.
+type iterMessages struct{ it jetstream.MessagesContext }
+
+func (m iterMessages) next(ctx context.Context, wait time.Duration) (jetstream.Msg, error) {
+	if wait == 0 {
+		return m.it.Next(jetstream.NextContext(ctx))
+	}
+	return m.it.Next(jetstream.NextMaxWait(wait))
+}
+
 // collect appends to msgs the next batch: it waits for one message, then
 // takes more until Batch messages, or until FoldInterval after the last
 // fold's start and then MaxWait after the first message or a pause of
 // IdleGap with no message (so a lone event is not held for MaxWait).
-func (c *Consumer) collect(ctx context.Context, it jetstream.MessagesContext, msgs []jetstream.Msg) ([]jetstream.Msg, error) {
-	m, err := it.Next(jetstream.NextContext(ctx))
+func (c *Consumer) collect(ctx context.Context, src messages, msgs []jetstream.Msg) ([]jetstream.Msg, error) {
+	m, err := src.next(ctx, 0)
 	if err != nil {
 		return msgs, err
 	}
@@ -484,7 +505,7 @@ func (c *Consumer) collect(ctx context.Context, it jetstream.MessagesContext, ms
 		if wait <= 0 {
 			break
 		}
-		m, err := it.Next(jetstream.NextMaxWait(wait))
+		m, err := src.next(ctx, wait)
 		if errors.Is(err, nats.ErrTimeout) {
 			if early > 0 {
 				continue // the interval is over: MaxWait and IdleGap decide
@@ -541,6 +562,7 @@ func (c *Consumer) process(ctx context.Context, msgs []jetstream.Msg) (err error
 		}
 	}()
 	items := make([]seqMsg, 0, len(msgs))
+	lag := uint64(math.MaxUint64)
 	for _, m := range msgs {
 		md, err := m.Metadata()
 		if err != nil {
@@ -549,6 +571,10 @@ func (c *Consumer) process(ctx context.Context, msgs []jetstream.Msg) (err error
 			continue
 		}
 		items = append(items, seqMsg{m: m, seq: md.Sequence.Stream})
+		lag = min(lag, md.NumPending) // the last delivered has the fewest after it
+	}
+	if len(items) > 0 {
+		c.m.lag.Set(float64(lag))
 	}
 	slices.SortFunc(items, func(a, b seqMsg) int { return cmpU64(a.seq, b.seq) })
 

@@ -4,9 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 
 	usagev1 "github.com/tollgate/tollgate/proto/tollgate/usage/v1"
 )
@@ -422,32 +428,128 @@ func TestTakeKeepsNoMessageBytes(t *testing.T) {
 // TestConsumerFoldInterval: events that come within FoldInterval of a
 // fold's start wait for the next fold and go in it together, so each total
 // is written once per interval; an event after a quiet spell is folded at
-// once, not an interval later.
+// once, not an interval later. collect runs in a synctest bubble on a
+// source that hands out messages at set times, so the times it waits are
+// exact and no assertion depends on how fast the machine runs.
 func TestConsumerFoldInterval(t *testing.T) {
-	const interval = 2 * time.Second
+	const (
+		interval = 2 * time.Second
+		idleGap  = 10 * time.Millisecond
+	)
+	synctest.Test(t, func(t *testing.T) {
+		c := &Consumer{o: ConsumerOptions{Batch: 100, MaxWait: 50 * time.Millisecond, IdleGap: idleGap, FoldInterval: interval}}
+		src := &timedMessages{ch: make(chan jetstream.Msg)}
+		ctx := t.Context()
+		go func() {
+			src.ch <- testMsg{} // the lone event, after a quiet spell
+			time.Sleep(time.Second)
+			for range 10 { // events 20 ms apart, twice IdleGap
+				src.ch <- testMsg{}
+				time.Sleep(2 * idleGap)
+			}
+		}()
+
+		start := time.Now()
+		msgs, err := c.collect(ctx, src, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(msgs) != 1 || time.Since(start) != idleGap {
+			t.Errorf("first fold: %d messages after %v, want the lone one after IdleGap (%v)", len(msgs), time.Since(start), idleGap)
+		}
+		firstFold := time.Now()
+		msgs, err = c.collect(ctx, src, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(msgs) != 10 {
+			t.Errorf("second fold: %d messages, want the ten that came within the interval", len(msgs))
+		}
+		if d := time.Since(firstFold); d < interval {
+			t.Errorf("second fold started %v after the first, want at least FoldInterval (%v)", d, interval)
+		}
+	})
+}
+
+// TestConsumerLoneEvent: with a FoldInterval of an hour, a lone event on a
+// real stream is still folded at once (waitApplied would give up first).
+func TestConsumerLoneEvent(t *testing.T) {
 	e := startEnv(t)
-	c := newConsumer(t, e.js, ConsumerOptions{FoldInterval: interval})
+	c := newConsumer(t, e.js, ConsumerOptions{FoldInterval: time.Hour})
 	run(t, c)
 	x := ev{at: time.Now(), subject: "alice", dept: "d", costNano: 7}
-	start := time.Now()
 	e.waitApplied(t, e.publish(t, x))
-	if d := time.Since(start); d >= interval {
-		t.Errorf("a lone event was folded after %v, want no wait for the fold interval (%v)", d, interval)
+	if st := e.total(t, TotalID{Scope: ScopeDept, Value: "d", Period: PeriodTotal}); st == nil || st.CostNanoUsd != 7 || st.Requests != 1 {
+		t.Errorf("dept total %+v, want 1 request costing 7", st)
 	}
+}
+
+// timedMessages is a message source for collect: the messages sent on ch.
+type timedMessages struct{ ch chan jetstream.Msg }
+
+func (s *timedMessages) next(ctx context.Context, wait time.Duration) (jetstream.Msg, error) {
+	var timeout <-chan time.Time
+	if wait > 0 {
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		timeout = t.C
+	}
+	select {
+	case m := <-s.ch:
+		return m, nil
+	case <-timeout:
+		return nil, nats.ErrTimeout
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// testMsg is a message collect only counts.
+type testMsg struct{ jetstream.Msg }
+
+// TestConsumerLag: tollgate_budget_consumer_lag_messages is the count of
+// stream messages not yet delivered to the consumer (JetStream's pending
+// count) as of its latest batch: five events waiting and batches of two,
+// the first batch sees at least three behind it, and once all are folded
+// the gauge reads 0 on the registry the consumer was given.
+func TestConsumerLag(t *testing.T) {
+	e := startEnv(t)
 	var last uint64
-	for range 10 {
-		last = e.publish(t, x)
-		time.Sleep(20 * time.Millisecond) // twice IdleGap: each would be a fold of its own
+	for i := range 5 {
+		last = e.publish(t, ev{at: time.Now(), subject: "alice", dept: "d", costNano: int64(i + 1)})
 	}
+	reg := prometheus.NewRegistry()
+	c := newConsumer(t, e.js, ConsumerOptions{Batch: 2, FoldInterval: -1, Registerer: reg})
+	var mu sync.Mutex
+	var seen []float64
+	c.beforeAck = func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		seen = append(seen, metricValue(t, c.m.lag))
+		return nil
+	}
+	run(t, c)
 	e.waitApplied(t, last)
-	// A fold is counted after its totals, checkpoints and acks are written,
-	// and before its events are: once all 11 events are counted, so are
-	// their folds.
-	waitFor(t, 5*time.Second, func() bool { return metricValue(t, c.m.events) >= 11 })
-	if n := metricValue(t, c.m.batches); n != 2 {
-		t.Errorf("%v folds, want 2: the lone event's, then the ten that came within the interval", n)
+	e.waitAcked(t, Durable)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seen) < 3 || seen[0] < 3 || seen[len(seen)-1] != 0 {
+		t.Errorf("lag at each batch %v, want at least 3 batches, the first with at least 3 behind it, the last with 0", seen)
 	}
-	if st := e.total(t, TotalID{Scope: ScopeDept, Value: "d", Period: PeriodTotal}); st == nil || st.CostNanoUsd != 77 || st.Requests != 11 {
-		t.Errorf("dept total %+v, want 11 requests costing 77", st)
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var found bool
+	for _, mf := range mfs {
+		if mf.GetName() == "tollgate_budget_consumer_lag_messages" {
+			found = true
+			if v := mf.GetMetric()[0].GetGauge().GetValue(); v != 0 {
+				t.Errorf("lag gauge %v after everything was folded, want 0", v)
+			}
+		}
+	}
+	if !found {
+		t.Error("tollgate_budget_consumer_lag_messages not registered")
 	}
 }

@@ -288,6 +288,30 @@ func (e *env) waitApplied(tb testing.TB, seq uint64) {
 	})
 }
 
+// waitAcked waits until durable's ack floor is the stream's last message:
+// everything published so far was folded and acknowledged. (A batch that
+// failed and was nacked leaves no ack pending, but holds the floor back.)
+func (e *env) waitAcked(tb testing.TB, durable string) {
+	tb.Helper()
+	ctx := context.Background()
+	waitFor(tb, 10*time.Second, func() bool {
+		s, err := e.js.Stream(ctx, Stream)
+		if err != nil {
+			return false
+		}
+		si, err := s.Info(ctx)
+		if err != nil {
+			return false
+		}
+		c, err := e.js.Consumer(ctx, Stream, durable)
+		if err != nil {
+			return false
+		}
+		info, err := c.Info(ctx)
+		return err == nil && info.AckFloor.Stream == si.State.LastSeq
+	})
+}
+
 // waitConsumed waits until durable has acknowledged everything.
 func (e *env) waitConsumed(tb testing.TB, durable string) {
 	tb.Helper()

@@ -23,6 +23,10 @@ const (
 	DefaultDurable = "analytics"
 )
 
+// DefaultLeaseBucket is the KV bucket of the analytics lease
+// (Options.LeaseBucket).
+const DefaultLeaseBucket = "tollgate_analytics_lease"
+
 // ErrWatermarkAhead is returned by Run when the stored watermark is past
 // the stream's last sequence: the stream was recreated, and its new events
 // would be taken for stored ones. To load the new stream, delete the
@@ -59,7 +63,7 @@ type LoaderOptions struct {
 	MinBackoff, MaxBackoff time.Duration
 	// LeaseBucket is the NATS KV bucket holding the lease that lets one
 	// Loader per durable load at a time; other Loaders of the durable stand
-	// by. Default "tollgate_analytics_lease".
+	// by. Default DefaultLeaseBucket.
 	LeaseBucket string
 	// LeaseTTL is how long a Loader that stopped renewing its lease (it
 	// crashed or lost NATS) keeps it, so the most a standby waits to take
@@ -106,7 +110,7 @@ func (o LoaderOptions) withDefaults() (LoaderOptions, error) {
 		o.MaxBackoff = o.MinBackoff
 	}
 	if o.LeaseBucket == "" {
-		o.LeaseBucket = "tollgate_analytics_lease"
+		o.LeaseBucket = DefaultLeaseBucket
 	}
 	if o.LeaseTTL <= 0 {
 		o.LeaseTTL = 4 * o.InsertTimeout

@@ -183,8 +183,11 @@ func (k *checker) client() Check {
 		return Check{Verdict: Fail, Detail: o.err.Error()}
 	}
 	var p problems
-	if got := o.header.Get("X-Request-Id"); got != o.requestID {
-		p.addf("x-request-id %q, want the client's %q", got, o.requestID)
+	if got := o.header.Get("X-Request-Id"); got == "" || got == o.clientID {
+		p.addf("x-request-id %q, want the gateway's own id", got)
+	}
+	if got := o.header.Get("X-Client-Request-Id"); got != o.clientID {
+		p.addf("x-client-request-id %q, want the client's %q", got, o.clientID)
 	}
 	if o.status != w.status {
 		p.addf("status %d, want %d%s", o.status, w.status, errorNote(o))

@@ -15,7 +15,8 @@ import (
 
 // observation is what the client saw of one case's request.
 type observation struct {
-	requestID string
+	requestID string // the gateway's x-request-id, else the client's
+	clientID  string // the x-request-id sent
 	body      []byte // the request body sent
 	err       error  // the request could not be sent or its answer not read
 	status    int
@@ -52,7 +53,7 @@ type message struct {
 
 // send makes the case's request to the gateway gw and reads the answer.
 func send(ctx context.Context, hc *http.Client, gw, token string, c *Case, id string) *observation {
-	o := &observation{requestID: id}
+	o := &observation{requestID: id, clientID: id}
 	o.body, o.err = json.Marshal(requestBody{Model: c.Model, Stream: c.Stream,
 		Messages: []message{{Role: "user", Content: c.prompt()}}, Mock: json.RawMessage(c.Mock)})
 	if o.err != nil {
@@ -73,6 +74,9 @@ func send(ctx context.Context, hc *http.Client, gw, token string, c *Case, id st
 	}
 	defer resp.Body.Close()
 	o.status, o.header = resp.StatusCode, resp.Header
+	if gid := resp.Header.Get("X-Request-Id"); gid != "" {
+		o.requestID = gid // the gateway's own id keys the usage event
+	}
 	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
 		o.stream = true
 		o.events, o.readErr = readEvents(io.LimitReader(resp.Body, maxAnswer))

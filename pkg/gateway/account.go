@@ -10,6 +10,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/tidwall/gjson"
+	"github.com/tollgate/tollgate/pkg/apikey"
 	"github.com/tollgate/tollgate/pkg/auth"
 	"github.com/tollgate/tollgate/pkg/budget"
 	"github.com/tollgate/tollgate/pkg/pricing"
@@ -222,6 +223,8 @@ type principalBudget struct {
 	scopes budget.Scopes
 	claims []budget.Limit
 	err    error
+	// rateKey keys the token's rpm/tpm claims on the key limiter (rateKeyOf).
+	rateKey string
 }
 
 // principalBudgetOf returns p's principalBudget, deriving it on the first
@@ -231,12 +234,42 @@ func principalBudgetOf(p *auth.Principal) *principalBudget {
 	if pb, ok := p.Derived().(*principalBudget); ok {
 		return pb
 	}
-	pb := &principalBudget{scopes: budget.NewScopes(p.KeyID, p.Subject, p.Dept, p.Team, p.Project)}
+	pb := &principalBudget{scopes: budget.NewScopes(p.KeyID, p.Subject, p.Dept, p.Team, p.Project), rateKey: rateKeyOf(p)}
 	if len(p.Budgets) > 0 {
 		pb.claims, pb.err = budget.FromClaims(p.Budgets)
+		if bySubject(p) {
+			for i := range pb.claims {
+				if l := &pb.claims[i]; l.Scope == budget.ScopeKey {
+					l.Scope, l.Value = budget.ScopeSubject, budget.Star
+				}
+			}
+		}
 	}
 	p.SetDerived(pb)
 	return pb
+}
+
+// bySubject reports whether the limits signed into p's token (rpm, tpm and
+// key-scope budgets) belong to its subject rather than to the token's id: a
+// JWT with a subject. Its holder may get a new token, with a new id, from
+// the identity provider at any time, so limits kept per token id would
+// start afresh with each one (issue 41, finding 13). An API key's limits
+// stay its own: only an operator creates keys.
+func bySubject(p *auth.Principal) bool {
+	return p.Issuer != apikey.Issuer && p.Subject != ""
+}
+
+// rateKeyOf returns the key limiter's key for p's rpm/tpm claims: its
+// issuer and subject (bySubject; each issuer names its own subjects), else
+// its key id, else its subject.
+func rateKeyOf(p *auth.Principal) string {
+	switch {
+	case bySubject(p):
+		return "sub\x00" + p.Issuer + "\x00" + p.Subject
+	case p.KeyID != "":
+		return p.KeyID
+	}
+	return p.Subject
 }
 
 // reserve reserves est nano-USD on every total of bd's scopes, then checks
@@ -312,8 +345,9 @@ func budgetError(err error) *apiError {
 	return &apiError{Status: fiber.StatusTooManyRequests, Type: typeBudget, Code: "budget_exceeded", Message: err.Error()}
 }
 
-// rateLimit applies the token's rpm/tpm claims (per API key, else per
-// subject) and the configured rate limits, each on its own scope's limiter.
+// rateLimit applies the token's rpm/tpm claims (per subject for a JWT, per
+// key for an API key: rateKeyOf) and the configured rate limits, each on
+// its own scope's limiter.
 func (g *Gateway) rateLimit(adm *admission, st *state, p *auth.Principal, tokens int64) *apiError {
 	a := &g.acct
 	if a.Limiter == nil {
@@ -321,11 +355,7 @@ func (g *Gateway) rateLimit(adm *admission, st *state, p *auth.Principal, tokens
 	}
 	adm.tokens = tokens
 	if p.RPM > 0 || p.TPM > 0 {
-		key := p.KeyID
-		if key == "" {
-			key = p.Subject
-		}
-		if aerr := g.allow(adm, g.limiters[budget.ScopeKey], key, p.RPM, p.TPM, tokens, ""); aerr != nil {
+		if aerr := g.allow(adm, g.limiters[budget.ScopeKey], principalBudgetOf(p).rateKey, p.RPM, p.TPM, tokens, ""); aerr != nil {
 			return aerr
 		}
 	}

@@ -208,7 +208,7 @@ func TestUsageEventNonStream(t *testing.T) {
 		name      string
 		got, want any
 	}{
-		{"request id", ev.RequestId, "bill-me-1"},
+		{"request id", ev.RequestId, resp.Header.Get("X-Request-Id")},
 		{"subject", ev.Subject, "alice"},
 		{"dept", ev.Dept, "research"},
 		{"team", ev.Team, "nlp"},

@@ -2,6 +2,8 @@ package gateway
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"net/http"
 	"slices"
@@ -82,11 +84,43 @@ func TestAPIKeyAuth(t *testing.T) {
 			}
 		})
 	}
+	logs := a.logs.String()
 	for _, tok := range []string{good, revoked, expired} {
-		if strings.Contains(a.logs.String(), tok[len(tok)-43:]) {
+		if strings.Contains(logs, tok[len(tok)-43:]) {
 			t.Error("a key's secret appears in the gateway log")
 		}
+		hash := storedHash(t, a, tok)
+		if strings.Contains(logs, hash) || strings.Contains(logs, hash[:16]) || strings.Contains(logs, hash[len(hash)-16:]) {
+			t.Error("a key's hash appears in the gateway log")
+		}
 	}
+}
+
+// storedHash returns the hash the key bucket holds for tok's secret, after
+// checking it is the hex SHA-256 of the secret, so that a check for it in
+// the logs looks for what is really stored.
+func storedHash(t *testing.T, a *acctRig, tok string) string {
+	t.Helper()
+	id := tok[len(apikey.Prefix) : len(tok)-44]
+	kv, err := a.js.KeyValue(context.Background(), apikey.Bucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := kv.Get(context.Background(), id)
+	if err != nil {
+		t.Fatalf("read key %s: %v", id, err)
+	}
+	var rec struct {
+		Hash string `json:"hash"`
+	}
+	if err := json.Unmarshal(e.Value(), &rec); err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256([]byte(tok[len(tok)-43:]))
+	if want := hex.EncodeToString(sum[:]); rec.Hash != want {
+		t.Fatalf("stored hash %q, want the SHA-256 of the secret %q", rec.Hash, want)
+	}
+	return rec.Hash
 }
 
 // TestAPIKeyAccounting: a key's spend counts against its own department
@@ -137,8 +171,8 @@ func TestAPIKeyAccounting(t *testing.T) {
 }
 
 // TestAPIKeyRevocationPropagation revokes API keys and measures how long
-// until the gateway refuses them over HTTP (logged; the target is p99
-// under 100 ms, as for token revocation).
+// until the gateway refuses them over HTTP (logged: p50 and max; the target
+// is p99 under 100 ms, as for token revocation, which the max bounds).
 func TestAPIKeyRevocationPropagation(t *testing.T) {
 	a := newAcctRig(t, nil)
 	var lat []time.Duration
@@ -165,7 +199,8 @@ func TestAPIKeyRevocationPropagation(t *testing.T) {
 		lat = append(lat, time.Since(start))
 	}
 	slices.Sort(lat)
-	t.Logf("api key revocation to refusal over HTTP: p50 %v, p99 %v (n=%d)", lat[len(lat)/2], lat[len(lat)*99/100], len(lat))
+	// 30 samples have no p99 of their own: the largest is reported.
+	t.Logf("api key revocation to refusal over HTTP: p50 %v, max %v (n=%d)", lat[len(lat)/2], lat[len(lat)-1], len(lat))
 	// A token revocation of the key's subject refuses its keys too.
 	tok, _ := a.createKey(t, apikey.Key{Subject: "mallory", Dept: "research"})
 	if err := revoke.Revoke(context.Background(), a.revokedKV, revoke.Subject, "mallory", "", time.Now()); err != nil {

@@ -34,8 +34,12 @@ func TestChatNonStream(t *testing.T) {
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("status %d: %s", resp.StatusCode, body)
 	}
-	if got := resp.Header.Get("X-Request-Id"); got != "client-req-1" {
-		t.Errorf("x-request-id = %q, want the client's", got)
+	id := resp.Header.Get("X-Request-Id")
+	if !strings.HasPrefix(id, "req_") || len(id) != 36 {
+		t.Errorf("x-request-id = %q, want the gateway's own", id)
+	}
+	if got := resp.Header.Get("X-Client-Request-Id"); got != "client-req-1" {
+		t.Errorf("x-client-request-id = %q, want the client's x-request-id", got)
 	}
 	if got := resp.Header.Get("X-Tollgate-Provider"); got != "mock" {
 		t.Errorf("x-tollgate-provider = %q", got)
@@ -64,7 +68,7 @@ func TestChatNonStream(t *testing.T) {
 	if d := time.Since(time.Unix(out.Created, 0)); d < 0 || d > time.Minute {
 		t.Errorf("created %d is not unix seconds of now", out.Created)
 	}
-	if !strings.Contains(r.logs.String(), `"request_id":"client-req-1"`) {
+	if !strings.Contains(r.logs.String(), `"request_id":"`+id+`"`) {
 		t.Errorf("request log line missing: %s", r.logs.String())
 	}
 }
@@ -81,6 +85,9 @@ func TestRequestIDGenerated(t *testing.T) {
 			readBody(t, resp)
 			if got := resp.Header.Get("X-Request-Id"); !strings.HasPrefix(got, "req_") || len(got) != 36 {
 				t.Errorf("generated x-request-id = %q", got)
+			}
+			if got := resp.Header.Get("X-Client-Request-Id"); got != "" {
+				t.Errorf("x-client-request-id = %q for a client id that is not sane", got)
 			}
 		})
 	}

@@ -159,9 +159,8 @@ func TestPassthroughBilled(t *testing.T) {
 	ids := map[string]int{}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			id := fmt.Sprintf("pass-%d", i)
-			ids[id] = i
-			resp := a.send(tt.method, tt.path, tok, tt.ct, bytes.NewReader(tt.body), int64(len(tt.body)), "X-Request-Id", id)
+			resp := a.send(tt.method, tt.path, tok, tt.ct, bytes.NewReader(tt.body), int64(len(tt.body)))
+			ids[resp.Header.Get("X-Request-Id")] = i
 			got := readBody(t, resp)
 			if resp.StatusCode != tt.wantStatus || !bytes.Contains(got, []byte(tt.wantBody)) {
 				t.Fatalf("status %d, body %.300s; want %d with %q", resp.StatusCode, got, tt.wantStatus, tt.wantBody)

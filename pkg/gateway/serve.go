@@ -25,6 +25,13 @@ import (
 
 const headerRequestID = "X-Request-Id"
 
+// headerClientRequestID echoes the x-request-id a client sent, when it is
+// sane (1 to 128 visible ASCII characters), for the client's own
+// correlation. It is never the request's id: two tenants may send the same
+// value, and the id keys GET /admin/usage/{request_id} and tollctl explain
+// (issue 41, finding 14).
+const headerClientRequestID = "X-Client-Request-Id"
+
 // record is the request-owned value every stage works on (doc.go): what
 // the gateway learns about one request, for its log line and usage
 // accounting, and the endpoint adapter's state.
@@ -496,21 +503,19 @@ func parseRetryAfter(b []byte) (int, error) {
 	return n, nil
 }
 
-// setRequestID echoes the client's x-request-id when it is sane, else
-// generates one, and returns it.
+// setRequestID sets the request's id, the gateway's own (newRequestID),
+// on the response and returns it; a sane x-request-id from the client is
+// echoed in x-client-request-id.
 func setRequestID(c *fiber.Ctx) string {
 	h := &c.Response().Header
 	if v := h.Peek(headerRequestID); len(v) > 0 {
 		return string(v)
 	}
-	in := c.Request().Header.Peek(headerRequestID)
-	var id string
-	if validRequestID(in) {
-		id = string(in)
-	} else {
-		id = newRequestID()
-	}
+	id := newRequestID()
 	h.Set(headerRequestID, id)
+	if in := c.Request().Header.Peek(headerRequestID); validRequestID(in) {
+		h.SetBytesV(headerClientRequestID, in)
+	}
 	return id
 }
 
@@ -526,16 +531,21 @@ func validRequestID(b []byte) bool {
 	return true
 }
 
-// newRequestID returns "req_" and 128 random bits in hex. The generator is
-// per-thread (math/rand/v2), so no lock is shared between requests.
+// newRequestID returns "req_" and 128 bits in hex: the unix time in
+// milliseconds (48 bits, so ids sort by time) and 80 random bits. The
+// generator is per-thread (math/rand/v2), so no lock is shared between
+// requests.
 func newRequestID() string {
 	var raw [16]byte
 	var out [4 + 32]byte
-	a, b := rand.Uint64(), rand.Uint64()
-	for i := 0; i < 8; i++ {
-		raw[i] = byte(a >> (8 * i))
-		raw[8+i] = byte(b >> (8 * i))
+	ms, a, b := uint64(time.Now().UnixMilli()), rand.Uint64(), rand.Uint64()
+	for i := range 6 {
+		raw[i] = byte(ms >> (8 * (5 - i)))
 	}
+	for i := range 8 {
+		raw[6+i] = byte(a >> (8 * i))
+	}
+	raw[14], raw[15] = byte(b), byte(b>>8)
 	copy(out[:], "req_")
 	hex.Encode(out[4:], raw[:])
 	return string(out[:])

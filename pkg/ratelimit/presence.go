@@ -85,6 +85,9 @@ type PresenceOptions struct {
 	TTL time.Duration
 	// Logger logs when announcements start and stop failing. Default: discard.
 	Logger *slog.Logger
+	// Now is the clock that ages other gateways' announcements. Default
+	// time.Now.
+	Now func() time.Time
 }
 
 // Presence announces this gateway in the presence bucket and watches the
@@ -131,6 +134,9 @@ func StartPresence(ctx context.Context, kv presenceKV, o PresenceOptions) (*Pres
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
 	p := &Presence{kv: kv, o: o, seen: map[string]peer{}}
 	p.share.Set(1)
 	if err := p.announce(ctx); err != nil {
@@ -139,7 +145,7 @@ func StartPresence(ctx context.Context, kv presenceKV, o PresenceOptions) (*Pres
 	if err := p.watch(ctx); err != nil {
 		return nil, err
 	}
-	p.okSince = time.Now().UnixNano()
+	p.okSince = p.o.Now().UnixNano()
 	p.count(p.okSince)
 	return p, nil
 }
@@ -191,7 +197,7 @@ func (p *Presence) Run(ctx context.Context) error {
 				p.w = nil // reopened at the next tick
 				continue
 			}
-			p.apply(e, time.Now().UnixNano())
+			p.apply(e, p.o.Now().UnixNano())
 		case <-t.C:
 			p.renew(ctx)
 		}
@@ -200,7 +206,7 @@ func (p *Presence) Run(ctx context.Context) error {
 
 // renew announces this gateway again, reopens a closed watch and recounts.
 func (p *Presence) renew(ctx context.Context) {
-	now := time.Now().UnixNano()
+	now := p.o.Now().UnixNano()
 	actx, cancel := context.WithTimeout(ctx, p.o.TTL/3)
 	err := p.announce(actx)
 	if err == nil && p.w == nil {
@@ -249,7 +255,7 @@ func (p *Presence) watch(ctx context.Context) error {
 				p.w = w
 				return nil
 			}
-			p.apply(e, time.Now().UnixNano())
+			p.apply(e, p.o.Now().UnixNano())
 		case <-timeout.C:
 			_ = w.Stop()
 			return fmt.Errorf("watch %s: no initial values within %s", PresenceBucket, p.o.TTL)

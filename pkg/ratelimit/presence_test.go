@@ -18,14 +18,16 @@ const testTTL = 600 * time.Millisecond
 // gw is one gateway's presence, on its own NATS connection.
 type gw struct {
 	nc     *nats.Conn
+	kv     jetstream.KeyValue
 	p      *Presence
 	cancel context.CancelFunc
 	done   chan error
 }
 
 // startGateway announces a gateway on its own connection to s and runs it
-// until stop (or the test's end).
-func startGateway(t *testing.T, s *server.Server) *gw {
+// until stop (or the test's end). Its presence ages other gateways'
+// announcements on clk (nil: the wall clock).
+func startGateway(t *testing.T, s *server.Server, clk *fakeClock) *gw {
 	t.Helper()
 	nc, err := nats.Connect(s.ClientURL(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
 	if err != nil {
@@ -41,11 +43,15 @@ func startGateway(t *testing.T, s *server.Server) *gw {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := StartPresence(ctx, kv, PresenceOptions{TTL: testTTL})
+	o := PresenceOptions{TTL: testTTL}
+	if clk != nil {
+		o.Now = clk.Now
+	}
+	p, err := StartPresence(ctx, kv, o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := &gw{nc: nc, p: p, cancel: cancel, done: make(chan error, 1)}
+	g := &gw{nc: nc, kv: kv, p: p, cancel: cancel, done: make(chan error, 1)}
 	go func() { g.done <- p.Run(ctx) }()
 	t.Cleanup(func() { g.stop() })
 	return g
@@ -59,6 +65,32 @@ func (g *gw) stop() error {
 	g.cancel()
 	g.cancel = nil
 	return <-g.done
+}
+
+// renewed waits until g has announced itself n more times: after the
+// second, g has counted the gateways again at least once since the call.
+func (g *gw) renewed(t *testing.T, n int) {
+	t.Helper()
+	rev := func() uint64 {
+		e, err := g.kv.Get(context.Background(), g.p.ID())
+		if err != nil {
+			t.Fatalf("read own presence entry: %v", err)
+		}
+		return e.Revision()
+	}
+	last := rev()
+	deadline := time.Now().Add(5 * time.Second)
+	for n > 0 {
+		if r := rev(); r != last {
+			last = r
+			n--
+			continue
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("gateway did not renew its entry within 5s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // waitGateways waits until every gateway sees n gateways.
@@ -88,7 +120,7 @@ func TestSharedLimitHoldsAcrossGateways(t *testing.T) {
 	const n = 3
 	var gws []*gw
 	for range n {
-		gws = append(gws, startGateway(t, s))
+		gws = append(gws, startGateway(t, s, nil))
 	}
 	waitGateways(t, n, 5*time.Second, gws...)
 
@@ -154,34 +186,38 @@ func TestSharedLimitHoldsAcrossGateways(t *testing.T) {
 	})
 }
 
+// TestGatewayLeavingGivesShareBack: a gateway that stops is dropped at
+// once, one that dies only once its TTL has passed. The presences age
+// entries on a test clock that moves only when the test moves it, so the
+// dead gateway's TTL cannot pass while the test looks.
 func TestGatewayLeavingGivesShareBack(t *testing.T) {
 	s := natstest.Start(t)
-	a, b, c := startGateway(t, s), startGateway(t, s), startGateway(t, s)
+	clk := newClock()
+	a, b, c := startGateway(t, s, clk), startGateway(t, s, clk), startGateway(t, s, clk)
 	waitGateways(t, 3, 5*time.Second, a, b, c)
 
-	// A gateway that stops deletes its entry: the others see it at once.
+	// A gateway that stops deletes its entry: the others see it although
+	// no time passed on their clock.
 	if err := c.stop(); err != nil {
 		t.Fatalf("stop: %v", err)
 	}
-	waitGateways(t, 2, testTTL/2, a, b)
+	waitGateways(t, 2, 5*time.Second, a, b)
 
 	// One that dies leaves its entry: it counts until its TTL has passed.
-	closed := time.Now()
 	b.nc.Close()
 	if err := b.stop(); err == nil {
 		t.Fatal("a gateway without NATS deleted its entry")
 	}
-	time.Sleep(testTTL / 3)
-	// b renewed at most TTL/3 before it died: its entry is younger than
-	// its TTL while less than 2/3 TTL has passed since.
-	if got := a.p.Share().Gateways(); got != 2 && time.Since(closed) < 2*testTTL/3 {
+	a.renewed(t, 2)
+	if got := a.p.Share().Gateways(); got != 2 {
 		t.Fatalf("a dead gateway was dropped before its TTL: N = %d", got)
 	}
-	waitGateways(t, 1, 2*testTTL, a)
+	clk.Advance(testTTL + testTTL/3)
+	waitGateways(t, 1, 5*time.Second, a)
 
 	// Alone again: exactly the local limits.
-	clk := newClock()
-	l := New(Options{Now: clk.Now, Share: a.p.Share()})
+	lclk := newClock()
+	l := New(Options{Now: lclk.Now, Share: a.p.Share()})
 	for i := range 5 {
 		if ok, _ := l.Allow("k", 5, 0, 0); !ok {
 			t.Fatalf("request %d of 5 refused with N=1", i+1)
@@ -194,19 +230,31 @@ func TestGatewayLeavingGivesShareBack(t *testing.T) {
 
 func TestPresenceKeepsLastCountWithoutNATS(t *testing.T) {
 	s := natstest.Start(t)
-	a, b := startGateway(t, s), startGateway(t, s)
+	clk := newClock()
+	a, b := startGateway(t, s, clk), startGateway(t, s, clk)
 	waitGateways(t, 2, 5*time.Second, a, b)
 
 	s.Shutdown()
 	s.WaitForShutdown()
-	deadline := time.Now().Add(5 * time.Second)
-	for !a.p.Stale() {
-		if time.Now().After(deadline) {
-			t.Fatal("presence not stale with NATS down")
+	errs := func(g *gw, n uint64) {
+		deadline := time.Now().Add(5 * time.Second)
+		for g.p.Errors() < n {
+			if time.Now().After(deadline) {
+				t.Fatalf("fewer than %d failed announcements with NATS down", n)
+			}
+			time.Sleep(10 * time.Millisecond)
 		}
-		time.Sleep(10 * time.Millisecond)
 	}
-	time.Sleep(3 * testTTL) // several TTLs without any renewal
+	errs(a, 1)
+	errs(b, 1)
+	if !a.p.Stale() || !b.p.Stale() {
+		t.Fatal("presence not stale with NATS down")
+	}
+	// Several TTLs without any renewal; then two more failed renewals
+	// each, so that each gateway has counted again since.
+	clk.Advance(3 * testTTL)
+	errs(a, a.p.Errors()+2)
+	errs(b, b.p.Errors()+2)
 	for i, g := range []*gw{a, b} {
 		if got := g.p.Share().Gateways(); got != 2 {
 			t.Errorf("gateway %d: N = %d with NATS down, want the last known 2", i, got)

@@ -264,7 +264,10 @@ func startExtServer(b *testing.B) *extServer {
 	b.Helper()
 	bin, err := exec.LookPath("nats-server")
 	if err != nil {
-		b.Skip("nats-server not on PATH")
+		if os.Getenv("CI") == "true" {
+			b.Fatalf("nats-server not on PATH: %v", err)
+		}
+		b.Skipf("nats-server not on PATH (CI=true makes this fail): %v", err)
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"slices"
 	"sync"
@@ -269,71 +270,105 @@ func TestOutage(t *testing.T) {
 
 // TestFlushDelay checks when Run holds an event for FlushDelay: not after
 // a quiet spell, not beyond BatchSize events, not beyond the first event
-// that ends FlushDelay after the batch's first, and else for twice
-// FlushDelay.
+// that ends FlushDelay after the batch's first, and else until the wait of
+// twice FlushDelay ends. The publisher's clock is a test clock that moves
+// only when the test moves it, and FlushDelay is an hour: an event that
+// was wrongly held would not be published before waitFor gives up, and no
+// assertion depends on how fast the machine runs.
 func TestFlushDelay(t *testing.T) {
-	const delay = time.Second
-	srv := startServer(t)
-	var got acks
-	cfg := Config{SpoolDir: t.TempDir(), OnAck: got.onAck, FlushDelay: delay, BatchSize: 4}
-	_, js := connect(t, srv, cfg)
-	p := startPublisher(t, js, cfg)
-	var want []*usagev1.UsageEvent
-	enqueue := func(n int) time.Time {
-		start := time.Now()
-		for range n {
-			ev := newEvent(t, "ops", len(want))
+	t.Run("held", func(t *testing.T) {
+		const delay = time.Hour
+		clock := newTestClock()
+		srv := startServer(t)
+		var got acks
+		cfg := Config{SpoolDir: t.TempDir(), OnAck: got.onAck, FlushDelay: delay, BatchSize: 4, Clock: clock.now}
+		_, js := connect(t, srv, cfg)
+		p := startPublisher(t, js, cfg)
+		var want []*usagev1.UsageEvent
+		enqueue := func(n int) {
+			for range n {
+				ev := newEvent(t, "ops", len(want))
+				ev.Timestamp = clock.now().UnixNano()
+				want = append(want, ev)
+				if err := p.Enqueue(handOver(ev)); err != nil {
+					t.Fatalf("enqueue: %v", err)
+				}
+			}
+		}
+		published := func(n int) {
+			waitFor(t, fmt.Sprintf("%d published", n), func() bool { return p.Stats().Published == int64(n) })
+		}
+		holding := func(published int64) {
+			waitFor(t, "a batch held open", func() bool { return p.gatherUntil.Load() != math.MaxInt64 })
+			if n := p.Stats().Published; n != published {
+				t.Fatalf("%d published while a batch is held, want %d", n, published)
+			}
+		}
+
+		enqueue(1) // after a quiet spell: published at once, not held an hour
+		published(1)
+		enqueue(1) // soon after another: held
+		holding(1)
+		enqueue(3) // fills the batch of 4: no need to wait any longer
+		published(5)
+
+		// Held, until an event comes that ended FlushDelay after the batch's
+		// first was taken: that one takes the batch out, no timer needed.
+		enqueue(1)
+		holding(5)
+		late := newEvent(t, "ops", len(want))
+		late.Timestamp = clock.now().Add(delay).UnixNano()
+		late.LatencyTotalUs = 100_000 // it ended 100 ms after its timestamp
+		want = append(want, late)
+		if err := p.Enqueue(handOver(late)); err != nil {
+			t.Fatalf("enqueue: %v", err)
+		}
+		published(7)
+
+		clock.advance(2 * delay) // a quiet spell: the next event is not held
+		enqueue(1)
+		published(8)
+		closePublisher(t, p)
+		msgs := streamMessages(t, js)
+		checkOnce(t, msgs, want)
+		got.check(t, msgs)
+	})
+	// With no event after it, a held batch goes when its wait ends.
+	t.Run("wait ends", func(t *testing.T) {
+		clock := newTestClock()
+		srv := startServer(t)
+		cfg := Config{SpoolDir: t.TempDir(), FlushDelay: 10 * time.Millisecond, BatchSize: 4, Clock: clock.now}
+		_, js := connect(t, srv, cfg)
+		p := startPublisher(t, js, cfg)
+		var want []*usagev1.UsageEvent
+		for i := range 2 {
+			ev := newEvent(t, "ops", i)
+			ev.Timestamp = clock.now().UnixNano() // it ends before the wait does
 			want = append(want, ev)
 			if err := p.Enqueue(handOver(ev)); err != nil {
 				t.Fatalf("enqueue: %v", err)
 			}
+			if i == 0 {
+				waitFor(t, "1 published", func() bool { return p.Stats().Published == 1 })
+			}
 		}
-		return start
-	}
-	published := func(n int) {
-		waitFor(t, fmt.Sprintf("%d published", n), func() bool { return p.Stats().Published == int64(n) })
-	}
-
-	start := enqueue(1)
-	published(1)
-	if d := time.Since(start); d > delay/2 {
-		t.Errorf("first event after a quiet spell published after %v, want at once", d)
-	}
-	start = enqueue(1)
-	time.Sleep(delay / 4)
-	if n := p.Stats().Published; n != 1 {
-		t.Errorf("an event soon after another was not held: %d published", n)
-	}
-	enqueue(3) // fills the batch of 4: no need to wait any longer
-	published(5)
-	if d := time.Since(start); d > delay*3/4 {
-		t.Errorf("a full batch was published after %v, want before the delay ends", d)
-	}
-	start = enqueue(1)
-	published(6)
-	if d := time.Since(start); d < delay*3/2 {
-		t.Errorf("an event soon after others, with none after it, published after %v, want it held twice the delay", d)
-	}
-	// Held, until an event comes that ended FlushDelay after the batch's
-	// first was taken: that one takes the batch out, no timer needed.
-	start = enqueue(1)
-	time.Sleep(delay / 4)
-	late := newEvent(t, "ops", len(want))
-	late.Timestamp = time.Now().Add(delay - delay/4).UnixNano()
-	late.LatencyTotalUs = 100_000 // it ended 100 ms after its timestamp
-	want = append(want, late)
-	if err := p.Enqueue(handOver(late)); err != nil {
-		t.Fatalf("enqueue: %v", err)
-	}
-	published(8)
-	if d := time.Since(start); d > delay*3/4 {
-		t.Errorf("an event ending the delay after the batch's first published the batch after %v, want at once", d)
-	}
-	closePublisher(t, p)
-	msgs := streamMessages(t, js)
-	checkOnce(t, msgs, want)
-	got.check(t, msgs)
+		waitFor(t, "the held event published", func() bool { return p.Stats().Published == 2 })
+		closePublisher(t, p)
+		checkOnce(t, streamMessages(t, js), want)
+	})
 }
+
+// testClock is a clock that moves only when advanced.
+type testClock struct{ ns atomic.Int64 }
+
+func newTestClock() *testClock {
+	c := &testClock{}
+	c.ns.Store(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
+	return c
+}
+
+func (c *testClock) now() time.Time          { return time.Unix(0, c.ns.Load()) }
+func (c *testClock) advance(d time.Duration) { c.ns.Add(int64(d)) }
 
 func TestCloseFlushes(t *testing.T) {
 	tests := []struct {

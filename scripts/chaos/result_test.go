@@ -2,9 +2,12 @@ package main
 
 import (
 	"errors"
+	"maps"
 	"strings"
 	"testing"
 
+	"github.com/tollgate/tollgate/pkg/apikey"
+	"github.com/tollgate/tollgate/pkg/budget"
 	"github.com/tollgate/tollgate/pkg/loadgen"
 )
 
@@ -163,4 +166,42 @@ func names(s []scenario) []string {
 		out = append(out, sc.name)
 	}
 	return out
+}
+
+// TestReplicaProblem: the rig's replica check refuses a missing required
+// stream and any stream on the cluster without 3 replicas, listed or not.
+func TestReplicaProblem(t *testing.T) {
+	all := map[string]int{}
+	for _, name := range requiredStreams {
+		all[name] = 3
+	}
+	with := func(name string, n int) map[string]int {
+		m := maps.Clone(all)
+		m[name] = n
+		return m
+	}
+	missing := maps.Clone(all)
+	delete(missing, kvStream(budget.DedupBucket))
+	tests := []struct {
+		name     string
+		replicas map[string]int
+		want     string // in the error; "" for none
+	}{
+		{"all required, all R3", all, ""},
+		{"another bucket R3 too", with("KV_tollgate_cache", 3), ""},
+		{"a required bucket R1", with(kvStream(apikey.Bucket), 1), "KV_tollgate_keys has 1 replicas"},
+		{"an unlisted bucket R1", with("KV_tollgate_ratelimit_presence", 1), "KV_tollgate_ratelimit_presence has 1 replicas"},
+		{"a required bucket missing", missing, "KV_tollgate_spend_dedup does not exist"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := replicaProblem(tt.replicas, requiredStreams, 3)
+			if tt.want == "" && err != nil || tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)) {
+				t.Errorf("err %v, want %q", err, tt.want)
+			}
+		})
+	}
+	if len(requiredStreams) != 7 {
+		t.Errorf("%d required streams, want the usage stream and 6 buckets", len(requiredStreams))
+	}
 }

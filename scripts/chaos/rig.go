@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -17,9 +18,14 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/tollgate/tollgate/pkg/apikey"
 	"github.com/tollgate/tollgate/pkg/auth"
+	"github.com/tollgate/tollgate/pkg/budget"
+	"github.com/tollgate/tollgate/pkg/chstore"
 	"github.com/tollgate/tollgate/pkg/chtest"
 	"github.com/tollgate/tollgate/pkg/procs"
+	"github.com/tollgate/tollgate/pkg/revoke"
+	"github.com/tollgate/tollgate/pkg/usage"
 )
 
 // Rig timings.
@@ -314,21 +320,53 @@ func (r *rig) connect(ctx context.Context) error {
 	return nil
 }
 
-// replicatedStreams are the streams the services create from the config's
-// nats.replicas: the usage stream and the KV buckets' streams.
-var replicatedStreams = []string{"TOLLGATE_USAGE", "KV_tollgate_spend", "KV_tollgate_spend_alerts", "KV_tollgate_revoked",
-	"KV_tollgate_analytics_lease"}
+// requiredStreams are the streams the rig's services always create from
+// the config's nats.replicas: the usage stream and the KV buckets of the
+// budget service, the gateways' revocations and API keys, and the
+// analytics lease, named by the constants of the packages that own them.
+// checkReplicas checks these exist and that every stream on the cluster,
+// these and any other (presence, leases, a cache bucket), has 3 replicas.
+var requiredStreams = []string{usage.StreamName,
+	kvStream(budget.Bucket), kvStream(budget.AlertBucket), kvStream(budget.DedupBucket),
+	kvStream(revoke.Bucket), kvStream(apikey.Bucket), kvStream(chstore.DefaultLeaseBucket)}
 
-// checkReplicas returns an error unless every stream the services created
-// has 3 replicas.
+// kvStream is the name of the stream that holds KV bucket b.
+func kvStream(b string) string { return "KV_" + b }
+
+// checkReplicas returns an error unless every required stream exists and
+// every stream on the cluster has 3 replicas.
 func (r *rig) checkReplicas(ctx context.Context) error {
-	for _, name := range replicatedStreams {
+	replicas := map[string]int{}
+	names := r.js.StreamNames(ctx)
+	for name := range names.Name() {
 		s, err := r.js.Stream(ctx, name)
 		if err != nil {
 			return fmt.Errorf("stream %s: %w", name, err)
 		}
-		if n := s.CachedInfo().Config.Replicas; n != 3 {
-			return fmt.Errorf("stream %s has %d replicas, want 3", name, n)
+		replicas[name] = s.CachedInfo().Config.Replicas
+	}
+	if err := names.Err(); err != nil {
+		return fmt.Errorf("list streams: %w", err)
+	}
+	return replicaProblem(replicas, requiredStreams, 3)
+}
+
+// replicaProblem returns an error naming a required stream that is
+// missing or any stream whose replicas are not want.
+func replicaProblem(replicas map[string]int, required []string, want int) error {
+	for _, name := range required {
+		if _, ok := replicas[name]; !ok {
+			return fmt.Errorf("stream %s does not exist", name)
+		}
+	}
+	names := make([]string, 0, len(replicas))
+	for name := range replicas {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		if n := replicas[name]; n != want {
+			return fmt.Errorf("stream %s has %d replicas, want %d", name, n, want)
 		}
 	}
 	return nil

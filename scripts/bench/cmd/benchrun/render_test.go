@@ -322,7 +322,7 @@ func TestRender(t *testing.T) {
 			want: []string{"## Runs with the accounting servers paused\n\nNone in this run.",
 				"| Streams at 64 clients >= 0.9 x bareproxy | 0.95 x (950 vs 1000 streams/s); CPU µs per request: load CPU 0.0 vs 0.0",
 				// The absolute memory goal is set beside bareproxy's own figure.
-				"| RSS per 1,000 concurrent streams <= 30 MB | 25.0 MB at 1000 streams (bareproxy: 22.0 MB at 1000) | met |"},
+				"| RSS per 1,000 concurrent streams <= 30 MB | 26.2 MB at 1000 streams (bareproxy: 23.1 MB at 1000) | met |"},
 			notWant: []string{"extra runs, median"},
 		},
 		{
@@ -434,4 +434,12 @@ func TestPairedComparison(t *testing.T) {
 		}
 	}
 	t.Fatal("no throughput check at 8 clients")
+}
+
+// TestMegabytes: the memory goals are in MB and RSS is read in MiB, so an
+// idle RSS of 19.39 MiB (20.33 MB) misses a 20 MB goal.
+func TestMegabytes(t *testing.T) {
+	if mb := megabytes(19.39); mb <= 20 || mb > 20.34 {
+		t.Errorf("19.39 MiB = %.3f MB, want 20.33", mb)
+	}
 }
