@@ -128,12 +128,13 @@ func ExpandPath(p string) []string {
 // notation of KeyClass.Path, in field order.
 func LeafKeys() []string {
 	var out []string
-	walkKeys(reflect.TypeFor[Config](), "", func(path string) { out = append(out, path) })
+	walkKeys(reflect.TypeFor[Config](), "", func(path, _ string) { out = append(out, path) })
 	return out
 }
 
-// walkKeys calls f with the path of every leaf key under t at prefix p.
-func walkKeys(t reflect.Type, p string, f func(path string)) {
+// walkKeys calls f with the path of every leaf key under t at prefix p and
+// the Go struct type and field that hold it ("NATS.URL").
+func walkKeys(t reflect.Type, p string, f func(path, owner string)) {
 	for i := range t.NumField() {
 		sf := t.Field(i)
 		name := yamlName(sf)
@@ -153,7 +154,7 @@ func walkKeys(t reflect.Type, p string, f func(path string)) {
 		case ft.Kind() == reflect.Map && deref(ft.Elem()).Kind() == reflect.Struct:
 			walkKeys(deref(ft.Elem()), q+".*", f)
 		default:
-			f(q)
+			f(q, t.Name()+"."+sf.Name)
 		}
 	}
 }

@@ -40,7 +40,7 @@ var configFilesThatRead = []string{"log.go", "prices.go", "lookup.go", "priority
 func TestEveryKeyIsRead(t *testing.T) {
 	read := fieldsRead(t)
 	owners := map[string]string{} // key path -> Type.Field
-	walkKeyFields(reflect.TypeFor[Config](), "", func(path, owner string) { owners[path] = owner })
+	walkKeys(reflect.TypeFor[Config](), "", func(path, owner string) { owners[path] = owner })
 	for _, path := range LeafKeys() {
 		owner := owners[path]
 		if owner == "" {
@@ -54,33 +54,6 @@ func TestEveryKeyIsRead(t *testing.T) {
 	for path := range unreadAllowed {
 		if owner := owners[path]; owner == "" || read[owner] {
 			t.Errorf("unreadAllowed lists %s, which is not an unread key: remove the entry", path)
-		}
-	}
-}
-
-// walkKeyFields is walkKeys that also names each leaf's Go struct type
-// and field: "NATS.URL".
-func walkKeyFields(t reflect.Type, p string, f func(path, owner string)) {
-	for i := range t.NumField() {
-		sf := t.Field(i)
-		name := yamlName(sf)
-		if name == "" {
-			continue
-		}
-		q := name
-		if p != "" {
-			q = p + "." + name
-		}
-		ft := deref(sf.Type)
-		switch {
-		case ft.Kind() == reflect.Struct:
-			walkKeyFields(ft, q, f)
-		case ft.Kind() == reflect.Slice && deref(ft.Elem()).Kind() == reflect.Struct:
-			walkKeyFields(deref(ft.Elem()), q+"[]", f)
-		case ft.Kind() == reflect.Map && deref(ft.Elem()).Kind() == reflect.Struct:
-			walkKeyFields(deref(ft.Elem()), q+".*", f)
-		default:
-			f(q, t.Name()+"."+sf.Name)
 		}
 	}
 }

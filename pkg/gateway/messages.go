@@ -251,11 +251,7 @@ func (g *Gateway) buildMessages(c *fiber.Ctx, req *fasthttp.Request, rec *record
 func (g *Gateway) tryUnaryMessages(c *fiber.Ctx, req *fasthttp.Request, rt *route, rec *record, call *providers.Call, native bool, model string) (attemptResult, time.Duration) {
 	resp := fasthttp.AcquireResponse()
 	defer fasthttp.ReleaseResponse(resp)
-	upStart := time.Now()
-	err := rt.up.hc.DoDeadline(req, resp, rec.start.Add(rt.up.timeouts.Total))
-	fasthttp.ReleaseRequest(req)
-	took := time.Since(upStart)
-	rec.upstream += took
+	took, err := callUnary(req, resp, rt, rec)
 	if err != nil {
 		return failed(rt.up.classify(err), 0, err, nil, nil), took
 	}
@@ -372,11 +368,7 @@ func (cc *countTokensCaller) call(c *fiber.Ctx, _ *state, plan *router.Plan, a *
 	}
 	resp := fasthttp.AcquireResponse()
 	defer fasthttp.ReleaseResponse(resp)
-	upStart := time.Now()
-	err := rt.up.hc.DoDeadline(req, resp, rec.start.Add(rt.up.timeouts.Total))
-	fasthttp.ReleaseRequest(req)
-	took := time.Since(upStart)
-	rec.upstream += took
+	took, err := callUnary(req, resp, rt, rec)
 	if err != nil {
 		return failed(rt.up.classify(err), 0, err, nil, nil)
 	}

@@ -1246,12 +1246,11 @@ func TestBatchesChecked(t *testing.T) {
 		tok := a.token(func(o *auth.MintOptions) { tenantA(o); o.Models = []string{"mock-gpt"} })
 		file := a.upload(t, tok, line("1", chat, "mock-gpt", 100)+line("2", chat, "mock-gpt", 100))
 		resp := a.send("POST", "/v1/batches", tok, "application/json",
-			strings.NewReader(`{"input_file_id":"`+file+`","endpoint":"/v1/chat/completions","completion_window":"24h"}`), -1,
-			"X-Request-Id", "batch-ok")
+			strings.NewReader(`{"input_file_id":"`+file+`","endpoint":"/v1/chat/completions","completion_window":"24h"}`), -1)
 		if got := readBody(t, resp); resp.StatusCode != 200 {
 			t.Fatalf("status %d: %s", resp.StatusCode, got)
 		}
-		ev := a.eventOf(t, "batch-ok")
+		ev := a.eventOf(t, resp.Header.Get("X-Request-Id"))
 		if ev.RequestedModel != "mock-gpt" || !ev.Estimated || ev.CompletionTokens != 200 || ev.CostNanoUsd < 200*600 {
 			t.Errorf("batch event: model %q estimated %v completion %d cost %d", ev.RequestedModel, ev.Estimated, ev.CompletionTokens, ev.CostNanoUsd)
 		}

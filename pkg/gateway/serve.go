@@ -246,16 +246,24 @@ func failed(aerr *apiError, status int, err error, body, retryAfter []byte) atte
 	return attemptResult{aerr: aerr, outcome: router.Classify(status, err, body, true), retryAfter: retryAfter}
 }
 
-// tryUnary makes one non-stream call. On success the upstream body is
-// handed to the client without copying and the request is finished.
-func (g *Gateway) tryUnary(c *fiber.Ctx, req *fasthttp.Request, rt *route, rec *record, call *providers.Call, a *router.Attempt, plan *router.Plan) attemptResult {
-	resp := fasthttp.AcquireResponse()
-	defer fasthttp.ReleaseResponse(resp)
+// callUnary sends req (and releases it) and reads the whole answer into
+// resp within the route's total timeout; the time it took counts as the
+// request's upstream time.
+func callUnary(req *fasthttp.Request, resp *fasthttp.Response, rt *route, rec *record) (time.Duration, error) {
 	upStart := time.Now()
 	err := rt.up.hc.DoDeadline(req, resp, rec.start.Add(rt.up.timeouts.Total))
 	fasthttp.ReleaseRequest(req)
 	took := time.Since(upStart)
 	rec.upstream += took
+	return took, err
+}
+
+// tryUnary makes one non-stream call. On success the upstream body is
+// handed to the client without copying and the request is finished.
+func (g *Gateway) tryUnary(c *fiber.Ctx, req *fasthttp.Request, rt *route, rec *record, call *providers.Call, a *router.Attempt, plan *router.Plan) attemptResult {
+	resp := fasthttp.AcquireResponse()
+	defer fasthttp.ReleaseResponse(resp)
+	took, err := callUnary(req, resp, rt, rec)
 	if err != nil {
 		return failed(rt.up.classify(err), 0, err, nil, nil)
 	}
