@@ -32,27 +32,31 @@ type auditStreams interface {
 // messages are terminated. Operator changes are few: a batch is at most
 // 100 events and one loader is enough.
 type AuditLoader struct {
-	store *Store
-	js    auditStreams
-	log   *slog.Logger
-	wait  time.Duration
+	store    *Store
+	js       auditStreams
+	log      *slog.Logger
+	wait     time.Duration
+	replicas int // the audit stream's (EnsureStream)
 }
 
-// NewAuditLoader returns an AuditLoader; maxWait bounds how long a fetch
-// waits for events (default 1s). log defaults to discard.
-func NewAuditLoader(store *Store, js auditStreams, maxWait time.Duration, log *slog.Logger) *AuditLoader {
+// NewAuditLoader returns an AuditLoader; replicas is the audit stream's
+// replica count (the config's nats.replicas: the stream is created or
+// updated to it, so it must match what the gateways ask for); maxWait
+// bounds how long a fetch waits for events (default 1s). log defaults to
+// discard.
+func NewAuditLoader(store *Store, js auditStreams, replicas int, maxWait time.Duration, log *slog.Logger) *AuditLoader {
 	if maxWait <= 0 {
 		maxWait = time.Second
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &AuditLoader{store: store, js: js, log: log, wait: maxWait}
+	return &AuditLoader{store: store, js: js, log: log, wait: maxWait, replicas: replicas}
 }
 
 // Run loads until ctx ends, then returns nil.
 func (l *AuditLoader) Run(ctx context.Context) error {
-	if err := audit.EnsureStream(ctx, l.js, 0); err != nil {
+	if err := audit.EnsureStream(ctx, l.js, l.replicas); err != nil {
 		return ignoreCancel(err)
 	}
 	c, err := l.js.CreateOrUpdateConsumer(ctx, audit.Stream, jetstream.ConsumerConfig{

@@ -60,7 +60,7 @@ func TestAuditLoaderExactlyOnce(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	l := NewAuditLoader(s, js, 100*time.Millisecond, nil)
+	l := NewAuditLoader(s, js, 1, 100*time.Millisecond, nil)
 
 	steps := []struct {
 		name    string

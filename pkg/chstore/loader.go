@@ -70,8 +70,10 @@ type LoaderOptions struct {
 	// over; after a clean stop it takes over at once. Default 4 ×
 	// InsertTimeout; at least 3 × InsertTimeout.
 	LeaseTTL time.Duration
-	// LeaseReplicas is the lease bucket's replica count. Default 1.
-	LeaseReplicas int
+	// Replicas is the replica count of what the loaders create on NATS:
+	// the lease bucket, and the audit stream (created or updated to it by
+	// RunLoaders' audit loader), as the config's nats.replicas. Default 1.
+	Replicas int
 	// Logger receives retries, poison events and rewinds. Default
 	// slog.Default().
 	Logger *slog.Logger
@@ -115,8 +117,8 @@ func (o LoaderOptions) withDefaults() (LoaderOptions, error) {
 	if o.LeaseTTL <= 0 {
 		o.LeaseTTL = 4 * o.InsertTimeout
 	}
-	if o.LeaseReplicas <= 0 {
-		o.LeaseReplicas = 1
+	if o.Replicas <= 0 {
+		o.Replicas = 1
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -229,7 +231,7 @@ func (l *Loader) Run(ctx context.Context) error {
 	if l.lease == nil {
 		err := l.retry(ctx, "lease", func(ctx context.Context) error {
 			var err error
-			l.lease, err = newLease(ctx, l.js, l.o.LeaseBucket, l.o.Stream+"."+l.o.Durable, l.o.LeaseTTL, l.o.LeaseReplicas)
+			l.lease, err = newLease(ctx, l.js, l.o.LeaseBucket, l.o.Stream+"."+l.o.Durable, l.o.LeaseTTL, l.o.Replicas)
 			return err
 		})
 		if err != nil {

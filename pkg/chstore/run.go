@@ -17,7 +17,7 @@ func RunLoaders(ctx context.Context, store *Store, js jetstream.JetStream, o Loa
 	if err != nil {
 		return err
 	}
-	audit := NewAuditLoader(store, js, 0, loader.log)
+	audit := NewAuditLoader(store, js, o.Replicas, 0, loader.log)
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return loader.Run(ctx) })
 	g.Go(func() error { return audit.Run(ctx) })

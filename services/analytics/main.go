@@ -120,7 +120,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, reload 
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	lo := chstore.LoaderOptions{BatchSize: *batchSize, BatchInterval: *batchInterval, LeaseReplicas: cfg.NATS.Replicas,
+	lo := chstore.LoaderOptions{BatchSize: *batchSize, BatchInterval: *batchInterval, Replicas: cfg.NATS.Replicas,
 		Logger: log, Registerer: reg}
 	limits := chstore.NewLimitWriter(log)
 	g, ctx := errgroup.WithContext(ctx)

@@ -63,7 +63,7 @@ func startAnalytics(ctx context.Context, g *errgroup.Group, js jetstream.JetStre
 		}
 		defer store.Close()
 		log.Info("analytics loader started", "clickhouse", addr)
-		return chstore.RunLoaders(ctx, store, js, chstore.LoaderOptions{LeaseReplicas: replicas, Logger: log, Registerer: reg}, table)
+		return chstore.RunLoaders(ctx, store, js, chstore.LoaderOptions{Replicas: replicas, Logger: log, Registerer: reg}, table)
 	})
 	return bothLimits{tracker, table}
 }
