@@ -399,21 +399,3 @@ func FuzzRelay(f *testing.F) {
 		}
 	})
 }
-
-// BenchmarkFileRefs is the byte-level test every chat-family body gets for
-// a file reference (owners.go), on a 64 KiB chat body of mixed text
-// without one. Expected: 0 allocs/op.
-func BenchmarkFileRefs(b *testing.B) {
-	body, err := loadgen.BuildBody(loadgen.BodySpec{Model: "mock-gpt", HistoryKB: 64, MixedText: true, PromptWords: 16})
-	if err != nil {
-		b.Fatal(err)
-	}
-	if fileRefs(body) {
-		b.Fatal("the body has no file reference")
-	}
-	b.ReportAllocs()
-	b.SetBytes(int64(len(body)))
-	for b.Loop() {
-		fileRefs(body)
-	}
-}

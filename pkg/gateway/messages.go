@@ -44,7 +44,7 @@ func (g *Gateway) serveMessages(c *fiber.Ctx) error {
 	if model.Type != gjson.String || model.Str == "" {
 		return g.fail(c, rec, errBadRequest(codeMissingField, "model", "model: field required"))
 	}
-	if aerr := g.checkFileRefs(c, p, body); aerr != nil { // a document's file source (owners.go)
+	if aerr := g.checkFileRefs(c, p, body, f.fileRefs); aerr != nil { // a document's file source (owners.go)
 		return g.fail(c, rec, aerr)
 	}
 	rec.model = strings.Clone(model.Str)
@@ -76,6 +76,7 @@ type messagesFields struct {
 	model     gjson.Result
 	stream    bool
 	maxTokens int64
+	fileRefs  bool // an object at some depth has a "file_id" member (owners.go)
 }
 
 // messagesKeys are the top-level keys scanMessages reads, in the order of
@@ -91,7 +92,8 @@ var messagesKeys = [...]string{"model", "stream", "max_tokens"}
 func scanMessages(body []byte) (messagesFields, *apiError) {
 	var mf messagesFields
 	var f [len(messagesKeys)]rawjson.Field
-	if err := rawjson.Scan(body, providers.MaxJSONDepth, messagesKeys[:], f[:]); err != nil {
+	refs, err := rawjson.ScanFind(body, providers.MaxJSONDepth, messagesKeys[:], f[:], fileIDKey)
+	if err != nil {
 		var e *rawjson.Error
 		switch {
 		case errors.Is(err, rawjson.ErrNotObject):
@@ -107,7 +109,7 @@ func scanMessages(body []byte) (messagesFields, *apiError) {
 			mf.model.Type, mf.model.Str = gjson.String, rawjson.Unquote(m.Raw)
 		}
 	}
-	mf.stream = f[1].Raw == "true"
+	mf.stream, mf.fileRefs = f[1].Raw == "true", refs
 	mt := f[2].Raw
 	if rawjson.IsString(mt) {
 		mt = rawjson.Unquote(mt) // as gjson's Int read it

@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -209,44 +208,27 @@ func appendIDOrNull(dst []byte, id string) []byte {
 	return append(dst, jsonString(id)...)
 }
 
-// fileRefs is the byte-level test for a file reference in a chat-family
-// body: the key "file_id", or one of its letters written as a JSON escape
-// ("\u0066ile_id" is the same key to every parser). Bodies without either
-// are not read again.
-func fileRefs(body []byte) bool {
-	if bytes.Contains(body, []byte(`file_id`)) {
-		return true
-	}
-	for i := 0; ; {
-		j := bytes.Index(body[i:], []byte(`\u00`))
-		if j < 0 {
-			return false
-		}
-		i += j + 4
-		if i+2 <= len(body) {
-			switch [2]byte{body[i], body[i+1] | 0x20} { // hex digits in either case
-			case [2]byte{'6', '6'}, [2]byte{'6', '9'}, [2]byte{'6', 'c'}, [2]byte{'6', '5'}, [2]byte{'5', 'f'}, [2]byte{'6', '4'}: // f i l e _ d
-				return true
-			}
-		}
-	}
-}
+// fileIDKey is the member that names a file in a chat-family or Messages
+// body. The body scan that checks and reads a request (rawjson.ScanFind)
+// reports whether any object has it, by its decoded name ("\u0066ile_id"
+// is the same key to every parser), so bodies without one are read once.
+const fileIDKey = "file_id"
 
 // checkFileRefs answers 404 for a chat, completions, embeddings,
 // Responses or Messages body that names a file the caller does not own:
 // every "file_id" member, at any depth (input_file and input_image parts
 // of the Responses API, file parts of chat content, file sources of
-// Messages documents). It reads the body only when
-// fileRefs finds a reference, so other requests pay one byte scan.
-func (g *Gateway) checkFileRefs(c *fiber.Ctx, p *auth.Principal, body []byte) *apiError {
-	if !fileRefs(body) {
+// Messages documents). refs is what the body scan found (fileIDKey); the
+// body is read again only when it found one.
+func (g *Gateway) checkFileRefs(c *fiber.Ctx, p *auth.Principal, body []byte, refs bool) *apiError {
+	if !refs {
 		return nil
 	}
 	var refused *apiError
 	var walk func(v gjson.Result) bool
 	walk = func(v gjson.Result) bool {
 		v.ForEach(func(k, child gjson.Result) bool {
-			if k.Type == gjson.String && k.Str == "file_id" && child.Type == gjson.String {
+			if k.Type == gjson.String && k.Str == fileIDKey && child.Type == gjson.String {
 				if g.owners == nil {
 					refused = notFound(owner.File, "file_id", child.Str)
 				} else {

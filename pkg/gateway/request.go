@@ -58,7 +58,9 @@ type reqInfo struct {
 	maxAt [3]providers.Member
 	// background is the Responses API's "background": true (refused).
 	background bool
-	ep         endpoint
+	// fileRefs: an object at some depth has a "file_id" member (owners.go).
+	fileRefs bool
+	ep       endpoint
 }
 
 // watchedKeys are the top-level keys the gateway reads or edits, in the
@@ -92,9 +94,11 @@ func parseRequest(body []byte, ep endpoint, info *reqInfo) *apiError {
 		return errBadRequest(codeInvalidJSON, "", "request body is empty; send a JSON object")
 	}
 	var f [len(watchedKeys)]rawjson.Field
-	if err := rawjson.Scan(body, providers.MaxJSONDepth, watchedKeys[:], f[:]); err != nil {
+	refs, err := rawjson.ScanFind(body, providers.MaxJSONDepth, watchedKeys[:], f[:], fileIDKey)
+	if err != nil {
 		return scanError(err)
 	}
+	info.fileRefs = refs
 	if aerr := checkMembers(&f); aerr != nil {
 		return aerr
 	}

@@ -125,7 +125,7 @@ func (g *Gateway) serve(c *fiber.Ctx, ep endpoint) error {
 	if aerr = parseRequest(body, ep, info); aerr != nil {
 		return g.fail(c, rec, aerr)
 	}
-	if aerr = g.checkFileRefs(c, p, body); aerr != nil {
+	if aerr = g.checkFileRefs(c, p, body, info.fileRefs); aerr != nil {
 		return g.fail(c, rec, aerr)
 	}
 	rec.stream = info.stream

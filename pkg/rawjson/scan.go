@@ -61,6 +61,16 @@ type Field struct {
 // nothing unless it fails or a key is escaped and longer than 64 bytes.
 // Each nesting level recurses once, so maxDepth bounds the stack.
 func Scan(b []byte, maxDepth int, keys []string, fields []Field) error {
+	_, err := ScanFind(b, maxDepth, keys, fields, "")
+	return err
+}
+
+// ScanFind is Scan that also reports whether an object at any depth has a
+// member named find (compared by decoded text, as Scan compares keys), so
+// that a caller who must act on such a member anywhere in the text needs
+// no second pass over it. find "" finds nothing. found is meaningful only
+// when err is nil.
+func ScanFind(b []byte, maxDepth int, keys []string, fields []Field, find string) (found bool, err error) {
 	keys = keys[:min(len(keys), MaxKeys)]
 	fields = fields[:len(keys)]
 	clear(fields)
@@ -70,7 +80,7 @@ func Scan(b []byte, maxDepth int, keys []string, fields []Field) error {
 	// which the compiler takes to keep what it is given; through the
 	// scanner, the callers' arrays would move to the heap.)
 	var s scanner
-	s.b, s.max, s.nkeys = b, maxDepth, len(keys)
+	s.b, s.max, s.nkeys, s.find = b, maxDepth, len(keys), find
 	copy(s.keys[:], keys)
 	i := skipSpace(b, 0)
 	obj := i < len(b) && b[i] == '{'
@@ -94,15 +104,15 @@ func Scan(b []byte, maxDepth int, keys []string, fields []Field) error {
 	case s.err == errSyntax && !Shallow(b, maxDepth):
 		// Depth first, wherever it is: a deep body is refused as deep even
 		// when it is also broken before the depth is reached.
-		return &Error{Err: ErrDepth}
+		return false, &Error{Err: ErrDepth}
 	case s.err != 0:
-		return &Error{Err: sentinels[s.err], Offset: s.at}
+		return false, &Error{Err: sentinels[s.err], Offset: s.at}
 	case s.notUTF8:
-		return &Error{Err: ErrUTF8, Offset: firstNotUTF8(b)}
+		return false, &Error{Err: ErrUTF8, Offset: firstNotUTF8(b)}
 	case !obj:
-		return &Error{Err: ErrNotObject}
+		return false, &Error{Err: ErrNotObject}
 	}
-	return nil
+	return s.found, nil
 }
 
 // MaxKeys is the most keys one Scan looks for.
@@ -172,6 +182,10 @@ type scanner struct {
 	idx   [MaxKeys]int
 	ends  [MaxKeys]int
 	rep   [MaxKeys]int
+	// find is the key ScanFind looks for at every depth; found is set
+	// when an object has it.
+	find  string
+	found bool
 }
 
 // errKind is a failure while scanning: an index into sentinels.
@@ -253,6 +267,9 @@ func (s *scanner) object(i int, top bool) int {
 		if top && s.nkeys > 0 {
 			s.member(b[ks+1:ke-1], esc, vs, i)
 		}
+		if s.find != "" && !s.found {
+			s.look(b[ks+1:ke-1], esc)
+		}
 		if i = skipSpace(b, i); i >= len(b) {
 			return s.fail(errSyntax, i)
 		}
@@ -286,6 +303,19 @@ func (s *scanner) member(key []byte, esc bool, vs, ve int) {
 			s.rep[k] = vs
 		}
 		return
+	}
+}
+
+// look sets found when key (between the quotes, as written) is s.find.
+// An escaped key is decoded only when it can be the key: its decoded text
+// is at most as long as the written one.
+func (s *scanner) look(key []byte, esc bool) {
+	switch {
+	case !esc:
+		s.found = string(key) == s.find
+	case len(key) >= len(s.find):
+		var buf [64]byte
+		s.found = string(appendUnquoted(buf[:0], unsafe.String(unsafe.SliceData(key), len(key)))) == s.find
 	}
 }
 

@@ -337,3 +337,33 @@ func TestScanAllocatesNothing(t *testing.T) {
 		t.Errorf("Scan allocates %v times per call, want 0", n)
 	}
 }
+
+func TestScanFind(t *testing.T) {
+	tests := []struct {
+		name, in string
+		found    bool
+	}{
+		{"top level", `{"file_id":"f"}`, true},
+		{"deep in an array of objects", `{"messages":[{"content":[{"type":"file","file":{"file_id":"f"}}]}]}`, true},
+		{"escaped letter", `{"a":{"\u0066ile_id":"f"}}`, true},
+		{"every letter escaped", `{"a":[{"\u0066\u0069\u006C\u0065\u005f\u0069\u0064":1}]}`, true},
+		{"in a string only", `{"content":"my \"file_id\": f"}`, false},
+		{"a longer key", `{"file_ids":["f"]}`, false},
+		{"a shorter key", `{"file_i":"f"}`, false},
+		{"a value, not a key", `{"type":"file_id"}`, false},
+		{"absent", `{"model":"m","messages":[{"role":"user","content":"hi"}]}`, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var fields [4]Field
+			found, err := ScanFind([]byte(tc.in), 128, scanKeys, fields[:], "file_id")
+			if err != nil || found != tc.found {
+				t.Fatalf("ScanFind(%q) = %v, %v; want %v, nil", tc.in, found, err, tc.found)
+			}
+		})
+	}
+	var fields [1]Field
+	if found, err := ScanFind([]byte(`{"model":"m","x":{"file_id":1},}`), 128, scanKeys[:1], fields[:], "file_id"); err == nil || found {
+		t.Fatalf("a text that is not JSON: found %v, err %v; want false and an error", found, err)
+	}
+}
