@@ -2,10 +2,12 @@ package budget
 
 import (
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -178,4 +180,41 @@ func TestSlackText(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestAlertAfterFailedFold: a fold that wrote its totals and failed before
+// announcing their alerts is redone, finds every total already applied,
+// and still announces the threshold the batch crossed, once.
+func TestAlertAfterFailedFold(t *testing.T) {
+	e := startEnv(t)
+	sink := newAlertSink(t, e)
+	now := utc(2026, 12, 10, 12, 0, 0)
+	c := newConsumer(t, e.js, ConsumerOptions{
+		Limits:     []Limit{{Scope: ScopeDept, Value: "eng", Period: PeriodMonth, AmountNano: 100 * usd}},
+		Thresholds: []float64{0.5},
+		NakDelay:   50 * time.Millisecond,
+		Now:        fixedClock(now),
+	})
+	var folds atomic.Int32
+	c.beforeAlerts = func() error {
+		if folds.Add(1) == 1 {
+			return errors.New("alert bucket unreachable")
+		}
+		return nil
+	}
+	run(t, c)
+	e.waitApplied(t, e.publishBatch(t, e.batch("gw1aaaaaaaaaaaaa", 1, ev{at: now, dept: "eng", costNano: 60 * usd}), ""))
+	want := Alert{Kind: AlertThreshold, Scope: "dept", Value: "eng", Period: "month", PeriodStart: "2026-12",
+		LimitNanoUSD: 100 * usd, SpendNanoUSD: 60 * usd, Threshold: 0.5}
+	if got := sink.next(t); got != want {
+		t.Fatalf("alert\n %+v, want\n %+v", got, want)
+	}
+	if n := folds.Load(); n < 2 {
+		t.Fatalf("the batch was folded %d times, want the failed fold redone", n)
+	}
+	if st := e.total(t, TotalID{Scope: ScopeDept, Value: "eng", Period: PeriodMonth, Start: periodStarts(now.UnixNano())[PeriodMonth]}); st == nil || st.CostNanoUsd != 60*usd {
+		t.Fatalf("dept total %v, want 60 USD once", st)
+	}
+	e.waitApplied(t, e.publishBatch(t, e.batch("gw1aaaaaaaaaaaaa", 2, ev{at: now, dept: "eng", costNano: usd}), ""))
+	sink.none(t)
 }

@@ -164,6 +164,10 @@ type Consumer struct {
 	// before the acks. An error fails the batch; errCrash ends Run at once
 	// without acking or naking, as a crash would.
 	beforeCheckpoint, beforeAck func() error
+	// beforeAlerts, when set (tests), runs after the totals of a batch are
+	// written and before their alerts are checked; an error fails the
+	// batch as beforeCheckpoint's.
+	beforeAlerts func() error
 	// beforeHistoryReload, when set (tests), runs when checkHistory found
 	// the message at its reference point unapplied, before it reads the
 	// checkpoints again.
@@ -838,6 +842,11 @@ func (c *Consumer) fold(ctx context.Context) error {
 			return err
 		}
 	}
+	if c.beforeAlerts != nil {
+		if err := c.beforeAlerts(); err != nil {
+			return err
+		}
+	}
 	return c.checkAlerts(ctx)
 }
 
@@ -893,6 +902,11 @@ func (c *Consumer) writeRound(ctx context.Context, todo []*agg) ([]*agg, error) 
 		}
 		next, changed := c.apply(cur, a)
 		if !changed {
+			// Already applied: the batch is redone after a fold that wrote
+			// its totals and failed before announcing their alerts, or
+			// another writer got here first. The alerts are checked
+			// anyway (announce raises only what the alert record lacks).
+			c.written = append(c.written, writtenTotal{id: a.id, spend: cur.cost})
 			continue
 		}
 		data, err := proto.Marshal(&usagev1.SpendTotal{
