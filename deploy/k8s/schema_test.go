@@ -22,6 +22,8 @@ import (
 var apiTypes = map[string]func() any{
 	"v1/Namespace":                           func() any { return &corev1.Namespace{} },
 	"v1/Service":                             func() any { return &corev1.Service{} },
+	"v1/ConfigMap":                           func() any { return &corev1.ConfigMap{} },
+	"apps/v1/StatefulSet":                    func() any { return &appsv1.StatefulSet{} },
 	"apps/v1/Deployment":                     func() any { return &appsv1.Deployment{} },
 	"policy/v1/PodDisruptionBudget":          func() any { return &policyv1.PodDisruptionBudget{} },
 	"autoscaling/v2/HorizontalPodAutoscaler": func() any { return &autoscalingv2.HorizontalPodAutoscaler{} },
@@ -49,6 +51,11 @@ func validate(doc []byte) error {
 	}
 	switch o := obj.(type) {
 	case *appsv1.Deployment:
+		if o.Spec.Selector == nil {
+			return errors.New("spec.selector is required")
+		}
+		return validatePod(o.Spec.Template.Spec)
+	case *appsv1.StatefulSet:
 		if o.Spec.Selector == nil {
 			return errors.New("spec.selector is required")
 		}
