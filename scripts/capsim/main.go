@@ -4,6 +4,8 @@
 //
 //	go run ./scripts/capsim                      # the table of docs/design/scale.md
 //	go run ./scripts/capsim -gateways 200 -totals 500 -rps 1000000
+//	go run ./scripts/capsim -capacity                  # the capacity table
+//	go run ./scripts/capsim -capacity -fold-interval 2s -loaders 40 -batch-size 100000
 package main
 
 import (
@@ -36,8 +38,25 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&p.RefillMs, "refill-wait-ms", p.RefillMs, "RefillWait, ms")
 	fs.IntVar(&p.LoopMs, "loop-ms", p.LoopMs, "refill loop period per gateway, ms")
 	fs.Uint64Var(&p.Seed, "seed", 1, "random seed")
+	capacity := fs.Bool("capacity", false, "print the capacity table of a fleet of -gateways (one count) at -rps instead of simulating leases")
+	f := DefaultFleet()
+	fs.DurationVar(&f.FoldInterval, "fold-interval", f.FoldInterval, "-capacity: budget fold interval")
+	fs.IntVar(&f.Loaders, "loaders", f.Loaders, "-capacity: analytics loaders inserting at once")
+	fs.IntVar(&f.LoaderBatch, "batch-size", f.LoaderBatch, "-capacity: events per ClickHouse insert")
+	fs.IntVar(&f.ActiveScopes, "active-scopes", f.ActiveScopes, "-capacity: scope values (depts, teams, projects, subjects, keys) touched within one fold")
+	fs.DurationVar(&f.MaxAge, "max-age", f.MaxAge, "-capacity: nats.max_age")
 	if err := fs.Parse(args); err != nil {
 		return 2
+	}
+	if *capacity {
+		n, err := strconv.Atoi(*gateways)
+		if err != nil || n < 1 {
+			fmt.Fprintln(stderr, "capsim: -capacity takes one -gateways count")
+			return 2
+		}
+		f.Gateways, f.RPS = n, p.RPS
+		printCapacity(stdout, f)
+		return 0
 	}
 	gs, err1 := ints(*gateways)
 	ts, err2 := ints(*totals)
