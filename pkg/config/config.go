@@ -147,12 +147,11 @@ type BudgetLimit struct {
 	Degrade []DegradeStep `yaml:"degrade"`
 }
 
-// DegradeStep applies once a limit's spend (with reservations) reaches At
-// of the amount, to requests whose priority (see Priority) is in
-// Priorities (names of priority.levels, any case; empty Priorities means
-// every request). It either serves them with a cheaper
-// Model or refuses them (429 budget_degraded). Each step taken is recorded
-// in the usage event and published once per period as an alert.
+// DegradeStep is one step of a limit's degradation ladder. It applies
+// once the limit's spend (with reservations) reaches at of the amount, to
+// requests whose priority is in priorities. It either serves them with a
+// cheaper model or refuses them (429 budget_degraded). Each step taken is
+// recorded in the usage event and published once per period as an alert.
 type DegradeStep struct {
 	// At is the share of the limit's amount, above 0 and below 1, from
 	// which the step applies (the limit itself refuses at 1).
@@ -172,7 +171,7 @@ type DegradeStep struct {
 // Priority configures request priorities (issue 41, finding 9). A
 // request's priority comes from its principal, never from the client
 // alone: the token's priority claim (claims.priority) or the API key's
-// priority, else Default. The x-tollgate-priority header may lower it to a
+// priority, else priority.default. The x-tollgate-priority header may lower it to a
 // later level and never raise it: a header naming a higher level than the
 // principal's is served at the principal's. Names compare
 // case-insensitively; a header or claim naming no level is refused (400
@@ -244,7 +243,8 @@ type NATS struct {
 	DuplicateWindow time.Duration `yaml:"duplicate_window"`
 }
 
-// TLS holds client TLS files; all empty means plain TCP.
+// TLS holds client TLS files. All empty means plain TCP, unless the URL
+// asks for TLS.
 type TLS struct {
 	// CAFile is a PEM file of the certificate authorities that verify the
 	// servers. Default none: the system's roots.
@@ -338,7 +338,7 @@ type Price struct {
 }
 
 // Tiers are the prices of a provider's service tiers (OpenAI
-// service_tier): a request the provider reports it answered at flex or
+// service_tier). A request the provider reports it answered at flex or
 // priority pays that tier's prices; a tier left out, or a field left
 // empty, keeps the entry's base price. Cache writes keep cache_write.
 type Tiers struct {
@@ -362,10 +362,10 @@ type TierPrice struct {
 	CachedInput string `yaml:"cached_input"`
 }
 
-// LongPrice is a long-context price tier: a request whose prompt has more
-// than AbovePromptTokens tokens (required, above 0) pays these prices,
-// decimal USD per million tokens, for all its tokens; an empty field keeps
-// the entry's base price.
+// LongPrice is a long-context price tier. A request whose prompt has more
+// than above_prompt_tokens tokens pays these prices, decimal USD per
+// million tokens, for all its tokens; an empty field keeps the entry's
+// base price.
 type LongPrice struct {
 	// AbovePromptTokens is the prompt size, in tokens, above which the
 	// tier applies. Required, above 0.
@@ -452,19 +452,19 @@ type Issuer struct {
 	// identity providers).
 	Claims ClaimNames `yaml:"claims"`
 	// ClaimMappings derive dept, team and project from other claims, such as
-	// a group or a role. See ClaimMapping for the order rules apply in.
+	// a group or a role.
 	ClaimMappings []ClaimMapping `yaml:"claim_mappings"`
 	// ClaimDefaults are the dept, team and project of a token that neither
 	// carries them nor matches a mapping. Default empty.
 	ClaimDefaults ClaimDefaults `yaml:"claim_defaults"`
 }
 
-// ClaimMapping maps one claim value to principal fields: a token whose claim
-// at path Claim equals Value (a string claim) or contains it (an array of
-// strings) gets the Dept, Team and Project the rule sets. Each field is
-// taken, in this order, from its own claim (claims.dept, ...) when that is a
-// non-empty string, else from the first matching rule in table order that
-// sets the field, else from ClaimDefaults.
+// ClaimMapping maps one claim value to principal fields. A token whose
+// claim at path claim equals value (a string claim) or contains it (an
+// array of strings) gets the dept, team and project the rule sets. Each
+// field is taken, in this order, from its own claim (claims.dept, ...)
+// when that is a non-empty string, else from the first matching rule in
+// list order that sets the field, else from claim_defaults.
 type ClaimMapping struct {
 	// Claim is a claim path, in the syntax of claims (a top-level claim
 	// name, or a JSON Pointer starting with "/").
@@ -493,8 +493,8 @@ type ClaimDefaults struct {
 	Project string `yaml:"project"`
 }
 
-// Key is one verification key: exactly one of Secret, SecretFile,
-// PublicKey or PublicKeyFile is set.
+// Key is one verification key. Set exactly one of secret, secret_file,
+// public_key or public_key_file.
 type Key struct {
 	// KID is the key id. Optional; a key with a kid verifies only tokens
 	// whose header names that kid.

@@ -20,8 +20,8 @@ type Admin struct {
 	AllowedHosts []string `yaml:"allowed_hosts"`
 }
 
-// Profiling configures continuous profiling with Pyroscope. Off unless
-// ServerAddress or PYROSCOPE_SERVER_ADDRESS is set.
+// Profiling configures continuous profiling with Pyroscope. It is off
+// unless server_address or PYROSCOPE_SERVER_ADDRESS is set.
 type Profiling struct {
 	// ServerAddress is the Pyroscope server, e.g. http://pyroscope:4040.
 	// Default the PYROSCOPE_SERVER_ADDRESS environment variable; when both
@@ -42,8 +42,9 @@ const DefaultAdminListen = "127.0.0.1:9090"
 const AdminListenEnv = "TOLLGATE_ADMIN_LISTEN"
 
 // Tracing configures OpenTelemetry traces over OTLP/HTTP: one span per
-// request and one per upstream attempt, with the GenAI attributes. Off
-// unless Endpoint or OTEL_EXPORTER_OTLP_ENDPOINT is set.
+// request and one per upstream attempt, with the GenAI attributes. It is
+// off unless endpoint, OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or
+// OTEL_EXPORTER_OTLP_ENDPOINT is set.
 type Tracing struct {
 	// Endpoint is the OpenTelemetry collector's OTLP/HTTP address (protobuf
 	// bodies), e.g. http://127.0.0.1:4318; /v1/traces is appended when the

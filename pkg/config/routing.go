@@ -27,7 +27,8 @@ type Routing struct {
 	// the operator's to fix). An empty list, [], turns every retry and
 	// fallback off. Models may override it.
 	FallbackOn []string `yaml:"fallback_on"`
-	// Circuit configures the per-target circuit breaker.
+	// Circuit configures the per-target circuit breaker; a target is a
+	// provider and an upstream model.
 	Circuit Circuit `yaml:"circuit"`
 }
 
@@ -53,9 +54,9 @@ type Retry struct {
 }
 
 // Circuit configures the per-target circuit breaker (a target is a provider
-// and an upstream model). A target that trips it is skipped for Cooldown,
+// and an upstream model). A target that trips it is skipped for cooldown,
 // then one request probes it (half-open): success closes the circuit,
-// failure opens it for another Cooldown. While every candidate target of a
+// failure opens it for another cooldown. While every candidate target of a
 // request is open, the request is sent anyway.
 type Circuit struct {
 	// Failures is the number of consecutive failures that opens the circuit.
@@ -75,8 +76,9 @@ type Circuit struct {
 	Cooldown time.Duration `yaml:"cooldown"`
 }
 
-// Hedge starts the same request on the next target when the first has not
-// answered its first byte in time, and uses whichever answers first.
+// Hedge configures hedged requests. The gateway starts the same request
+// on the next target when the first has not answered its first byte in
+// time, and uses whichever answers first.
 type Hedge struct {
 	// After is the delay: a positive duration ("2s"), or "p95" for the
 	// first target's observed 95th percentile time to first token (no

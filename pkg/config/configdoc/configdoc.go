@@ -256,6 +256,9 @@ func Generate(dir string) ([]byte, error) {
 				fmt.Fprintf(&b, "\n### `%s`\n\n", display(k))
 				if !k.Leaf {
 					fmt.Fprintf(&b, "%s.\n\n%s", sectionKind(k), paragraph(doc))
+					if td := detail(d.Types[elem(k.Field.Type).Name()]); td != "" {
+						fmt.Fprintf(&b, "\n%s", paragraph(td))
+					}
 					continue
 				}
 				kc, ok := classes[k.Path]
@@ -324,6 +327,25 @@ func display(k config.KeyField) string {
 		return k.Path + ".*"
 	}
 	return k.Path
+}
+
+// elem is the struct type of a section's field.
+func elem(t reflect.Type) reflect.Type {
+	t = deref(t)
+	if t.Kind() == reflect.Slice || t.Kind() == reflect.Map {
+		t = deref(t.Elem())
+	}
+	return t
+}
+
+// detail is a type's doc comment without its first sentence, the Go
+// summary that the field's own comment says for the reader of the file.
+func detail(doc string) string {
+	doc = strings.Join(strings.Fields(doc), " ")
+	if _, rest, ok := strings.Cut(doc, ". "); ok {
+		return rest
+	}
+	return ""
 }
 
 func sectionKind(k config.KeyField) string {
