@@ -238,6 +238,7 @@ func Generate(dir string) ([]byte, error) {
 	for _, s := range sections {
 		fmt.Fprintf(&b, "- [%s](#%s)\n", s.title, anchor(s.title))
 	}
+	b.WriteString("- [Removed keys](#removed-keys)\n")
 	seen := map[string]bool{}
 	for _, s := range sections {
 		fmt.Fprintf(&b, "\n## %s\n", s.title)
@@ -272,6 +273,10 @@ func Generate(dir string) ([]byte, error) {
 			}
 		}
 	}
+	b.WriteString("\n## Removed keys\n\nA file that sets one of these keys is refused, with this advice.\n\n| Key | Advice |\n| --- | --- |\n")
+	for _, rk := range config.RemovedKeys {
+		fmt.Fprintf(&b, "| `%s` | %s |\n", rk.Path, rk.Advice)
+	}
 	for _, k := range keys {
 		if top, _, _ := strings.Cut(k.Path, "."); !seen[strings.TrimSuffix(top, "[]")] {
 			return nil, fmt.Errorf("configdoc: key %s is in no section", k.Path)
@@ -290,8 +295,7 @@ Every Tollgate program reads one YAML file, given with ` + "`-config FILE`" + `.
   environment before parsing (the default when the variable is empty or unset);
   ` + "`$$`" + ` is a literal ` + "`$`" + `. Quote a value that expands to YAML syntax: ` + "`\"${VAR}\"`" + `.
 - Unknown keys are errors, reported with their line. A key removed from
-  Tollgate is refused with what replaces it (` + "`nats.data_dir`" + `: the embedded NATS
-  server of ` + "`gateway -embed`" + ` stores under the ` + "`-data-dir`" + ` flag's ` + "`nats/`" + ` directory).
+  Tollgate is refused with what replaces it (see [Removed keys](#removed-keys)).
 - Every key is read by the code (a test fails on a key nothing reads).
 - A reload (SIGHUP or ` + "`POST /admin/reload`" + `) applies the keys marked "reload" to
   new requests. A reload that changes a key marked "restart" is refused,
