@@ -66,14 +66,14 @@ type Config struct {
 	// parent's (dept > team > project > subject > key). Default false: a
 	// config whose child limits sum above the parent's is refused.
 	BudgetOvercommit bool `yaml:"budget_overcommit"`
-	// Budget configures how the gateways enforce Budgets together.
+	// Budget configures how the gateways enforce budgets together.
 	Budget Budget `yaml:"budget"`
 	// Priority names the request priorities the degradation ladder tells
 	// apart, and where a request's priority comes from.
 	Priority Priority `yaml:"priority"`
 	// RateLimits are per-principal request and token rates.
 	RateLimits []RateLimit `yaml:"rate_limits"`
-	// RateLimit configures how the gateways enforce RateLimits and the
+	// RateLimit configures how the gateways enforce rate_limits and the
 	// tokens' rpm/tpm claims together.
 	RateLimit RateLimiting `yaml:"rate_limit"`
 	// NATS says where the usage stream and the KV buckets live.
@@ -132,7 +132,7 @@ type BudgetLimit struct {
 	// or global. Required.
 	Scope string `yaml:"scope"`
 	// Value is the scope value the limit applies to, or "*" for each value
-	// separately (every dept gets its own limit of Amount). Team and
+	// separately (every dept gets its own limit of amount_usd). Team and
 	// project values name their department: "research/ml", or "*/ml" for
 	// ml of every department (README: teams and projects by department).
 	// Required unless the scope is global.
@@ -148,7 +148,7 @@ type BudgetLimit struct {
 }
 
 // DegradeStep is one step of a limit's degradation ladder. It applies
-// once the limit's spend (with reservations) reaches at of the amount, to
+// once the limit's spend (with reservations) reaches the share at of the amount, to
 // requests whose priority is in priorities. It either serves them with a
 // cheaper model or refuses them (429 budget_degraded). Each step taken is
 // recorded in the usage event and published once per period as an alert.
@@ -168,7 +168,7 @@ type DegradeStep struct {
 	Refuse bool `yaml:"refuse"`
 }
 
-// Priority configures request priorities (issue 41, finding 9). A
+// Priority configures request priorities. A
 // request's priority comes from its principal, never from the client
 // alone: the token's priority claim (claims.priority) or the API key's
 // priority, else priority.default. The x-tollgate-priority header may lower it to a
@@ -213,7 +213,7 @@ type RateLimiting struct {
 	Local bool `yaml:"local"`
 	// PresenceTTL is how long a gateway counts as live after its last
 	// announcement (renewed every third of it): a gateway that dies gives
-	// its share back within PresenceTTL plus a third. Default 15s, at
+	// its share back within presence_ttl plus a third. Default 15s, at
 	// least 1s.
 	PresenceTTL time.Duration `yaml:"presence_ttl"`
 }
@@ -282,8 +282,8 @@ type Usage struct {
 	// FlushDelay is how long the publisher may hold a batch open after its
 	// first event while more arrive, so that they share one message and
 	// one ack (usage events only; no request waits on it): the batch
-	// leaves with the first event that ends FlushDelay or more after its
-	// first, or twice FlushDelay after its first when none comes. 0 takes
+	// leaves with the first event that ends flush_delay or more after its
+	// first, or twice flush_delay after its first when none comes. 0 takes
 	// the default, 20ms; a negative value (e.g. -1ms) never holds a batch
 	// open.
 	FlushDelay time.Duration `yaml:"flush_delay"`
@@ -411,12 +411,14 @@ type Issuer struct {
 	// Issuer is the expected `iss` claim; tokens are matched to an issuer
 	// by it. Required, unless discovery_url supplies it.
 	Issuer string `yaml:"issuer"`
-	// Audience, when set, must appear in the token's `aud` claim.
+	// Audience is a value that, when set, must appear in the token's `aud`
+	// claim. Default none: aud is not checked.
 	Audience string `yaml:"audience"`
-	// Algorithms pinned for this issuer: HS256, HS384, HS512, RS256, ES256, EdDSA.
+	// Algorithms are the signing algorithms pinned for this issuer: HS256,
+	// HS384, HS512, RS256, ES256, EdDSA.
 	// Tokens signed with anything else are rejected. Required.
 	Algorithms []string `yaml:"algorithms"`
-	// Leeway tolerated on exp/nbf/iat. Default 30s.
+	// Leeway is the clock skew tolerated on exp, nbf and iat. Default 30s.
 	Leeway time.Duration `yaml:"leeway"`
 	// Keys verify signatures; a key with a kid only verifies tokens with
 	// that kid.
@@ -629,7 +631,7 @@ type Model struct {
 	// passing "gpt-4o" upstream. Exact names and aliases win over
 	// wildcards; among wildcards the longest pattern wins.
 	Name string `yaml:"name"`
-	// WildcardPattern, on a wildcard route only, is the regular expression
+	// WildcardPattern is, on a wildcard route only, the regular expression
 	// (Go RE2 syntax, matched against the whole part the "*" stands for)
 	// that a requested name must fit to be passed upstream; a name that
 	// does not fit is refused with 400 invalid_model_name before any
@@ -647,7 +649,7 @@ type Model struct {
 	// "speech" (/v1/audio/speech), "transcription"
 	// (/v1/audio/transcriptions and /v1/audio/translations) or
 	// "moderation" (/v1/moderations). A request for a model on another
-	// kind of endpoint is 400 wrong_endpoint (issue 41, finding 10).
+	// kind of endpoint is 400 wrong_endpoint.
 	Type string `yaml:"type"`
 	// Aliases are other names clients may send for this model.
 	Aliases []string `yaml:"aliases"`
@@ -676,7 +678,7 @@ type Model struct {
 	// NATS KV bucket tollgate_cache, shared by every gateway. Default off.
 	Cache ModelCache `yaml:"cache"`
 	// Batch lets tokens allowed this model run it in batches (POST
-	// /v1/batches, issue #41). Default false: a batch whose input file
+	// /v1/batches). Default false: a batch whose input file
 	// names the model is refused with 403 batch_not_enabled. The model
 	// needs a target on the files_provider that calls it by its own name,
 	// since the provider runs the batch's lines as written. A batch is
@@ -691,7 +693,7 @@ type Target struct {
 	// Provider is the name of the provider that serves the target.
 	// Required.
 	Provider string `yaml:"provider"`
-	// Model is the upstream model name; default the Model's Name, or "*"
+	// Model is the upstream model name; default the model's name, or "*"
 	// in a wildcard route, where "*" stands for the part of the requested
 	// name the route's "*" matched.
 	Model string `yaml:"model"`
@@ -704,7 +706,8 @@ type Target struct {
 	// TPM caps the tokens per minute this gateway sends to the target; a
 	// target at its cap is skipped, never queued. 0 (default): no cap.
 	TPM int64 `yaml:"tpm"`
-	// APIKeys, when set, replace the provider's api_key for this target and
-	// are used in rotation, one per call. None may be empty.
+	// APIKeys are keys that, when set, replace the provider's api_key for
+	// this target; they are used in rotation, one per call. None may be
+	// empty.
 	APIKeys []string `yaml:"api_keys"`
 }

@@ -14,7 +14,7 @@ type Admin struct {
 	// AllowedHosts are further names an /admin/ or /debug/ request's Host
 	// header may carry (case-insensitive, port ignored), such as a
 	// Kubernetes Service name. Always accepted: loopback IPs, localhost,
-	// the host of Listen and the listener's IPs (every IP when Listen is a
+	// the host of listen and the listener's IPs (every IP when listen is a
 	// wildcard address). Other names get 403 host_not_allowed, so a DNS
 	// rebinding page cannot read the admin API. Default none.
 	AllowedHosts []string `yaml:"allowed_hosts"`

@@ -37,7 +37,7 @@ type Retry struct {
 	// MaxAttempts is the number of calls made to one model's targets for a
 	// request, before its fallbacks; 1 to 10. Default 1: no retry. With several
 	// targets the calls go to different targets first. Each fallback model
-	// gets its own MaxAttempts.
+	// gets its own max_attempts.
 	MaxAttempts int `yaml:"max_attempts"`
 	// BackoffBase is the pause before the first retry of a target already
 	// tried for the request; it doubles with each further retry, with
@@ -62,13 +62,13 @@ type Circuit struct {
 	// Failures is the number of consecutive failures that opens the circuit.
 	// Default 5; negative turns this rule off.
 	Failures int `yaml:"failures"`
-	// FailureRate, between 0 and 1, opens the circuit when the share of
-	// failed calls within Window reaches it (and at least MinRequests calls
-	// were made). Default 0: rule off.
+	// FailureRate is the share of failed calls within window, between 0
+	// and 1, that opens the circuit (once at least min_requests calls were
+	// made). Default 0: rule off.
 	FailureRate float64 `yaml:"failure_rate"`
-	// Window is the span FailureRate looks at. Default 60s.
+	// Window is the span failure_rate looks at. Default 60s.
 	Window time.Duration `yaml:"window"`
-	// MinRequests is the fewest calls within Window for FailureRate to
+	// MinRequests is the fewest calls within window for failure_rate to
 	// apply. Default 20.
 	MinRequests int `yaml:"min_requests"`
 	// Cooldown is how long an open circuit skips its target before a probe.

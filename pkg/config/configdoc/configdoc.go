@@ -254,6 +254,11 @@ func Generate(dir string) ([]byte, error) {
 				if doc == "" {
 					return nil, fmt.Errorf("configdoc: key %s (%s.%s) has no doc comment", k.Path, k.Owner.Name(), k.Field.Name)
 				}
+				// The comment opens with the Go name; the reader of the
+				// file knows the key's.
+				if rest, ok := strings.CutPrefix(doc, k.Field.Name+" "); ok {
+					doc = "`" + k.Path[strings.LastIndexAny(k.Path, ".]")+1:] + "` " + rest
+				}
 				fmt.Fprintf(&b, "\n### `%s`\n\n", display(k))
 				if !k.Leaf {
 					fmt.Fprintf(&b, "%s.\n\n%s", sectionKind(k), paragraph(doc))
