@@ -220,7 +220,7 @@ type RateLimiting struct {
 
 // NATS says where the usage stream and the spend bucket live.
 type NATS struct {
-	// URL of the NATS servers (comma-separated). Ignored with -embed, whose
+	// URL lists the NATS servers (comma-separated). Ignored with -embed, whose
 	// gateway connects to its own embedded server. Default
 	// nats://127.0.0.1:4222.
 	URL string `yaml:"url"`
@@ -232,8 +232,8 @@ type NATS struct {
 	NKeyFile string `yaml:"nkey_file"`
 	// TLS configures TLS to the NATS servers.
 	TLS TLS `yaml:"tls"`
-	// Replicas of the usage stream and the KV buckets, 1 to 5. Default 1;
-	// 3 in a cluster.
+	// Replicas is the number of copies of the usage stream and the KV
+	// buckets, 1 to 5. Default 1; 3 in a cluster.
 	Replicas int `yaml:"replicas"`
 	// MaxAge is how long the usage stream keeps events (and so how far
 	// back a replay reaches). Default 400 days (9600h).
