@@ -34,7 +34,8 @@ type Config struct {
 	// buffer. Default 8 KiB.
 	MaxHeaderBytes int `yaml:"max_header_bytes"`
 
-	// Log configures the log lines every program writes to stderr.
+	// Log configures the log lines the gateway, budget and analytics
+	// programs write to stderr.
 	Log Log `yaml:"log"`
 	// Admin configures the admin listener: health, metrics, pprof, the
 	// admin API and the console.
@@ -197,8 +198,8 @@ type RateLimit struct {
 	// RPM caps requests per minute. 0 (default): no cap. Over it, 429
 	// rate_limit_exceeded with Retry-After.
 	RPM int64 `yaml:"rpm"`
-	// TPM caps tokens (prompt and completion) per minute. 0 (default): no
-	// cap.
+	// TPM caps tokens per minute, each request counted with the tokens
+	// known before its upstream call. 0 (default): no cap.
 	TPM int64 `yaml:"tpm"`
 }
 
