@@ -294,7 +294,9 @@ const intro = `# Configuration reference
 
 <!-- Generated from pkg/config by ` + "`" + Command + "`" + ` (make docs); edit the field comments in pkg/config, not this file. -->
 
-Every Tollgate program reads one YAML file, given with ` + "`-config FILE`" + `.
+The gateway, the budget and analytics services and tollctl read one YAML file,
+given with ` + "`-config FILE`" + `. [deploy/dev/tollgate.yaml](../deploy/dev/tollgate.yaml), the
+file ` + "`make run`" + ` uses, is a working example.
 
 - ` + "`${VAR}`" + ` and ` + "`${VAR:-default}`" + ` anywhere in the file are replaced from the
   environment before parsing (the default when the variable is empty or unset);
