@@ -61,6 +61,13 @@ bench-dashboards:
 	scripts/deps.sh
 	$(GO) test -tags chscale -run TestScale -count=1 -timeout 4h -v ./dashboards -args -scale.events=$(EVENTS) -scale.out $(CURDIR)/docs/bench/dashboards-$(EVENTS).md
 
+.PHONY: docs
+## docs: regenerate every generated doc: docs/configuration.md (from pkg/config), the README's restart-only key list (from config.Keys) and docs/tollctl.md (from the tollctl commands); a test fails when one is stale
+docs:
+	$(GO) run ./pkg/config/configdoc/gen
+	$(GO) test ./pkg/config -run '^TestREADMERestartKeys$$' -count=1 -update
+	$(GO) run ./services/tollctl gen-docs docs/tollctl.md
+
 ## proto: regenerate the Go code of proto/
 proto:
 	scripts/proto.sh

@@ -47,6 +47,28 @@ func TestKeysClassifyEveryField(t *testing.T) {
 	}
 }
 
+// TestRemovedKeysAreGone checks that every removed key names a struct
+// type that is still reachable and a key that is no longer one, so its
+// advice can be matched and is never given for a live key.
+func TestRemovedKeysAreGone(t *testing.T) {
+	leaves := LeafKeys()
+	owners := map[string]bool{"Config": true}
+	for _, k := range KeyFields() {
+		owners[k.Owner.Name()] = true
+	}
+	for _, rk := range RemovedKeys {
+		if slices.Contains(leaves, rk.Path) {
+			t.Errorf("removed key %s is a key of Config again: drop it from RemovedKeys", rk.Path)
+		}
+		if !owners[rk.Owner] {
+			t.Errorf("removed key %s: type %s holds no keys; its advice would never be given", rk.Path, rk.Owner)
+		}
+		if !strings.Contains(rk.Advice, rk.Path) {
+			t.Errorf("removed key %s: the advice does not name the key", rk.Path)
+		}
+	}
+}
+
 func TestExpandPath(t *testing.T) {
 	tests := []struct {
 		in   string
