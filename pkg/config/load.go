@@ -17,12 +17,16 @@ const ListenEnv = "TOLLGATE_LISTEN"
 // Load reads the YAML file at path and returns it parsed, with environment
 // references expanded from the process environment, defaults applied and
 // validated. See Parse.
-func Load(path string) (*Config, error) {
+func Load(path string) (*Config, error) { return LoadEnv(path, os.Getenv) }
+
+// LoadEnv is Load with environment references expanded from getenv, for a
+// program that reads its environment in one place.
+func LoadEnv(path string, getenv func(string) string) (*Config, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("read config: %w", err)
 	}
-	c, err := Parse(data, os.Getenv)
+	c, err := Parse(data, getenv)
 	if err != nil {
 		return nil, fmt.Errorf("config %s: %w", path, err)
 	}
