@@ -107,7 +107,8 @@ func (g *Gateway) serveGemini(c *fiber.Ctx) error {
 }
 
 // splitGeminiPath splits "{model}:{method}" (the path after
-// /v1beta/models/; the model percent-decoded, a "models/" prefix removed).
+// /v1beta/models/; the model percent-decoded, a "models/" prefix removed,
+// copied).
 func splitGeminiPath(rest string) (model, method string, ok bool) {
 	i := strings.LastIndexByte(rest, ':')
 	if i <= 0 {
@@ -117,7 +118,9 @@ func splitGeminiPath(rest string) (model, method string, ok bool) {
 	if m, err := url.PathUnescape(model); err == nil {
 		model = m
 	}
-	model = strings.TrimPrefix(model, "models/")
+	// The path aliases fiber's buffer, reused after the handler; the model
+	// outlives it in the record.
+	model = strings.Clone(strings.TrimPrefix(model, "models/"))
 	switch method {
 	case gemini.MethodGenerate, gemini.MethodStream, gemini.MethodCountTokens:
 		return model, method, model != ""

@@ -3,6 +3,7 @@ package gemini
 import (
 	"bytes"
 	"fmt"
+	"strings"
 	"sync"
 
 	"github.com/tidwall/gjson"
@@ -158,11 +159,12 @@ func (e *Encoder) event(dst, ev []byte) ([]byte, error) {
 			e.calls = append(e.calls, pendingCall{})
 		}
 		pc := &e.calls[k]
+		// gjson's strings alias the events, whose buffer is reused.
 		if id := tc.Get("id").Str; id != "" {
-			pc.id = id
+			pc.id = strings.Clone(id)
 		}
 		if n := tc.Get("function.name").Str; n != "" {
-			pc.name = n
+			pc.name = strings.Clone(n)
 		}
 		pc.args = append(pc.args, tc.Get("function.arguments").Str...)
 		return true
