@@ -38,7 +38,7 @@ type geminiCall struct {
 // geminiNative is the capability of a provider that speaks the Gemini API
 // itself (gemini.Provider): the request goes to it unchanged.
 type geminiNative interface {
-	BuildNative(req *fasthttp.Request, body []byte, model, method string) error
+	BuildNative(req *fasthttp.Request, body []byte, model, method string, clamp int64) error
 	NativeStream() providers.Stream
 }
 
@@ -128,10 +128,18 @@ func splitGeminiPath(rest string) (model, method string, ok bool) {
 	return "", "", false
 }
 
+// geminiWatched are the top-level keys of a Gemini body the gateway acts
+// on (the output limit a reservation bounds and a clamp rewrites): each
+// may be written once, in one spelling, so that it cannot be read one way
+// here and another way upstream.
+var geminiWatched = [...]string{"generationConfig", "generation_config"}
+
 // checkGeminiBody checks a body as the OpenAI endpoints do: valid JSON
-// nesting at most providers.MaxJSONDepth, UTF-8, an object.
+// nesting at most providers.MaxJSONDepth, UTF-8, an object, the watched
+// keys once.
 func checkGeminiBody(body []byte) *apiError {
-	if err := rawjson.Scan(body, providers.MaxJSONDepth, nil, nil); err != nil {
+	var f [len(geminiWatched)]rawjson.Field
+	if err := rawjson.Scan(body, providers.MaxJSONDepth, geminiWatched[:], f[:]); err != nil {
 		var e *rawjson.Error
 		if errors.Is(err, rawjson.ErrUTF8) && errors.As(err, &e) {
 			return utf8Error(e.Offset)
@@ -141,17 +149,23 @@ func checkGeminiBody(body []byte) *apiError {
 		}
 		return errBadRequest(codeInvalidJSON, "", "request body must be a JSON object")
 	}
+	if f[0].Repeat > 0 || f[1].Repeat > 0 || f[0].Raw != "" && f[1].Raw != "" {
+		return errBadRequest("duplicate_key", "generationConfig", "generationConfig appears more than once")
+	}
 	return nil
 }
 
 // newGeminiRequest holds a Gemini request in the two forms its targets
 // take: native (gemini providers) and translated to the OpenAI format.
 // Admission estimates from the translation when there is one; else from
-// the body, with generationConfig.maxOutputTokens as the output bound.
+// the body, with generationConfig.maxOutputTokens as the output bound
+// per candidate. A native call's maxOutputTokens is clamped as chat's
+// max_tokens is, so that the reservation bounds what it may generate.
 func newGeminiRequest(body []byte, model string, stream bool) messagesRequest {
 	m := messagesRequest{body: body, model: gjson.Result{Type: gjson.String, Str: model}, admBody: body,
 		admInfo: reqInfo{model: model, stream: stream,
-			maxTokens: gjson.GetBytes(body, "generationConfig.maxOutputTokens").Int()}}
+			maxTokens: gjson.GetBytes(body, "generationConfig.maxOutputTokens").Int(),
+			choices:   max(gjson.GetBytes(body, "generationConfig.candidateCount").Int(), 1)}}
 	oa, err := gemini.RequestToOpenAI(nil, body, model, stream)
 	if err != nil {
 		var pe *providers.ParamError
@@ -189,7 +203,7 @@ func (gc *geminiCaller) build(c *fiber.Ctx, req *fasthttp.Request, rec *record, 
 	if rec.stream {
 		method = gemini.MethodStream
 	}
-	if err := gc.gem.native.BuildNative(req, m.body, rt.upstreamModel, method); err != nil {
+	if err := gc.gem.native.BuildNative(req, m.body, rt.upstreamModel, method, rec.adm.clamp); err != nil {
 		return buildError(rt.up.name, err)
 	}
 	return nil
@@ -268,7 +282,7 @@ func (cc *geminiCountCaller) build(_ *fiber.Ctx, req *fasthttp.Request, _ *recor
 	if cc.gem.native == nil {
 		return nil
 	}
-	if err := cc.gem.native.BuildNative(req, cc.m.body, rt.upstreamModel, gemini.MethodCountTokens); err != nil {
+	if err := cc.gem.native.BuildNative(req, cc.m.body, rt.upstreamModel, gemini.MethodCountTokens, 0); err != nil {
 		return buildError(rt.up.name, err)
 	}
 	return nil

@@ -355,3 +355,38 @@ func TestGeminiQueryKey(t *testing.T) {
 		})
 	}
 }
+
+// TestGeminiNativeClamp: near its budget, a native request's
+// maxOutputTokens is lowered to what the headroom affords, as chat's
+// max_tokens is, so that the reservation bounds what the provider may
+// generate; a translated one gets the clamp through the translation.
+func TestGeminiNativeClamp(t *testing.T) {
+	up, _ := newRecordingUpstream(t)
+	a := newAcctRig(t, func(c *config.Config) {
+		c.Providers[0].BaseURL = "http://" + up.addr + "/v1"
+		c.Providers = append(c.Providers, config.Provider{Name: "gem", Kind: config.KindGemini, BaseURL: "http://" + up.addr,
+			APIKey: testProvKey, Timeouts: c.Providers[0].Timeouts})
+		// A priced name (the rig prices by the embedded table).
+		c.Models = append(c.Models, config.Model{Name: "gemini-2.5-flash", Type: "chat", Targets: []config.Target{{Provider: "gem"}}})
+		// 0.0001 USD buys the prompt and some 100 output tokens of mock-gpt, 10 of gemini-2.5-flash.
+		c.Budgets = []config.BudgetLimit{{Scope: "team", Value: "*", AmountUSD: "0.0001", Period: "day"}}
+	})
+	for _, tt := range []struct{ model, path string }{
+		{"gemini-2.5-flash", "generationConfig.maxOutputTokens"},
+		{"mock-gpt", "max_tokens"},
+	} {
+		t.Run(tt.model, func(t *testing.T) {
+			tok := a.token(func(o *auth.MintOptions) { o.Team = tt.model }) // a team, and its budget, of its own
+			resp := a.post("/v1beta/models/"+tt.model+":generateContent", tok, geminiBody("Say hello."))
+			body := readBody(t, resp)
+			clamp := resp.Header.Get("x-tollgate-max-tokens-clamped")
+			if resp.StatusCode != 200 || clamp == "" {
+				t.Fatalf("status %d clamp %q: %s", resp.StatusCode, clamp, body)
+			}
+			_, sent := up.lastRequest(t)
+			if got := gjson.Get(sent, tt.path).String(); got != clamp {
+				t.Errorf("upstream %s = %q, want the clamp %s: %.300s", tt.path, got, clamp, sent)
+			}
+		})
+	}
+}

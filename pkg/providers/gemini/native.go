@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/tidwall/gjson"
@@ -28,10 +30,11 @@ const (
 // (MethodGenerate, MethodStream, MethodCountTokens) of model, with this
 // provider's credentials; a stream is asked for as server-sent events.
 // The body is passed unchanged, but for countTokens'
-// generateContentRequest.model, which is set to model. No client header is
-// passed on. An unedited body is not copied: it must stay valid until the
-// request is sent.
-func (p *Provider) BuildNative(req *fasthttp.Request, body []byte, model, method string) error {
+// generateContentRequest.model, which is set to model, and for
+// generationConfig.maxOutputTokens, which clamp, when positive, lowers
+// to it (the budget's clamp). No client header is passed on. An unedited
+// body is not copied: it must stay valid until the request is sent.
+func (p *Provider) BuildNative(req *fasthttp.Request, body []byte, model, method string, clamp int64) error {
 	var buf [256]byte
 	path := append(buf[:0], p.prefix...)
 	path, err := appendModelPath(path, model)
@@ -63,8 +66,87 @@ func (p *Provider) BuildNative(req *fasthttp.Request, body []byte, model, method
 		req.SwapBody(out)
 		return nil
 	}
+	if clamp > 0 && method != MethodCountTokens {
+		out, err := ClampOutput(req.SwapBody(nil)[:0], body, clamp)
+		if err != nil {
+			return err
+		}
+		req.SwapBody(out)
+		return nil
+	}
 	req.SetBodyRaw(body)
 	return nil
+}
+
+// ClampOutput appends to dst the Gemini request body with its output
+// limit (generationConfig.maxOutputTokens, either key also in snake case)
+// at most n: lowered when above it or not a number, added when absent
+// (with generationConfig when that is absent too). A body that is not an
+// object, whose generationConfig is not one, or that writes either key
+// twice (the gateway would read one and the upstream maybe the other) is
+// a *providers.ParamError.
+func ClampOutput(dst, body []byte, n int64) ([]byte, error) {
+	s := bytesString(body)
+	if i := rawjson.SkipSpace(s, 0); i >= len(s) || s[i] != '{' {
+		return dst, paramErr("body", "the request body must be a JSON object")
+	}
+	gcRaw, gcAt, err := onlyMember(s, 0, "generationConfig", "generation_config")
+	if err != nil {
+		return dst, err
+	}
+	if gcRaw == "" {
+		i := strings.IndexByte(s, '{') + 1
+		dst = append(dst, body[:i]...)
+		dst = append(dst, `"generationConfig":{"maxOutputTokens":`...)
+		dst = strconv.AppendInt(dst, n, 10)
+		dst = append(dst, '}')
+		if rest := strings.TrimLeft(s[i:], " \t\r\n"); len(rest) > 0 && rest[0] != '}' {
+			dst = append(dst, ',')
+		}
+		return append(dst, body[i:]...), nil
+	}
+	if gcRaw[0] != '{' {
+		return dst, paramErr("generationConfig", "must be an object")
+	}
+	mRaw, mAt, err := onlyMember(gcRaw, gcAt, "maxOutputTokens", "max_output_tokens")
+	if err != nil {
+		return dst, err
+	}
+	if mRaw != "" {
+		if v := gjson.Parse(mRaw); v.Type == gjson.Number && v.Int() > 0 && v.Int() <= n {
+			return append(dst, body...), nil
+		}
+		dst = append(dst, body[:mAt]...)
+		dst = strconv.AppendInt(dst, n, 10)
+		return append(dst, body[mAt+len(mRaw):]...), nil
+	}
+	i := gcAt + 1 // just after generationConfig's "{"
+	dst = append(dst, body[:i]...)
+	dst = append(dst, `"maxOutputTokens":`...)
+	dst = strconv.AppendInt(dst, n, 10)
+	if rest := strings.TrimLeft(gcRaw[1:], " \t\r\n"); len(rest) > 0 && rest[0] != '}' {
+		dst = append(dst, ',')
+	}
+	return append(dst, body[i:]...), nil
+}
+
+// onlyMember finds the one member of the object obj (at byte offset base
+// of the body) named by either of two keys: its raw value and the value's
+// offset in the body ("" when there is none). Both keys, or one twice, is
+// a *providers.ParamError.
+func onlyMember(obj string, base int, key, snake string) (raw string, at int, err error) {
+	n := 0
+	rawjson.EachMember(obj, func(k, v string, i int) bool {
+		if rawjson.KeyIs(k, key) || rawjson.KeyIs(k, snake) {
+			n++
+			raw, at = v, base+i
+		}
+		return true
+	})
+	if n > 1 {
+		return "", 0, paramErr(key, "appears more than once")
+	}
+	return raw, at, nil
 }
 
 // UsageOf reads a GenerateContentResponse body's usageMetadata as the
