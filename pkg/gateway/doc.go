@@ -35,8 +35,9 @@
 // /v1beta/models/{model}:generateContent, :streamGenerateContent and
 // :countTokens, the same way with gemini providers native),
 // its error shape and its stream encoder (streamEncoder: Anthropic events
-// for /v1/messages, Gemini chunks for the Gemini endpoints). The pass-through endpoints make
-// one call and never retry (a streamed upload cannot be sent twice). The
+// for /v1/messages, Gemini chunks for the Gemini endpoints). The
+// pass-through endpoints make one call and never retry (a streamed upload
+// cannot be sent twice). The
 // adapters' per-request state lives in the record (callState), so a
 // request needs one record and no adapter of its own. Records come from a
 // pool (begin) and go back when the request ended in its handler (release,

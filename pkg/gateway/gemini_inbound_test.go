@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bufio"
 	"encoding/json"
 	"net/http"
 	"strings"
@@ -386,6 +387,42 @@ func TestGeminiNativeClamp(t *testing.T) {
 			_, sent := up.lastRequest(t)
 			if got := gjson.Get(sent, tt.path).String(); got != clamp {
 				t.Errorf("upstream %s = %q, want the clamp %s: %.300s", tt.path, got, clamp, sent)
+			}
+		})
+	}
+}
+
+// TestGeminiClientAbort: a client leaving a Gemini stream is billed as on
+// chat: the prompt and the text delivered (estimated unless the provider
+// reported usage on the way), recorded as 499.
+func TestGeminiClientAbort(t *testing.T) {
+	a := newAcctRig(t, func(c *config.Config) {
+		c.Providers = append(c.Providers, config.Provider{Name: "gem", Kind: config.KindGemini,
+			BaseURL: strings.TrimSuffix(c.Providers[0].BaseURL, "/v1"), APIKey: testProvKey, Timeouts: c.Providers[0].Timeouts})
+		c.Models = append(c.Models, config.Model{Name: "gemini-2.5-flash", Type: "chat", Targets: []config.Target{{Provider: "gem"}}})
+	})
+	body := `{"contents":[{"parts":[{"text":"tell me a long story"}]}],"mock":{"chunks":200,"chunk_delay_ms":20}}`
+	for _, model := range []string{"gemini-2.5-flash", "mock-gpt"} {
+		t.Run(model, func(t *testing.T) {
+			resp := a.post("/v1beta/models/"+model+":streamGenerateContent?alt=sse", a.token(nil), body)
+			id := resp.Header.Get("x-request-id")
+			br := bufio.NewReader(resp.Body)
+			for seen := 0; seen < 5; {
+				line, err := br.ReadString('\n')
+				if err != nil {
+					t.Fatal(err)
+				}
+				if strings.HasPrefix(line, "data: ") {
+					seen++
+				}
+			}
+			resp.Body.Close()
+			ev := a.eventOf(t, id)
+			if !ev.ClientAborted || ev.StatusCode != StatusClientClosed || ev.Endpoint != geminiStreamPath {
+				t.Fatalf("event aborted %v status %d endpoint %s", ev.ClientAborted, ev.StatusCode, ev.Endpoint)
+			}
+			if ev.PromptTokens == 0 || ev.CompletionTokens < 3 || ev.CompletionTokens > 150 || ev.CostNanoUsd <= 0 {
+				t.Errorf("estimated %v prompt %d completion %d cost %d", ev.Estimated, ev.PromptTokens, ev.CompletionTokens, ev.CostNanoUsd)
 			}
 		})
 	}

@@ -231,6 +231,35 @@ func TestPassthrough(t *testing.T) {
 	}
 }
 
+// TestNativeStream: Gemini events pass through unchanged; usage, text
+// and completion are read on the way, an error event fails the stream.
+func TestNativeStream(t *testing.T) {
+	p, err := New(Options{Name: "g"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := p.NativeStream()
+	defer s.Close()
+	ev1 := "data: {\"candidates\":[{\"content\":{\"parts\":[{\"text\":\"x\",\"thought\":true},{\"text\":\"Hi \\\"a\\\"\"}]}}],\"usageMetadata\":{\"promptTokenCount\":3}}\r\n\r\n"
+	out, st, err := s.Event(nil, []byte(ev1))
+	if err != nil || st != providers.More || string(out) != ev1 || s.(providers.ContentStream).LastContent() != `Hi \"a\"` {
+		t.Fatalf("event 1: %v %v %q %q", err, st, out, s.(providers.ContentStream).LastContent())
+	}
+	ev2 := `data: {"candidates":[{"content":{"parts":[{"text":"!"}]},"finishReason":"STOP"}],"usageMetadata":{"promptTokenCount":3,"candidatesTokenCount":4,"thoughtsTokenCount":2}}` + "\n\n"
+	if _, st, err = s.Event(nil, []byte(ev2)); err != nil || st != providers.Done || !s.Complete() {
+		t.Fatalf("event 2: %v %v", err, st)
+	}
+	if u := s.Usage(); u != (providers.Usage{Reported: true, Prompt: 3, Completion: 6, Reasoning: 2}) {
+		t.Errorf("usage %+v", u)
+	}
+	s2 := p.NativeStream()
+	defer s2.Close()
+	var ue *providers.UpstreamError
+	if _, st, err := s2.Event(nil, []byte(`data: {"error":{"code":429,"message":"quota"}}`+"\n\n")); st != providers.Failed || !errors.As(err, &ue) || ue.Message != "quota" {
+		t.Errorf("error event: %v %v", st, err)
+	}
+}
+
 func TestClampOutput(t *testing.T) {
 	for _, tt := range []struct{ body, want string }{
 		{`{"contents":[]}`, `{"generationConfig":{"maxOutputTokens":50},"contents":[]}`},

@@ -181,9 +181,11 @@ func (s *nativeStream) Framer(io.Reader) providers.Framer { return nil }
 func (s *nativeStream) Complete() bool                    { return s.complete }
 func (s *nativeStream) Usage() providers.Usage            { return s.u }
 
+var _ providers.ContentStream = (*nativeStream)(nil)
+
 // LastContent returns the text parts of the latest event (raw JSON string
-// text), for estimating a cut stream's tokens.
-func (s *nativeStream) LastContent() []byte { return s.last }
+// text), for estimating a cut stream's tokens; valid until the next event.
+func (s *nativeStream) LastContent() string { return bytesString(s.last) }
 
 // Close returns the decoder to its pool.
 func (s *nativeStream) Close() {
