@@ -274,6 +274,10 @@ func TestGeminiErrors(t *testing.T) {
 			`{"contents":[{"parts":[{"text":"hi"}]}],"tools":[{"googleSearch":{}}]}`, 400, "INVALID_ARGUMENT"},
 		{"over budget", "/v1beta/models/mock-gpt:streamGenerateContent?alt=sse", broke, geminiBody("hi"), 429, "RESOURCE_EXHAUSTED"},
 		{"embeddings model", "/v1beta/models/mock-embed:generateContent", tok, geminiBody("hi"), 400, "INVALID_ARGUMENT"},
+		{"body too large", "/v1beta/models/mock-gpt:generateContent", tok, geminiBody(strings.Repeat("a", 70000)), 413, "INVALID_ARGUMENT"},
+		{"generationConfig twice", "/v1beta/models/gemini-mock:generateContent", tok,
+			`{"contents":[{"parts":[{"text":"hi"}]}],"generationConfig":{"maxOutputTokens":5},"generation_config":{"max_output_tokens":99999}}`, 400, "INVALID_ARGUMENT"},
+		{"not allowed", "/v1beta/models/claude-mock:generateContent", a.token(func(o *auth.MintOptions) { o.Models = []string{"mock-gpt"} }), geminiBody("hi"), 403, "PERMISSION_DENIED"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			resp := a.post(tt.path, tt.token, tt.body)
