@@ -220,10 +220,13 @@ func (gc *geminiCaller) call(c *fiber.Ctx, _ *state, plan *router.Plan, a *route
 		} else {
 			s, enc = rt.up.prov.Stream(&gc.cur), gemini.NewEncoder(m.model.Str, rec.requestID, gc.gem.array)
 		}
-		if gc.gem.array {
+		res := g.startStream(c, req, rt, rec, &gc.cur, s, enc, a, plan)
+		if res.aerr == nil && gc.gem.array {
+			// The JSON array form is one JSON document, streamed; the
+			// headers go out when the handler returns.
 			c.Response().Header.SetContentType(fiber.MIMEApplicationJSON)
 		}
-		return g.startStream(c, req, rt, rec, &gc.cur, s, enc, a, plan)
+		return res
 	}
 	res, took := g.tryUnaryDialect(c, req, rt, rec, &gc.cur, native != nil, m.model.Str, &geminiDialect)
 	if res.aerr == nil {

@@ -115,7 +115,7 @@ func TestGeminiEndpoint(t *testing.T) {
 			resp = a.post(base+":streamGenerateContent", jwt, geminiBody("Say hello."))
 			body = readBody(t, resp)
 			arr := gjson.ParseBytes(body)
-			if resp.StatusCode != 200 || !gjson.ValidBytes(body) || !arr.IsArray() || len(arr.Array()) < 2 {
+			if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "application/json" || !gjson.ValidBytes(body) || !arr.IsArray() || len(arr.Array()) < 2 {
 				t.Fatalf("array stream: %d %s", resp.StatusCode, body)
 			}
 			if _, last = geminiSequence(t, arr.Array()); last.Get("usageMetadata.totalTokenCount").Int() == 0 {
