@@ -55,7 +55,8 @@ func TestGeminiEndpoint(t *testing.T) {
 		t.Run(model, func(t *testing.T) {
 			base := "/v1beta/models/" + model
 			// Unary, the API key in x-goog-api-key.
-			resp := a.post(base+":generateContent", "", geminiBody("Say hello."), "x-goog-api-key", key)
+			resp := a.post(base+":generateContent", "", geminiBody("Say hello."), "x-goog-api-key", key,
+				"x-goog-api-client", "google-genai-sdk/1.30.0 gl-node/v20.20.2")
 			body := readBody(t, resp)
 			if resp.StatusCode != 200 {
 				t.Fatalf("generateContent: %d %s", resp.StatusCode, body)
@@ -147,14 +148,14 @@ func TestGeminiEndpoint(t *testing.T) {
 
 // checkUpstream checks the last upstream request: a native one goes to
 // Gemini's path with the provider's key and the body as the client sent
-// it; no client credential reaches any upstream. header "" skips the
-// request (a stream's was read by lastRequest already).
+// it; no client credential or Google client header reaches any upstream.
+// header "" skips the check.
 func checkUpstream(t *testing.T, header, sent string, native bool, method string) {
 	t.Helper()
 	if header == "" {
 		return
 	}
-	if strings.Contains(header, "sk-tg-") || strings.Contains(header, "eyJ") {
+	if strings.Contains(header, "tg-") || strings.Contains(header, "eyJ") || strings.Contains(strings.ToLower(header), "x-goog-api-client") {
 		t.Errorf("a client credential reached the upstream:\n%s", header)
 	}
 	if native {
