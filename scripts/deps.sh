@@ -7,7 +7,7 @@
 # agent framework tests in pkg/conformance, written for Node 20; Debian's own
 # nodejs package is the fallback when the machine has none), chDB (current
 # ClickHouse as a library, for the dual-version SQL test, build tag chdb)
-# and the Claude Code CLI (pkg/conformance). Needs root for
+# and the Claude Code and Gemini CLIs (pkg/conformance). Needs root for
 # apt-get. A dependency that is missing and cannot be installed ends the run
 # with a non-zero status and a message naming it.
 set -euo pipefail
@@ -100,3 +100,7 @@ if [ ! -x "$claude_dir/node_modules/.bin/claude" ]; then
     fail_missing "its install.cjs failed"
   fi
 fi
+
+# Gemini CLI, pinned, for pkg/conformance's TestGeminiCLI, under $cache/cli.
+gemini_cli_version=0.61.0
+npm_pkg "$cache/cli/gemini-cli-$gemini_cli_version" node_modules/.bin/gemini "@google/gemini-cli@$gemini_cli_version"

@@ -403,6 +403,12 @@ type Auth struct {
 	// skips the signature check (exp and nbf are still checked on every
 	// request). Default 65536; 0 keeps the default, -1 disables the cache.
 	CacheSize int `yaml:"cache_size"`
+	// allow_query_key accepts a token or API key in the "key" query parameter
+	// of the Gemini endpoints (/v1beta/models/...), as Google's API does.
+	// Default false: a key in a URL ends up in the logs of every proxy on
+	// the way, so only the x-goog-api-key and Authorization headers are
+	// read. The gateway never logs the query either way.
+	AllowQueryKey bool `yaml:"allow_query_key"`
 }
 
 // Issuer is one trusted token issuer with pinned algorithms and keys.

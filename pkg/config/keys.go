@@ -65,7 +65,7 @@ var Keys = []KeyClass{
 	{"auth.issuers[].claims.{subject,key_id,dept,team,project,models,budgets,rpm,tpm,admin,priority}", Reload, ""},
 	{"auth.issuers[].claim_mappings[].{claim,value,dept,team,project}", Reload, ""},
 	{"auth.issuers[].claim_defaults.{dept,team,project}", Reload, ""},
-	{"auth.cache_size", Reload, ""},
+	{"auth.{cache_size,allow_query_key}", Reload, ""},
 
 	{"providers[].kind", Reload, "it adds the first provider of kind mock (the mock upstream starts only with the gateway)"},
 	{"providers[].{name,preset,base_url,api_version,stream_usage,headers,region,access_key_id,secret_access_key,session_token,api_key}", Reload, ""},

@@ -9,7 +9,8 @@
 //
 //   - begin (pipeline.go): request id, trace span, the state (config,
 //     routes, prices) the request will finish on;
-//   - authenticate: the bearer token (x-api-key too on /v1/messages);
+//   - authenticate: the bearer token (x-api-key too on /v1/messages,
+//     x-goog-api-key on the Gemini endpoints);
 //   - parse: the endpoint's own (parseRequest for the chat family and
 //     scanMessages for the Messages API, each one pass over the body with
 //     rawjson.Scan; the pass-through parsers for theirs), then any file
@@ -29,9 +30,14 @@
 // completions, embeddings and the Responses API, with hedging;
 // messagesCaller for /v1/messages, native or translated, without hedging;
 // countTokensCaller for /v1/messages/count_tokens, native or counted by
-// the gateway, free but admitted and recorded like any request),
-// its error shape and its stream encoder. The pass-through endpoints make
-// one call and never retry (a streamed upload cannot be sent twice). The
+// the gateway, free but admitted and recorded like any request;
+// geminiCaller and geminiCountCaller for the Gemini API's
+// /v1beta/models/{model}:generateContent, :streamGenerateContent and
+// :countTokens, the same way with gemini providers native),
+// its error shape and its stream encoder (streamEncoder: Anthropic events
+// for /v1/messages, Gemini chunks for the Gemini endpoints). The
+// pass-through endpoints make one call and never retry (a streamed upload
+// cannot be sent twice). The
 // adapters' per-request state lives in the record (callState), so a
 // request needs one record and no adapter of its own. Records come from a
 // pool (begin) and go back when the request ended in its handler (release,

@@ -186,13 +186,14 @@ func (mc *messagesCaller) call(c *fiber.Ctx, _ *state, plan *router.Plan, a *rou
 	g, m := mc.g, &mc.m
 	if rec.stream {
 		var s providers.Stream
-		var enc *anthropic.Encoder
+		var enc streamEncoder
 		if mc.native != nil {
 			s = mc.native.NativeStream()
 		} else {
 			s = rt.up.prov.Stream(&mc.cur)
-			enc = anthropic.NewEncoder(m.model.Str, rec.requestID)
-			enc.EstimatePrompt(g.acct.Estimator, m.oa) // message_start's input_tokens (issue #16)
+			e := anthropic.NewEncoder(m.model.Str, rec.requestID)
+			e.EstimatePrompt(g.acct.Estimator, m.oa) // message_start's input_tokens (issue #16)
+			enc = anthropicEncoder{e}
 		}
 		return g.startStream(c, req, rt, rec, &mc.cur, s, enc, a, plan)
 	}
@@ -214,43 +215,81 @@ func (mc *messagesCaller) call(c *fiber.Ctx, _ *state, plan *router.Plan, a *rou
 // else the OpenAI translation.
 func (g *Gateway) buildMessages(c *fiber.Ctx, req *fasthttp.Request, rec *record, rt *route, m *messagesRequest) (providers.Call, messagesNative, *apiError) {
 	native, _ := rt.up.prov.(messagesNative)
-	var call providers.Call
-	var err error
-	if native != nil {
-		rec.body = m.body
-		call = providers.Call{Endpoint: epChat, Body: m.body, Model: rt.upstreamModel, Stream: rec.stream}
-		err = native.BuildNative(req, m.body, rt.upstreamModel, m.model.Raw, m.model.Index, &c.Request().Header)
-	} else {
-		if m.oaErr != nil {
-			return call, nil, m.oaErr
-		}
-		body := m.oa
-		if caps := rt.up.caps; caps != nil && !caps.ReasoningEffort() {
-			if m.oaPlain == nil {
-				var ok bool
-				if m.oaPlain, ok = anthropic.DropReasoningEffort(nil, m.oa); !ok {
-					m.oaPlain = m.oa
-				}
-			}
-			body = m.oaPlain // the members oaInfo locates precede the effort
-		}
-		rec.body = body
-		info := &m.oaInfo
-		call = providers.Call{Endpoint: epChat, Body: body, Model: rt.upstreamModel, ModelJSON: rt.modelJSON,
-			ClampMaxTokens: rec.adm.clamp, RequestID: c.Response().Header.Peek(headerRequestID), Header: &c.Request().Header}
-		info.fill(&call)
-		err = rt.up.prov.Build(req, &call)
+	if native == nil {
+		call, aerr := g.buildTranslated(c, req, rec, rt, m)
+		return call, nil, aerr
 	}
-	if err != nil {
+	rec.body = m.body
+	call := providers.Call{Endpoint: epChat, Body: m.body, Model: rt.upstreamModel, Stream: rec.stream}
+	if err := native.BuildNative(req, m.body, rt.upstreamModel, m.model.Raw, m.model.Index, &c.Request().Header); err != nil {
 		return call, nil, buildError(rt.up.name, err)
 	}
 	return call, native, nil
+}
+
+// buildTranslated writes the upstream request of one attempt from the
+// OpenAI translation of a request in another API's format (m.oa: the
+// Messages API's, the Gemini API's), without its reasoning effort for a
+// kind that has none, clamped to the budget like chat.
+func (g *Gateway) buildTranslated(c *fiber.Ctx, req *fasthttp.Request, rec *record, rt *route, m *messagesRequest) (providers.Call, *apiError) {
+	if m.oaErr != nil {
+		return providers.Call{}, m.oaErr
+	}
+	body := m.oa
+	if caps := rt.up.caps; caps != nil && !caps.ReasoningEffort() {
+		if m.oaPlain == nil {
+			var ok bool
+			if m.oaPlain, ok = anthropic.DropReasoningEffort(nil, m.oa); !ok {
+				m.oaPlain = m.oa
+			}
+		}
+		body = m.oaPlain // the members oaInfo locates precede the effort
+	}
+	rec.body = body
+	info := &m.oaInfo
+	call := providers.Call{Endpoint: epChat, Body: body, Model: rt.upstreamModel, ModelJSON: rt.modelJSON,
+		ClampMaxTokens: rec.adm.clamp, RequestID: c.Response().Header.Peek(headerRequestID), Header: &c.Request().Header}
+	info.fill(&call)
+	if err := rt.up.prov.Build(req, &call); err != nil {
+		return call, buildError(rt.up.name, err)
+	}
+	return call, nil
 }
 
 // tryUnaryMessages makes one non-stream Messages call. On success the
 // answer is written (the caller finishes the request); a failure before
 // that is returned for the routing decision.
 func (g *Gateway) tryUnaryMessages(c *fiber.Ctx, req *fasthttp.Request, rt *route, rec *record, call *providers.Call, native bool, model string) (attemptResult, time.Duration) {
+	return g.tryUnaryDialect(c, req, rt, rec, call, native, model, &messagesDialect)
+}
+
+// dialect is what a non-stream answer needs of a client API other than
+// OpenAI's: the usage of a native answer, and the translation of an
+// OpenAI-format one.
+type dialect struct {
+	// nativeUsage reads a native answer's usage, checking the answer.
+	nativeUsage func(body []byte) (providers.Usage, error)
+	// fromOpenAI translates an OpenAI chat.completion for model.
+	fromOpenAI func(dst, oa []byte, model string) ([]byte, error)
+}
+
+// messagesDialect is the Anthropic Messages API's.
+var messagesDialect = dialect{
+	nativeUsage: func(body []byte) (providers.Usage, error) {
+		// One pass: validity, the content array and the usage member.
+		a, err := providers.ScanAnswer(body, "content")
+		if err != nil {
+			return providers.Usage{}, err
+		}
+		return anthropic.UsageOf(a.Usage), nil
+	},
+	fromOpenAI: anthropic.ResponseFromOpenAI,
+}
+
+// tryUnaryDialect makes one non-stream call for a client API d. On
+// success the answer is written (the caller finishes the request); a
+// failure before that is returned for the routing decision.
+func (g *Gateway) tryUnaryDialect(c *fiber.Ctx, req *fasthttp.Request, rt *route, rec *record, call *providers.Call, native bool, model string, d *dialect) (attemptResult, time.Duration) {
 	resp := fasthttp.AcquireResponse()
 	defer fasthttp.ReleaseResponse(resp)
 	took, err := callUnary(req, resp, rt, rec)
@@ -263,16 +302,12 @@ func (g *Gateway) tryUnaryMessages(c *fiber.Ctx, req *fasthttp.Request, rt *rout
 	}
 	var out []byte
 	if native {
-		// One pass: validity, the content array and the usage member.
-		var a providers.Answer
-		if a, err = providers.ScanAnswer(resp.Body(), "content"); err == nil {
-			rec.usage = anthropic.UsageOf(a.Usage)
-		}
+		rec.usage, err = d.nativeUsage(resp.Body())
 		out = resp.Body()
 	} else {
 		var oa []byte
 		if oa, rec.usage, err = rt.up.prov.Response(nil, resp.Body(), call); err == nil {
-			out, err = anthropic.ResponseFromOpenAI(nil, oa, model)
+			out, err = d.fromOpenAI(nil, oa, model)
 		}
 	}
 	if err != nil {
@@ -368,6 +403,11 @@ func (cc *countTokensCaller) call(c *fiber.Ctx, _ *state, plan *router.Plan, a *
 		cc.answer(c, rec, fmt.Appendf(nil, `{"input_tokens":%d}`, n))
 		return attemptResult{}
 	}
+	return cc.callNative(c, plan, a, req, rt, rec)
+}
+
+// callNative makes a native count call and answers the provider's count.
+func (cc *countTokensCaller) callNative(c *fiber.Ctx, plan *router.Plan, a *router.Attempt, req *fasthttp.Request, rt *route, rec *record) attemptResult {
 	resp := fasthttp.AcquireResponse()
 	defer fasthttp.ReleaseResponse(resp)
 	took, err := callUnary(req, resp, rt, rec)

@@ -16,7 +16,6 @@ import (
 	"github.com/tollgate/tollgate/pkg/config"
 	"github.com/tollgate/tollgate/pkg/pricing"
 	"github.com/tollgate/tollgate/pkg/providers"
-	"github.com/tollgate/tollgate/pkg/providers/anthropic"
 	"github.com/tollgate/tollgate/pkg/respcache"
 	"github.com/tollgate/tollgate/pkg/router"
 	"github.com/tollgate/tollgate/pkg/tracing"
@@ -65,6 +64,7 @@ type record struct {
 	lastTarget     string    // provider/model of the latest attempt
 	fallbacks      []string  // targets tried before the one that served
 	anthropic      bool      // the client speaks the Anthropic format (/v1/messages)
+	gemini         bool      // the client speaks the Gemini API (/v1beta/models/...)
 	call           callState // the endpoint adapter's state (chatCaller, messagesCaller)
 	prices         *pricing.Table
 	adm            admission
@@ -86,8 +86,13 @@ func (rec *record) endpointPath() string {
 	if rec.path != "" {
 		return rec.path
 	}
-	if rec.anthropic {
+	switch {
+	case rec.anthropic:
 		return "/v1/messages"
+	case rec.gemini && rec.stream:
+		return geminiStreamPath
+	case rec.gemini:
+		return geminiGeneratePath
 	}
 	return endpointName[rec.endpoint]
 }
@@ -161,6 +166,7 @@ type callState struct {
 	m      messagesRequest
 	cur    providers.Call // the latest attempt's; its decoders read it
 	native messagesNative // /v1/messages: the latest attempt's native provider, or nil
+	gem    geminiCall     // the Gemini endpoints' (gemini_inbound.go)
 }
 
 // chatCaller calls targets for the chat family (chat, completions,
@@ -323,7 +329,7 @@ func (g *Gateway) tryStream(c *fiber.Ctx, req *fasthttp.Request, rt *route, rec 
 
 // startStream makes one streamed call; on success the relay owns the
 // response, the attempt and the plan until the stream ends.
-func (g *Gateway) startStream(c *fiber.Ctx, req *fasthttp.Request, rt *route, rec *record, call *providers.Call, s providers.Stream, enc *anthropic.Encoder, a *router.Attempt, plan *router.Plan) attemptResult {
+func (g *Gateway) startStream(c *fiber.Ctx, req *fasthttp.Request, rt *route, rec *record, call *providers.Call, s providers.Stream, enc streamEncoder, a *router.Attempt, plan *router.Plan) attemptResult {
 	resp := fasthttp.AcquireResponse()
 	resp.StreamBody = true
 	upStart := time.Now()
@@ -340,7 +346,7 @@ func (g *Gateway) startStream(c *fiber.Ctx, req *fasthttp.Request, rt *route, re
 
 // openStream checks a streamed call's answer and reads its first event. It
 // owns resp, s and enc: on failure (nil relay) they are released.
-func (g *Gateway) openStream(resp *fasthttp.Response, err error, rt *route, rec *record, upStart time.Time, s providers.Stream, enc *anthropic.Encoder) (*relay, attemptResult) {
+func (g *Gateway) openStream(resp *fasthttp.Response, err error, rt *route, rec *record, upStart time.Time, s providers.Stream, enc streamEncoder) (*relay, attemptResult) {
 	if err != nil {
 		fasthttp.ReleaseResponse(resp)
 		releaseStream(s, enc)
@@ -389,7 +395,7 @@ func (g *Gateway) commitStream(c *fiber.Ctx, r *relay, rec *record, a *router.At
 }
 
 // releaseStream releases decoders of a stream that never started.
-func releaseStream(s providers.Stream, enc *anthropic.Encoder) {
+func releaseStream(s providers.Stream, enc streamEncoder) {
 	s.Close()
 	if enc != nil {
 		enc.Release()
@@ -404,8 +410,11 @@ func (g *Gateway) fail(c *fiber.Ctx, rec *record, e *apiError) error {
 		rec.errType = e.Type
 	}
 	g.finish(rec)
-	if rec.anthropic {
+	switch {
+	case rec.anthropic:
 		return writeAnthropicError(c, e)
+	case rec.gemini:
+		return writeGeminiError(c, e)
 	}
 	return writeError(c, e)
 }

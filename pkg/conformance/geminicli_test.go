@@ -1,0 +1,196 @@
+package conformance_test
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tollgate/tollgate/pkg/budget"
+	"github.com/tollgate/tollgate/pkg/config"
+	"github.com/tollgate/tollgate/pkg/usage"
+	usagev1 "github.com/tollgate/tollgate/proto/tollgate/usage/v1"
+	"google.golang.org/protobuf/proto"
+)
+
+// geminiCLIVersion is the Gemini CLI release scripts/deps.sh installs.
+const geminiCLIVersion = "0.61.0"
+
+// geminiCLIBin is where scripts/deps.sh installs Gemini CLI: under
+// $TOLLGATE_CACHE/cli, as Claude Code.
+func geminiCLIBin(t *testing.T) string {
+	return filepath.Join(filepath.Dir(filepath.Dir(filepath.Dir(filepath.Dir(claudeCodeBin(t))))),
+		"gemini-cli-"+geminiCLIVersion, "node_modules", ".bin", "gemini")
+}
+
+// geminiSettings is the CLI's settings.json: API-key auth, no telemetry,
+// usage statistics, update checks or IDE integration.
+const geminiSettings = `{"security":{"auth":{"selectedType":"gemini-api-key"}},` +
+	`"privacy":{"usageStatisticsEnabled":false},"telemetry":{"enabled":false},` +
+	`"general":{"disableAutoUpdate":true,"disableUpdateNag":true},"ide":{"enabled":false}}`
+
+// TestGeminiCLI runs Gemini CLI, pinned, headless, against a gateway on
+// the dev config (issue #46): on gemini-mock, served natively by a gemini
+// provider (the mock), and on mock-gpt, served by translation. A plain
+// prompt, and one that names the read_file tool, so that the mock calls
+// it, the CLI runs it and sends its result back, and the mock's final
+// answer quotes it. Each run must end without error; every request it
+// made must be billed with the provider's counts, and the department's
+// total (the budget consumer's) must be the sum of its events. Without
+// the CLI (scripts/deps.sh installs it) the test skips; with CI=true it
+// fails.
+func TestGeminiCLI(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: the Gemini CLI test runs the CLI")
+	}
+	bin := geminiCLIBin(t)
+	if _, err := os.Stat(bin); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("Gemini CLI %s not installed at %s: run scripts/deps.sh", geminiCLIVersion, bin)
+		}
+		t.Skipf("Gemini CLI %s not installed at %s: run scripts/deps.sh to run this test", geminiCLIVersion, bin)
+	}
+	url, tok, js := startDevWith(t, func(cfg *config.Config, mockURL string) {
+		base := strings.TrimSuffix(mockURL, "/v1")
+		cfg.Providers = append(cfg.Providers, config.Provider{Name: "gem", Kind: config.KindGemini, BaseURL: base, APIKey: "mock"})
+		cfg.Models = append(cfg.Models, config.Model{Name: "gemini-mock", Type: "chat", Targets: []config.Target{{Provider: "gem"}}})
+		if cfg.Prices == nil {
+			cfg.Prices = map[string]config.Price{}
+		}
+		cfg.Prices["gemini-mock"] = config.Price{Input: "0.30", Output: "2.50"} // billed like mock-gpt, at a price
+		cfg.ApplyDefaults()
+	})
+	kv := runBudgetConsumer(t, js)
+	for _, tt := range []struct{ name, model, prompt, want string }{
+		{"native plain", "gemini-mock", "Say hello.", ""},
+		{"native tool", "gemini-mock", "Use read_file to open the file notes.txt.", "(tool result:"},
+		{"translated plain", "mock-gpt", "Say hello.", ""},
+		{"translated tool", "mock-gpt", "Use read_file to open the file notes.txt.", "(tool result:"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			home, work := t.TempDir(), t.TempDir()
+			if err := os.MkdirAll(filepath.Join(home, ".gemini"), 0o700); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(home, ".gemini", "settings.json"), []byte(geminiSettings), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(work, "notes.txt"), []byte("the notes\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, bin, "-p", tt.prompt, "-m", tt.model, "--output-format", "json")
+			cmd.Dir = work
+			cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "GEMINI_API_KEY=" + tok,
+				"GOOGLE_GEMINI_BASE_URL=" + url, "GEMINI_CLI_TRUST_WORKSPACE=true", "NO_BROWSER=true"}
+			out, err := cmd.Output()
+			var res struct {
+				Response string          `json:"response"`
+				Error    json.RawMessage `json:"error"`
+			}
+			if jerr := json.Unmarshal(out, &res); err != nil || jerr != nil || len(res.Error) > 0 && string(res.Error) != "null" || res.Response == "" {
+				var stderr []byte
+				if ee, ok := err.(*exec.ExitError); ok {
+					stderr = ee.Stderr
+				}
+				t.Fatalf("gemini: %v %v\nstdout: %s\nstderr: %s", err, jerr, out, stderr)
+			}
+			if !strings.Contains(res.Response, tt.want) {
+				t.Errorf("response %q, want it to contain %q", res.Response, tt.want)
+			}
+		})
+	}
+	checkGeminiBilled(t, js, kv, "dev")
+}
+
+// runBudgetConsumer runs the budget consumer on the usage stream, as the
+// budget service does, and returns its bucket of totals.
+func runBudgetConsumer(t *testing.T, js jetstream.JetStream) jetstream.KeyValue {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	kv, err := budget.EnsureBucket(ctx, js, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := budget.NewConsumer(js, budget.ConsumerOptions{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wg.Go(func() { _ = c.Run(ctx) })
+	return kv
+}
+
+// checkGeminiBilled checks the usage events of the Gemini CLI runs: each
+// a success on a Gemini endpoint with the provider's token counts (a
+// token count, if the CLI made one, is free), and the department's total
+// equal to their sum.
+func checkGeminiBilled(t *testing.T, js jetstream.JetStream, kv jetstream.KeyValue, dept string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := js.OrderedConsumer(ctx, usage.StreamName, jetstream.OrderedConsumerConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cost int64
+	var n, generate uint64
+	for {
+		msg, err := c.Next(jetstream.FetchMaxWait(time.Second))
+		if err != nil {
+			break // no more: the publisher sends within milliseconds
+		}
+		var b usagev1.UsageBatch
+		if err := usage.DecodeMessage(msg.Data(), &b); err != nil {
+			t.Fatal(err)
+		}
+		for _, ev := range b.Events {
+			n++
+			cost += ev.CostNanoUsd
+			count := strings.HasSuffix(ev.Endpoint, ":countTokens")
+			if !count {
+				generate++
+			}
+			if ev.StatusCode != 200 || ev.Dept != dept || !strings.HasPrefix(ev.Endpoint, "/v1beta/models/{model}:") ||
+				!count && (ev.Estimated || ev.PromptTokens == 0 || ev.CompletionTokens == 0 || ev.CostNanoUsd == 0) {
+				t.Errorf("usage event %s %s: status %d dept %s estimated %v tokens %d/%d cost %d", ev.Endpoint, ev.RequestId,
+					ev.StatusCode, ev.Dept, ev.Estimated, ev.PromptTokens, ev.CompletionTokens, ev.CostNanoUsd)
+			}
+		}
+	}
+	if generate < 6 { // 2 plain prompts, 2 tool prompts of 2 requests each
+		t.Fatalf("%d generate requests billed, want at least 6", generate)
+	}
+	// The total as the budget consumer writes it: watched until it
+	// includes every event, or the deadline.
+	id := budget.TotalID{Scope: budget.ScopeDept, Value: dept, Period: budget.PeriodTotal}
+	wctx, wcancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer wcancel()
+	w, err := kv.Watch(wctx, id.Key())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = w.Stop() }()
+	var st usagev1.SpendTotal
+	for ent := range w.Updates() {
+		if ent == nil {
+			continue // the end of the initial values
+		}
+		if err := proto.Unmarshal(ent.Value(), &st); err != nil {
+			t.Fatal(err)
+		}
+		if st.Requests == n && st.CostNanoUsd == cost {
+			return
+		}
+	}
+	t.Fatalf("department %s total: %d requests, cost %d; want the events' %d requests, cost %d", dept, st.Requests, st.CostNanoUsd, n, cost)
+}
