@@ -14,7 +14,6 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/tidwall/gjson"
 	"github.com/tollgate/tollgate/pkg/providers"
-	"github.com/tollgate/tollgate/pkg/providers/anthropic"
 	"github.com/tollgate/tollgate/pkg/respcache"
 	"github.com/tollgate/tollgate/pkg/router"
 	"github.com/tollgate/tollgate/pkg/sse"
@@ -45,9 +44,9 @@ type relay struct {
 	sc      *sse.Reader      // pooled SSE framing
 	fr      providers.Framer // sc, or the provider's own framing
 	stream  providers.Stream
-	enc     *anthropic.Encoder // OpenAI events to Anthropic ones, or nil
-	tmp     []byte             // OpenAI events before enc
-	out     []byte             // output not yet handed to fasthttp: out[pos:]
+	enc     encoder // OpenAI events to the client's format (encoder.go), or nil
+	tmp     []byte  // OpenAI events before enc
+	out     []byte  // output not yet handed to fasthttp: out[pos:]
 	pos     int
 	scratch []byte
 	content []byte // delivered content, for token estimation
@@ -110,7 +109,7 @@ var relayPool = sync.Pool{New: func() any {
 	return &relay{sc: sse.NewReader(nil, relayBuf, maxEventSize), out: make([]byte, 0, relayBuf)}
 }}
 
-func (g *Gateway) newRelay(resp *fasthttp.Response, rt *route, rec *record, upStart time.Time, s providers.Stream, enc *anthropic.Encoder) *relay {
+func (g *Gateway) newRelay(resp *fasthttp.Response, rt *route, rec *record, upStart time.Time, s providers.Stream, enc encoder) *relay {
 	r := relayPool.Get().(*relay)
 	if !rec.held { // a hedge leg's relay: tryHedged set it before the legs ran
 		rec.held = true
@@ -297,7 +296,7 @@ func (r *relay) next() ([]byte, error) {
 			}
 			switch {
 			case r.enc != nil:
-				r.out = r.enc.Fail(r.out[:0], anthropic.ErrorType(r.failure.Status), r.failure.Message)
+				r.out = r.enc.fail(r.out[:0], r.failure)
 			case r.rec.anthropic:
 				r.out = appendAnthropicErrorEvent(r.out[:0], r.failure)
 			case r.rec.endpoint == epResponses:
