@@ -8,7 +8,13 @@ import (
 // The OpenAI Responses API: POST /v1/responses (and Azure's
 // /openai/v1/responses), non-stream and stream.
 //
-// The answer is one message with one output_text part, the generated words.
+// The answer is one message with one output_text part, the generated words;
+// with function tools declared, the tools a user message names are called
+// instead (tools.go): one function_call item per call, streamed as
+// response.output_item.added, response.function_call_arguments.delta (one
+// per content chunk), response.function_call_arguments.done and
+// response.output_item.done; trailing function_call_output items are
+// quoted in the text answer.
 // Usage is always reported (unless no_usage): input_tokens are the words of
 // the input (a string, or the text of each item's content: a string or its
 // input_text/output_text parts; a function_call_output's output) plus 3 per

@@ -14,7 +14,7 @@ import (
 // Responses API (anthropic, gemini, bedrock, and the OpenAI-compatible
 // presets without it): each kind's own chat translation then applies. The
 // answer comes back through ResponseFromChat and ResponsesEncoder. The
-// rules are in doc.go's "Responses API by translation".
+// rules are in the package documentation (doc.go).
 
 // responsesRequest holds the top-level members of a Responses request.
 type responsesRequest struct {
