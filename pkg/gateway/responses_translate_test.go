@@ -392,3 +392,41 @@ func checkResponsesUsage(t *testing.T, a *acctRig, n *int, id, model string, usa
 		t.Errorf("cost %d, want %d", ev.CostNanoUsd, want)
 	}
 }
+
+// TestResponsesTranslatedCut: a translated stream the provider cuts after
+// two chunks ends with a Responses error event numbered after the events
+// sent, and is billed by the existing accounting path exactly as the same
+// cut is on /v1/chat/completions. The anthropic kind carries the mock's
+// per-request behaviour upstream (the gemini and bedrock translations drop
+// unknown members, and client headers never reach a provider).
+func TestResponsesTranslatedCut(t *testing.T) {
+	a := sdkRigAt(t, "", priceTranslated)
+	tok := a.token(nil)
+	cut := func(path, body string, check func(evs []sseEvent)) *usagev1.UsageEvent {
+		resp := a.post(path, tok, body)
+		if resp.StatusCode != 200 {
+			t.Fatalf("%s: status %d: %s", path, resp.StatusCode, readBody(t, resp))
+		}
+		id := resp.Header.Get("X-Request-Id")
+		check(readEvents(t, resp.Body))
+		resp.Body.Close()
+		return a.eventOf(t, id)
+	}
+	got := cut("/v1/responses", `{"model":"claude-mock","stream":true,"input":"hello there","mock":{"cut_after":2}}`, func(evs []sseEvent) {
+		last := gjson.Parse(evs[len(evs)-1].data)
+		if last.Get("type").Str != "error" || last.Get("code").Str != "upstream_stream_cut" || last.Get("sequence_number").Int() != int64(len(evs)-1) {
+			t.Fatalf("last event %s of %d", evs[len(evs)-1].data, len(evs))
+		}
+	})
+	want := cut("/v1/chat/completions", `{"model":"claude-mock","stream":true,"messages":[{"role":"user","content":"hello there"}],"mock":{"cut_after":2}}`, func(evs []sseEvent) {
+		if !strings.Contains(evs[len(evs)-1].data, "upstream_stream_cut") {
+			t.Fatalf("chat's last event %s", evs[len(evs)-1].data)
+		}
+	})
+	if got.ErrorType != "upstream_stream_cut" || got.Estimated != want.Estimated || got.StatusCode != want.StatusCode || got.ErrorType != want.ErrorType ||
+		got.PromptTokens != want.PromptTokens || got.CompletionTokens != want.CompletionTokens || got.CostNanoUsd != want.CostNanoUsd || got.CostNanoUsd <= 0 {
+		t.Errorf("responses: estimated %v status %d %s tokens %d/%d cost %d; chat: estimated %v status %d %s tokens %d/%d cost %d",
+			got.Estimated, got.StatusCode, got.ErrorType, got.PromptTokens, got.CompletionTokens, got.CostNanoUsd,
+			want.Estimated, want.StatusCode, want.ErrorType, want.PromptTokens, want.CompletionTokens, want.CostNanoUsd)
+	}
+}
