@@ -3,15 +3,18 @@ package gateway
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/openai/openai-go/v3"
 	ooption "github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/responses"
 	"github.com/tidwall/gjson"
 	"github.com/tollgate/tollgate/pkg/config"
+	"github.com/tollgate/tollgate/pkg/mockllm"
 	"github.com/tollgate/tollgate/pkg/pricing"
 	usagev1 "github.com/tollgate/tollgate/proto/tollgate/usage/v1"
 )
@@ -428,5 +431,45 @@ func TestResponsesTranslatedCut(t *testing.T) {
 		t.Errorf("responses: estimated %v status %d %s tokens %d/%d cost %d; chat: estimated %v status %d %s tokens %d/%d cost %d",
 			got.Estimated, got.StatusCode, got.ErrorType, got.PromptTokens, got.CompletionTokens, got.CostNanoUsd,
 			want.Estimated, want.StatusCode, want.ErrorType, want.PromptTokens, want.CompletionTokens, want.CostNanoUsd)
+	}
+}
+
+// TestResponsesHedgeSkipsTranslated: a hedged model whose second target
+// would serve a Responses request by translation (an openai preset without
+// the Responses API) makes no second call, since translated calls are not
+// hedged: the slow native target answers. The same target alone serves
+// the request by translation, through chat completions.
+func TestResponsesHedgeSkipsTranslated(t *testing.T) {
+	slow := mockllm.New(mockllm.Config{Latency: 300 * time.Millisecond})
+	sln := listen(t)
+	go func() { _ = slow.Serve(sln) }()
+	t.Cleanup(func() { _ = slow.Shutdown() })
+	fast, fastURL := secondMock(t)
+	r := newRig(t, func(c *config.Config) {
+		addProvider(c, "slow", "http://"+sln.Addr().String()+"/v1")
+		addProvider(c, "fast", fastURL)
+		c.Providers[len(c.Providers)-1].Preset = "deepseek"
+		c.Models = append(c.Models, config.Model{Name: "hedged", Strategy: config.StrategyOrdered,
+			Targets: []config.Target{{Provider: "slow", Model: "s"}, {Provider: "fast", Model: "f"}},
+			Hedge:   config.Hedge{After: "50ms"}},
+			config.Model{Name: "deepseek-mock", Targets: []config.Target{{Provider: "fast", Model: "f"}}})
+		c.ApplyDefaults()
+	})
+	for _, stream := range []bool{false, true} {
+		t.Run(streamName(stream), func(t *testing.T) {
+			resp := r.post("/v1/responses", r.token(nil), fmt.Sprintf(`{"model":"hedged","input":"hi","stream":%v}`, stream))
+			body := readBody(t, resp)
+			if resp.StatusCode != 200 || resp.Header.Get("X-Tollgate-Provider") != "slow" || resp.Header.Get("X-Tollgate-Hedged") == "true" {
+				t.Errorf("status %d provider %q hedged %q: %.200s", resp.StatusCode, resp.Header.Get("X-Tollgate-Provider"), resp.Header.Get("X-Tollgate-Hedged"), body)
+			}
+			if s := fast.Stats(); s.Requests != 0 {
+				t.Errorf("the translated target was called: %+v", s)
+			}
+		})
+	}
+	resp := r.post("/v1/responses", r.token(nil), `{"model":"deepseek-mock","input":"hi"}`)
+	body := readBody(t, resp)
+	if s := fast.Stats(); resp.StatusCode != 200 || gjson.GetBytes(body, "output.0.content.0.text").Str == "" || s.Chat != 1 || s.Responses != 0 {
+		t.Errorf("status %d, upstream %+v: %s", resp.StatusCode, s, body)
 	}
 }
