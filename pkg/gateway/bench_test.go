@@ -59,6 +59,9 @@ var (
 //	responses            3  /v1/responses to an openai-kind provider
 //	messages-translated 14  /v1/messages to an openai-kind provider: the
 //	                        body translated to chat and the answer back
+//	responses-translated 13 /v1/responses to an anthropic-kind provider:
+//	                        the body translated to chat and on to the
+//	                        Messages API, the answer back twice (2026-12-07)
 //	messages-native      8  /v1/messages to an anthropic-kind provider
 //	moderations         10  /v1/moderations, a pass-through endpoint (its
 //	                        record, which its body stream holds, included)
@@ -80,6 +83,7 @@ func BenchmarkNonStreamRequest(b *testing.B) {
 		{"hedge-armed", "/v1/chat/completions", `{"model":"hedged-gpt","messages":[{"role":"user","content":"` + words + `"}]}`, benchCompletion},
 		{"responses", "/v1/responses", `{"model":"mock-gpt","input":"` + words + `"}`, benchResponse},
 		{"messages-translated", "/v1/messages", `{"model":"mock-gpt","max_tokens":256,"messages":[{"role":"user","content":"` + words + `"}]}`, benchCompletion},
+		{"responses-translated", "/v1/responses", `{"model":"claude-mock","input":"` + words + `"}`, benchMessage},
 		{"messages-native", "/v1/messages", `{"model":"claude-mock","max_tokens":256,"messages":[{"role":"user","content":"` + words + `"}]}`, benchMessage},
 		{"moderations", "/v1/moderations", `{"model":"omni-moderation-latest","input":"` + words + `"}`, benchModeration},
 	} {

@@ -46,7 +46,7 @@ func (cs *callState) translateResponses() *apiError {
 		return rs.err
 	}
 	rs.made = true
-	oa, at, err := openai.RequestFromResponses(nil, cs.body)
+	oa, at, err := openai.RequestFromResponses(make([]byte, 0, len(cs.body)+512), cs.body)
 	if err != nil {
 		var pe *providers.ParamError
 		if errors.As(err, &pe) {
@@ -111,7 +111,7 @@ func (cs *callState) callTranslated(c *fiber.Ctx, plan *router.Plan, a *router.A
 	oa, u, err := rt.up.prov.Response(nil, resp.Body(), &cs.cur)
 	var out []byte
 	if err == nil {
-		out, err = openai.ResponseFromChat(nil, oa, rec.model, rec.requestID, time.Now().Unix(), u)
+		out, err = openai.ResponseFromChat(c.Response().Body()[:0], oa, rec.model, rec.requestID, time.Now().Unix(), u)
 	}
 	if err != nil {
 		return failed(&apiError{Status: fiber.StatusBadGateway, Type: typeUpstream, Code: codeUpstreamBad,
@@ -128,7 +128,7 @@ func (cs *callState) callTranslated(c *fiber.Ctx, plan *router.Plan, a *router.A
 	}
 	c.Response().Header.SetContentType(fiber.MIMEApplicationJSON)
 	g.storeUnary(rec, out) // Put copies before it returns
-	c.Response().SetBody(out)
+	c.Response().SetBody(out) // out may be the response's own buffer (its dst): SetBody then copies in place
 	g.finish(rec)
 	return attemptResult{}
 }

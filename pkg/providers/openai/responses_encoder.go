@@ -439,6 +439,14 @@ func statusOf(finish string) (status, reason string) {
 // appendResponseObject appends a response object: output is its items,
 // comma separated, u its usage (nil: null).
 func appendResponseObject(dst []byte, id, model string, created int64, status, reason string, output []byte, u *providers.Usage) []byte {
+	dst = appendResponseHead(dst, id, model, created, status, reason)
+	dst = append(dst, output...)
+	return appendResponseTail(dst, u)
+}
+
+// appendResponseHead appends a response object up to the opening of its
+// output array.
+func appendResponseHead(dst []byte, id, model string, created int64, status, reason string) []byte {
 	dst = append(dst, `{"id":"resp_`...)
 	dst = rawjson.AppendStringBody(dst, id)
 	dst = append(dst, `","object":"response","created_at":`...)
@@ -455,8 +463,12 @@ func appendResponseObject(dst []byte, id, model string, created int64, status, r
 	}
 	dst = append(dst, `,"instructions":null,"max_output_tokens":null,"model":`...)
 	dst = rawjson.AppendString(dst, model)
-	dst = append(dst, `,"output":[`...)
-	dst = append(dst, output...)
+	return append(dst, `,"output":[`...)
+}
+
+// appendResponseTail closes the output array and the response object,
+// with usage u (nil: null).
+func appendResponseTail(dst []byte, u *providers.Usage) []byte {
 	dst = append(dst, `],"parallel_tool_calls":true,"previous_response_id":null,"reasoning":{"effort":null,"summary":null},"store":false,"temperature":null,"text":{"format":{"type":"text"}},"tool_choice":"auto","tools":[],"top_p":null,"truncation":"disabled","usage":`...)
 	if u == nil || !u.Reported {
 		dst = append(dst, "null"...)
@@ -495,64 +507,70 @@ func ResponseFromChat(dst, body []byte, model, requestID string, created int64, 
 	if !choice.IsObject() {
 		return dst, fmt.Errorf("read chat completion: %w: no choices", providers.ErrMalformed)
 	}
+	if cap(dst)-len(dst) < len(body)+1024 {
+		dst = append(make([]byte, 0, len(dst)+len(body)+1024), dst...)
+	}
 	id := trimRespPrefix(requestID)
 	msg := choice.Get("message")
-	var text []byte
+	calls := msg.Get("tool_calls")
+	hasCalls := calls.IsArray() && calls.Get("0").Exists()
+	status, reason := statusOf(choice.Get("finish_reason").Str)
+	out := appendResponseHead(dst, id, model, created, status, reason)
+	// The message item, taken back out when it has no text and calls follow.
+	mark := len(out)
+	out = append(out, `{"id":"`...)
+	out = appendItemID(out, "msg_", id, 0)
+	out = append(out, `","type":"message","status":"completed","role":"assistant","content":[{"type":"output_text","annotations":[],"logprobs":[],"text":"`...)
+	start := len(out)
 	switch c := msg.Get("content"); {
 	case c.Type == gjson.String:
-		text = append(text, rawjson.Inner(c.Raw)...)
+		out = append(out, rawjson.Inner(c.Raw)...)
 	case c.IsArray():
 		c.ForEach(func(_, p gjson.Result) bool {
 			if t := p.Get("text"); p.Get("type").Str == "text" && t.Type == gjson.String {
-				text = append(text, rawjson.Inner(t.Raw)...)
+				out = append(out, rawjson.Inner(t.Raw)...)
 			}
 			return true
 		})
 	}
-	if r := msg.Get("refusal"); len(text) == 0 && r.Type == gjson.String {
-		text = append(text, rawjson.Inner(r.Raw)...)
+	if r := msg.Get("refusal"); len(out) == start && r.Type == gjson.String {
+		out = append(out, rawjson.Inner(r.Raw)...)
 	}
-	calls := msg.Get("tool_calls")
-	var output []byte
-	n := 0
-	if len(text) > 0 || !calls.IsArray() || !calls.Get("0").Exists() {
-		output = append(output, `{"id":"`...)
-		output = appendItemID(output, "msg_", id, n)
-		output = append(output, `","type":"message","status":"completed","role":"assistant","content":[`...)
-		output = appendTextPart(output, text)
-		output = append(output, "]}"...)
-		n++
+	n := 1
+	if len(out) == start && hasCalls {
+		out, n = out[:mark], 0
+	} else {
+		out = append(out, `"}]}`...)
 	}
 	calls.ForEach(func(_, tc gjson.Result) bool {
 		if !tc.IsObject() {
 			return true
 		}
 		if n > 0 {
-			output = append(output, ',')
+			out = append(out, ',')
 		}
-		output = append(output, `{"id":"`...)
-		output = appendItemID(output, "fc_", id, n)
-		output = append(output, `","type":"function_call","status":"completed","arguments":`...)
+		out = append(out, `{"id":"`...)
+		out = appendItemID(out, "fc_", id, n)
+		out = append(out, `","type":"function_call","status":"completed","arguments":`...)
 		args := tc.Get("function.arguments")
-		if args.Type != gjson.String || strings.TrimSpace(args.Str) == "" {
-			output = append(output, `"{}"`...)
+		if args.Type != gjson.String || strings.TrimSpace(rawjson.Inner(args.Raw)) == "" {
+			out = append(out, `"{}"`...)
 		} else {
-			output = append(output, args.Raw...)
+			out = append(out, args.Raw...)
 		}
-		output = append(output, `,"call_id":`...)
+		out = append(out, `,"call_id":`...)
 		if cid := tc.Get("id"); cid.Type == gjson.String && cid.Str != "" {
-			output = append(output, cid.Raw...)
+			out = append(out, cid.Raw...)
 		} else {
-			output = append(output, `"call_`...)
-			output = strconv.AppendInt(output, int64(n), 10)
-			output = append(output, '"')
+			out = append(out, `"call_`...)
+			out = strconv.AppendInt(out, int64(n), 10)
+			out = append(out, '"')
 		}
-		output = append(output, `,"name":`...)
-		output = rawjson.AppendString(output, tc.Get("function.name").Str)
-		output = append(output, '}')
+		out = append(out, `,"name":`...)
+		out = rawjson.AppendString(out, tc.Get("function.name").Str)
+		out = append(out, '}')
 		n++
 		return true
 	})
-	status, reason := statusOf(choice.Get("finish_reason").Str)
-	return appendResponseObject(dst, id, model, created, status, reason, output, &u), nil
+	return appendResponseTail(out, &u), nil
 }
