@@ -127,7 +127,7 @@ func (cs *callState) callTranslated(c *fiber.Ctx, plan *router.Plan, a *router.A
 		rec.fallbacks = plan.Fallbacks()
 	}
 	c.Response().Header.SetContentType(fiber.MIMEApplicationJSON)
-	g.storeUnary(rec, out) // Put copies before it returns
+	g.storeUnary(rec, out)    // Put copies before it returns
 	c.Response().SetBody(out) // out may be the response's own buffer (its dst): SetBody then copies in place
 	g.finish(rec)
 	return attemptResult{}
