@@ -2,8 +2,11 @@ package gateway
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -472,4 +475,99 @@ func TestResponsesHedgeSkipsTranslated(t *testing.T) {
 	if s := fast.Stats(); resp.StatusCode != 200 || gjson.GetBytes(body, "output.0.content.0.text").Str == "" || s.Chat != 1 || s.Responses != 0 {
 		t.Errorf("status %d, upstream %+v: %s", resp.StatusCode, s, body)
 	}
+}
+
+// TestCodexRequestTranslated sends the Codex CLI's first request
+// (testdata/codex_first_request.json, as codex exec 0.169.0 sends it, texts
+// shortened: developer messages, 8 function tools, a namespace tool
+// group, web_search, reasoning.summary, store false, include
+// reasoning.encrypted_content, prompt_cache_key, client_metadata) to
+// models served by translation on each kind. With web_search it is
+// refused naming the tool (Codex's config turns it off); without, it is a
+// well-formed stream, the tool group and every Codex-only member stay
+// behind, and the prompt, which names exec_command, makes the mock call it;
+// its output sent back is quoted by the answer. Each request is billed.
+func TestCodexRequestTranslated(t *testing.T) {
+	up, _ := newRecordingUpstream(t)
+	a := sdkRigAt(t, "http://"+up.addr, priceTranslated)
+	first, err := os.ReadFile(filepath.Join("testdata", "codex_first_request.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var req map[string]any
+	decode(t, first, &req)
+	tools := req["tools"].([]any)
+	withSearch := tools[len(tools)-1].(map[string]any)
+	if withSearch["type"] != "web_search" {
+		t.Fatalf("the fixture's last tool is %v, want web_search", withSearch)
+	}
+	tok := a.token(nil)
+	n := 0
+	for _, model := range translatedModels {
+		t.Run(model, func(t *testing.T) {
+			req["model"], req["tools"] = model, tools
+			resp := a.post("/v1/responses", tok, encode(t, req))
+			body := readBody(t, resp)
+			if resp.StatusCode != 400 || gjson.GetBytes(body, "error.param").Str != "tools[8].type" || !strings.Contains(string(body), "web_search") {
+				t.Fatalf("with web_search: status %d: %s", resp.StatusCode, body)
+			}
+			n++
+			req["tools"] = tools[:len(tools)-1]
+			resp = a.post("/v1/responses", tok, encode(t, req))
+			if resp.StatusCode != 200 {
+				t.Fatalf("status %d: %s", resp.StatusCode, readBody(t, resp))
+			}
+			n++
+			done := responsesSequence(t, readEvents(t, resp.Body))
+			resp.Body.Close()
+			_, sent := up.lastRequest(t)
+			for _, k := range []string{"multi_agent_v1", "client_metadata", "encrypted_content", "prompt_cache_key", "x-codex", `"store":`} {
+				if strings.Contains(sent, k) {
+					t.Errorf("%s reached the upstream", k)
+				}
+			}
+			call := done.Get("output.0")
+			if call.Get("type").Str != "function_call" || call.Get("name").Str != "exec_command" || gjson.Get(call.Get("arguments").Str, "cmd").Str == "" {
+				t.Fatalf("output %s, want an exec_command call with a cmd", done.Get("output").Raw)
+			}
+			checkResponsesUsage(t, a, &n, resp.Header.Get("X-Request-Id"), model, done.Get("usage"))
+
+			// Codex sends the call and its output back, with its history.
+			next := map[string]any{}
+			for k, v := range req {
+				next[k] = v
+			}
+			var item any
+			decode(t, []byte(call.Raw), &item)
+			next["input"] = append(append([]any(nil), req["input"].([]any)...), item,
+				map[string]any{"type": "function_call_output", "call_id": call.Get("call_id").Str, "output": "Exit code: 0\nOutput:\nmain.go"})
+			resp = a.post("/v1/responses", tok, encode(t, next))
+			if resp.StatusCode != 200 {
+				t.Fatalf("second turn: status %d: %s", resp.StatusCode, readBody(t, resp))
+			}
+			n++
+			done = responsesSequence(t, readEvents(t, resp.Body))
+			resp.Body.Close()
+			if text := done.Get("output.0.content.0.text").Str; !strings.Contains(text, "main.go") {
+				t.Fatalf("final answer %s, want it to quote the command's output", done.Get("output").Raw)
+			}
+			checkResponsesUsage(t, a, &n, resp.Header.Get("X-Request-Id"), model, done.Get("usage"))
+		})
+	}
+}
+
+func decode(t *testing.T, b []byte, v any) {
+	t.Helper()
+	if err := json.Unmarshal(b, v); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func encode(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
