@@ -86,6 +86,12 @@ func (cs *callState) buildTranslated(c *fiber.Ctx, req *fasthttp.Request, rec *r
 		ClampMaxTokens: rec.adm.clamp, RequestID: c.Response().Header.Peek(headerRequestID), Header: &c.Request().Header}
 	rs.info.fill(&cs.cur)
 	if err := rt.up.prov.Build(req, &cs.cur); err != nil {
+		var pe *providers.ParamError
+		if errors.As(err, &pe) && pe.Code != providers.CodeInvalidURLValue {
+			// Named as the client wrote it, not as the translation has it.
+			err = &providers.ParamError{Param: openai.ResponsesParam(pe.Param), Code: pe.Code,
+				Message: fmt.Sprintf("%s (as %s of the request translated to chat completions)", pe.Message, pe.Param)}
+		}
 		return buildError(rt.up.name, err)
 	}
 	return nil

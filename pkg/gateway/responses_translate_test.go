@@ -175,6 +175,22 @@ func TestResponsesTranslatedRefusals(t *testing.T) {
 			})
 		}
 	}
+	// What a target kind itself refuses is named as the client wrote it.
+	for _, tc := range []struct{ model, extra, param string }{
+		{"bedrock-mock", `"text":{"format":{"type":"json_schema","name":"x","schema":{"type":"object"}}}`, "text.format"},
+		{"claude-mock", `"temperature":1.5`, "temperature"},
+		{"bedrock-mock", `"input":[{"role":"user","content":[{"type":"input_image","image_url":"https://example.com/a.png"}]}]`, "input"},
+	} {
+		body := `{"model":"` + tc.model + `",` + tc.extra
+		if !strings.Contains(tc.extra, `"input"`) {
+			body += `,"input":"hi"`
+		}
+		resp := a.post("/v1/responses", tok, body+"}")
+		got := readBody(t, resp)
+		if resp.StatusCode != 400 || gjson.GetBytes(got, "error.param").Str != tc.param || gjson.GetBytes(got, "error.code").Str != "unsupported_parameter" {
+			t.Errorf("%s %s: status %d, want 400 naming %s: %s", tc.model, tc.extra, resp.StatusCode, tc.param, got)
+		}
+	}
 	for _, store := range []string{`,"store":false`, ""} {
 		resp := a.post("/v1/responses", tok, `{"model":"claude-mock","input":"hi"`+store+`}`)
 		if body := readBody(t, resp); resp.StatusCode != 200 {
@@ -183,7 +199,7 @@ func TestResponsesTranslatedRefusals(t *testing.T) {
 	}
 	// The refusals were billed nothing: the two answers are the only costs.
 	var billed int
-	for _, ev := range a.events(t, 2+10*len(translatedModels)) {
+	for _, ev := range a.events(t, 2+3+10*len(translatedModels)) {
 		if ev.CostNanoUsd > 0 {
 			billed++
 		}

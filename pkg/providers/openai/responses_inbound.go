@@ -680,3 +680,27 @@ func appendTextFormat(dst []byte, format gjson.Result) ([]byte, error) {
 
 // trimRespPrefix strips the gateway's request id prefix for item ids.
 func trimRespPrefix(id string) string { return strings.TrimPrefix(id, "req_") }
+
+// ResponsesParam names, in the Responses API request, the member a chat
+// parameter of its translation came from, for the errors of a target that
+// refuses the translation: response_format is text.format, max_tokens
+// max_output_tokens, reasoning_effort reasoning.effort, a message (and
+// anything inside one) input, a tool tools (the translation drops tool
+// groups, so indexes differ); other names are the same in both.
+func ResponsesParam(chat string) string {
+	name, _, _ := strings.Cut(chat, ".")
+	name, _, _ = strings.Cut(name, "[")
+	switch name {
+	case "response_format":
+		return "text.format"
+	case "max_tokens", "max_completion_tokens":
+		return "max_output_tokens"
+	case "reasoning_effort":
+		return "reasoning.effort"
+	case "messages":
+		return "input"
+	case "tools":
+		return "tools"
+	}
+	return chat
+}

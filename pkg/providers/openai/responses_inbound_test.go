@@ -229,3 +229,15 @@ func jsonEqual(t *testing.T, a, b []byte) bool {
 	ya, _ := json.Marshal(y)
 	return string(xa) == string(ya)
 }
+
+func TestResponsesParam(t *testing.T) {
+	for chat, want := range map[string]string{
+		"response_format": "text.format", "response_format.json_schema": "text.format", "max_tokens": "max_output_tokens",
+		"reasoning_effort": "reasoning.effort", "messages[2].content[0]": "input", "tools[3].function.parameters": "tools",
+		"temperature": "temperature", "tool_choice": "tool_choice", "model": "model",
+	} {
+		if got := ResponsesParam(chat); got != want {
+			t.Errorf("%s: %s, want %s", chat, got, want)
+		}
+	}
+}
