@@ -126,7 +126,9 @@ func TestCodexCLI(t *testing.T) {
 			}
 		})
 	}
-	checkCodexBilled(t, js, "dev")
+	// A plain run makes one request; a tool run two: the call, then the
+	// answer to its output.
+	checkCodexBilled(t, js, "dev", map[string]int{"mock-gpt": 3, "claude-mock": 3, "gemini-mock": 2, "bedrock-mock": 2})
 }
 
 // codexEvents reads codex exec --json's JSON lines: the last agent
@@ -162,15 +164,17 @@ func codexEvents(out []byte) (answer string, failures []string) {
 }
 
 // checkCodexBilled checks every usage event: a success on /v1/responses
-// with the provider's counts (not estimates) and a cost; and that the
-// budget consumer's total for the department equals their sum.
-func checkCodexBilled(t *testing.T, js jetstream.JetStream, dept string) {
+// with the provider's counts (not estimates) and a cost, at least perModel
+// of them for each model; and that the budget consumer's total for the
+// department equals their sum.
+func checkCodexBilled(t *testing.T, js jetstream.JetStream, dept string, perModel map[string]int) {
 	t.Helper()
 	checkBilled(t, js)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var want int64
 	var n int
+	seen := map[string]int{}
 	c, err := js.OrderedConsumer(ctx, usage.StreamName, jetstream.OrderedConsumerConfig{})
 	if err != nil {
 		t.Fatal(err)
@@ -190,6 +194,12 @@ func checkCodexBilled(t *testing.T, js jetstream.JetStream, dept string) {
 				t.Errorf("usage event %s: endpoint %s dept %s cost %d completion %d", ev.RequestId, ev.Endpoint, ev.Dept, ev.CostNanoUsd, ev.CompletionTokens)
 			}
 			want += ev.CostNanoUsd
+			seen[ev.RequestedModel]++
+		}
+	}
+	for model, least := range perModel {
+		if seen[model] < least {
+			t.Errorf("%d usage events for %s, want at least %d", seen[model], model, least)
 		}
 	}
 	// The budget consumer folds the stream into the department's total.
