@@ -259,7 +259,7 @@ func (w *chatWriter) system(instructions, input gjson.Result) error {
 			if role := item.Get("role").Str; itemType(item) != "message" || role != "system" && role != "developer" {
 				return true
 			}
-			err = eachText(item.Get("content"), fmt.Sprintf("input[%d].content", i), add)
+			err = eachText(item.Get("content"), i, add)
 			return err == nil
 		})
 	}
@@ -269,15 +269,15 @@ func (w *chatWriter) system(instructions, input gjson.Result) error {
 	return err
 }
 
-// eachText calls add with each text of a system message's content (a
+// eachText calls add with each text of the content of system message i (a
 // string, or input_text parts); other parts are refused.
-func eachText(content gjson.Result, param string, add func(raw string)) error {
+func eachText(content gjson.Result, i int, add func(raw string)) error {
 	if content.Type == gjson.String {
 		add(content.Raw)
 		return nil
 	}
 	if !content.IsArray() {
-		return paramErr(param, "must be a string or an array of content parts")
+		return paramErr(fmt.Sprintf("input[%d].content", i), "must be a string or an array of content parts")
 	}
 	var err error
 	j := -1
@@ -285,9 +285,9 @@ func eachText(content gjson.Result, param string, add func(raw string)) error {
 		j++
 		switch p.Get("type").Str {
 		case "input_text", "text", "output_text":
-			add(p.Get("text").Raw)
+			add(rawjson.Member(p.Raw, "text"))
 		default:
-			err = paramErr(fmt.Sprintf("%s[%d]", param, j), "only text parts are supported in system and developer messages")
+			err = paramErr(fmt.Sprintf("input[%d].content[%d]", i, j), "only text parts are supported in system and developer messages")
 		}
 		return err == nil
 	})
@@ -384,28 +384,30 @@ func (w *chatWriter) user(content gjson.Result, i int) error {
 		if j > 0 {
 			w.dst = append(w.dst, ',')
 		}
-		err = w.part(p, fmt.Sprintf("input[%d].content[%d]", i, j))
+		err = w.part(p, i, j)
 		return err == nil
 	})
 	w.dst = append(w.dst, "]}"...)
 	return err
 }
 
-// part writes one user content part as a chat part.
-func (w *chatWriter) part(p gjson.Result, param string) error {
+// part writes part j of user message i's content as a chat part. Texts
+// are read as written (gjson would unescape them).
+func (w *chatWriter) part(p gjson.Result, i, j int) error {
+	param := func() string { return fmt.Sprintf("input[%d].content[%d]", i, j) }
 	switch typ := p.Get("type").Str; typ {
 	case "input_text", "text", "output_text":
-		t := p.Get("text")
-		if t.Type != gjson.String {
-			return paramErr(param+".text", "must be a string")
+		t := rawjson.Member(p.Raw, "text")
+		if !rawjson.IsString(t) {
+			return paramErr(param()+".text", "must be a string")
 		}
 		w.dst = append(w.dst, `{"type":"text","text":`...)
-		w.dst = append(w.dst, t.Raw...)
+		w.dst = append(w.dst, t...)
 		w.dst = append(w.dst, '}')
 	case "input_image":
 		u := p.Get("image_url")
 		if u.Type != gjson.String || u.Str == "" {
-			return paramErr(param, "only images given by image_url (a data: or https: URL) are supported on a model served by translation, not file_id")
+			return paramErr(param(), "only images given by image_url (a data: or https: URL) are supported on a model served by translation, not file_id")
 		}
 		w.dst = append(w.dst, `{"type":"image_url","image_url":{"url":`...)
 		w.dst = append(w.dst, u.Raw...)
@@ -417,7 +419,7 @@ func (w *chatWriter) part(p gjson.Result, param string) error {
 	case "input_file":
 		data := p.Get("file_data")
 		if data.Type != gjson.String || data.Str == "" {
-			return paramErr(param, "only files given inline by file_data are supported on a model served by translation, not file_id or file_url")
+			return paramErr(param(), "only files given inline by file_data are supported on a model served by translation, not file_id or file_url")
 		}
 		w.dst = append(w.dst, `{"type":"file","file":{"file_data":`...)
 		w.dst = append(w.dst, data.Raw...)
@@ -427,7 +429,7 @@ func (w *chatWriter) part(p gjson.Result, param string) error {
 		}
 		w.dst = append(w.dst, "}}"...)
 	default:
-		return paramErr(param+".type", "content part type %q is not supported on a model served by translation", typ)
+		return paramErr(param()+".type", "content part type %q is not supported on a model served by translation", typ)
 	}
 	return nil
 }
@@ -454,7 +456,7 @@ func (w *chatWriter) assistantText(content gjson.Result, i int) error {
 		j++
 		switch typ := p.Get("type").Str; typ {
 		case "output_text", "input_text", "text":
-			add(p.Get("text").Raw)
+			add(rawjson.Member(p.Raw, "text"))
 		case "refusal":
 			add(p.Get("refusal").Raw)
 		default:
@@ -468,13 +470,14 @@ func (w *chatWriter) assistantText(content gjson.Result, i int) error {
 // functionCall adds a function_call item to the open assistant turn as a
 // tool call (a namespaced call keeps its name alone).
 func (w *chatWriter) functionCall(item gjson.Result, i int) error {
-	id, name, args := item.Get("call_id"), item.Get("name"), item.Get("arguments")
+	id, name := item.Get("call_id"), item.Get("name")
+	args := rawjson.Member(item.Raw, "arguments") // as written: gjson would unescape it
 	switch {
 	case id.Type != gjson.String || id.Str == "":
 		return paramErr(fmt.Sprintf("input[%d].call_id", i), "a function call needs a call_id")
 	case name.Type != gjson.String || name.Str == "":
 		return paramErr(fmt.Sprintf("input[%d].name", i), "a function call needs a name")
-	case args.Exists() && args.Type != gjson.String:
+	case args != "" && args != "null" && !rawjson.IsString(args):
 		return paramErr(fmt.Sprintf("input[%d].arguments", i), "must be a string")
 	}
 	w.open = true
@@ -486,10 +489,10 @@ func (w *chatWriter) functionCall(item gjson.Result, i int) error {
 	w.calls = append(w.calls, `,"type":"function","function":{"name":`...)
 	w.calls = append(w.calls, name.Raw...)
 	w.calls = append(w.calls, `,"arguments":`...)
-	if args.Str == "" {
+	if len(args) <= 2 || args == "null" {
 		w.calls = append(w.calls, `"{}"`...)
 	} else {
-		w.calls = append(w.calls, args.Raw...)
+		w.calls = append(w.calls, args...)
 	}
 	w.calls = append(w.calls, "}}"...)
 	return nil
@@ -529,15 +532,15 @@ func (w *chatWriter) functionOutput(item gjson.Result, i int) error {
 	w.dst = append(w.dst, `,"tool_call_id":`...)
 	w.dst = append(w.dst, id.Raw...)
 	w.dst = append(w.dst, `,"content":`...)
-	out := item.Get("output")
+	out := rawjson.Member(item.Raw, "output") // as written: gjson would unescape it
 	switch {
-	case out.Type == gjson.String:
-		w.dst = append(w.dst, out.Raw...)
-	case out.IsArray():
+	case rawjson.IsString(out):
+		w.dst = append(w.dst, out...)
+	case len(out) > 0 && out[0] == '[':
 		w.dst = append(w.dst, '"')
 		var err error
 		n, j := 0, -1
-		out.ForEach(func(_, p gjson.Result) bool {
+		gjson.Parse(out).ForEach(func(_, p gjson.Result) bool {
 			j++
 			switch typ := p.Get("type").Str; typ {
 			case "input_text", "output_text", "text":
@@ -545,7 +548,7 @@ func (w *chatWriter) functionOutput(item gjson.Result, i int) error {
 					w.dst = append(w.dst, `\n`...)
 				}
 				n++
-				w.dst = append(w.dst, rawjson.Inner(p.Get("text").Raw)...)
+				w.dst = append(w.dst, rawjson.Inner(rawjson.Member(p.Raw, "text"))...)
 			default:
 				err = paramErr(fmt.Sprintf("input[%d].output[%d].type", i, j), "only text parts are supported in a function call output on a model served by translation, not %q", typ)
 			}

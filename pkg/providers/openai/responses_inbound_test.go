@@ -241,3 +241,42 @@ func TestResponsesParam(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkRequestFromResponses measures the translation of an agent's
+// request: instructions, a developer message, 8 function tools and a
+// conversation of 20 turns with a function call and its output each.
+// Expected: 6 allocs/op with the output buffer reused (the writer's
+// assistant-turn buffers and gjson's iteration; texts, arguments and
+// outputs are copied as written, never unescaped), about 10 µs per 10 KB
+// (2026-12-07; 67 allocs/op when gjson unescaped them).
+func BenchmarkRequestFromResponses(b *testing.B) {
+	var sb strings.Builder
+	sb.WriteString(`{"model":"claude-sonnet-4-5","stream":true,"store":false,"include":["reasoning.encrypted_content"],"instructions":"You are a coding agent.",` +
+		`"reasoning":{"effort":"medium","summary":"auto"},"tools":[`)
+	for i := range 8 {
+		if i > 0 {
+			sb.WriteByte(',')
+		}
+		sb.WriteString(`{"type":"function","name":"tool_` + string(rune('a'+i)) + `","description":"Runs a thing.","strict":false,` +
+			`"parameters":{"type":"object","properties":{"cmd":{"type":"string","description":"The command."},"timeout_ms":{"type":"number"}},"required":["cmd"]}}`)
+	}
+	sb.WriteString(`],"input":[{"type":"message","role":"developer","content":[{"type":"input_text","text":"Be careful with the sandbox."}]}`)
+	for i := range 20 {
+		id := `"call_` + string(rune('a'+i)) + `"`
+		sb.WriteString(`,{"type":"message","role":"user","content":[{"type":"input_text","text":"List the files and tell me what is in main.go, please."}]}` +
+			`,{"type":"function_call","call_id":` + id + `,"name":"tool_a","arguments":"{\"cmd\":\"ls -la\"}"}` +
+			`,{"type":"function_call_output","call_id":` + id + `,"output":"total 8\nmain.go\ngo.mod\n"}` +
+			`,{"type":"message","role":"assistant","content":[{"type":"output_text","text":"There are two files: main.go and go.mod."}]}`)
+	}
+	sb.WriteString(`]}`)
+	body := []byte(sb.String())
+	out, _, err := RequestFromResponses(nil, body)
+	if err != nil || !json.Valid(out) {
+		b.Fatalf("%v: %s", err, out)
+	}
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		out, _, _ = RequestFromResponses(out[:0], body)
+	}
+}
