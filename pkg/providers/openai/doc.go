@@ -63,5 +63,8 @@
 // cached_tokens, output_tokens and output_tokens_details.reasoning_tokens
 // are the target's counts, which the gateway bills. Streams follow the
 // Responses event sequence (ResponsesEncoder). Ids: resp_, msg_ and fc_
-// followed by the gateway's request id.
+// followed by the gateway's request id. The response object's echo of the
+// request (instructions, tools, tool_choice, temperature, top_p,
+// max_output_tokens, metadata, user) holds neutral values, not the
+// request's: store is false, background false, truncation disabled.
 package openai
