@@ -60,6 +60,9 @@ var (
 //	responses            3  /v1/responses to an openai-kind provider
 //	messages-translated 14  /v1/messages to an openai-kind provider: the
 //	                        body translated to chat and the answer back
+//	responses-translated 13 /v1/responses to an anthropic-kind provider:
+//	                        the body translated to chat and on to the
+//	                        Messages API, the answer back twice (2026-12-07)
 //	messages-native      8  /v1/messages to an anthropic-kind provider
 //	gemini-translated   15  /v1beta/models/{model}:generateContent to an
 //	                        openai-kind provider (2026-12-07, 86 µs/op as
@@ -87,6 +90,7 @@ func BenchmarkNonStreamRequest(b *testing.B) {
 		{"hedge-armed", "/v1/chat/completions", `{"model":"hedged-gpt","messages":[{"role":"user","content":"` + words + `"}]}`, benchCompletion},
 		{"responses", "/v1/responses", `{"model":"mock-gpt","input":"` + words + `"}`, benchResponse},
 		{"messages-translated", "/v1/messages", `{"model":"mock-gpt","max_tokens":256,"messages":[{"role":"user","content":"` + words + `"}]}`, benchCompletion},
+		{"responses-translated", "/v1/responses", `{"model":"claude-mock","input":"` + words + `"}`, benchMessage},
 		{"messages-native", "/v1/messages", `{"model":"claude-mock","max_tokens":256,"messages":[{"role":"user","content":"` + words + `"}]}`, benchMessage},
 		{"gemini-translated", "/v1beta/models/mock-gpt:generateContent", `{"contents":[{"role":"user","parts":[{"text":"` + words + `"}]}]}`, benchCompletion},
 		{"gemini-native", "/v1beta/models/gemini-mock:generateContent", `{"contents":[{"role":"user","parts":[{"text":"` + words + `"}]}]}`, benchGenerate},

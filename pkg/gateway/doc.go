@@ -27,14 +27,16 @@
 //
 // An endpoint is an adapter that supplies only what is its own: its parse,
 // how one target is built and called (a caller: chatCaller for chat,
-// completions, embeddings and the Responses API, with hedging;
+// completions, embeddings and the Responses API, with hedging, a
+// Responses API request to a target that does not speak it translated to
+// chat and back, without hedging, responses_translate.go;
 // messagesCaller for /v1/messages, native or translated, without hedging;
 // countTokensCaller for /v1/messages/count_tokens, native or counted by
 // the gateway, free but admitted and recorded like any request;
 // geminiCaller and geminiCountCaller for the Gemini API's
 // /v1beta/models/{model}:generateContent, :streamGenerateContent and
 // :countTokens, the same way with gemini providers native),
-// its error shape and its stream encoder (streamEncoder: Anthropic events
+// its error shape and its stream encoder (encoder: Anthropic events
 // for /v1/messages, Gemini chunks for the Gemini endpoints). The
 // pass-through endpoints make one call and never retry (a streamed upload
 // cannot be sent twice). The

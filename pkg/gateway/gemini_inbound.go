@@ -214,11 +214,11 @@ func (gc *geminiCaller) call(c *fiber.Ctx, _ *state, plan *router.Plan, a *route
 	native := gc.gem.native
 	if rec.stream {
 		var s providers.Stream
-		var enc streamEncoder
+		var enc encoder
 		if native != nil {
-			s, enc = native.NativeStream(), gemini.NewPassthrough(gc.gem.array)
+			s, enc = native.NativeStream(), geminiEncoder{gemini.NewPassthrough(gc.gem.array)}
 		} else {
-			s, enc = rt.up.prov.Stream(&gc.cur), gemini.NewEncoder(m.model.Str, rec.requestID, gc.gem.array)
+			s, enc = rt.up.prov.Stream(&gc.cur), geminiEncoder{gemini.NewEncoder(m.model.Str, rec.requestID, gc.gem.array)}
 		}
 		res := g.startStream(c, req, rt, rec, &gc.cur, s, enc, a, plan)
 		if res.aerr == nil && gc.gem.array {

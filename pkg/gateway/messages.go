@@ -186,14 +186,14 @@ func (mc *messagesCaller) call(c *fiber.Ctx, _ *state, plan *router.Plan, a *rou
 	g, m := mc.g, &mc.m
 	if rec.stream {
 		var s providers.Stream
-		var enc streamEncoder
+		var enc encoder
 		if mc.native != nil {
 			s = mc.native.NativeStream()
 		} else {
 			s = rt.up.prov.Stream(&mc.cur)
-			e := anthropic.NewEncoder(m.model.Str, rec.requestID)
-			e.EstimatePrompt(g.acct.Estimator, m.oa) // message_start's input_tokens (issue #16)
-			enc = anthropicEncoder{e}
+			ae := anthropic.NewEncoder(m.model.Str, rec.requestID)
+			ae.EstimatePrompt(g.acct.Estimator, m.oa) // message_start's input_tokens (issue #16)
+			enc = messagesEncoder{ae}
 		}
 		return g.startStream(c, req, rt, rec, &mc.cur, s, enc, a, plan)
 	}

@@ -128,9 +128,10 @@ func (g *Gateway) resolve(c *fiber.Ctx, st *state, rec *record, model string) (*
 // Pass-through endpoints make one call and never retry (a streamed upload
 // cannot be sent twice), so they do not use it.
 type caller interface {
-	// refuses returns why target rt cannot serve the request at all (the
-	// Responses API on a provider that does not speak it), or nil: the loop
-	// then moves on to the next target.
+	// refuses returns why target rt cannot serve the request at all, or
+	// nil: the loop then moves on to the next target. (The Responses API
+	// on a provider that does not speak it, once refused here, is served
+	// by translation: responses_translate.go.)
 	refuses(rt *route) *apiError
 	// build writes the upstream request of one attempt at rt; an error is
 	// the client's (the loop stops and answers it).

@@ -14,7 +14,6 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/tidwall/gjson"
 	"github.com/tollgate/tollgate/pkg/providers"
-	"github.com/tollgate/tollgate/pkg/providers/anthropic"
 	"github.com/tollgate/tollgate/pkg/respcache"
 	"github.com/tollgate/tollgate/pkg/router"
 	"github.com/tollgate/tollgate/pkg/sse"
@@ -45,9 +44,9 @@ type relay struct {
 	sc      *sse.Reader      // pooled SSE framing
 	fr      providers.Framer // sc, or the provider's own framing
 	stream  providers.Stream
-	enc     streamEncoder // the stream's events to the client's format, or nil
-	tmp     []byte        // the stream's events before enc
-	out     []byte        // output not yet handed to fasthttp: out[pos:]
+	enc     encoder // OpenAI events to the client's format (encoder.go), or nil
+	tmp     []byte  // OpenAI events before enc
+	out     []byte  // output not yet handed to fasthttp: out[pos:]
 	pos     int
 	scratch []byte
 	content []byte // delivered content, for token estimation
@@ -98,33 +97,6 @@ type relay struct {
 	writeTimeout time.Duration
 }
 
-// streamEncoder turns the events a providers.Stream writes (OpenAI
-// chunks, or a native stream's own events) into the format of the
-// client's endpoint: anthropicEncoder for /v1/messages, *gemini.Encoder
-// for the Gemini endpoints.
-type streamEncoder interface {
-	// Events translates whole events, appended to dst.
-	Events(dst, events []byte) ([]byte, error)
-	// Finish writes the end of an answer whose upstream completed
-	// without its terminator, unless it was written.
-	Finish(dst []byte) []byte
-	// Fail writes an error for a failure after the stream started, for an
-	// HTTP status code; nothing is written after it.
-	Fail(dst []byte, status int, message string) []byte
-	// Closed reports whether the end (or an error) was written.
-	Closed() bool
-	// Release gives the encoder back; it must not be used after.
-	Release()
-}
-
-// anthropicEncoder is an *anthropic.Encoder as a streamEncoder.
-type anthropicEncoder struct{ *anthropic.Encoder }
-
-// Fail writes the Anthropic error event for status.
-func (e anthropicEncoder) Fail(dst []byte, status int, message string) []byte {
-	return e.Encoder.Fail(dst, anthropic.ErrorType(status), message)
-}
-
 // relayBuf is the initial size of a relay's SSE and output buffers. A
 // held stream keeps both for its whole life, and a chat chunk is a few
 // hundred bytes; each grows (and stays grown in the pool) when a burst or a
@@ -137,7 +109,7 @@ var relayPool = sync.Pool{New: func() any {
 	return &relay{sc: sse.NewReader(nil, relayBuf, maxEventSize), out: make([]byte, 0, relayBuf)}
 }}
 
-func (g *Gateway) newRelay(resp *fasthttp.Response, rt *route, rec *record, upStart time.Time, s providers.Stream, enc streamEncoder) *relay {
+func (g *Gateway) newRelay(resp *fasthttp.Response, rt *route, rec *record, upStart time.Time, s providers.Stream, enc encoder) *relay {
 	r := relayPool.Get().(*relay)
 	if !rec.held { // a hedge leg's relay: tryHedged set it before the legs ran
 		rec.held = true
@@ -324,7 +296,7 @@ func (r *relay) next() ([]byte, error) {
 			}
 			switch {
 			case r.enc != nil:
-				r.out = r.enc.Fail(r.out[:0], r.failure.Status, r.failure.Message)
+				r.out = r.enc.fail(r.out[:0], r.failure)
 			case r.rec.anthropic:
 				r.out = appendAnthropicErrorEvent(r.out[:0], r.failure)
 			case r.rec.endpoint == epResponses:
