@@ -78,7 +78,7 @@ func StartAccounting(ctx context.Context, g group, nc *nats.Conn, s *Settings, l
 		return Accounting{}, nil, err
 	}
 	acct := Accounting{
-		Publisher: pub, Tracker: tracker, Prices: s.Prices,
+		Publisher: pub, Journal: pub, Tracker: tracker, Prices: s.Prices,
 		Limiter:   ratelimit.New(ratelimit.Options{Share: presence.Share()}),
 		Presence:  presence,
 		Estimator: tokenize.New(),

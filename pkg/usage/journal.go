@@ -639,3 +639,31 @@ func (s *spool) dropSpooled(found map[string]*openReq) error {
 	}
 	return nil
 }
+
+// Unfinished is a request of a spool directory's begun file with no done
+// record: what a start would recover unless its event is in the spool.
+type Unfinished struct {
+	Begun
+	// CompletionTokens is the progress last recorded, PrevTokens the one
+	// before it.
+	CompletionTokens, PrevTokens uint64
+}
+
+// ReadUnfinished returns the requests of dir's begun file with no done
+// record, oldest first. It reads the file only, without changing anything
+// (`tollctl spool recover --dry-run`).
+func ReadUnfinished(dir string) ([]Unfinished, error) {
+	j := &journal{dir: dir, crc: crc32.MakeTable(crc32.Castagnoli)}
+	found, err := j.read()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Unfinished, 0, len(found))
+	for _, o := range found {
+		out = append(out, Unfinished{Begun: o.b, CompletionTokens: o.tokens, PrevTokens: o.prev})
+	}
+	slices.SortFunc(out, func(a, b Unfinished) int {
+		return cmp.Or(cmp.Compare(a.Timestamp, b.Timestamp), cmp.Compare(a.EventID, b.EventID))
+	})
+	return out, nil
+}

@@ -432,13 +432,8 @@ func (p *Publisher) Begin(b *Begun) {
 		return
 	}
 	// A busy Run takes the queue when anything else wakes it, or on its
-	// next tick (due); an idle one, or a queue filling up, wakes it, once.
-	if (p.idle.Load() || len(p.jch) >= beginQueue/2) && p.jwoken.CompareAndSwap(false, true) {
-		select {
-		case p.wake <- struct{}{}:
-		default:
-		}
-	}
+	// next tick (due).
+	p.wakeForBegun()
 }
 
 // Progress records that the stream of the request begun with eventID has
@@ -452,6 +447,19 @@ func (p *Publisher) Progress(eventID string, completionTokens uint64) {
 	select {
 	case p.jch <- jentry{kind: kindProgress, tokens: completionTokens, b: Begun{EventID: eventID}}:
 	default:
+		return
+	}
+	p.wakeForBegun()
+}
+
+// wakeForBegun wakes Run for the Begin queue when it waits without its
+// tick, or when the queue fills up; once until Run takes the queue.
+func (p *Publisher) wakeForBegun() {
+	if (p.idle.Load() || len(p.jch) >= beginQueue/2) && p.jwoken.CompareAndSwap(false, true) {
+		select {
+		case p.wake <- struct{}{}:
+		default:
+		}
 	}
 }
 
