@@ -149,7 +149,8 @@ func RegisterAccountingMetrics(reg prometheus.Registerer, pub *usage.Publisher, 
 			Drained: st.Drained, Failed: st.Failed, Dropped: st.Dropped,
 			QueueLen: st.QueueLen, SpoolBytes: st.SpoolBytes,
 			BatchesPublished: st.BatchesPublished, BatchesSpooled: st.BatchesSpooled, BatchesDrained: st.BatchesDrained,
-			BatchesFailed: st.BatchesFailed, BatchesDropped: st.BatchesDropped, LastSeq: st.LastSeq}
+			BatchesFailed: st.BatchesFailed, BatchesDropped: st.BatchesDropped, LastSeq: st.LastSeq,
+			Recovered: st.Recovered, Begun: st.Begun, BegunDropped: st.BegunDropped}
 	})
 	if err != nil {
 		return err
