@@ -50,7 +50,7 @@ const (
 	// maxOpen bounds the requests tracked at once; a Begin beyond it is
 	// counted in Stats.BegunDropped and its request is billed only by its
 	// own event.
-	maxOpen = 1 << 20
+	maxOpen = 1 << 17
 	// beginQueue is the capacity of the queue of Begin and Progress
 	// values.
 	beginQueue = 8192
