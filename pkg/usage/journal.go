@@ -62,8 +62,9 @@ const (
 )
 
 // DefaultProgressInterval is how often the gateway records a stream's
-// progress (Publisher.Progress), at most.
-const DefaultProgressInterval = time.Second
+// progress (Publisher.Progress), at most: a copy onto the Begin queue per
+// stream, and a record of some 60 bytes in the begun file, twice a second.
+const DefaultProgressInterval = 500 * time.Millisecond
 
 // Record kinds of the begun file.
 const (
