@@ -3,11 +3,14 @@ package usage
 import (
 	"context"
 	"encoding/binary"
+	"fmt"
 	"hash/crc32"
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	usagev1 "github.com/tollgate/tollgate/proto/tollgate/usage/v1"
 )
@@ -291,4 +294,105 @@ func copyDir(t testing.TB, src, dst string) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// TestJournalFile: the begun file through closed pairs, a compaction and a
+// torn tail. Requests closed before their record was written leave
+// nothing; compaction keeps only the open ones (with their progress); a
+// record cut short by a kill is skipped and what follows it is read.
+func TestJournalFile(t *testing.T) {
+	dir := t.TempDir()
+	j, found, err := openJournal(dir)
+	if err != nil || len(found) != 0 {
+		t.Fatalf("open: %v, %d found", err, len(found))
+	}
+	old := time.Unix(0, 0)
+	now := time.Unix(100, 0)
+	// Closed before the flush: nothing written.
+	j.begin(&Begun{EventID: "quick", Timestamp: old.UnixNano()})
+	j.done("quick")
+	// Young: held back.
+	j.begin(&Begun{EventID: "young", Timestamp: now.UnixNano()})
+	if err := j.flush(now); err != nil || j.size != 0 {
+		t.Fatalf("flush: %v, %d bytes written, want 0", err, j.size)
+	}
+	j.begin(&Begun{EventID: "long", Timestamp: old.UnixNano(), Dept: "eng", Stream: true, OutputPerM: 7})
+	j.progress("long", 5)
+	// Closed pairs until the file passes the compaction size and is
+	// rewritten.
+	for i, last := 0, int64(0); j.size >= last; i++ {
+		if i > 2*journalCompactAt/200 {
+			t.Fatalf("no compaction after %d closed pairs, %d bytes", i, j.size)
+		}
+		last = j.size
+		id := fmt.Sprintf("pair-%d", i)
+		j.begin(&Begun{EventID: id, Timestamp: old.UnixNano(), Dept: "eng", RequestedModel: strings.Repeat("m", 200)})
+		if err := j.flush(now); err != nil {
+			t.Fatal(err)
+		}
+		j.done(id)
+		if i == 10 {
+			j.progress("long", 9)
+		}
+	}
+	if err := j.flush(now.Add(time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if j.size > 4096 {
+		t.Fatalf("the file holds %d bytes after compaction", j.size)
+	}
+	got := readBegun(t, dir)
+	if len(got) != 2 || got["long"] == nil || got["young"] == nil || got["long"].tokens != 9 || got["long"].prev != 5 ||
+		got["long"].b.Dept != "eng" || got["long"].b.OutputPerM != 7 {
+		t.Fatalf("open after compaction: %v", keys(got))
+	}
+	// A torn record, then one more written after it.
+	if _, err := j.f.WriteAt([]byte{200, 0, 0, 0, 1, 2, 3}, j.size); err != nil {
+		t.Fatal(err)
+	}
+	j.size += 7
+	j.done("young")
+	if err := j.flush(now); err != nil {
+		t.Fatal(err)
+	}
+	if got := readBegun(t, dir); len(got) != 1 || got["long"] == nil {
+		t.Fatalf("open after a torn record: %v", keys(got))
+	}
+	if err := j.close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// FuzzJournalRecord: any bytes as a record of the begun file, or as the
+// whole file, are read without a panic, and a begun record read back
+// tracks what was written.
+func FuzzJournalRecord(f *testing.F) {
+	j := &journal{crc: crc32.MakeTable(crc32.Castagnoli), open: map[string]*openReq{}}
+	o := &openReq{b: Begun{EventID: "e1", Dept: "d", Stream: true, PromptTokens: 3, ReservedNano: 9}, tokens: 4, prev: 2}
+	f.Add(append([]byte(nil), j.encodeBegun(o)...))
+	f.Add(append([]byte(nil), j.encodeProgress(o)...))
+	f.Add([]byte{kindDone, 10, 2, 'e', '1'})
+	f.Add([]byte{kindBegun, 10, 200})
+	f.Fuzz(func(t *testing.T, p []byte) {
+		open := map[string]*openReq{}
+		applyJournalRecord(open, p)
+		for id, o := range open {
+			if id != o.b.EventID || id == "" {
+				t.Fatalf("open under %q: %q", id, o.b.EventID)
+			}
+			// What is read writes back to the same record.
+			again := map[string]*openReq{}
+			applyJournalRecord(again, j.encodeBegun(o))
+			if a := again[id]; a == nil || a.b != o.b || a.tokens != o.tokens || a.prev != o.prev {
+				t.Fatalf("begun %+v read back as %+v", o.b, again[id])
+			}
+		}
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, journalName), p, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ReadUnfinished(dir); err != nil {
+			t.Fatal(err)
+		}
+	})
 }
