@@ -131,6 +131,7 @@ type journal struct {
 	crc     *crc32.Table
 	open    map[string]*openReq
 	pending []*openReq // begun or progressed since the last write
+	free    []*openReq // closed and out of pending: reused by begin
 	buf     []byte
 	scratch []byte
 	dirty   bool // written since the last fsync
@@ -368,7 +369,13 @@ func (j *journal) begin(b *Begun) bool {
 	if _, dup := j.open[b.EventID]; dup {
 		return true
 	}
-	o := &openReq{b: *b, queued: true}
+	var o *openReq
+	if n := len(j.free); n > 0 {
+		o, j.free = j.free[n-1], j.free[:n-1]
+		*o = openReq{b: *b, queued: true}
+	} else {
+		o = &openReq{b: *b, queued: true}
+	}
 	j.open[b.EventID] = o
 	j.pending = append(j.pending, o)
 	return true
@@ -399,6 +406,7 @@ func (j *journal) done(id string) {
 	}
 	delete(j.open, id)
 	o.closed = true
+	defer j.release(o)
 	if o.written {
 		j.live -= o.recordBytes
 		j.scratch = append(j.scratch[:0], kindDone)
@@ -407,6 +415,18 @@ func (j *journal) done(id string) {
 		j.append(j.scratch)
 	}
 }
+
+// release keeps a closed request for reuse once nothing refers to it (it
+// left pending), up to maxFree of them.
+func (j *journal) release(o *openReq) {
+	if o.closed && !o.queued && len(j.free) < maxFree {
+		*o = openReq{}
+		j.free = append(j.free, o)
+	}
+}
+
+// maxFree bounds the closed requests kept for reuse.
+const maxFree = 4096
 
 // append frames one record into the write buffer.
 func (j *journal) append(p []byte) int64 {
@@ -428,9 +448,10 @@ func (j *journal) encodeBegun(o *openReq) []byte {
 	}
 	s := append(j.scratch[:0], kindBegun)
 	s = protowire.AppendTag(s, 1, protowire.BytesType)
-	s = protowire.AppendVarint(s, uint64(ev.SizeVT()))
+	size := ev.SizeVT()
+	s = protowire.AppendVarint(s, uint64(size))
 	n := len(s)
-	s = append(s, make([]byte, ev.SizeVT())...)
+	s = slices.Grow(s, size)[:n+size]
 	if _, err := ev.MarshalToSizedBufferVT(s[n:]); err != nil {
 		return nil
 	}
@@ -472,6 +493,9 @@ func (j *journal) flush(now time.Time) error {
 	for _, o := range j.pending {
 		switch {
 		case o.closed:
+			o.queued = false
+			j.release(o)
+			continue
 		case !o.written && o.b.Timestamp > young:
 			keep = append(keep, o)
 			continue
