@@ -21,7 +21,9 @@
 //   - the response cache and admission (rate limits, budget reservation;
 //     a cache hit is admitted too before it is served, cache.go);
 //   - attempts (pipeline.go): routing, retries and fallbacks, the router's
-//     bookkeeping, keys, headers, attempt spans, the plan's release;
+//     bookkeeping, keys, headers, attempt spans, the plan's release; before
+//     the first call, the begun record a killed gateway's next start bills
+//     from (begun.go, issue #47);
 //   - finish (serve.go), the one place a request ends: billed, its usage
 //     event enqueued, metrics, span and log line.
 //

@@ -633,6 +633,7 @@ func (g *Gateway) callPass(c *fiber.Ctx, rec *record, pc *passCall) error {
 	c.Set("x-tollgate-attempts", "1")
 	resp := fasthttp.AcquireResponse()
 	resp.StreamBody = true
+	g.beginUpstream(rec, rt)
 	upStart := time.Now()
 	deadline := rec.start.Add(rt.up.timeouts.Total)
 	err := rt.up.hc.DoDeadline(req, resp, deadline)

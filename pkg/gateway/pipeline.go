@@ -194,6 +194,7 @@ func (g *Gateway) attempts(c *fiber.Ctx, st *state, plan *router.Plan, rec *reco
 		c.Set("x-tollgate-model", rt.upstreamModel)
 		c.Set("x-tollgate-provider", rt.up.name)
 		c.Set("x-tollgate-attempts", strconv.Itoa(rec.attempts))
+		g.beginUpstream(rec, rt)
 		res := cl.call(c, st, plan, a, req, rt, rec, aspan)
 		if res.aerr == nil {
 			endAttemptSpan(aspan, rec, rec.route) // a hedge may have served it

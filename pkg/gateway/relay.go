@@ -95,6 +95,13 @@ type relay struct {
 	// reading is disconnected instead of holding the stream forever.
 	client       net.Conn
 	writeTimeout time.Duration
+
+	// relayed counts the events that carried output, for the journal's
+	// progress reports (begun.go), sent at nextProgress at the earliest;
+	// journal is nil when no begun record was written.
+	relayed      uint64
+	nextProgress time.Time
+	journal      journal
 }
 
 // relayBuf is the initial size of a relay's SSE and output buffers. A
@@ -125,6 +132,9 @@ func (g *Gateway) newRelay(resp *fasthttp.Response, rt *route, rec *record, upSt
 	if r.fr = r.stream.Framer(r.body); r.fr == nil {
 		r.sc.Reset(r.body)
 		r.fr = r.sc
+	}
+	if rec.begun.EventID != "" {
+		r.journal = g.acct.Journal
 	}
 	r.idle = rt.up.timeouts.Idle
 	r.deadline = rec.start.Add(rt.up.timeouts.Total)
@@ -372,8 +382,14 @@ func (r *relay) handleEvent(ev []byte) {
 			st, err = providers.Failed, eerr
 		}
 	}
-	if r.ttft == 0 && len(r.out) > n {
-		r.ttft = time.Since(r.rec.start)
+	if len(r.out) > n {
+		if r.ttft == 0 {
+			r.ttft = time.Since(r.rec.start)
+		}
+		r.relayed++
+		if r.journal != nil {
+			r.progress(time.Now())
+		}
 	}
 	if !r.finished.Load() && r.stream.Complete() {
 		r.finished.Store(true)

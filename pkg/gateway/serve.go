@@ -19,6 +19,7 @@ import (
 	"github.com/tollgate/tollgate/pkg/respcache"
 	"github.com/tollgate/tollgate/pkg/router"
 	"github.com/tollgate/tollgate/pkg/tracing"
+	"github.com/tollgate/tollgate/pkg/usage"
 	"github.com/valyala/fasthttp"
 )
 
@@ -79,6 +80,9 @@ type record struct {
 	// relay, a hedge leg, a replayed cache hit), so it is not pooled
 	// (release).
 	held bool
+	// begun is what beginUpstream recorded before the first upstream
+	// call; its EventID is the usage event's id ("" until then).
+	begun usage.Begun
 }
 
 // endpointPath is the path the client called.
