@@ -101,7 +101,7 @@ type Config struct {
 type Budget struct {
 	// Leases make every limit hold across all gateways sharing one NATS:
 	// each gateway spends a slice of a limit's headroom drawn through KV
-	// compare-and-set (README: budgets across gateways).
+	// compare-and-set (docs/budgets.md: budgets across gateways).
 	Leases BudgetLeases `yaml:"leases"`
 }
 
@@ -135,7 +135,7 @@ type BudgetLimit struct {
 	// Value is the scope value the limit applies to, or "*" for each value
 	// separately (every dept gets its own limit of amount_usd). Team and
 	// project values name their department: "research/ml", or "*/ml" for
-	// ml of every department (README: teams and projects by department).
+	// ml of every department (docs/budgets.md: teams and projects by department).
 	// Required unless the scope is global.
 	Value string `yaml:"value"`
 	// AmountUSD is the limit in USD, a decimal string ("250", "12.50"),
@@ -209,7 +209,7 @@ type RateLimiting struct {
 	// Local makes every gateway enforce each rpm/tpm limit alone, so N
 	// gateways allow up to N times the limit. Default false: the gateways
 	// sharing one NATS announce themselves in a KV bucket, and each
-	// enforces limit/N with N the live gateways it sees (README: rate
+	// enforces limit/N with N the live gateways it sees (docs/budgets.md: rate
 	// limits across gateways).
 	Local bool `yaml:"local"`
 	// PresenceTTL is how long a gateway counts as live after its last
@@ -325,7 +325,7 @@ type Price struct {
 	// PerImageBy prices the image sizes and qualities that do not cost
 	// per_image, USD per image, keyed "quality/size" with "*" for any one
 	// of them: {"hd/1792x1024": "0.12", "*/1024x1792": "0.08", "hd/*":
-	// "0.08"} (README: pass-through endpoints).
+	// "0.08"} (docs/endpoints.md: pass-through endpoints).
 	PerImageBy map[string]string `yaml:"per_image_by"`
 	// PerAudioSecond is the price of one second of audio, USD.
 	PerAudioSecond string `yaml:"per_audio_second"`
@@ -457,7 +457,7 @@ type Issuer struct {
 	// Default false: only https://, or http:// to localhost, 127.0.0.0/8
 	// or ::1.
 	AllowHTTP bool `yaml:"allow_http"`
-	// Claims renames the claims a principal is built from (README:
+	// Claims renames the claims a principal is built from (docs/identity.md:
 	// identity providers).
 	Claims ClaimNames `yaml:"claims"`
 	// ClaimMappings derive dept, team and project from other claims, such as
@@ -646,7 +646,7 @@ type Model struct {
 	// digits and . _ - : @ +, each starting with a letter or digit: model
 	// ids, Bedrock ids and ARNs, Hugging Face repository names, never an
 	// empty, "." or ".." segment. Names over 256 bytes, with control
-	// characters or not UTF-8 are refused whatever the pattern (README:
+	// characters or not UTF-8 are refused whatever the pattern (docs/security.md:
 	// security).
 	WildcardPattern string `yaml:"wildcard_pattern"`
 	// Type is the kind of endpoint the model serves, and only that kind:
@@ -678,7 +678,7 @@ type Model struct {
 	Retry Retry `yaml:"retry"`
 	// FallbackOn overrides routing.fallback_on for requests to this model.
 	FallbackOn []string `yaml:"fallback_on"`
-	// Hedge starts a second call when the first is slow (README: hedged
+	// Hedge starts a second call when the first is slow (docs/routing.md: hedged
 	// requests). Default off.
 	Hedge Hedge `yaml:"hedge"`
 	// Cache serves repeated identical requests from the response cache: the
@@ -690,7 +690,7 @@ type Model struct {
 	// needs a target on the files_provider that calls it by its own name,
 	// since the provider runs the batch's lines as written. A batch is
 	// checked line by line, rate-limited and reserved against budgets
-	// before the provider sees it, and billed at that estimate (README:
+	// before the provider sees it, and billed at that estimate (docs/endpoints.md:
 	// files and batches).
 	Batch bool `yaml:"batch"`
 }

@@ -47,7 +47,7 @@ type KeyClass struct {
 // Keys classifies every key of the config file (every leaf field of
 // Config; a test walks the struct and fails on a key missing here). The
 // gateway's reload refuses a file that changes a Restart key
-// (RestartChanges), and the README's list of restart-only keys is
+// (RestartChanges), and the list of restart-only keys in docs/operations.md is
 // generated from this table.
 var Keys = []KeyClass{
 	{"listen", Restart, "the public listener"},

@@ -300,7 +300,7 @@ func (g *Gateway) reserve(c *fiber.Ctx, adm *admission, bd budget.Bound, claims 
 }
 
 // setBudgetHeaders says on a refusal which limit refused and its figures,
-// each a decimal USD amount (README: Budget refusals): the applied spend,
+// each a decimal USD amount (docs/budgets.md: Budget refusals): the applied spend,
 // this gateway's reservations for requests in flight, what other gateways
 // hold (budget leases) and this request's own worst-case estimate.
 func setBudgetHeaders(c *fiber.Ctx, err error) {

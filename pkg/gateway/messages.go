@@ -170,7 +170,7 @@ type messagesNative interface {
 }
 
 // messagesCaller calls targets for /v1/messages: natively on anthropic
-// providers, translated for every other kind. It does not hedge (README:
+// providers, translated for every other kind. It does not hedge (docs/routing.md:
 // Hedged requests).
 type messagesCaller callState
 

@@ -19,7 +19,7 @@ import (
 // and finish, the one place a request ends (bill, usage event, metrics,
 // span, log). begin and resolve live here so that no endpoint can skip
 // one; what an endpoint deliberately does not do is said where it is
-// served (README: Endpoints).
+// served (docs/endpoints.md: Endpoints).
 
 // Error codes the gateway answers on more than one endpoint. Clients and
 // dashboards branch on them: one constant each, never a literal.

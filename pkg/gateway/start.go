@@ -88,7 +88,7 @@ func StartAccounting(ctx context.Context, g group, nc *nats.Conn, s *Settings, l
 
 // startPresence announces this gateway in the rate limit presence bucket
 // and runs its renewals in g until ctx ends, so that every gateway divides
-// rate limits by the live gateways (README: rate limits across gateways).
+// rate limits by the live gateways (docs/budgets.md: rate limits across gateways).
 // It returns nil with rate_limit.local.
 func startPresence(ctx context.Context, g group, js jetstream.JetStream, cfg *config.Config, log *slog.Logger) (*ratelimit.Presence, error) {
 	if cfg.RateLimit.Local {

@@ -14,6 +14,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -25,7 +26,7 @@ import (
 )
 
 func main() {
-	if err := run(os.Args[1:], os.Getenv); err != nil {
+	if err := run(os.Args[1:], os.Getenv); err != nil && !errors.Is(err, flag.ErrHelp) {
 		fmt.Fprintln(os.Stderr, "budget:", err)
 		os.Exit(1)
 	}

@@ -5,7 +5,7 @@
 //
 // The config file defaults to $TOLLGATE_CONFIG, else deploy/dev/tollgate.yaml.
 // -embed, in a gateway built with -tags embed, runs the all-in-one mode
-// (see README): an embedded NATS JetStream server, the budget consumer with
+// (see docs/programs.md): an embedded NATS JetStream server, the budget consumer with
 // the budget service's consumer flags (-webhook, -webhook-format,
 // -forecast-alerts, -anomaly-factor, -fold-interval) and, built with -tags clickhouse and
 // $TOLLGATE_CLICKHOUSE set, what the analytics service runs. GET
