@@ -733,7 +733,7 @@ func latencyBucket(us uint64) uint64 {
 }
 
 var checks = map[string]func(t *testing.T, f filter, rows []row){
-	"Spend over time by department": func(t *testing.T, f filter, rows []row) {
+	"Spend over time, top 10 departments": func(t *testing.T, f filter, rows []row) {
 		for _, r := range rows {
 			ts, ok := r["time"].(time.Time)
 			if !ok || ts.Before(rangeFrom) || ts.After(f.end()) {
