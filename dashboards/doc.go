@@ -86,7 +86,10 @@
 // reads nothing for it. Spend over time and tokens read usage_dept_hourly
 // when every team and model is selected, usage_hourly otherwise; top
 // subjects and keys read usage_subject_daily when every model is selected,
-// usage_key_daily otherwise. The choice needs no custom all value.
+// usage_key_daily otherwise. The choice needs no custom all value. Spend
+// over time shows the ten departments that spent most in the range: a
+// series per department and hour for hundreds of departments is more
+// rows than a graph shows (docs/performance.md).
 //
 // The loader stores each event once, so no panel uses FINAL (the test
 // refuses it), and TestVersions checks every panel over a rollup against
