@@ -707,7 +707,7 @@ var (
 )
 
 // quantileBucketed is what a latency panel shows: ClickHouse's
-// quantileExactWeighted over the latency buckets (0013_panel_rollups.sql),
+// quantileExactWeighted over the latency buckets (0014_panel_rollups.sql),
 // the smallest bucket whose cumulated count reaches ceil(level*n).
 func quantileBucketed(vals []uint64, level float64) float64 {
 	s := make([]float64, len(vals))

@@ -584,7 +584,7 @@ const eventsAsDaily = "(SELECT toDate(ts) AS day, *, toUInt64(1) AS requests FRO
 // eventsAsHourly is usage_events shaped as an hourly rollup.
 const eventsAsHourly = "(SELECT toStartOfHour(ts) AS hour, *, toUInt64(1) AS requests FROM usage_events)"
 
-// twoDigits is the latency bucket of 0013_panel_rollups.sql: col (whole
+// twoDigits is the latency bucket of 0014_panel_rollups.sql: col (whole
 // microseconds) with two significant digits kept.
 func twoDigits(col string) string {
 	var b strings.Builder
