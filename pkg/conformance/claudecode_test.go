@@ -32,12 +32,14 @@ func claudeCodeBin(t *testing.T) string {
 }
 
 // TestClaudeCodeCLI runs the Claude Code CLI, pinned, headless, against a
-// gateway on the dev config, on models served by translation (issue #46):
+// gateway on the dev config, on a model served natively (the mock as an
+// anthropic provider) and on models served by translation (issue #46):
 // mock-gpt (kind mock, the OpenAI format) and the mock as a gemini and a
 // bedrock provider. A plain prompt, and one that names the Read tool, so
 // that the mock calls it, the CLI runs it and sends its result back, and
 // the mock's final answer quotes it. Each run must end without error and every
-// request it made must be billed with the provider's counts. Without the
+// request it made must be billed with the provider's counts, and the
+// department's total (the budget consumer's) must be their sum. Without the
 // CLI (scripts/deps.sh installs it) the test skips; with CI=true it fails.
 func TestClaudeCodeCLI(t *testing.T) {
 	if testing.Short() {
@@ -53,14 +55,22 @@ func TestClaudeCodeCLI(t *testing.T) {
 	url, tok, js := startDevWith(t, func(cfg *config.Config, mockURL string) {
 		base := strings.TrimSuffix(mockURL, "/v1")
 		cfg.Providers = append(cfg.Providers,
+			config.Provider{Name: "ant", Kind: config.KindAnthropic, BaseURL: base, APIKey: "mock"},
 			config.Provider{Name: "gem", Kind: config.KindGemini, BaseURL: base, APIKey: "mock"},
 			config.Provider{Name: "aws", Kind: config.KindBedrock, BaseURL: base, Region: "us-east-1", AccessKeyID: "AKIDEXAMPLE", SecretAccessKey: "mock"})
 		cfg.Models = append(cfg.Models,
+			config.Model{Name: "claude-mock", Type: "chat", Targets: []config.Target{{Provider: "ant"}}},
 			config.Model{Name: "gemini-mock", Type: "chat", Targets: []config.Target{{Provider: "gem"}}},
 			config.Model{Name: "bedrock-mock", Type: "chat", Targets: []config.Target{{Provider: "aws"}}})
+		if cfg.Prices == nil {
+			cfg.Prices = map[string]config.Price{}
+		}
+		cfg.Prices["claude-mock"] = config.Price{Input: "3.00", Output: "15.00"} // the native model is billed at a price
 		cfg.ApplyDefaults()
 	})
 	for _, tt := range []struct{ name, model, prompt, want string }{
+		{"anthropic kind (native) plain", "claude-mock", "Say hello.", ""},
+		{"anthropic kind (native) tool", "claude-mock", "Use Read to open the file notes.txt.", "(tool result:"},
 		{"openai kind plain", "mock-gpt", "Say hello.", ""},
 		{"openai kind tool", "mock-gpt", "Use Read to open the file notes.txt.", "(tool result:"},
 		{"gemini kind tool", "gemini-mock", "Use Read to open the file notes.txt.", "(tool result:"},
@@ -93,5 +103,5 @@ func TestClaudeCodeCLI(t *testing.T) {
 			}
 		})
 	}
-	checkBilled(t, js)
+	checkDeptTotal(t, js, "dev", checkBilled(t, js))
 }

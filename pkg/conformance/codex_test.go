@@ -14,11 +14,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/tollgate/tollgate/pkg/budget"
 	"github.com/tollgate/tollgate/pkg/config"
-	"github.com/tollgate/tollgate/pkg/usage"
-	usagev1 "github.com/tollgate/tollgate/proto/tollgate/usage/v1"
-	"google.golang.org/protobuf/proto"
 )
 
 // codexVersion is the Codex CLI release scripts/deps.sh installs.
@@ -169,71 +165,18 @@ func codexEvents(out []byte) (answer string, failures []string) {
 // department equals their sum.
 func checkCodexBilled(t *testing.T, js jetstream.JetStream, dept string, perModel map[string]int) {
 	t.Helper()
-	checkBilled(t, js)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	var want int64
-	var n int
+	evs := checkBilled(t, js)
 	seen := map[string]int{}
-	c, err := js.OrderedConsumer(ctx, usage.StreamName, jetstream.OrderedConsumerConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		msg, err := c.Next(jetstream.FetchMaxWait(time.Second))
-		if err != nil {
-			break // no more: checkBilled waited for the publisher
+	for _, ev := range evs {
+		if ev.Endpoint != "/v1/responses" || ev.CostNanoUsd <= 0 || ev.CompletionTokens == 0 {
+			t.Errorf("usage event %s: endpoint %s cost %d completion %d", ev.RequestId, ev.Endpoint, ev.CostNanoUsd, ev.CompletionTokens)
 		}
-		var b usagev1.UsageBatch
-		if err := usage.DecodeMessage(msg.Data(), &b); err != nil {
-			t.Fatal(err)
-		}
-		for _, ev := range b.Events {
-			n++
-			if ev.Endpoint != "/v1/responses" || ev.Dept != dept || ev.CostNanoUsd <= 0 || ev.CompletionTokens == 0 {
-				t.Errorf("usage event %s: endpoint %s dept %s cost %d completion %d", ev.RequestId, ev.Endpoint, ev.Dept, ev.CostNanoUsd, ev.CompletionTokens)
-			}
-			want += ev.CostNanoUsd
-			seen[ev.RequestedModel]++
-		}
+		seen[ev.RequestedModel]++
 	}
 	for model, least := range perModel {
 		if seen[model] < least {
 			t.Errorf("%d usage events for %s, want at least %d", seen[model], model, least)
 		}
 	}
-	// The budget consumer folds the stream into the department's total.
-	kv, err := budget.EnsureBucket(ctx, js, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	consumer, err := budget.NewConsumer(js, budget.ConsumerOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cctx, stop := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { defer close(done); _ = consumer.Run(cctx) }()
-	defer func() { stop(); <-done }()
-	w, err := kv.Watch(ctx, budget.TotalID{Scope: budget.ScopeDept, Value: dept, Period: budget.PeriodTotal}.Key())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = w.Stop() }()
-	var total usagev1.SpendTotal
-	for e := range w.Updates() {
-		if e == nil {
-			continue // the initial values were sent
-		}
-		if err := proto.Unmarshal(e.Value(), &total); err != nil {
-			t.Fatal(err)
-		}
-		if total.Requests == uint64(n) {
-			break
-		}
-	}
-	t.Logf("department %s: %d requests, %d nano-USD", dept, total.Requests, total.CostNanoUsd)
-	if total.Requests != uint64(n) || total.CostNanoUsd != want || want <= 0 {
-		t.Errorf("department %s total: %d requests, %d nano-USD; the usage events: %d, %d nano-USD", dept, total.Requests, total.CostNanoUsd, n, want)
-	}
+	checkDeptTotal(t, js, dept, evs)
 }

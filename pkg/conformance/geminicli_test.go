@@ -3,21 +3,15 @@ package conformance_test
 import (
 	"context"
 	"encoding/json"
-	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/tollgate/tollgate/pkg/budget"
 	"github.com/tollgate/tollgate/pkg/config"
-	"github.com/tollgate/tollgate/pkg/usage"
-	usagev1 "github.com/tollgate/tollgate/proto/tollgate/usage/v1"
-	"google.golang.org/protobuf/proto"
 )
 
 // geminiCLIVersion is the Gemini CLI release scripts/deps.sh installs.
@@ -67,7 +61,6 @@ func TestGeminiCLI(t *testing.T) {
 		cfg.Prices["gemini-mock"] = config.Price{Input: "0.30", Output: "2.50"} // billed like mock-gpt, at a price
 		cfg.ApplyDefaults()
 	})
-	kv := runBudgetConsumer(t, js)
 	for _, tt := range []struct{ name, model, prompt, want string }{
 		{"native plain", "gemini-mock", "Say hello.", ""},
 		{"native tool", "gemini-mock", "Use read_file to open the file notes.txt.", "(tool result:"},
@@ -108,89 +101,30 @@ func TestGeminiCLI(t *testing.T) {
 			}
 		})
 	}
-	checkGeminiBilled(t, js, kv, "dev")
-}
-
-// runBudgetConsumer runs the budget consumer on the usage stream, as the
-// budget service does, and returns its bucket of totals.
-func runBudgetConsumer(t *testing.T, js jetstream.JetStream) jetstream.KeyValue {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	t.Cleanup(func() { cancel(); wg.Wait() })
-	kv, err := budget.EnsureBucket(ctx, js, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := budget.NewConsumer(js, budget.ConsumerOptions{Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	wg.Go(func() { _ = c.Run(ctx) })
-	return kv
+	checkGeminiBilled(t, js, "dev")
 }
 
 // checkGeminiBilled checks the usage events of the Gemini CLI runs: each
 // a success on a Gemini endpoint with the provider's token counts (a
 // token count, if the CLI made one, is free), and the department's total
 // equal to their sum.
-func checkGeminiBilled(t *testing.T, js jetstream.JetStream, kv jetstream.KeyValue, dept string) {
+func checkGeminiBilled(t *testing.T, js jetstream.JetStream, dept string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	c, err := js.OrderedConsumer(ctx, usage.StreamName, jetstream.OrderedConsumerConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var cost int64
-	var n, generate uint64
-	for {
-		msg, err := c.Next(jetstream.FetchMaxWait(time.Second))
-		if err != nil {
-			break // no more: the publisher sends within milliseconds
+	evs := usageEvents(t, js)
+	var generate int
+	for _, ev := range evs {
+		count := strings.HasSuffix(ev.Endpoint, ":countTokens")
+		if !count {
+			generate++
 		}
-		var b usagev1.UsageBatch
-		if err := usage.DecodeMessage(msg.Data(), &b); err != nil {
-			t.Fatal(err)
-		}
-		for _, ev := range b.Events {
-			n++
-			cost += ev.CostNanoUsd
-			count := strings.HasSuffix(ev.Endpoint, ":countTokens")
-			if !count {
-				generate++
-			}
-			if ev.StatusCode != 200 || ev.Dept != dept || !strings.HasPrefix(ev.Endpoint, "/v1beta/models/{model}:") ||
-				!count && (ev.Estimated || ev.PromptTokens == 0 || ev.CompletionTokens == 0 || ev.CostNanoUsd == 0) {
-				t.Errorf("usage event %s %s: status %d dept %s estimated %v tokens %d/%d cost %d", ev.Endpoint, ev.RequestId,
-					ev.StatusCode, ev.Dept, ev.Estimated, ev.PromptTokens, ev.CompletionTokens, ev.CostNanoUsd)
-			}
+		if ev.StatusCode != 200 || !strings.HasPrefix(ev.Endpoint, "/v1beta/models/{model}:") ||
+			!count && (ev.Estimated || ev.PromptTokens == 0 || ev.CompletionTokens == 0 || ev.CostNanoUsd == 0) {
+			t.Errorf("usage event %s %s: status %d estimated %v tokens %d/%d cost %d", ev.Endpoint, ev.RequestId,
+				ev.StatusCode, ev.Estimated, ev.PromptTokens, ev.CompletionTokens, ev.CostNanoUsd)
 		}
 	}
 	if generate < 6 { // 2 plain prompts, 2 tool prompts of 2 requests each
 		t.Fatalf("%d generate requests billed, want at least 6", generate)
 	}
-	// The total as the budget consumer writes it: watched until it
-	// includes every event, or the deadline.
-	id := budget.TotalID{Scope: budget.ScopeDept, Value: dept, Period: budget.PeriodTotal}
-	wctx, wcancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer wcancel()
-	w, err := kv.Watch(wctx, id.Key())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = w.Stop() }()
-	var st usagev1.SpendTotal
-	for ent := range w.Updates() {
-		if ent == nil {
-			continue // the end of the initial values
-		}
-		if err := proto.Unmarshal(ent.Value(), &st); err != nil {
-			t.Fatal(err)
-		}
-		if st.Requests == n && st.CostNanoUsd == cost {
-			return
-		}
-	}
-	t.Fatalf("department %s total: %d requests, cost %d; want the events' %d requests, cost %d", dept, st.Requests, st.CostNanoUsd, n, cost)
+	checkDeptTotal(t, js, dept, evs)
 }
