@@ -187,8 +187,6 @@ func newGeminiRequest(body []byte, model string, stream bool) messagesRequest {
 // providers, translated for every other kind. It does not hedge.
 type geminiCaller callState
 
-func (gc *geminiCaller) refuses(*route) *apiError { return nil }
-
 func (gc *geminiCaller) build(c *fiber.Ctx, req *fasthttp.Request, rec *record, rt *route) *apiError {
 	m := &gc.m
 	gc.gem.native, _ = rt.up.prov.(geminiNative)
@@ -277,8 +275,6 @@ func (g *Gateway) serveGeminiCount(c *fiber.Ctx, model string) error {
 // counts natively; for any other the gateway counts itself and calls
 // nothing.
 type geminiCountCaller callState
-
-func (cc *geminiCountCaller) refuses(*route) *apiError { return nil }
 
 func (cc *geminiCountCaller) build(_ *fiber.Ctx, req *fasthttp.Request, _ *record, rt *route) *apiError {
 	cc.gem.native, _ = rt.up.prov.(geminiNative)

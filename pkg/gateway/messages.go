@@ -174,8 +174,6 @@ type messagesNative interface {
 // Hedged requests).
 type messagesCaller callState
 
-func (mc *messagesCaller) refuses(*route) *apiError { return nil }
-
 func (mc *messagesCaller) build(c *fiber.Ctx, req *fasthttp.Request, rec *record, rt *route) *apiError {
 	var aerr *apiError
 	mc.cur, mc.native, aerr = mc.g.buildMessages(c, req, rec, rt, &mc.m)
@@ -372,8 +370,6 @@ func (g *Gateway) serveCountTokens(c *fiber.Ctx) error {
 // anthropic provider counts natively; for any other the gateway counts
 // itself and calls nothing.
 type countTokensCaller callState
-
-func (cc *countTokensCaller) refuses(*route) *apiError { return nil }
 
 func (cc *countTokensCaller) build(c *fiber.Ctx, req *fasthttp.Request, _ *record, rt *route) *apiError {
 	cc.native, _ = rt.up.prov.(messagesNative)

@@ -180,8 +180,6 @@ type callState struct {
 // does not speak it, translated (responses_translate.go).
 type chatCaller callState
 
-func (cc *chatCaller) refuses(*route) *apiError { return nil }
-
 func (cc *chatCaller) build(c *fiber.Ctx, req *fasthttp.Request, rec *record, rt *route) *apiError {
 	if cs := (*callState)(cc); cs.translatesResponses(rt) {
 		return cs.buildTranslated(c, req, rec, rt)
