@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -15,21 +14,6 @@ import (
 
 // claudeCodeVersion is the Claude Code release scripts/deps.sh installs.
 const claudeCodeVersion = "2.1.328"
-
-// claudeCodeBin is where scripts/deps.sh installs Claude Code: under
-// $TOLLGATE_CACHE/cli, TOLLGATE_CACHE defaulting to the user's cache dir's
-// tollgate.
-func claudeCodeBin(t *testing.T) string {
-	dir := os.Getenv("TOLLGATE_CACHE")
-	if dir == "" {
-		cache, err := os.UserCacheDir()
-		if err != nil {
-			t.Fatalf("no cache dir to find Claude Code in: %v", err)
-		}
-		dir = filepath.Join(cache, "tollgate")
-	}
-	return filepath.Join(dir, "cli", "claude-code-"+claudeCodeVersion, "node_modules", ".bin", "claude")
-}
 
 // TestClaudeCodeCLI runs the Claude Code CLI, pinned, headless, against a
 // gateway on the dev config, on a model served natively (the mock as an
@@ -42,16 +26,7 @@ func claudeCodeBin(t *testing.T) string {
 // department's total (the budget consumer's) must be their sum. Without the
 // CLI (scripts/deps.sh installs it) the test skips; with CI=true it fails.
 func TestClaudeCodeCLI(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: the Claude Code test runs the CLI")
-	}
-	bin := claudeCodeBin(t)
-	if _, err := os.Stat(bin); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("Claude Code %s not installed at %s: run scripts/deps.sh", claudeCodeVersion, bin)
-		}
-		t.Skipf("Claude Code %s not installed at %s: run scripts/deps.sh to run this test", claudeCodeVersion, bin)
-	}
+	bin := agentCLI(t, "Claude Code "+claudeCodeVersion, "claude-code-"+claudeCodeVersion, "claude")
 	url, tok, js := startDevWith(t, func(cfg *config.Config, mockURL string) {
 		base := strings.TrimSuffix(mockURL, "/v1")
 		cfg.Providers = append(cfg.Providers,

@@ -20,21 +20,6 @@ import (
 // codexVersion is the Codex CLI release scripts/deps.sh installs.
 const codexVersion = "0.169.0"
 
-// codexBin is where scripts/deps.sh installs the Codex CLI: under
-// $TOLLGATE_CACHE/cli, TOLLGATE_CACHE defaulting to the user's cache dir's
-// tollgate.
-func codexBin(t *testing.T) string {
-	dir := os.Getenv("TOLLGATE_CACHE")
-	if dir == "" {
-		cache, err := os.UserCacheDir()
-		if err != nil {
-			t.Fatalf("no cache dir to find the Codex CLI in: %v", err)
-		}
-		dir = filepath.Join(cache, "tollgate")
-	}
-	return filepath.Join(dir, "cli", "codex-"+codexVersion, "node_modules", ".bin", "codex")
-}
-
 // codexConfig is the CODEX_HOME/config.toml of the test: the gateway as a
 // custom model provider speaking the Responses API, the token in
 // TOLLGATE_TOKEN, no retries (a failure must show), and web search off
@@ -65,16 +50,7 @@ stream_max_retries = 0
 // the department's total must equal the sum of those costs. Without the
 // CLI (scripts/deps.sh installs it) the test skips; with CI=true it fails.
 func TestCodexCLI(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: the Codex test runs the CLI")
-	}
-	bin := codexBin(t)
-	if _, err := os.Stat(bin); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("Codex CLI %s not installed at %s: run scripts/deps.sh", codexVersion, bin)
-		}
-		t.Skipf("Codex CLI %s not installed at %s: run scripts/deps.sh to run this test", codexVersion, bin)
-	}
+	bin := agentCLI(t, "Codex CLI "+codexVersion, "codex-"+codexVersion, "codex")
 	url, tok, js := startDevWith(t, func(cfg *config.Config, mockURL string) {
 		base := strings.TrimSuffix(mockURL, "/v1")
 		cfg.Providers = append(cfg.Providers,

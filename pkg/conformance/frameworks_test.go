@@ -117,6 +117,33 @@ func startDevWith(t *testing.T, extend func(cfg *config.Config, mockURL string))
 	return url, tok, js
 }
 
+// agentCLI returns the binary bin of the agent CLI that scripts/deps.sh
+// installs with npm into $TOLLGATE_CACHE/cli/<dir> (TOLLGATE_CACHE
+// defaulting to the user's cache dir's tollgate). The test skips with
+// -short, and when the CLI is missing: it fails then with CI=true.
+func agentCLI(t *testing.T, what, dir, bin string) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skipf("-short: the %s test runs the CLI", what)
+	}
+	cache := os.Getenv("TOLLGATE_CACHE")
+	if cache == "" {
+		d, err := os.UserCacheDir()
+		if err != nil {
+			t.Fatalf("no cache dir to find %s in: %v", what, err)
+		}
+		cache = filepath.Join(d, "tollgate")
+	}
+	path := filepath.Join(cache, "cli", dir, "node_modules", ".bin", bin)
+	if _, err := os.Stat(path); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("%s not installed at %s: run scripts/deps.sh", what, path)
+		}
+		t.Skipf("%s not installed at %s: run scripts/deps.sh to run this test", what, path)
+	}
+	return path
+}
+
 // usageEvents reads every usage event in the stream.
 func usageEvents(t *testing.T, js jetstream.JetStream) []*usagev1.UsageEvent {
 	t.Helper()

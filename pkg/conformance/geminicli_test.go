@@ -17,13 +17,6 @@ import (
 // geminiCLIVersion is the Gemini CLI release scripts/deps.sh installs.
 const geminiCLIVersion = "0.61.0"
 
-// geminiCLIBin is where scripts/deps.sh installs Gemini CLI: under
-// $TOLLGATE_CACHE/cli, as Claude Code.
-func geminiCLIBin(t *testing.T) string {
-	return filepath.Join(filepath.Dir(filepath.Dir(filepath.Dir(filepath.Dir(claudeCodeBin(t))))),
-		"gemini-cli-"+geminiCLIVersion, "node_modules", ".bin", "gemini")
-}
-
 // geminiSettings is the CLI's settings.json: API-key auth, no telemetry,
 // usage statistics, update checks or IDE integration.
 const geminiSettings = `{"security":{"auth":{"selectedType":"gemini-api-key"}},` +
@@ -41,16 +34,7 @@ const geminiSettings = `{"security":{"auth":{"selectedType":"gemini-api-key"}},`
 // the CLI (scripts/deps.sh installs it) the test skips; with CI=true it
 // fails.
 func TestGeminiCLI(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: the Gemini CLI test runs the CLI")
-	}
-	bin := geminiCLIBin(t)
-	if _, err := os.Stat(bin); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("Gemini CLI %s not installed at %s: run scripts/deps.sh", geminiCLIVersion, bin)
-		}
-		t.Skipf("Gemini CLI %s not installed at %s: run scripts/deps.sh to run this test", geminiCLIVersion, bin)
-	}
+	bin := agentCLI(t, "Gemini CLI "+geminiCLIVersion, "gemini-cli-"+geminiCLIVersion, "gemini")
 	url, tok, js := startDevWith(t, func(cfg *config.Config, mockURL string) {
 		base := strings.TrimSuffix(mockURL, "/v1")
 		cfg.Providers = append(cfg.Providers, config.Provider{Name: "gem", Kind: config.KindGemini, BaseURL: base, APIKey: "mock"})
