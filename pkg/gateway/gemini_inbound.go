@@ -167,19 +167,7 @@ func newGeminiRequest(body []byte, model string, stream bool) messagesRequest {
 			maxTokens: gjson.GetBytes(body, "generationConfig.maxOutputTokens").Int(),
 			choices:   max(gjson.GetBytes(body, "generationConfig.candidateCount").Int(), 1)}}
 	oa, err := gemini.RequestToOpenAI(nil, body, model, stream)
-	if err != nil {
-		var pe *providers.ParamError
-		if errors.As(err, &pe) {
-			m.oaErr = errBadRequest("unsupported_parameter", pe.Param, pe.Error())
-		} else {
-			m.oaErr = errBadRequest("invalid_request", "", err.Error())
-		}
-		return m
-	}
-	m.oa = oa
-	if m.oaErr = parseRequest(oa, epChat, &m.oaInfo); m.oaErr == nil {
-		m.admBody, m.admInfo = oa, m.oaInfo
-	}
+	m.setTranslation(oa, err)
 	return m
 }
 

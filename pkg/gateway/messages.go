@@ -144,20 +144,32 @@ func newMessagesRequest(body []byte, f *messagesFields) messagesRequest {
 		admInfo: reqInfo{model: model.Str, modelRaw: model.Raw, modelIdx: model.Index,
 			stream: f.stream, maxTokens: f.maxTokens}}
 	oa, _, _, err := anthropic.RequestToOpenAI(nil, body)
+	m.setTranslation(oa, err)
+	return m
+}
+
+// setTranslation records the OpenAI-format translation oa (or why there is
+// none): admission then reads the translation when there is one.
+func (m *messagesRequest) setTranslation(oa []byte, err error) {
 	if err != nil {
-		var pe *providers.ParamError
-		if errors.As(err, &pe) {
-			m.oaErr = errBadRequest("unsupported_parameter", pe.Param, pe.Error())
-		} else {
-			m.oaErr = errBadRequest("invalid_request", "", err.Error())
-		}
-		return m
+		m.oaErr = translationError(err)
+		return
 	}
 	m.oa = oa
 	if m.oaErr = parseRequest(oa, epChat, &m.oaInfo); m.oaErr == nil {
 		m.admBody, m.admInfo = oa, m.oaInfo
 	}
-	return m
+}
+
+// translationError is the answer to a request that cannot be translated to
+// the OpenAI format: 400 unsupported_parameter naming the parameter the
+// target cannot take, else invalid_request.
+func translationError(err error) *apiError {
+	var pe *providers.ParamError
+	if errors.As(err, &pe) {
+		return errBadRequest("unsupported_parameter", pe.Param, pe.Error())
+	}
+	return errBadRequest("invalid_request", "", err.Error())
 }
 
 // messagesNative is the capability of a provider that speaks the Messages

@@ -48,12 +48,7 @@ func (cs *callState) translateResponses() *apiError {
 	rs.made = true
 	oa, at, err := openai.RequestFromResponses(make([]byte, 0, len(cs.body)+512), cs.body)
 	if err != nil {
-		var pe *providers.ParamError
-		if errors.As(err, &pe) {
-			rs.err = errBadRequest("unsupported_parameter", pe.Param, pe.Error())
-		} else {
-			rs.err = errBadRequest("invalid_request", "", err.Error())
-		}
+		rs.err = translationError(err)
 		return rs.err
 	}
 	rs.oa, rs.effortAt = oa, at
