@@ -2,7 +2,7 @@
 GO ?= go
 BIN := bin
 # Every build and test here turns on Go's experimental SIMD package, which
-# the request-body scan's vector string reader uses (README, "Development");
+# the request-body scan's vector string reader uses (docs/development.md);
 # `GOEXPERIMENT= make build` builds the portable reader only.
 export GOEXPERIMENT ?= simd
 
@@ -60,6 +60,13 @@ EVENTS ?= 1000000
 bench-dashboards:
 	scripts/deps.sh
 	$(GO) test -tags chscale -run TestScale -count=1 -timeout 4h -v ./dashboards -args -scale.events=$(EVENTS) -scale.out $(CURDIR)/docs/bench/dashboards-$(EVENTS).md
+
+.PHONY: docs
+## docs: regenerate every generated doc: docs/configuration.md (from pkg/config), the restart-only key list of docs/operations.md (from config.Keys) and docs/tollctl.md (from the tollctl commands); a test fails when one is stale
+docs:
+	$(GO) run ./pkg/config/configdoc/gen
+	$(GO) test ./pkg/config -run '^TestRestartKeyList$$' -count=1 -update
+	$(GO) run ./services/tollctl gen-docs docs/tollctl.md
 
 ## proto: regenerate the Go code of proto/
 proto:

@@ -299,9 +299,9 @@ var seed = []event{
 	// The forecast's last 7 days before forecastAt: eng spends on the
 	// 16th and the 20th, sales (e6) on the 20th; eng's failed request of
 	// the 15th costs nothing, so its rate window still starts on the 16th.
-	{id: "e9", key: "k-alice-1", subject: "alice", dept: "eng", team: "platform", project: "gw", model: "gpt-4o", provider: "openai", ts: at("2024-03-16 08:00:00"), cost: 2_000_000_000, in: 700, out: 100, status: 200, overhead: 350, attempts: 1},
+	{id: "e9", key: "k-alice-1", subject: "alice", dept: "eng", team: "platform", project: "gw", model: "gpt-4o", provider: "openai", ts: at("2024-03-16 08:00:00"), cost: 2_000_000_000, in: 700, out: 100, status: 200, overhead: 357, attempts: 1},
 	{id: "e11", key: "k-bob", subject: "bob", dept: "eng", team: "platform", project: "gw", model: "gpt-4o", provider: "openai", ts: at("2024-03-15 12:00:00"), status: 500, overhead: 150, attempts: 1},
-	{id: "e10", key: "k-carol", subject: "carol", dept: "eng", team: "search", project: "idx", model: "claude-sonnet", provider: "anthropic", ts: at("2024-03-20 09:30:00"), cost: 600_000_000, in: 900, out: 300, status: 200, stream: true, ttft: 250_000, overhead: 650, attempts: 1},
+	{id: "e10", key: "k-carol", subject: "carol", dept: "eng", team: "search", project: "idx", model: "claude-sonnet", provider: "anthropic", ts: at("2024-03-20 09:30:00"), cost: 600_000_000, in: 900, out: 300, status: 200, stream: true, ttft: 257_300, overhead: 650, attempts: 1},
 }
 
 var (
@@ -500,8 +500,8 @@ func seedAudit(ctx context.Context, t *testing.T, conn driver.Conn) {
 // filter selects seeded events for one set of variable values and the end
 // of the time range.
 type filter struct {
-	dept, provider string    // "" = All
-	to             time.Time // the range's end; zero: rangeTo
+	dept, team, model, provider string    // "" = All
+	to                          time.Time // the range's end; zero: rangeTo
 }
 
 func (f filter) end() time.Time {
@@ -515,7 +515,8 @@ func (f filter) in(e event) bool {
 	if e.ts.Before(rangeFrom) || e.ts.After(f.end()) {
 		return false
 	}
-	return (f.dept == "" || e.dept == f.dept) && (f.provider == "" || e.provider == f.provider)
+	return (f.dept == "" || e.dept == f.dept) && (f.team == "" || e.team == f.team) &&
+		(f.model == "" || e.model == f.model) && (f.provider == "" || e.provider == f.provider)
 }
 
 func (f filter) events() []event {
@@ -541,6 +542,10 @@ func TestPanels(t *testing.T) {
 		{"spend eng", "spend-by-department.json", map[string][]string{"dept": {"eng"}}, filter{dept: "eng"}},
 		{"spend sales", "spend-by-department.json", map[string][]string{"dept": {"sales"}}, filter{dept: "sales"}},
 		{"spend mid-month", "spend-by-department.json", nil, filter{to: forecastAt}},
+		// One team or one model: the panels that read a rollup without
+		// teams or models at All read the wider one here.
+		{"spend team search", "spend-by-department.json", map[string][]string{"team": {"search"}}, filter{team: "search"}},
+		{"spend model gpt-4o", "spend-by-department.json", map[string][]string{"model": {"gpt-4o"}}, filter{model: "gpt-4o"}},
 		{"traffic all", "gateway-traffic.json", nil, filter{}},
 		{"traffic anthropic", "gateway-traffic.json", map[string][]string{"provider": {"anthropic"}}, filter{provider: "anthropic"}},
 	}
@@ -701,20 +706,34 @@ var (
 	reqCol  = func(s *sums) float64 { return s.requests }
 )
 
-// quantileExact is ClickHouse's quantileExact: the element at
-// floor(level*n) of the sorted values.
-func quantileExact(vals []float64, level float64) float64 {
-	s := append([]float64(nil), vals...)
-	sort.Float64s(s)
-	i := int(level * float64(len(s)))
-	if i >= len(s) {
-		i = len(s) - 1
+// quantileBucketed is what a latency panel shows: ClickHouse's
+// quantileExactWeighted over the latency buckets (0014_panel_rollups.sql),
+// the smallest bucket whose cumulated count reaches ceil(level*n).
+func quantileBucketed(vals []uint64, level float64) float64 {
+	s := make([]float64, len(vals))
+	for i, v := range vals {
+		s[i] = float64(latencyBucket(v))
 	}
-	return s[i]
+	sort.Float64s(s)
+	i := int(math.Ceil(level*float64(len(s)))) - 1
+	return s[min(max(i, 0), len(s)-1)]
+}
+
+// latencyBucket keeps two significant digits of us (microseconds), as the
+// latency rollups do.
+func latencyBucket(us uint64) uint64 {
+	if us < 100 {
+		return us
+	}
+	p := uint64(1)
+	for v := us; v >= 100; v /= 10 {
+		p *= 10
+	}
+	return us / p * p
 }
 
 var checks = map[string]func(t *testing.T, f filter, rows []row){
-	"Spend over time by department": func(t *testing.T, f filter, rows []row) {
+	"Spend over time, top 10 departments": func(t *testing.T, f filter, rows []row) {
 		for _, r := range rows {
 			ts, ok := r["time"].(time.Time)
 			if !ok || ts.Before(rangeFrom) || ts.After(f.end()) {
@@ -725,7 +744,9 @@ var checks = map[string]func(t *testing.T, f filter, rows []row){
 			func(r row) string { return r.s("dept") }, map[string]func(*sums) float64{"spend_usd": costCol})
 	},
 	"Month-to-date spend against budget": func(t *testing.T, f filter, rows []row) {
-		// The month of the range's end, up to it: all of the range here.
+		// The month of the range's end, up to it: all of the range here;
+		// every team and model (the panel filters departments only).
+		f.team, f.model = "", ""
 		want := group(f.events(), func(e event) string { return e.dept })
 		// eng's own limit as last written; sales' was removed, so "*".
 		limits := map[string]float64{"eng": 10, "sales": 2}
@@ -842,38 +863,40 @@ var checks = map[string]func(t *testing.T, f filter, rows []row){
 		}
 	},
 	"Time to first token by provider": func(t *testing.T, f filter, rows []row) {
-		ttft := map[string][]float64{}
+		ttft := map[string][]uint64{}
 		for _, e := range f.events() {
 			if e.stream && e.ttft > 0 {
-				ttft[e.provider] = append(ttft[e.provider], float64(e.ttft)/1000)
+				ttft[e.provider] = append(ttft[e.provider], e.ttft)
 			}
 		}
-		checkQuantiles(t, rows, ttft, "streams", "ttft_p50_ms", "ttft_p99_ms")
+		checkQuantiles(t, rows, ttft, 1000, "streams", "ttft_p50_ms", "ttft_p99_ms")
 	},
 	"Gateway overhead p50/p99 by provider": func(t *testing.T, f filter, rows []row) {
-		over := map[string][]float64{}
+		over := map[string][]uint64{}
 		for _, e := range f.events() {
-			over[e.provider] = append(over[e.provider], float64(e.overhead))
+			over[e.provider] = append(over[e.provider], e.overhead)
 		}
-		checkQuantiles(t, rows, over, "requests", "overhead_p50_us", "overhead_p99_us")
+		checkQuantiles(t, rows, over, 1, "requests", "overhead_p50_us", "overhead_p99_us")
 	},
 	"Gateway overhead p99 over time": func(t *testing.T, f filter, rows []row) {
-		perDay := map[string][]float64{}
+		perDay := map[string][]uint64{}
 		for _, e := range f.events() {
 			k := e.ts.Truncate(24*time.Hour).Format(time.DateOnly) + "/" + e.provider
-			perDay[k] = append(perDay[k], float64(e.overhead))
+			perDay[k] = append(perDay[k], e.overhead)
 		}
 		if len(rows) != len(perDay) {
 			t.Errorf("%d rows, want %d (day, provider) buckets", len(rows), len(perDay))
 		}
 		for _, r := range rows {
 			k := r["time"].(time.Time).UTC().Format(time.DateOnly) + "/" + r.s("provider")
-			near(t, k+" p99", r.f("overhead_p99_us"), quantileExact(perDay[k], 0.99))
+			near(t, k+" p99", r.f("overhead_p99_us"), quantileBucketed(perDay[k], 0.99))
 		}
 	},
 }
 
-func checkQuantiles(t *testing.T, rows []row, vals map[string][]float64, countCol, p50, p99 string) {
+// checkQuantiles checks a latency table: per provider, the count and the
+// bucketed quantiles of vals (µs) in units of div µs.
+func checkQuantiles(t *testing.T, rows []row, vals map[string][]uint64, div float64, countCol, p50, p99 string) {
 	t.Helper()
 	if len(rows) != len(vals) {
 		t.Errorf("%d rows, want %d providers", len(rows), len(vals))
@@ -881,8 +904,8 @@ func checkQuantiles(t *testing.T, rows []row, vals map[string][]float64, countCo
 	for _, r := range rows {
 		p := r.s("provider")
 		near(t, p+" "+countCol, r.f(countCol), float64(len(vals[p])))
-		near(t, p+" "+p50, r.f(p50), quantileExact(vals[p], 0.5))
-		near(t, p+" "+p99, r.f(p99), quantileExact(vals[p], 0.99))
+		near(t, p+" "+p50, r.f(p50), quantileBucketed(vals[p], 0.5)/div)
+		near(t, p+" "+p99, r.f(p99), quantileBucketed(vals[p], 0.99)/div)
 	}
 }
 

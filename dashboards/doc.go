@@ -64,18 +64,36 @@
 // (k): current releases refuse a join of unaliased subqueries); the plugin's
 // $__timeInterval(col) expands to toStartOfInterval, so panels bucket time
 // with intDiv(toUInt32(col), $__interval_s) instead. Spend and token time
-// series and month-to-date spend read the hourly rollup usage_hourly (time
-// buckets are never finer than an hour). The top-N tables, cost per 1k
-// requests and the budget forecast read daily rollups (usage_team_daily,
-// usage_daily, usage_key_daily, usage_dept_daily), so they count whole UTC
-// days: $__dateFilter(day) takes every day the range touches, and the
-// forecast counts all of its last day (the range ends now). The traffic
+// series and month-to-date spend read hourly rollups (time buckets are
+// never finer than an hour). The top-N tables, cost per 1k requests and the
+// budget forecast read daily rollups (usage_team_daily, usage_daily,
+// usage_key_daily, usage_subject_daily, usage_scope_daily), so they count
+// whole UTC days: $__dateFilter(day) takes every day the range touches, and
+// the forecast counts all of its last day (the range ends now). The traffic
 // counts (requests, errors, fallbacks and retries) read usage_traffic_5m, in
-// buckets of at least 5 minutes that $__timeFilter(bucket) takes whole;
-// latency quantiles read usage_events. The loader
-// stores each event once, so no panel uses FINAL (the test refuses it), and
-// TestVersions checks every panel over a daily rollup against the same query
-// over usage_events. Multi-value variables are used as
+// buckets of at least 5 minutes that $__timeFilter(bucket) takes whole; the
+// latency quantiles read the hourly histograms usage_overhead_hourly and
+// usage_ttft_hourly (whole hours), whose buckets keep two significant digits
+// of the microseconds: a quantile shown is its bucket's lower bound, at most
+// 10% under the exact value (quantileExactWeighted: the smallest bucket whose
+// cumulated count reaches ceil(level*n)).
+//
+// Grafana sends All as the list of every value. A panel that has a narrower
+// rollup for the case where the team or model list holds every value of the
+// selected departments (usage_dims says which exist) reads it then, and the
+// wider one otherwise: two branches of a UNION ALL, one of which has a WHERE
+// that is constant false (a scalar subquery on usage_dims), so ClickHouse
+// reads nothing for it. Spend over time and tokens read usage_dept_hourly
+// when every team and model is selected, usage_hourly otherwise; top
+// subjects and keys read usage_subject_daily when every model is selected,
+// usage_key_daily otherwise. The choice needs no custom all value. Spend
+// over time shows the ten departments that spent most in the range: a
+// series per department and hour for hundreds of departments is more
+// rows than a graph shows (docs/performance.md).
+//
+// The loader stores each event once, so no panel uses FINAL (the test
+// refuses it), and TestVersions checks every panel over a rollup against
+// the same query over usage_events. Multi-value variables are used as
 // IN (${var:singlequote}). Months are matched with toYYYYMM(col) = toYYYYMM($__toTime, 'UTC'):
 // 18.16 compares a DateTime('UTC') column with a Date wrongly.
 package dashboards

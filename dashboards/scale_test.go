@@ -128,7 +128,8 @@ func loadSynthetic(t *testing.T, n int, from time.Time) (*chstore.Store, string)
 	}
 	loaded := time.Since(began)
 	counts := map[string]uint64{}
-	tables := []string{"usage_events", "usage_hourly", "usage_daily", "usage_dept_daily", "usage_team_daily", "usage_key_daily", "usage_traffic_5m"}
+	tables := []string{"usage_events", "usage_hourly", "usage_daily", "usage_dept_daily", "usage_team_daily", "usage_key_daily", "usage_traffic_5m",
+		"usage_dims", "usage_dept_hourly", "usage_subject_daily", "usage_scope_daily", "usage_overhead_hourly", "usage_ttft_hourly"}
 	for _, tbl := range tables {
 		var c uint64
 		if err := store.Conn().QueryRow(ctx, "SELECT count() FROM "+tbl).Scan(&c); err != nil {

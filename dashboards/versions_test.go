@@ -550,19 +550,51 @@ func atoi(s string) int {
 // rollupsAsEvents maps each rollup a panel may read to usage_events shaped
 // as that rollup: its key columns, and one request per row.
 var rollupsAsEvents = map[string]string{
-	"usage_dept_daily": eventsAsDaily,
-	"usage_team_daily": eventsAsDaily,
-	"usage_key_daily":  eventsAsDaily,
-	"usage_daily":      eventsAsDaily,
+	"usage_dept_daily":    eventsAsDaily,
+	"usage_team_daily":    eventsAsDaily,
+	"usage_key_daily":     eventsAsDaily,
+	"usage_subject_daily": eventsAsDaily,
+	"usage_daily":         eventsAsDaily,
+	"usage_hourly":        eventsAsHourly,
+	"usage_dept_hourly":   eventsAsHourly,
+	"usage_dims":          "(SELECT *, toUInt64(1) AS requests FROM usage_events)",
 	"usage_traffic_5m": `(SELECT toStartOfFiveMinute(ts) AS bucket, provider, served_model,
 		if(status_code >= 400 OR error_type != '', if(error_type != '', error_type, concat('http_', toString(status_code))), '') AS error,
 		toUInt64(1) AS requests, toUInt64(length(fallbacks) > 0) AS fell_back, toUInt64(attempts > 1) AS retried
 		FROM usage_events)`,
+	"usage_scope_daily": `(SELECT s.1 AS scope, toDate(ts) AS day, s.2 AS value, s.3 AS name, toUInt64(1) AS requests, cost_nano_usd
+		FROM usage_events
+		ARRAY JOIN arrayFilter(x -> x.1 = 'global' OR x.4 != '', [
+			('global', '', '', ''),
+			('dept', dept, '', dept),
+			('team', concat(replaceAll(replaceAll(replaceAll(dept, '%', '%25'), '/', '%2F'), '*', '%2A'), '/', team), team, team),
+			('project', concat(replaceAll(replaceAll(replaceAll(dept, '%', '%25'), '/', '%2F'), '*', '%2A'), '/', project), project, project),
+			('subject', subject, '', subject),
+			('key', key_id, '', key_id)]) AS s)`,
+	"usage_overhead_hourly": "(SELECT toStartOfHour(ts) AS hour, provider, served_model, " + twoDigits("overhead_us") +
+		" AS overhead_bucket_us, toUInt64(1) AS in_bucket FROM usage_events)",
+	"usage_ttft_hourly": "(SELECT toStartOfHour(ts) AS hour, provider, served_model, " + twoDigits("ttft_us") +
+		" AS ttft_bucket_us, toUInt64(1) AS in_bucket FROM usage_events WHERE stream = 1 AND ttft_us > 0)",
 }
 
 // eventsAsDaily is usage_events shaped as a daily rollup: a day column
 // and one request per row.
 const eventsAsDaily = "(SELECT toDate(ts) AS day, *, toUInt64(1) AS requests FROM usage_events)"
+
+// eventsAsHourly is usage_events shaped as an hourly rollup.
+const eventsAsHourly = "(SELECT toStartOfHour(ts) AS hour, *, toUInt64(1) AS requests FROM usage_events)"
+
+// twoDigits is the latency bucket of 0014_panel_rollups.sql: col (whole
+// microseconds) with two significant digits kept.
+func twoDigits(col string) string {
+	var b strings.Builder
+	b.WriteString("multiIf(" + col + " < 100, " + col)
+	for p := uint64(10); p <= 1_000_000; p *= 10 {
+		fmt.Fprintf(&b, ", %s < %d, intDiv(%s, %d) * %d", col, p*100, col, p, p)
+	}
+	fmt.Fprintf(&b, ", intDiv(%s, 10000000) * 10000000)", col)
+	return b.String()
+}
 
 // overEvents rewrites a panel that reads a rollup (rollupsAsEvents) to
 // read the raw events instead, and reports whether it read one.
@@ -594,47 +626,64 @@ func sameAnswer(t *testing.T, what string, eng engine, sql, raw string) {
 // insertSelect matches a backfill: INSERT INTO t (columns) SELECT ...
 var insertSelect = regexp.MustCompile(`(?s)^INSERT INTO ([A-Za-z_][A-Za-z0-9_]*) \(([^)]*)\)\s+SELECT `)
 
-// checkBackfill empties the rollups of 0011_daily_rollups.sql and
-// 0012_traffic_5m.sql on the current release, which migrated before it
-// held events, and runs the migrations' backfills there: each rollup must
-// then hold what 18.16's views put in it, the same sums by its key.
+// rollupSums are the summed columns of each rollup a migration backfills;
+// the columns before them are its key.
+var rollupSums = map[string]string{
+	"usage_dept_daily":      "requests, cost_nano_usd",
+	"usage_team_daily":      "requests, errors, prompt_tokens, completion_tokens, cost_nano_usd",
+	"usage_key_daily":       "requests, cost_nano_usd",
+	"usage_traffic_5m":      "requests, fell_back, retried",
+	"usage_dims":            "requests",
+	"usage_dept_hourly":     "requests, prompt_tokens, completion_tokens, cost_nano_usd",
+	"usage_subject_daily":   "requests, cost_nano_usd",
+	"usage_scope_daily":     "requests, cost_nano_usd",
+	"usage_overhead_hourly": "in_bucket",
+	"usage_ttft_hourly":     "in_bucket",
+}
+
+// checkBackfill empties the rollups that migrations backfill (those of
+// rollupSums) on the current release, which migrated before it held
+// events, and runs the migrations' backfills there: each rollup must then
+// hold what 18.16's views put in it, the same sums by its key.
 func checkBackfill(t *testing.T, old, cur engine) {
 	ms, err := chstore.Migrations()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var stmts []string
-	for _, m := range ms {
-		if m.Name == "0011_daily_rollups.sql" || m.Name == "0012_traffic_5m.sql" {
-			stmts = append(stmts, m.Statements...)
-		}
-	}
 	keys := map[string]string{}
-	for _, stmt := range stmts {
-		m := insertSelect.FindStringSubmatch(stmt)
-		if m == nil {
-			continue
+	for _, m := range ms {
+		for _, stmt := range m.Statements {
+			sm := insertSelect.FindStringSubmatch(stmt)
+			if sm == nil || !strings.Contains(stmt, "WHERE (SELECT count() FROM "+sm[1]+") = 0") {
+				continue
+			}
+			tbl, cols := sm[1], sm[2]
+			sums, ok := rollupSums[tbl]
+			if !ok {
+				t.Fatalf("%s backfills %s: add its summed columns to rollupSums", m.Name, tbl)
+			}
+			key, ok := strings.CutSuffix(cols, ", "+sums)
+			if !ok {
+				t.Fatalf("%s: columns %q do not end in the sums %q", tbl, cols, sums)
+			}
+			if _, err := cur.run("TRUNCATE TABLE " + tbl); err != nil {
+				t.Fatalf("truncate %s: %v", tbl, err)
+			}
+			if _, err := cur.run(stmt); err != nil {
+				t.Fatalf("backfill %s: %v", tbl, err)
+			}
+			keys[tbl] = key
 		}
-		tbl, cols := m[1], m[2]
-		if _, err := cur.run("TRUNCATE TABLE " + tbl); err != nil {
-			t.Fatalf("truncate %s: %v", tbl, err)
-		}
-		if _, err := cur.run(stmt); err != nil {
-			t.Fatalf("backfill %s: %v", tbl, err)
-		}
-		// The key is the columns before requests.
-		key, _, _ := strings.Cut(cols, ", requests")
-		keys[tbl] = key
 	}
-	if len(keys) != 4 {
-		t.Fatalf("0011_daily_rollups.sql and 0012_traffic_5m.sql backfill %v, want 4 rollups", slices.Sorted(maps.Keys(keys)))
+	if len(keys) != len(rollupSums) {
+		t.Fatalf("the migrations backfill %v, want the %d rollups of rollupSums", slices.Sorted(maps.Keys(keys)), len(rollupSums))
 	}
 	for _, tbl := range slices.Sorted(maps.Keys(keys)) {
-		sums := "sum(requests), sum(cost_nano_usd)"
-		if tbl == "usage_traffic_5m" {
-			sums = "sum(requests), sum(fell_back), sum(retried)"
+		var sums []string
+		for _, c := range strings.Split(rollupSums[tbl], ", ") {
+			sums = append(sums, "sum("+c+")")
 		}
-		sql := "SELECT " + keys[tbl] + ", " + sums + " FROM " + tbl + " GROUP BY " + keys[tbl] + " ORDER BY " + keys[tbl]
+		sql := "SELECT " + keys[tbl] + ", " + strings.Join(sums, ", ") + " FROM " + tbl + " GROUP BY " + keys[tbl] + " ORDER BY " + keys[tbl]
 		if rows := compare(t, tbl, old, cur, sql, "CSV"); len(rows) == 0 {
 			t.Errorf("%s is empty: the comparison proves little", tbl)
 		}

@@ -7,7 +7,7 @@
 # agent framework tests in pkg/conformance, written for Node 20; Debian's own
 # nodejs package is the fallback when the machine has none), chDB (current
 # ClickHouse as a library, for the dual-version SQL test, build tag chdb)
-# and the Claude Code CLI (pkg/conformance). Needs root for
+# and the Claude Code, Codex and Gemini CLIs (pkg/conformance). Needs root for
 # apt-get. A dependency that is missing and cannot be installed ends the run
 # with a non-zero status and a message naming it.
 set -euo pipefail
@@ -99,4 +99,22 @@ if [ ! -x "$claude_dir/node_modules/.bin/claude" ]; then
     missing=("@anthropic-ai/claude-code@$claude_code_version")
     fail_missing "its install.cjs failed"
   fi
+fi
+
+# Gemini CLI, pinned, for pkg/conformance's TestGeminiCLI, under $cache/cli.
+gemini_cli_version=0.61.0
+npm_pkg "$cache/cli/gemini-cli-$gemini_cli_version" node_modules/.bin/gemini "@google/gemini-cli@$gemini_cli_version"
+
+# Codex CLI, pinned, for pkg/conformance's TestCodexCLI, under $cache/cli.
+# The npm package's launcher runs the native binary of the platform's
+# optional dependency (@openai/codex-linux-x64 and the like), which npm
+# installs with it; the run checks that it starts.
+codex_version=0.169.0
+codex_dir="$cache/cli/codex-$codex_version"
+if [ ! -x "$codex_dir/node_modules/.bin/codex" ]; then
+  npm_pkg "$codex_dir" node_modules/@openai/codex/package.json "@openai/codex@$codex_version"
+fi
+if ! "$codex_dir/node_modules/.bin/codex" --version >/dev/null 2>&1; then
+  missing=("@openai/codex@$codex_version")
+  fail_missing "its native binary does not run (was its platform package installed?)"
 fi

@@ -499,7 +499,7 @@ func (s *Server) revoke(undo bool) http.HandlerFunc {
 	}
 }
 
-// maxRequestID is the longest request id the gateway keeps (README).
+// maxRequestID is the longest request id the gateway keeps (docs/endpoints.md).
 const maxRequestID = 128
 
 func (s *Server) usage(w http.ResponseWriter, r *http.Request) {

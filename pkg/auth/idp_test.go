@@ -17,8 +17,8 @@ import (
 
 // TestIdPTokens maps golden tokens shaped like those of Entra ID, Okta,
 // Keycloak, Auth0 and Google (testdata/tokens) to principals, with the
-// issuer configs of the README's "Identity providers" examples, read from
-// the README itself (readmeIssuers) so the two cannot drift apart. The
+// issuer configs of the "Identity providers" examples of docs/identity.md, read from
+// that page itself (readmeIssuers) so the two cannot drift apart. The
 // files' iat, nbf and exp are moved to testNow so they stay valid.
 func TestIdPTokens(t *testing.T) {
 	k := genTestKeys()
@@ -49,7 +49,7 @@ func TestIdPTokens(t *testing.T) {
 		{"google.json", "google", Principal{Subject: "ada@corp.example", Dept: "corp", Team: "general", ExpiresAt: exp(time.Hour)}},
 	}
 	if len(issuers) != len(tests) {
-		t.Errorf("the README shows %d issuer examples, the test maps %d", len(issuers), len(tests))
+		t.Errorf("docs/identity.md shows %d issuer examples, the test maps %d", len(issuers), len(tests))
 	}
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {
@@ -73,9 +73,9 @@ func TestIdPTokens(t *testing.T) {
 			}
 			is, ok := issuers[tt.issuer]
 			if !ok {
-				t.Fatalf("the README shows no issuer %q", tt.issuer)
+				t.Fatalf("docs/identity.md shows no issuer %q", tt.issuer)
 			}
-			// The README's issuers fetch their keys by discovery; here the
+			// The page's issuers fetch their keys by discovery; here the
 			// token's own issuer and a static key stand in for it.
 			is.Name, is.DiscoveryURL, is.Keys = "idp", "", []config.Key{{KID: "k1", PublicKey: pem}}
 			if is.Issuer == "" {
@@ -138,20 +138,20 @@ func TestClaimPaths(t *testing.T) {
 	}
 }
 
-// readmeIssuers returns the issuers of the README's identity provider
+// readmeIssuers returns the issuers of docs/identity.md's identity provider
 // examples (the yaml blocks of "Identity providers", from "**Mappings.**"
 // to the next section), by name, with each placeholder replaced by its
 // value in vals.
 func readmeIssuers(t *testing.T, vals map[string]string) map[string]config.Issuer {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	b, err := os.ReadFile(filepath.Join("..", "..", "docs", "identity.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	text := string(b)
 	start := strings.Index(text, "**Mappings.**")
 	if start < 0 {
-		t.Fatal("README: no **Mappings.** paragraph")
+		t.Fatal("docs/identity.md: no **Mappings.** paragraph")
 	}
 	text = text[start:]
 	if end := strings.Index(text, "\n### "); end >= 0 {
@@ -162,7 +162,7 @@ func readmeIssuers(t *testing.T, vals map[string]string) map[string]config.Issue
 		block = block[:strings.Index(block, "```")]
 		i := strings.Index(block, "- name:")
 		if i < 0 {
-			t.Fatalf("README: an example without an issuer: %s", block)
+			t.Fatalf("docs/identity.md: an example without an issuer: %s", block)
 		}
 		indent := i - strings.LastIndexByte(block[:i], '\n') - 1
 		var lines []string
@@ -174,11 +174,11 @@ func readmeIssuers(t *testing.T, vals map[string]string) map[string]config.Issue
 			item = strings.ReplaceAll(item, k, v)
 		}
 		if strings.Contains(item, "<") {
-			t.Fatalf("README: a placeholder the test gives no value for: %s", item)
+			t.Fatalf("docs/identity.md: a placeholder the test gives no value for: %s", item)
 		}
 		var iss []config.Issuer
 		if err := yaml.Unmarshal([]byte(item), &iss); err != nil || len(iss) != 1 {
-			t.Fatalf("README example %s: %v", item, err)
+			t.Fatalf("docs/identity.md example %s: %v", item, err)
 		}
 		out[iss[0].Name] = iss[0]
 	}

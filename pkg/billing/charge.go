@@ -47,8 +47,12 @@ type Charge struct {
 	CacheWriteTokens   uint64
 	ReasoningTokens    uint64
 	Estimated          bool
-	CostNano           int64
-	PricingVersion     string
+	// Recovered: the gateway ended before recording the request, and the
+	// event was published from its begun record (the recovery rule,
+	// docs/usage-recovery.md); Estimated is set too.
+	Recovered      bool
+	CostNano       int64
+	PricingVersion string
 	// ServiceTier is the provider's service tier when it has a price of
 	// its own ("flex", "priority"); empty for the standard tier.
 	ServiceTier string
@@ -90,7 +94,7 @@ func FromEvent(ev *usagev1.UsageEvent, tables ...*pricing.Table) *Charge {
 		Route: ev.Route, Attempts: ev.Attempts, Fallbacks: ev.Fallbacks, Endpoint: ev.Endpoint,
 		StatusCode: ev.StatusCode, ErrorType: ev.ErrorType, PromptTokens: ev.PromptTokens,
 		CompletionTokens: ev.CompletionTokens, CachedTokens: ev.CachedTokens, CacheWriteTokens: ev.CacheWriteTokens,
-		ReasoningTokens: ev.ReasoningTokens, Estimated: ev.Estimated, CostNano: ev.CostNanoUsd, PricingVersion: ev.PricingVersion,
+		ReasoningTokens: ev.ReasoningTokens, Estimated: ev.Estimated, Recovered: ev.Recovered, CostNano: ev.CostNanoUsd, PricingVersion: ev.PricingVersion,
 		ServiceTier: ev.ServiceTier,
 	}
 	if c.Fallbacks == nil {
@@ -150,7 +154,10 @@ func (c *Charge) WriteText(w io.Writer) error {
 	f("attempts", "%d, fallbacks %s", c.Attempts, orNone(c.Fallbacks))
 	f("outcome", "%s status %d %s", c.Endpoint, c.StatusCode, c.ErrorType)
 	est := ""
-	if c.Estimated {
+	switch {
+	case c.Recovered:
+		est = " (recovered and estimated: the gateway ended before recording the request; billed by the recovery rule)"
+	case c.Estimated:
 		est = " (estimated: the provider reported no usage)"
 	}
 	f("tokens", "%d in (%d cached, %d written to cache), %d out (%d reasoning)%s", c.PromptTokens, c.CachedTokens,

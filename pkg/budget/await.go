@@ -21,7 +21,7 @@ import (
 //
 // An event that gets no ack within AckWait went to the publisher's disk
 // spool (NATS unreachable): the watch loop releases its reservation, and
-// its spend counts once the spool drains (README: the budget bound).
+// its spend counts once the spool drains (docs/budgets.md: the budget bound).
 
 // DefaultAckWait is TrackerOptions.AckWait's default.
 const DefaultAckWait = 2 * time.Minute

@@ -246,6 +246,10 @@ func TestConsumerHistoryChanged(t *testing.T) {
 			c, stop = start(ConsumerOptions{Logger: slog.New(slog.NewTextHandler(&log, nil))})
 			if tc.then != nil {
 				e.waitConsumed(t, Durable) // the stream still ends at seq 5
+				// and the consumer has seen it so: its first check found the
+				// stream short (on a slow machine it may start after the
+				// durable looks consumed).
+				waitFor(t, 10*time.Second, func() bool { return metricValue(t, c.m.historyChanges) >= 1 })
 				if r := requests(); r != 6 {
 					t.Fatalf("while the stream ends below the folded point: %d requests, want 6", r)
 				}

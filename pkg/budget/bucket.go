@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/tollgate/tollgate/pkg/usage"
 )
 
 const (
@@ -17,8 +19,8 @@ const (
 	// Each value is a JSON object from limit (nano-USD, decimal string) to
 	// the highest threshold alerted, in parts per million.
 	AlertBucket = "tollgate_spend_alerts"
-	// Stream is the JetStream stream of usage events.
-	Stream = "TOLLGATE_USAGE"
+	// Stream is the usage stream the Consumer reads (usage.StreamName).
+	Stream = usage.StreamName
 	// Durable is the name of the budget consumer on Stream.
 	Durable = "budget"
 )

@@ -479,7 +479,11 @@ func TestConsumerLoneEvent(t *testing.T) {
 	run(t, c)
 	x := ev{at: time.Now(), subject: "alice", dept: "d", costNano: 7}
 	e.waitApplied(t, e.publish(t, x))
-	if st := e.total(t, TotalID{Scope: ScopeDept, Value: "d", Period: PeriodTotal}); st == nil || st.CostNanoUsd != 7 || st.Requests != 1 {
+	// The fold writes its totals concurrently: the global one can be read
+	// before the dept's write is stored.
+	id := TotalID{Scope: ScopeDept, Value: "d", Period: PeriodTotal}
+	waitFor(t, 10*time.Second, func() bool { return e.total(t, id) != nil })
+	if st := e.total(t, id); st == nil || st.CostNanoUsd != 7 || st.Requests != 1 {
 		t.Errorf("dept total %+v, want 1 request costing 7", st)
 	}
 }

@@ -20,75 +20,17 @@ import (
 
 // Leases make a limit hold across any number of gateways (issue #13).
 //
-// # Design
-//
-// LeaseBucket has one entry per limited total (the total's key), a
-// leaseRecord written only by compare-and-set (kv.Update with the revision
-// read). It holds every gateway's slice S_g with an expiry, and Floor, the
-// largest applied spend any writer saw (applied spend only grows).
-//
-// Gateway g admits a request iff its spend charged to the current slice,
-// used_g, fits: used_g <= S_g. used_g is reserved + drained - base on the
-// total's slot: reserved is g's spend the totals do not include yet (a
-// reservation lives until the total's as_of_seq covers its event,
-// await.go; a request is reserved before it is checked), drained is what
-// left reserved because the totals came to include it (it moves to drained
-// before it leaves reserved, so a reader never misses it), and base is
-// drained at the refill. So the check is local (a few atomic loads, no
-// network): reserved + drained <= cap, with cap = S_g + base.
-//
-// In the background, and when a request does not fit, g refills with one
-// CAS. It first fixes X, a cap nothing is admitted past until the write's
-// outcome is known: the current cap when drawing more (requests keep being
-// admitted meanwhile), or, to give room back, min(cap, reserved + drained),
-// stored before reserved and drained are read again (a request that read
-// the old cap reserved before that read, so it is counted). Then it reads
-// base = drained and the applied spend A_g. g's admitted spend not yet
-// applied is at most X - base (requests waiting for room are not in it),
-// and the write sets S_g = X - base + room, cap = X + room, allowed only if
-//
-//	max(A_g, Floor) + sum of all unexpired slices (new S_g included) <= limit
-//
-// (when it is not, room is 0 and S_g does not grow: X - base is spend g
-// admitted under its previous slice). Room shrinks near the limit: all that
-// is free when no other gateway holds a slice (one gateway holds the whole
-// remaining headroom, so it is as exact as without leases), else a
-// 1/(2(n+1)) share of it with n other active gateways (half stays unheld,
-// so a gateway short of room can draw it at once), or what the waiting
-// requests need if more and free, at most MaxSlice when set.
-//
-// # Proof sketch
-//
-// Let A* be the entry's Floor after the last write (the largest applied
-// view of any writer: applied spend only grows, and each writer read its
-// A_g after its base, so whatever left g's reserved before base was read
-// is in A_g <= A*). For each gateway g, its spend not in A* is at most its
-// spend not in A_g, which is at most X - base at its last write plus what
-// it admitted since, and admission keeps that at or under S_g, up to
-// settle excess (a request whose actual cost exceeds its reservation).
-// Hence total spend <= A* + sum_g S_g + excess <= limit + excess, because
-// the last write checked A* + sum S <= limit and every later change either
-// passed the same check or kept a slice from growing. While a write is in
-// flight the cap is at most the old one and at most the new one, so the
-// bound holds whichever the server committed; after a conflict the old cap
-// comes back (nothing was written), after an unknown outcome the lower
-// one stays.
-//
-// What breaks the bound, stated in the README: a gateway that dies holding
-// spend not yet applied (its slice expires after TTL and others may draw
-// it, so the total can exceed the limit by that spend: events it spooled);
-// clocks apart by more than a fraction of TTL; and settle excess, one
-// request's (actual - reserved) per request in flight (zero when requests
-// carry max_tokens and the prompt was counted).
-//
-// # Waits
-//
-// A request that does not fit its gateway's slice asks for a refill and
-// waits for it, at most RefillWait (FirstGrantWait for the first grant of a
-// total on this gateway), then is refused (429 budget_exceeded). A gateway
-// whose slice runs low refills ahead of need; one that sees another
-// gateway wanting room gives back all but its share; one idle on a total
-// for TTL returns its slice; at shutdown it returns every slice (ReturnLeases).
+// LeaseBucket has one entry per limited total, a leaseRecord written only
+// by compare-and-set: every gateway's slice with its expiry, and Floor,
+// the largest applied spend any writer saw. A gateway admits a request
+// when its spend charged to its slice still fits (a few atomic loads, no
+// network); in the background, and when a request does not fit, it
+// refills with one CAS that keeps Floor plus every unexpired slice within
+// the limit. A request that does not fit waits at most RefillWait
+// (FirstGrantWait for a first grant), then is refused. The grant rule, the
+// order of reads in casOnce, the proof that total spend stays within the
+// limit (up to settle excess) and what breaks the bound are in
+// docs/design/budgets.md, "Leases".
 
 // LeaseBucket is the KV bucket of budget leases, one key per limited total
 // (the spend total's key); each value is a JSON leaseRecord.

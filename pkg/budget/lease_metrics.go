@@ -13,7 +13,7 @@ type leaseCollector struct {
 	waitSecs                                    *prometheus.Desc
 }
 
-// RegisterLeaseMetrics registers on reg the lease metrics of t (README:
+// RegisterLeaseMetrics registers on reg the lease metrics of t (docs/budgets.md:
 // metrics): tollgate_budget_leases_held, tollgate_budget_lease_refills_total,
 // tollgate_budget_lease_conflicts_total, tollgate_budget_lease_errors_total,
 // tollgate_budget_lease_waits_total, tollgate_budget_lease_wait_seconds (a

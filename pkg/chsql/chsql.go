@@ -47,7 +47,7 @@ const EventColumns = "event_id, request_id, ts, ts_ms, issuer, subject, key_id, 
 	"stream_seq, ingested_at, " +
 	"budget_scope, budget_value, budget_period, budget_period_start, budget_from_token, " +
 	"budget_limit_nano_usd, budget_spent_nano_usd, budget_reserved_nano_usd, budget_headroom_nano_usd, " +
-	"hedged, units, unit, producer_id, batch_seq, cache_write_tokens, service_tier"
+	"hedged, units, unit, producer_id, batch_seq, cache_write_tokens, service_tier, recovered"
 
 // RepricedColumns lists the usage_events_repriced columns replay writes.
 const RepricedColumns = `event_id, request_id, ts, dept, team, project, subject, key_id, served_model, provider,
@@ -125,7 +125,7 @@ var (
 	Explain = add("finance.explain", `SELECT event_id, request_id, ts, issuer, subject, key_id, dept, team, project,
 		requested_model, served_model, provider, deployment, route, attempts, fallbacks, endpoint, status_code, error_type,
 		prompt_tokens, completion_tokens, cached_tokens, cache_write_tokens, reasoning_tokens, estimated, cost_nano_usd, pricing_version, service_tier,
-		budget_scope, budget_value, budget_period, budget_period_start, budget_from_token,
+		recovered, budget_scope, budget_value, budget_period, budget_period_start, budget_from_token,
 		budget_limit_nano_usd, budget_spent_nano_usd, budget_reserved_nano_usd, budget_headroom_nano_usd
 		FROM usage_events FINAL WHERE request_id = ? ORDER BY ts LIMIT 1`)
 	// SimulateHistory reads the events of a time range in time order
@@ -144,7 +144,8 @@ var (
 )
 
 func statementBy(col string) string {
-	return `SELECT ` + col + `, toUInt64(count()), sum(prompt_tokens), sum(completion_tokens), sum(cost_nano_usd)
+	return `SELECT ` + col + `, toUInt64(count()), sum(prompt_tokens), sum(completion_tokens), sum(cost_nano_usd),
+			toUInt64(countIf(recovered = 1)), sumIf(cost_nano_usd, recovered = 1)
 			FROM usage_events FINAL WHERE dept = ? AND ts >= toDateTime(?) AND ts < toDateTime(?)
 			GROUP BY ` + col + ` ORDER BY ` + col
 }

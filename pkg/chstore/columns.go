@@ -46,6 +46,7 @@ type columns struct {
 	batchSeq                                          []uint64
 	cacheWrite                                        []uint64
 	serviceTier                                       []string
+	recovered                                         []uint8
 	minTS, maxTS                                      uint32
 	minSeq, maxSeq                                    uint64
 }
@@ -115,7 +116,7 @@ func (c *columns) slices() []any {
 		c.streamSeq, c.ingestedAt,
 		c.budgets.scope, c.budgets.value, c.budgets.period, c.budgets.periodStart, c.budgets.fromToken,
 		c.budgets.limit, c.budgets.spent, c.budgets.reserved, c.budgets.headroom,
-		c.hedged, c.units, c.unit, c.producerID, c.batchSeq, c.cacheWrite, c.serviceTier,
+		c.hedged, c.units, c.unit, c.producerID, c.batchSeq, c.cacheWrite, c.serviceTier, c.recovered,
 	}
 }
 
@@ -141,7 +142,7 @@ func (c *columns) reset() {
 		streamSeq: c.streamSeq[:0], ingestedAt: c.ingestedAt[:0],
 		hedged: c.hedged[:0], units: c.units[:0], unit: c.unit[:0],
 		producerID: c.producerID[:0], batchSeq: c.batchSeq[:0], cacheWrite: c.cacheWrite[:0],
-		serviceTier: c.serviceTier[:0],
+		serviceTier: c.serviceTier[:0], recovered: c.recovered[:0],
 	}
 }
 
@@ -228,6 +229,7 @@ func (c *columns) add(e *usagev1.UsageEvent, src Source, ingested time.Time) {
 	c.batchSeq = append(c.batchSeq, src.BatchSeq)
 	c.cacheWrite = append(c.cacheWrite, e.CacheWriteTokens)
 	c.serviceTier = append(c.serviceTier, e.ServiceTier)
+	c.recovered = append(c.recovered, flag(e.Recovered))
 }
 
 // unixSeconds converts Unix nanoseconds to the seconds a DateTime holds,

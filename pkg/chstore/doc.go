@@ -34,7 +34,13 @@
 // migrate before they load (OpenWait), and an upgrade must not leave an
 // older loader writing meanwhile. 0012_traffic_5m.sql: usage_traffic_5m, request, fallback and
 // retry counts per 5 minutes, provider, model and error kind, for the
-// traffic dashboard, kept and filled the same way. The files explain each
+// traffic dashboard, kept and filled the same way. 0013_recovered.sql: usage_events.recovered (an event published from a
+// killed gateway's begun record; docs/usage-recovery.md).
+// 0014_panel_rollups.sql:
+// narrower rollups for the dashboards at tens of millions of events
+// (usage_dims, usage_dept_hourly, usage_subject_daily, usage_scope_daily,
+// and the latency histograms usage_overhead_hourly and usage_ttft_hourly),
+// kept and filled the same way. The files explain each
 // choice; deploy/clickhouse/README.md tells operators how to use them.
 //
 // # Loading

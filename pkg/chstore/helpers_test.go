@@ -310,12 +310,17 @@ type totals struct {
 	hourReqs, dayReqs, hourErrs, dayErrs uint64
 	prompt                               uint64
 	usd                                  string
-	// daily holds "requests/cost_nano_usd" of usage_dept_daily,
-	// usage_team_daily and usage_key_daily; traffic the requests of
-	// usage_traffic_5m.
-	daily   [3]string
-	traffic uint64
+	// daily holds "requests/cost_nano_usd" of the rollups of
+	// countedRollups; traffic, dims and overhead the requests of
+	// usage_traffic_5m, usage_dims and usage_overhead_hourly.
+	daily                   [len(countedRollups)]string
+	traffic, dims, overhead uint64
 }
+
+// countedRollups are the rollups (and the rows of one) holding every
+// event's request and cost once.
+var countedRollups = [...]string{"usage_dept_daily", "usage_team_daily", "usage_key_daily",
+	"usage_dept_hourly", "usage_subject_daily", "usage_scope_daily WHERE scope = 'global'"}
 
 func readTotals(t testing.TB, s *Store) totals {
 	t.Helper()
@@ -333,8 +338,10 @@ func readTotals(t testing.TB, s *Store) totals {
 		{"SELECT sum(requests), sum(errors), sum(cost_nano_usd) FROM usage_daily", []any{&tt.dayReqs, &tt.dayErrs, &tt.dayCost}},
 		{"SELECT toString(sum(cost_usd)) FROM spend_daily", []any{&tt.usd}},
 		{"SELECT sum(requests) FROM usage_traffic_5m", []any{&tt.traffic}},
+		{"SELECT sum(requests) FROM usage_dims", []any{&tt.dims}},
+		{"SELECT sum(in_bucket) FROM usage_overhead_hourly", []any{&tt.overhead}},
 	}
-	for i, tbl := range []string{"usage_dept_daily", "usage_team_daily", "usage_key_daily"} {
+	for i, tbl := range countedRollups {
 		queries = append(queries, struct {
 			q    string
 			dest []any
@@ -357,7 +364,7 @@ func checkExact(t testing.TB, s *Store, e expected) {
 		rows: uint64(e.rows), finalRows: uint64(e.rows), ids: uint64(e.rows),
 		cost: e.cost, finalCost: e.cost, hourCost: e.cost, dayCost: e.cost,
 		hourReqs: uint64(e.rows), dayReqs: uint64(e.rows), hourErrs: uint64(e.errors), dayErrs: uint64(e.errors),
-		prompt: uint64(e.prompt), usd: usd(e.cost), traffic: uint64(e.rows),
+		prompt: uint64(e.prompt), usd: usd(e.cost), traffic: uint64(e.rows), dims: uint64(e.rows), overhead: uint64(e.rows),
 	}
 	for i := range want.daily {
 		want.daily[i] = fmt.Sprintf("%d/%d", e.rows, e.cost)

@@ -17,8 +17,8 @@ import (
 )
 
 const (
-	// DefaultStream is the usage stream the Loader reads.
-	DefaultStream = "TOLLGATE_USAGE"
+	// DefaultStream is the usage stream the Loader reads (usage.StreamName).
+	DefaultStream = usage.StreamName
 	// DefaultDurable is the Loader's durable consumer name.
 	DefaultDurable = "analytics"
 )

@@ -114,6 +114,7 @@ type eventRow struct {
 	BatchSeq         uint64    `ch:"batch_seq"`
 	CacheWriteTokens uint64    `ch:"cache_write_tokens"`
 	ServiceTier      string    `ch:"service_tier"`
+	Recovered        uint8     `ch:"recovered"`
 }
 
 func TestRowFields(t *testing.T) {
@@ -123,7 +124,7 @@ func TestRowFields(t *testing.T) {
 	odd.ReasoningTokens, odd.DegradationStep, odd.ClampedMaxTokens = 11, "cheaper-model", 256
 	odd.Timestamp = baseTS + 1_999_999 // sub-millisecond part is dropped
 	odd.Hedged, odd.Units, odd.Unit = true, 3, "image"
-	odd.CacheWriteTokens, odd.ServiceTier = 40, "flex"
+	odd.CacheWriteTokens, odd.ServiceTier, odd.Recovered = 40, "flex", true
 	odd.Budgets = []*usagev1.BudgetCheck{
 		{Scope: "dept", Value: "eng", Period: "month", PeriodStart: "2026-11", LimitNanoUsd: 500e9, SpentNanoUsd: 212_300_000_000,
 			ReservedNanoUsd: 40_000, HeadroomNanoUsd: 287_700_000_000},
@@ -178,7 +179,7 @@ func TestRowFields(t *testing.T) {
 				BudgetFromToken: []uint8{}, BudgetLimit: []int64{}, BudgetSpent: []int64{}, BudgetReserved: []int64{},
 				BudgetHeadroom: []int64{},
 				Hedged:         flag(ev.Hedged), Units: ev.Units, Unit: ev.Unit, CacheWriteTokens: ev.CacheWriteTokens,
-				ServiceTier: ev.ServiceTier,
+				ServiceTier: ev.ServiceTier, Recovered: flag(ev.Recovered),
 			}
 			for _, b := range ev.Budgets {
 				want.BudgetScope, want.BudgetValue = append(want.BudgetScope, b.Scope), append(want.BudgetValue, b.Value)

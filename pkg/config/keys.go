@@ -47,7 +47,7 @@ type KeyClass struct {
 // Keys classifies every key of the config file (every leaf field of
 // Config; a test walks the struct and fails on a key missing here). The
 // gateway's reload refuses a file that changes a Restart key
-// (RestartChanges), and the README's list of restart-only keys is
+// (RestartChanges), and the list of restart-only keys in docs/operations.md is
 // generated from this table.
 var Keys = []KeyClass{
 	{"listen", Restart, "the public listener"},
@@ -65,7 +65,7 @@ var Keys = []KeyClass{
 	{"auth.issuers[].claims.{subject,key_id,dept,team,project,models,budgets,rpm,tpm,admin,priority}", Reload, ""},
 	{"auth.issuers[].claim_mappings[].{claim,value,dept,team,project}", Reload, ""},
 	{"auth.issuers[].claim_defaults.{dept,team,project}", Reload, ""},
-	{"auth.cache_size", Reload, ""},
+	{"auth.{cache_size,allow_query_key}", Reload, ""},
 
 	{"providers[].kind", Reload, "it adds the first provider of kind mock (the mock upstream starts only with the gateway)"},
 	{"providers[].{name,preset,base_url,api_version,stream_usage,headers,region,access_key_id,secret_access_key,session_token,api_key}", Reload, ""},
@@ -128,13 +128,34 @@ func ExpandPath(p string) []string {
 // notation of KeyClass.Path, in field order.
 func LeafKeys() []string {
 	var out []string
-	walkKeys(reflect.TypeFor[Config](), "", func(path, _ string) { out = append(out, path) })
+	walkKeys(func(path, _ string) { out = append(out, path) })
 	return out
 }
 
-// walkKeys calls f with the path of every leaf key under t at prefix p and
-// the Go struct type and field that hold it ("NATS.URL").
-func walkKeys(t reflect.Type, p string, f func(path, owner string)) {
+// KeyField is one key of the config file: a field of a struct type
+// reachable from Config that the file can set.
+type KeyField struct {
+	// Path is the key's path in the notation of KeyClass.Path; a section
+	// that is a list or a map is named without its "[]" or ".*".
+	Path string
+	// Owner is the struct type that declares Field.
+	Owner reflect.Type
+	Field reflect.StructField
+	// Leaf is false for a section: a struct, a list of structs or a map of
+	// structs, whose own keys follow it.
+	Leaf bool
+}
+
+// KeyFields returns every key of the config file, sections and leaves,
+// in field order (a section before its keys).
+func KeyFields() []KeyField {
+	var out []KeyField
+	keyFields(reflect.TypeFor[Config](), "", &out)
+	return out
+}
+
+// keyFields appends to out the keys under struct type t at prefix p.
+func keyFields(t reflect.Type, p string, out *[]KeyField) {
 	for i := range t.NumField() {
 		sf := t.Field(i)
 		name := yamlName(sf)
@@ -145,16 +166,31 @@ func walkKeys(t reflect.Type, p string, f func(path, owner string)) {
 		if p != "" {
 			q = p + "." + name
 		}
+		k := KeyField{Path: q, Owner: t, Field: sf}
 		ft := deref(sf.Type)
 		switch {
 		case ft.Kind() == reflect.Struct:
-			walkKeys(ft, q, f)
+			*out = append(*out, k)
+			keyFields(ft, q, out)
 		case ft.Kind() == reflect.Slice && deref(ft.Elem()).Kind() == reflect.Struct:
-			walkKeys(deref(ft.Elem()), q+"[]", f)
+			*out = append(*out, k)
+			keyFields(deref(ft.Elem()), q+"[]", out)
 		case ft.Kind() == reflect.Map && deref(ft.Elem()).Kind() == reflect.Struct:
-			walkKeys(deref(ft.Elem()), q+".*", f)
+			*out = append(*out, k)
+			keyFields(deref(ft.Elem()), q+".*", out)
 		default:
-			f(q, t.Name()+"."+sf.Name)
+			k.Leaf = true
+			*out = append(*out, k)
+		}
+	}
+}
+
+// walkKeys calls f with the path of every leaf key under Config and the
+// Go struct type and field that hold it ("NATS.URL").
+func walkKeys(f func(path, owner string)) {
+	for _, k := range KeyFields() {
+		if k.Leaf {
+			f(k.Path, k.Owner.Name()+"."+k.Field.Name)
 		}
 	}
 }

@@ -40,7 +40,7 @@ var configFilesThatRead = []string{"log.go", "prices.go", "lookup.go", "priority
 func TestEveryKeyIsRead(t *testing.T) {
 	read := fieldsRead(t)
 	owners := map[string]string{} // key path -> Type.Field
-	walkKeys(reflect.TypeFor[Config](), "", func(path, owner string) { owners[path] = owner })
+	walkKeys(func(path, owner string) { owners[path] = owner })
 	for _, path := range LeafKeys() {
 		owner := owners[path]
 		if owner == "" {

@@ -47,6 +47,28 @@ func TestKeysClassifyEveryField(t *testing.T) {
 	}
 }
 
+// TestRemovedKeysAreGone checks that every removed key names a struct
+// type that is still reachable and a key that is no longer one, so its
+// advice can be matched and is never given for a live key.
+func TestRemovedKeysAreGone(t *testing.T) {
+	leaves := LeafKeys()
+	owners := map[string]bool{"Config": true}
+	for _, k := range KeyFields() {
+		owners[k.Owner.Name()] = true
+	}
+	for _, rk := range RemovedKeys {
+		if slices.Contains(leaves, rk.Path) {
+			t.Errorf("removed key %s is a key of Config again: drop it from RemovedKeys", rk.Path)
+		}
+		if !owners[rk.Owner] {
+			t.Errorf("removed key %s: type %s holds no keys; its advice would never be given", rk.Path, rk.Owner)
+		}
+		if !strings.Contains(rk.Advice, rk.Path) {
+			t.Errorf("removed key %s: the advice does not name the key", rk.Path)
+		}
+	}
+}
+
 func TestExpandPath(t *testing.T) {
 	tests := []struct {
 		in   string
@@ -125,18 +147,18 @@ func TestCollectLists(t *testing.T) {
 	}
 }
 
-var update = flag.Bool("update", false, "rewrite the README's generated list of restart-only keys")
+var update = flag.Bool("update", false, "rewrite the generated docs (the restart-only key list, the configuration reference)")
 
-// readme is the file whose restart-only key list is generated from Keys.
-const readme = "../../README.md"
+// restartDoc is the page whose restart-only key list is generated from Keys.
+const restartDoc = "../../docs/operations.md"
 
-// Markers of the generated list in the README.
+// Markers of the generated list in restartDoc.
 const (
-	docBegin = "<!-- restart-keys: generated from config.Keys (pkg/config/keys.go) by `go test ./pkg/config -run TestREADMERestartKeys -update`; edit the table, not this list -->\n"
+	docBegin = "<!-- restart-keys: generated from config.Keys (pkg/config/keys.go) by `go test ./pkg/config -run TestRestartKeyList -update`; edit the table, not this list -->\n"
 	docEnd   = "<!-- /restart-keys -->\n"
 )
 
-// restartKeysDoc is the README's list of the keys a reload does not
+// restartKeysDoc is the operations page's list of the keys a reload does not
 // apply, and of the ones it applies under a condition.
 func restartKeysDoc() string {
 	var b strings.Builder
@@ -157,27 +179,27 @@ func restartKeysDoc() string {
 	return b.String()
 }
 
-// TestREADMERestartKeys fails when the README's list of restart-only keys
-// is not the one Keys generates; -update rewrites it.
-func TestREADMERestartKeys(t *testing.T) {
-	src, err := os.ReadFile(readme)
+// TestRestartKeyList fails when the operations page's list of
+// restart-only keys is not the one Keys generates; -update rewrites it.
+func TestRestartKeyList(t *testing.T) {
+	src, err := os.ReadFile(restartDoc)
 	if err != nil {
 		t.Fatal(err)
 	}
 	i := bytes.Index(src, []byte(docBegin))
 	j := bytes.Index(src, []byte(docEnd))
 	if i < 0 || j < i {
-		t.Fatalf("README has no generated restart-key list (markers %q ... %q)", docBegin, docEnd)
+		t.Fatalf("%s has no generated restart-key list (markers %q ... %q)", restartDoc, docBegin, docEnd)
 	}
 	got, want := string(src[i:j+len(docEnd)]), restartKeysDoc()
 	if got == want {
 		return
 	}
 	if !*update {
-		t.Fatalf("README's restart-only key list differs from config.Keys; run go test ./pkg/config -run TestREADMERestartKeys -update\ngot:\n%s\nwant:\n%s", got, want)
+		t.Fatalf("docs/operations.md's restart-only key list differs from config.Keys; run go test ./pkg/config -run TestRestartKeyList -update\ngot:\n%s\nwant:\n%s", got, want)
 	}
 	out := append(append(append([]byte{}, src[:i]...), want...), src[j+len(docEnd):]...)
-	if err := os.WriteFile(readme, out, 0o644); err != nil {
+	if err := os.WriteFile(restartDoc, out, 0o644); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -17,12 +17,16 @@ const ListenEnv = "TOLLGATE_LISTEN"
 // Load reads the YAML file at path and returns it parsed, with environment
 // references expanded from the process environment, defaults applied and
 // validated. See Parse.
-func Load(path string) (*Config, error) {
+func Load(path string) (*Config, error) { return LoadEnv(path, os.Getenv) }
+
+// LoadEnv is Load with environment references expanded from getenv, for a
+// program that reads its environment in one place.
+func LoadEnv(path string, getenv func(string) string) (*Config, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("read config: %w", err)
 	}
-	c, err := Parse(data, os.Getenv)
+	c, err := Parse(data, getenv)
 	if err != nil {
 		return nil, fmt.Errorf("config %s: %w", path, err)
 	}
@@ -87,9 +91,9 @@ func decodeError(err error) error {
 	}
 	errs := make([]error, 0, len(te.Errors))
 	for _, msg := range te.Errors {
-		for unknown, why := range removedKeys {
-			if strings.HasSuffix(msg, unknown) {
-				msg += ": " + why
+		for _, rk := range RemovedKeys {
+			if strings.HasSuffix(msg, "field "+rk.name()+" not found in type config."+rk.Owner) {
+				msg += ": " + rk.Advice
 			}
 		}
 		errs = append(errs, errors.New(msg))
@@ -97,11 +101,26 @@ func decodeError(err error) error {
 	return errors.Join(errs...)
 }
 
-// removedKeys are keys a config file may still carry from an older
-// release, by the end of the decoder's message for them, with what to do
-// instead. They are refused like any unknown key, with this advice.
-var removedKeys = map[string]string{
-	"field data_dir not found in type config.NATS": "nats.data_dir was removed (nothing ever read it); the embedded NATS server of gateway -embed stores under the -data-dir flag's nats/ directory: remove the key",
+// RemovedKey is a key a config file may still carry from an older
+// release. Such a key is refused like any unknown key, with its advice.
+type RemovedKey struct {
+	// Path is the key's path, in the notation of KeyClass.Path.
+	Path string
+	// Owner is the struct type that held it ("NATS").
+	Owner string
+	// Advice says that the key was removed and what to do instead.
+	Advice string
+}
+
+// name is the key's last segment.
+func (rk RemovedKey) name() string {
+	return rk.Path[strings.LastIndexByte(rk.Path, '.')+1:]
+}
+
+// RemovedKeys are the keys removed from Config, each refused with what
+// replaces it. The configuration reference lists them.
+var RemovedKeys = []RemovedKey{
+	{"nats.data_dir", "NATS", "nats.data_dir was removed (nothing ever read it); the embedded NATS server of gateway -embed stores under the -data-dir flag's nats/ directory: remove the key"},
 }
 
 // expandEnv replaces ${VAR}, ${VAR:-default} and $$ in data. A malformed

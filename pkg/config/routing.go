@@ -12,8 +12,8 @@ import (
 // default: one call per model and no fallback unless configured; the circuit
 // breaker is on (it only ever moves traffic to targets the config lists).
 type Routing struct {
-	// DefaultFallback is a model tried after a model's own fallbacks, for
-	// every model of the same type (chat or embeddings) that is not itself.
+	// DefaultFallback is a model tried last, after a model's own
+	// fallbacks, for every model of the same type that is not itself.
 	// Empty (default): none.
 	DefaultFallback string `yaml:"default_fallback"`
 	// Retry bounds the calls made for one request. Models may override
@@ -21,20 +21,23 @@ type Routing struct {
 	Retry Retry `yaml:"retry"`
 	// FallbackOn lists the failures after which another call is made (a
 	// retry on the model's targets, then its fallbacks): connect, timeout,
-	// 429, 5xx, quota, context_length, content_policy, auth. Default
-	// DefaultFallbackOn (all but content_policy and auth). An empty list
-	// turns every retry and fallback off. Models may override it.
+	// 429, 5xx, quota, context_length, content_policy, auth. Default all
+	// but content_policy (a refusal is not laundered through another
+	// provider unless a route says so) and auth (a credentials problem is
+	// the operator's to fix). An empty list, [], turns every retry and
+	// fallback off. Models may override it.
 	FallbackOn []string `yaml:"fallback_on"`
-	// Circuit configures the per-target circuit breaker.
+	// Circuit configures the per-target circuit breaker; a target is a
+	// provider and an upstream model.
 	Circuit Circuit `yaml:"circuit"`
 }
 
 // Retry bounds the upstream calls made for one request.
 type Retry struct {
 	// MaxAttempts is the number of calls made to one model's targets for a
-	// request, at most MaxAttemptsLimit. Default 1: no retry. With several
+	// request, before its fallbacks; 1 to 10. Default 1: no retry. With several
 	// targets the calls go to different targets first. Each fallback model
-	// gets its own MaxAttempts.
+	// gets its own max_attempts.
 	MaxAttempts int `yaml:"max_attempts"`
 	// BackoffBase is the pause before the first retry of a target already
 	// tried for the request; it doubles with each further retry, with
@@ -45,26 +48,27 @@ type Retry struct {
 	// target asking for a longer wait is not retried. Default 5s.
 	BackoffMax time.Duration `yaml:"backoff_max"`
 	// Deadline bounds the time from the start of a request's first call
-	// during which further calls may start. Default 30s.
+	// during which further calls may start: no retry or fallback starts
+	// after it. Default 30s.
 	Deadline time.Duration `yaml:"deadline"`
 }
 
 // Circuit configures the per-target circuit breaker (a target is a provider
-// and an upstream model). A target that trips it is skipped for Cooldown,
+// and an upstream model). A target that trips it is skipped for cooldown,
 // then one request probes it (half-open): success closes the circuit,
-// failure opens it for another Cooldown. While every candidate target of a
+// failure opens it for another cooldown. While every candidate target of a
 // request is open, the request is sent anyway.
 type Circuit struct {
 	// Failures is the number of consecutive failures that opens the circuit.
 	// Default 5; negative turns this rule off.
 	Failures int `yaml:"failures"`
-	// FailureRate, between 0 and 1, opens the circuit when the share of
-	// failed calls within Window reaches it (and at least MinRequests calls
-	// were made). Default 0: rule off.
+	// FailureRate is the share of failed calls within window, between 0
+	// and 1, that opens the circuit (once at least min_requests calls were
+	// made). Default 0: rule off.
 	FailureRate float64 `yaml:"failure_rate"`
-	// Window is the span FailureRate looks at. Default 60s.
+	// Window is the span failure_rate looks at. Default 60s.
 	Window time.Duration `yaml:"window"`
-	// MinRequests is the fewest calls within Window for FailureRate to
+	// MinRequests is the fewest calls within window for failure_rate to
 	// apply. Default 20.
 	MinRequests int `yaml:"min_requests"`
 	// Cooldown is how long an open circuit skips its target before a probe.
@@ -72,13 +76,16 @@ type Circuit struct {
 	Cooldown time.Duration `yaml:"cooldown"`
 }
 
-// Hedge starts the same request on the next target when the first has not
-// answered its first byte in time, and uses whichever answers first.
+// Hedge configures hedged requests. The gateway starts the same request
+// on the next target when the first has not answered its first byte in
+// time, and uses whichever answers first.
 type Hedge struct {
-	// After is the delay: a duration ("2s"), or "p95" for the target's
-	// observed 95th percentile time to first token (no hedge until it has
-	// answered 20 requests). Empty (default): no hedging. The model needs
-	// a second target to race, its own or a fallback's.
+	// After is the delay: a positive duration ("2s"), or "p95" for the
+	// first target's observed 95th percentile time to first token (no
+	// hedge until it has answered 20 requests). Empty (default): no
+	// hedging. The model needs a second target to race, its own or a
+	// fallback's: a model with one target and no fallback is a config
+	// error.
 	After string `yaml:"after"`
 }
 
@@ -86,12 +93,28 @@ type Hedge struct {
 type ModelCache struct {
 	// TTL is how long an answer is served from the cache. Default 0: no
 	// caching.
+	//
+	// The cache serves chat, completions, embeddings, /v1/responses and
+	// /v1/messages, keyed by endpoint (the same body on two endpoints is
+	// two entries). Streams are replayed event by event. Answers carry
+	// x-tollgate-cache: hit, miss or bypass. A request with Cache-Control:
+	// no-cache skips the read; no-store skips the read and the write. An
+	// answer whose output limit a budget clamped is not stored, since
+	// teammates sending the same body would get the cut answer.
 	TTL time.Duration `yaml:"ttl"`
 	// ShareAcrossScopes lets callers of different departments and teams
 	// share cached answers. Default false: each dept/team pair has its own.
 	ShareAcrossScopes bool `yaml:"share_across_scopes"`
 	// Bill is what a cache hit costs the caller: "zero" (default) or
-	// "full" (the price of the original answer's tokens).
+	// "full" (the original answer's tokens, at the current price). Hits are
+	// marked cache_hit in usage events.
+	//
+	// A hit is admitted like any request before it is served: it counts
+	// against rpm limits (429 rate_limit_exceeded) and is refused while the
+	// usage backlog is full. With full it also charges its tokens to tpm
+	// limits and reserves its exact cost against the budgets (429
+	// budget_exceeded when it does not fit). With zero it uses no provider
+	// tokens and costs nothing, so tpm limits and budgets do not count it.
 	Bill string `yaml:"bill"`
 }
 

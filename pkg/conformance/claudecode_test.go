@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -16,51 +15,37 @@ import (
 // claudeCodeVersion is the Claude Code release scripts/deps.sh installs.
 const claudeCodeVersion = "2.1.328"
 
-// claudeCodeBin is where scripts/deps.sh installs Claude Code: under
-// $TOLLGATE_CACHE/cli, TOLLGATE_CACHE defaulting to the user's cache dir's
-// tollgate.
-func claudeCodeBin(t *testing.T) string {
-	dir := os.Getenv("TOLLGATE_CACHE")
-	if dir == "" {
-		cache, err := os.UserCacheDir()
-		if err != nil {
-			t.Fatalf("no cache dir to find Claude Code in: %v", err)
-		}
-		dir = filepath.Join(cache, "tollgate")
-	}
-	return filepath.Join(dir, "cli", "claude-code-"+claudeCodeVersion, "node_modules", ".bin", "claude")
-}
-
 // TestClaudeCodeCLI runs the Claude Code CLI, pinned, headless, against a
-// gateway on the dev config, on models served by translation (issue #46):
+// gateway on the dev config, on a model served natively (the mock as an
+// anthropic provider) and on models served by translation (issue #46):
 // mock-gpt (kind mock, the OpenAI format) and the mock as a gemini and a
 // bedrock provider. A plain prompt, and one that names the Read tool, so
 // that the mock calls it, the CLI runs it and sends its result back, and
 // the mock's final answer quotes it. Each run must end without error and every
-// request it made must be billed with the provider's counts. Without the
+// request it made must be billed with the provider's counts, and the
+// department's total (the budget consumer's) must be their sum. Without the
 // CLI (scripts/deps.sh installs it) the test skips; with CI=true it fails.
 func TestClaudeCodeCLI(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: the Claude Code test runs the CLI")
-	}
-	bin := claudeCodeBin(t)
-	if _, err := os.Stat(bin); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("Claude Code %s not installed at %s: run scripts/deps.sh", claudeCodeVersion, bin)
-		}
-		t.Skipf("Claude Code %s not installed at %s: run scripts/deps.sh to run this test", claudeCodeVersion, bin)
-	}
+	bin := agentCLI(t, "Claude Code "+claudeCodeVersion, "claude-code-"+claudeCodeVersion, "claude")
 	url, tok, js := startDevWith(t, func(cfg *config.Config, mockURL string) {
 		base := strings.TrimSuffix(mockURL, "/v1")
 		cfg.Providers = append(cfg.Providers,
+			config.Provider{Name: "ant", Kind: config.KindAnthropic, BaseURL: base, APIKey: "mock"},
 			config.Provider{Name: "gem", Kind: config.KindGemini, BaseURL: base, APIKey: "mock"},
 			config.Provider{Name: "aws", Kind: config.KindBedrock, BaseURL: base, Region: "us-east-1", AccessKeyID: "AKIDEXAMPLE", SecretAccessKey: "mock"})
 		cfg.Models = append(cfg.Models,
+			config.Model{Name: "claude-mock", Type: "chat", Targets: []config.Target{{Provider: "ant"}}},
 			config.Model{Name: "gemini-mock", Type: "chat", Targets: []config.Target{{Provider: "gem"}}},
 			config.Model{Name: "bedrock-mock", Type: "chat", Targets: []config.Target{{Provider: "aws"}}})
+		if cfg.Prices == nil {
+			cfg.Prices = map[string]config.Price{}
+		}
+		cfg.Prices["claude-mock"] = config.Price{Input: "3.00", Output: "15.00"} // the native model is billed at a price
 		cfg.ApplyDefaults()
 	})
 	for _, tt := range []struct{ name, model, prompt, want string }{
+		{"anthropic kind (native) plain", "claude-mock", "Say hello.", ""},
+		{"anthropic kind (native) tool", "claude-mock", "Use Read to open the file notes.txt.", "(tool result:"},
 		{"openai kind plain", "mock-gpt", "Say hello.", ""},
 		{"openai kind tool", "mock-gpt", "Use Read to open the file notes.txt.", "(tool result:"},
 		{"gemini kind tool", "gemini-mock", "Use Read to open the file notes.txt.", "(tool result:"},
@@ -93,5 +78,5 @@ func TestClaudeCodeCLI(t *testing.T) {
 			}
 		})
 	}
-	checkBilled(t, js)
+	checkDeptTotal(t, js, "dev", checkBilled(t, js))
 }

@@ -2,6 +2,7 @@ package conformance_test
 
 import (
 	"context"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,9 +13,11 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tollgate/tollgate/pkg/auth"
+	"github.com/tollgate/tollgate/pkg/budget"
 	"github.com/tollgate/tollgate/pkg/config"
 	"github.com/tollgate/tollgate/pkg/usage"
 	usagev1 "github.com/tollgate/tollgate/proto/tollgate/usage/v1"
+	"google.golang.org/protobuf/proto"
 )
 
 const (
@@ -114,9 +117,35 @@ func startDevWith(t *testing.T, extend func(cfg *config.Config, mockURL string))
 	return url, tok, js
 }
 
-// checkBilled checks the usage events of the framework tests: every one a
-// success, with the provider's token counts (not estimates).
-func checkBilled(t *testing.T, js jetstream.JetStream) {
+// agentCLI returns the binary bin of the agent CLI that scripts/deps.sh
+// installs with npm into $TOLLGATE_CACHE/cli/<dir> (TOLLGATE_CACHE
+// defaulting to the user's cache dir's tollgate). The test skips with
+// -short, and when the CLI is missing: it fails then with CI=true.
+func agentCLI(t *testing.T, what, dir, bin string) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skipf("-short: the %s test runs the CLI", what)
+	}
+	cache := os.Getenv("TOLLGATE_CACHE")
+	if cache == "" {
+		d, err := os.UserCacheDir()
+		if err != nil {
+			t.Fatalf("no cache dir to find %s in: %v", what, err)
+		}
+		cache = filepath.Join(d, "tollgate")
+	}
+	path := filepath.Join(cache, "cli", dir, "node_modules", ".bin", bin)
+	if _, err := os.Stat(path); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("%s not installed at %s: run scripts/deps.sh", what, path)
+		}
+		t.Skipf("%s not installed at %s: run scripts/deps.sh to run this test", what, path)
+	}
+	return path
+}
+
+// usageEvents reads every usage event in the stream.
+func usageEvents(t *testing.T, js jetstream.JetStream) []*usagev1.UsageEvent {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -128,7 +157,7 @@ func checkBilled(t *testing.T, js jetstream.JetStream) {
 	for {
 		msg, err := c.Next(jetstream.FetchMaxWait(time.Second))
 		if err != nil {
-			break // no more: the publisher sends within milliseconds
+			return got // no more: the publisher sends within milliseconds
 		}
 		var b usagev1.UsageBatch
 		if err := usage.DecodeMessage(msg.Data(), &b); err != nil {
@@ -136,6 +165,14 @@ func checkBilled(t *testing.T, js jetstream.JetStream) {
 		}
 		got = append(got, b.Events...)
 	}
+}
+
+// checkBilled checks that every request the clients made was billed with
+// the provider's counts: a success on an API endpoint, not estimated, with
+// prompt tokens. It returns the events.
+func checkBilled(t *testing.T, js jetstream.JetStream) []*usagev1.UsageEvent {
+	t.Helper()
+	got := usageEvents(t, js)
 	for _, ev := range got {
 		if ev.StatusCode != 200 || ev.Estimated || ev.PromptTokens == 0 || !strings.HasPrefix(ev.Endpoint, "/v1/") {
 			t.Errorf("usage event %s %s: status %d estimated %v prompt %d", ev.Endpoint, ev.RequestId, ev.StatusCode, ev.Estimated, ev.PromptTokens)
@@ -144,4 +181,54 @@ func checkBilled(t *testing.T, js jetstream.JetStream) {
 	if len(got) == 0 {
 		t.Error("no usage events")
 	}
+	return got
+}
+
+// checkDeptTotal runs the budget consumer on the usage stream, as the
+// budget service does, and checks that department dept's total is the sum
+// of evs: as many requests, the same cost.
+func checkDeptTotal(t *testing.T, js jetstream.JetStream, dept string, evs []*usagev1.UsageEvent) {
+	t.Helper()
+	var n uint64
+	var cost int64
+	for _, ev := range evs {
+		if ev.Dept != dept {
+			t.Errorf("usage event %s: dept %q, want %q", ev.RequestId, ev.Dept, dept)
+		}
+		n++
+		cost += ev.CostNanoUsd
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	kv, err := budget.EnsureBucket(ctx, js, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	consumer, err := budget.NewConsumer(js, budget.ConsumerOptions{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cctx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = consumer.Run(cctx) }()
+	defer func() { stop(); <-done }()
+	w, err := kv.Watch(ctx, budget.TotalID{Scope: budget.ScopeDept, Value: dept, Period: budget.PeriodTotal}.Key())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = w.Stop() }()
+	var total usagev1.SpendTotal
+	for e := range w.Updates() { // until the total includes every event, or the deadline
+		if e == nil {
+			continue // the initial values were sent
+		}
+		if err := proto.Unmarshal(e.Value(), &total); err != nil {
+			t.Fatal(err)
+		}
+		if total.Requests == n && total.CostNanoUsd == cost {
+			t.Logf("department %s: %d requests, %d nano-USD", dept, n, cost)
+			return
+		}
+	}
+	t.Errorf("department %s total: %d requests, %d nano-USD; the usage events: %d, %d nano-USD", dept, total.Requests, total.CostNanoUsd, n, cost)
 }

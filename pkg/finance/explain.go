@@ -30,18 +30,18 @@ func Explain(ctx context.Context, conn driver.Conn, requestID string, tables ...
 		return nil, fmt.Errorf("%w %s", ErrNotFound, requestID)
 	}
 	c := &billing.Charge{}
-	var est uint8
+	var est, recovered uint8
 	var scope, value, period, start []string
 	var fromToken []uint8
 	var limit, spent, reserved, headroom []int64
 	if err := rows.Scan(&c.EventID, &c.RequestID, &c.Time, &c.Issuer, &c.Subject, &c.KeyID, &c.Dept, &c.Team, &c.Project,
 		&c.RequestedModel, &c.ServedModel, &c.Provider, &c.Deployment, &c.Route, &c.Attempts, &c.Fallbacks, &c.Endpoint,
 		&c.StatusCode, &c.ErrorType, &c.PromptTokens, &c.CompletionTokens, &c.CachedTokens, &c.CacheWriteTokens, &c.ReasoningTokens, &est,
-		&c.CostNano, &c.PricingVersion, &c.ServiceTier, &scope, &value, &period, &start, &fromToken,
+		&c.CostNano, &c.PricingVersion, &c.ServiceTier, &recovered, &scope, &value, &period, &start, &fromToken,
 		&limit, &spent, &reserved, &headroom); err != nil {
 		return nil, fmt.Errorf("read request %s: %w", requestID, err)
 	}
-	c.Estimated = est == 1
+	c.Estimated, c.Recovered = est == 1, recovered == 1
 	for i := range scope {
 		if i >= len(value) || i >= len(period) || i >= len(start) || i >= len(fromToken) ||
 			i >= len(limit) || i >= len(spent) || i >= len(reserved) || i >= len(headroom) {

@@ -30,6 +30,12 @@ type Line struct {
 	PromptTokens     uint64 `json:"prompt_tokens"`
 	CompletionTokens uint64 `json:"completion_tokens"`
 	CostNanoUSD      int64  `json:"cost_nano_usd"`
+	// RecoveredRequests and RecoveredCostNanoUSD are the part of the line
+	// billed from the begun records of requests whose gateway ended before
+	// recording them (the recovery rule, docs/usage-recovery.md). Omitted
+	// when zero, so statements written before they existed hash the same.
+	RecoveredRequests    uint64 `json:"recovered_requests,omitempty"`
+	RecoveredCostNanoUSD int64  `json:"recovered_cost_nano_usd,omitempty"`
 }
 
 // Statement is one department's month: totals by team, project and model,
@@ -72,7 +78,8 @@ func BuildStatement(ctx context.Context, conn driver.Conn, dept, month string, n
 		*g.dst = []Line{}
 		for rows.Next() {
 			var l Line
-			if err := rows.Scan(&l.Name, &l.Requests, &l.PromptTokens, &l.CompletionTokens, &l.CostNanoUSD); err != nil {
+			if err := rows.Scan(&l.Name, &l.Requests, &l.PromptTokens, &l.CompletionTokens, &l.CostNanoUSD,
+				&l.RecoveredRequests, &l.RecoveredCostNanoUSD); err != nil {
 				rows.Close()
 				return nil, fmt.Errorf("sum %s by %s: %w", dept, g.col, err)
 			}
@@ -82,6 +89,8 @@ func BuildStatement(ctx context.Context, conn driver.Conn, dept, month string, n
 				s.Total.PromptTokens += l.PromptTokens
 				s.Total.CompletionTokens += l.CompletionTokens
 				s.Total.CostNanoUSD += l.CostNanoUSD
+				s.Total.RecoveredRequests += l.RecoveredRequests
+				s.Total.RecoveredCostNanoUSD += l.RecoveredCostNanoUSD
 			}
 		}
 		rows.Close()
@@ -177,13 +186,16 @@ func Verify(stmts []*Statement, pub ed25519.PublicKey) error {
 }
 
 // WriteCSV writes the statement as CSV: kind,name,requests,prompt_tokens,
-// completion_tokens,cost_usd, one row per line and a total row.
+// completion_tokens,cost_usd,recovered_requests,recovered_cost_usd, one row
+// per line and a total row.
 func (s *Statement) WriteCSV(w io.Writer) error {
 	cw := csv.NewWriter(w)
-	cw.Write([]string{"dept", "month", "kind", "name", "requests", "prompt_tokens", "completion_tokens", "cost_usd"})
+	cw.Write([]string{"dept", "month", "kind", "name", "requests", "prompt_tokens", "completion_tokens", "cost_usd",
+		"recovered_requests", "recovered_cost_usd"})
 	row := func(kind string, l Line) {
 		cw.Write([]string{s.Dept, s.Month, kind, l.Name, strconv.FormatUint(l.Requests, 10), strconv.FormatUint(l.PromptTokens, 10),
-			strconv.FormatUint(l.CompletionTokens, 10), pricing.FormatUSD(l.CostNanoUSD)})
+			strconv.FormatUint(l.CompletionTokens, 10), pricing.FormatUSD(l.CostNanoUSD),
+			strconv.FormatUint(l.RecoveredRequests, 10), pricing.FormatUSD(l.RecoveredCostNanoUSD)})
 	}
 	for _, g := range []struct {
 		kind  string

@@ -31,6 +31,10 @@ type publisher interface {
 // Tracker no budget is enforced, without a Limiter no rate limit applies.
 type Accounting struct {
 	Publisher publisher
+	// Journal, when set (the usage publisher), records each request whose
+	// upstream call begins, for the next start to bill if this process
+	// ends before the request's event is enqueued (begun.go).
+	Journal journal
 	// Tracker enforces budgets and owns their reservations: wire its OnAck
 	// to the publisher's (usage.Config.OnAck).
 	Tracker *budget.Tracker
@@ -296,7 +300,7 @@ func (g *Gateway) reserve(c *fiber.Ctx, adm *admission, bd budget.Bound, claims 
 }
 
 // setBudgetHeaders says on a refusal which limit refused and its figures,
-// each a decimal USD amount (README: Budget refusals): the applied spend,
+// each a decimal USD amount (docs/budgets.md: Budget refusals): the applied spend,
 // this gateway's reservations for requests in flight, what other gateways
 // hold (budget leases) and this request's own worst-case estimate.
 func setBudgetHeaders(c *fiber.Ctx, err error) {
@@ -556,6 +560,15 @@ func appendAnswerText(dst, answer []byte) []byte {
 	return dst
 }
 
+// eventID is the request's usage event id: the one its begun record
+// carries, else a new one.
+func (rec *record) eventID() string {
+	if rec.begun.EventID != "" {
+		return rec.begun.EventID
+	}
+	return usage.NewEventID(rec.start)
+}
+
 // event builds the usage event of a finished request.
 func (g *Gateway) event(rec *record, u tokenUsage, estimated bool, cost int64) *usagev1.UsageEvent {
 	p := rec.principal
@@ -565,7 +578,7 @@ func (g *Gateway) event(rec *record, u tokenUsage, estimated bool, cost int64) *
 	ev := usagev1.UsageEventFromVTPool()
 	checks := ev.Budgets
 	*ev = usagev1.UsageEvent{
-		EventId:          usage.NewEventID(rec.start),
+		EventId:          rec.eventID(),
 		RequestId:        rec.requestID,
 		Timestamp:        rec.start.UnixNano(),
 		Issuer:           p.Issuer,

@@ -5,8 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -40,6 +43,7 @@ type acctRig struct {
 	revokedKV jetstream.KeyValue
 	keys      *apikey.Store
 	nc        *nats.Conn
+	spoolDir  string
 }
 
 func newAcctRig(t *testing.T, mutate func(*config.Config)) *acctRig {
@@ -123,7 +127,7 @@ func newAcctRig(t *testing.T, mutate func(*config.Config)) *acctRig {
 	}
 	// Swap the rig's gateway for one with accounting, on the same config.
 	gw, err := New(Options{Config: r.cfg, Verifier: r.gw.state.Load().verifier, Logger: r.gw.log, Accounting: Accounting{
-		Publisher: pub, Tracker: tracker, Prices: pricing.Default(),
+		Publisher: pub, Journal: pub, Tracker: tracker, Prices: pricing.Default(),
 		Limiter: ratelimit.New(ratelimit.Options{Share: presence.Share()}), Presence: presence, Estimator: tokenize.New(),
 	}, Revocations: revoked, Keys: keys, Alert: func(subject string, data []byte) { _ = nc.Publish(subject, data) },
 		Owners: r.gw.owners})
@@ -138,7 +142,7 @@ func newAcctRig(t *testing.T, mutate func(*config.Config)) *acctRig {
 		_ = gw.Shutdown(sctx)
 	})
 	r.gw, r.url = gw, "http://"+ln.Addr().String()
-	return &acctRig{rig: r, js: js, pub: pub, tracker: tracker, revokedKV: rkv, keys: apikey.NewStore(keysKV, nil, nil), nc: nc}
+	return &acctRig{rig: r, js: js, pub: pub, tracker: tracker, revokedKV: rkv, keys: apikey.NewStore(keysKV, nil, nil), nc: nc, spoolDir: ucfg.SpoolDir}
 }
 
 // wgGroup runs a group's loops on a WaitGroup, dropping their errors.
@@ -276,6 +280,111 @@ func TestUsageEventClientAbortIsEstimated(t *testing.T) {
 	}
 	if ev.PromptTokens == 0 || ev.CompletionTokens < 3 || ev.CompletionTokens > 150 || ev.CostNanoUsd <= 0 {
 		t.Errorf("estimated prompt %d completion %d cost %d", ev.PromptTokens, ev.CompletionTokens, ev.CostNanoUsd)
+	}
+}
+
+// TestStreamBegunRecovered: a stream in flight has a begun record, with
+// its progress, in the spool directory. A publisher opened on a copy of
+// that directory (as a gateway SIGKILLed then would leave it) publishes
+// the request's event, recovered and estimated, with the id, principal
+// and route the request's own event carries when it ends.
+func TestStreamBegunRecovered(t *testing.T) {
+	a := newAcctRig(t, nil)
+	resp := a.post("/v1/chat/completions", a.token(nil), streamBody(`{"chunks":40,"chunk_delay_ms":50}`))
+	br := bufio.NewReader(resp.Body)
+	text := 0                   // bytes of content the client got
+	for seen := 0; seen < 25; { // 1.25 s in: a progress record was written
+		line, err := br.ReadString('\n')
+		if err != nil {
+			t.Fatal(err)
+		}
+		if data, ok := strings.CutPrefix(line, "data: "); ok {
+			seen++
+			var chunk struct {
+				Choices []struct {
+					Delta struct{ Content string } `json:"delta"`
+				} `json:"choices"`
+			}
+			if json.Unmarshal([]byte(data), &chunk) == nil && len(chunk.Choices) > 0 {
+				text += len(chunk.Choices[0].Delta.Content)
+			}
+		}
+	}
+	waitFor(t, 5*time.Second, "the stream's progress in the begun file", func() bool {
+		u, err := usage.ReadUnfinished(a.spoolDir)
+		return err == nil && len(u) == 1 && u[0].CompletionTokens > 0
+	})
+	dir := t.TempDir()
+	copySpool(t, a.spoolDir, dir)
+
+	ns := natstest.Start(t)
+	js2, err := jetstream.New(natstest.Connect(t, ns))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := usage.EnsureStream(ctx, js2, usage.StreamConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := usage.NewPublisher(js2, usage.Config{SpoolDir: dir}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := rec.Stats().Recovered; n != 1 {
+		t.Fatalf("recovered %d events, want 1", n)
+	}
+	ran := make(chan error, 1)
+	go func() { ran <- rec.Run(ctx) }()
+	b := &acctRig{js: js2}
+	got := b.events(t, 1)[0]
+	if err := rec.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-ran; err != nil {
+		t.Fatal(err)
+	}
+
+	if _, err := io.Copy(io.Discard, br); err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	own := a.events(t, 1)[0]
+	if got.EventId != own.EventId || got.RequestId != own.RequestId || got.Dept != own.Dept || got.Team != own.Team ||
+		got.Subject != own.Subject || got.Route != own.Route || got.Provider != own.Provider || got.ServedModel != own.ServedModel {
+		t.Errorf("recovered event %v\ndoes not match the request's own %v", got, own)
+	}
+	if !got.Recovered || !got.Estimated || !got.Stream || own.Recovered {
+		t.Errorf("recovered %v estimated %v stream %v; own recovered %v", got.Recovered, got.Estimated, got.Stream, own.Recovered)
+	}
+	// 25 chunks relayed when the copy was taken. The last progress (every
+	// 500 ms from 500 ms after the first chunk) counted at least 8 of them
+	// (a token each at least, a quarter of their text's bytes at most),
+	// and the rule adds one interval more.
+	if lo, hi := uint64(8), uint64(2*max(25, text/4)); got.CompletionTokens < lo || got.CompletionTokens > hi || got.PromptTokens == 0 || got.CostNanoUsd <= 0 {
+		t.Errorf("recovered completion %d prompt %d cost %d", got.CompletionTokens, got.PromptTokens, got.CostNanoUsd)
+	}
+}
+
+// copySpool copies the regular files of a spool directory, as the page
+// cache holds them.
+func copySpool(t *testing.T, src, dst string) {
+	t.Helper()
+	ents, err := os.ReadDir(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		if !e.Type().IsRegular() {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join(src, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dst, e.Name()), data, 0o640); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/tollgate/tollgate/pkg/budget"
 	"github.com/tollgate/tollgate/pkg/config"
 	"github.com/tollgate/tollgate/pkg/pricing"
+	"github.com/tollgate/tollgate/pkg/usage"
 	usagev1 "github.com/tollgate/tollgate/proto/tollgate/usage/v1"
 )
 
@@ -37,7 +38,45 @@ func (p takePublisher) Saturated() bool { return false }
 // request record comes from a pool (3.8 KB before), and the admission is
 // filled in place in it (returned by value, it moved to the heap: 10
 // allocs/op, 2.3 KB).
-func BenchmarkBudgetedRequest(b *testing.B) {
+func BenchmarkBudgetedRequest(b *testing.B) { benchBudgeted(b, nil) }
+
+// BenchmarkBudgetedRequestBegun is BenchmarkBudgetedRequest with a begun
+// record before the upstream call (begun.go), handed to a journal that
+// queues it as usage.Publisher.Begin does (a copy onto a buffered channel,
+// which a goroutine empties). Expected: BenchmarkBudgetedRequest's
+// allocations (the event id is made before the call instead of at the
+// end).
+func BenchmarkBudgetedRequestBegun(b *testing.B) {
+	j := chanJournal{ch: make(chan usage.Begun, 8192)}
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-j.ch:
+			case <-stop:
+				return
+			}
+		}
+	}()
+	defer func() { close(stop); <-done }()
+	benchBudgeted(b, j)
+}
+
+// chanJournal queues begun records as usage.Publisher.Begin does.
+type chanJournal struct{ ch chan usage.Begun }
+
+func (j chanJournal) Begin(b *usage.Begun) {
+	select {
+	case j.ch <- *b:
+	default:
+	}
+}
+
+func (j chanJournal) Progress(string, uint64) {}
+
+func benchBudgeted(b *testing.B, j journal) {
 	r := newRigFor(b, nil, fixedUpstream(b, benchCompletion), func(c *config.Config) { c.Log.Requests = false })
 	limits, err := budget.ParseLimits([]config.BudgetLimit{
 		{Scope: "dept", Value: "research", AmountUSD: "1000000000", Period: "month"},
@@ -48,7 +87,7 @@ func BenchmarkBudgetedRequest(b *testing.B) {
 	}
 	tracker := budget.NewTracker(budget.TrackerOptions{Limits: limits})
 	gw, err := New(Options{Config: r.cfg, Verifier: r.gw.state.Load().verifier, Logger: r.gw.log, Accounting: Accounting{
-		Publisher: takePublisher{tracker}, Tracker: tracker,
+		Publisher: takePublisher{tracker}, Journal: j, Tracker: tracker,
 		Prices: pricing.Default(),
 	}})
 	if err != nil {

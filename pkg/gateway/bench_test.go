@@ -37,6 +37,7 @@ var benchCompletion = []byte(`{"id":"chatcmpl-1","object":"chat.completion","cre
 var (
 	benchResponse   = []byte(`{"id":"resp_1","object":"response","created_at":1764460800,"status":"completed","background":false,"error":null,"incomplete_details":null,"model":"mock-gpt","output":[{"id":"msg_1","type":"message","status":"completed","role":"assistant","content":[{"type":"output_text","annotations":[],"logprobs":[],"text":"Hello from the benchmark upstream"}]}],"parallel_tool_calls":true,"previous_response_id":null,"store":false,"temperature":1.0,"text":{"format":{"type":"text"}},"tool_choice":"auto","tools":[],"top_p":1.0,"truncation":"disabled","usage":{"input_tokens":210,"input_tokens_details":{"cached_tokens":0},"output_tokens":6,"output_tokens_details":{"reasoning_tokens":0},"total_tokens":216},"metadata":{}}`)
 	benchMessage    = []byte(`{"id":"msg_1","type":"message","role":"assistant","model":"claude-mock","content":[{"type":"text","text":"Hello from the benchmark upstream"}],"stop_reason":"end_turn","stop_sequence":null,"usage":{"input_tokens":210,"cache_creation_input_tokens":0,"cache_read_input_tokens":0,"output_tokens":6}}`)
+	benchGenerate   = []byte(`{"candidates":[{"content":{"role":"model","parts":[{"text":"Hello from the benchmark upstream"}]},"finishReason":"STOP","index":0}],"usageMetadata":{"promptTokenCount":210,"candidatesTokenCount":6,"totalTokenCount":216},"modelVersion":"gemini-mock","responseId":"r1"}`)
 	benchModeration = []byte(`{"id":"modr-1","model":"omni-moderation-latest","results":[{"flagged":false,"categories":{"hate":false,"violence":false},"category_scores":{"hate":0.0001,"violence":0.0001}}]}`)
 )
 
@@ -59,7 +60,16 @@ var (
 //	responses            3  /v1/responses to an openai-kind provider
 //	messages-translated 14  /v1/messages to an openai-kind provider: the
 //	                        body translated to chat and the answer back
+//	responses-translated 13 /v1/responses to an anthropic-kind provider:
+//	                        the body translated to chat and on to the
+//	                        Messages API, the answer back twice (2026-12-07)
 //	messages-native      8  /v1/messages to an anthropic-kind provider
+//	gemini-translated   15  /v1beta/models/{model}:generateContent to an
+//	                        openai-kind provider (2026-12-07, 86 µs/op as
+//	                        messages-translated)
+//	gemini-native       12  the same to a gemini-kind provider: the body
+//	                        passed through, its translation made for
+//	                        admission (2026-12-07, 50 µs/op)
 //	moderations         10  /v1/moderations, a pass-through endpoint (its
 //	                        record, which its body stream holds, included)
 //
@@ -80,7 +90,10 @@ func BenchmarkNonStreamRequest(b *testing.B) {
 		{"hedge-armed", "/v1/chat/completions", `{"model":"hedged-gpt","messages":[{"role":"user","content":"` + words + `"}]}`, benchCompletion},
 		{"responses", "/v1/responses", `{"model":"mock-gpt","input":"` + words + `"}`, benchResponse},
 		{"messages-translated", "/v1/messages", `{"model":"mock-gpt","max_tokens":256,"messages":[{"role":"user","content":"` + words + `"}]}`, benchCompletion},
+		{"responses-translated", "/v1/responses", `{"model":"claude-mock","input":"` + words + `"}`, benchMessage},
 		{"messages-native", "/v1/messages", `{"model":"claude-mock","max_tokens":256,"messages":[{"role":"user","content":"` + words + `"}]}`, benchMessage},
+		{"gemini-translated", "/v1beta/models/mock-gpt:generateContent", `{"contents":[{"role":"user","parts":[{"text":"` + words + `"}]}]}`, benchCompletion},
+		{"gemini-native", "/v1beta/models/gemini-mock:generateContent", `{"contents":[{"role":"user","parts":[{"text":"` + words + `"}]}]}`, benchGenerate},
 		{"moderations", "/v1/moderations", `{"model":"omni-moderation-latest","input":"` + words + `"}`, benchModeration},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
@@ -88,8 +101,11 @@ func BenchmarkNonStreamRequest(b *testing.B) {
 				c.Log.Requests = false
 				mock := c.Providers[0]
 				c.Providers = append(c.Providers, config.Provider{Name: "claude", Kind: config.KindAnthropic,
-					BaseURL: strings.TrimSuffix(mock.BaseURL, "/v1"), APIKey: testProvKey, Timeouts: mock.Timeouts})
+					BaseURL: strings.TrimSuffix(mock.BaseURL, "/v1"), APIKey: testProvKey, Timeouts: mock.Timeouts},
+					config.Provider{Name: "gem", Kind: config.KindGemini,
+						BaseURL: strings.TrimSuffix(mock.BaseURL, "/v1"), APIKey: testProvKey, Timeouts: mock.Timeouts})
 				c.Models = append(c.Models,
+					config.Model{Name: "gemini-mock", Targets: []config.Target{{Provider: "gem"}}},
 					config.Model{Name: "hedged-gpt", Strategy: config.StrategyOrdered,
 						Targets: []config.Target{{Provider: "mock", Model: "mock-gpt"}, {Provider: "renamed", Model: "mock-gpt"}},
 						Hedge:   config.Hedge{After: "10s"}},

@@ -9,7 +9,8 @@
 //
 //   - begin (pipeline.go): request id, trace span, the state (config,
 //     routes, prices) the request will finish on;
-//   - authenticate: the bearer token (x-api-key too on /v1/messages);
+//   - authenticate: the bearer token (x-api-key too on /v1/messages,
+//     x-goog-api-key on the Gemini endpoints);
 //   - parse: the endpoint's own (parseRequest for the chat family and
 //     scanMessages for the Messages API, each one pass over the body with
 //     rawjson.Scan; the pass-through parsers for theirs), then any file
@@ -20,18 +21,27 @@
 //   - the response cache and admission (rate limits, budget reservation;
 //     a cache hit is admitted too before it is served, cache.go);
 //   - attempts (pipeline.go): routing, retries and fallbacks, the router's
-//     bookkeeping, keys, headers, attempt spans, the plan's release;
+//     bookkeeping, keys, headers, attempt spans, the plan's release; before
+//     the first call, the begun record a killed gateway's next start bills
+//     from (begun.go, issue #47);
 //   - finish (serve.go), the one place a request ends: billed, its usage
 //     event enqueued, metrics, span and log line.
 //
 // An endpoint is an adapter that supplies only what is its own: its parse,
 // how one target is built and called (a caller: chatCaller for chat,
-// completions, embeddings and the Responses API, with hedging;
+// completions, embeddings and the Responses API, with hedging, a
+// Responses API request to a target that does not speak it translated to
+// chat and back, without hedging, responses_translate.go;
 // messagesCaller for /v1/messages, native or translated, without hedging;
 // countTokensCaller for /v1/messages/count_tokens, native or counted by
-// the gateway, free but admitted and recorded like any request),
-// its error shape and its stream encoder. The pass-through endpoints make
-// one call and never retry (a streamed upload cannot be sent twice). The
+// the gateway, free but admitted and recorded like any request;
+// geminiCaller and geminiCountCaller for the Gemini API's
+// /v1beta/models/{model}:generateContent, :streamGenerateContent and
+// :countTokens, the same way with gemini providers native),
+// its error shape and its stream encoder (encoder: Anthropic events
+// for /v1/messages, Gemini chunks for the Gemini endpoints). The
+// pass-through endpoints make one call and never retry (a streamed upload
+// cannot be sent twice). The
 // adapters' per-request state lives in the record (callState), so a
 // request needs one record and no adapter of its own. Records come from a
 // pool (begin) and go back when the request ended in its handler (release,

@@ -393,6 +393,9 @@ func (g *Gateway) newApp() *fiber.App {
 	app.Post("/v1/messages", g.serveMessages)
 	app.Post("/v1/messages/count_tokens", g.serveCountTokens)
 	app.Get("/v1/models", g.handleModels)
+	app.Post("/v1beta/models/*", g.serveGemini)
+	app.Get("/v1beta/models", g.handleGeminiModels)
+	app.Get("/v1beta/models/*", g.handleGeminiModels)
 	g.registerPassthrough(app)
 	app.Get("/healthz", g.handleHealth)
 	app.Get("/readyz", g.handleReady)
@@ -452,8 +455,11 @@ func scrubParseError(err error) error {
 func (g *Gateway) handleFiberError(c *fiber.Ctx, err error) error {
 	setRequestID(c)
 	writeError := writeError
-	if strings.HasPrefix(c.Path(), "/v1/messages") {
+	switch p := c.Path(); {
+	case strings.HasPrefix(p, "/v1/messages"):
 		writeError = writeAnthropicError
+	case strings.HasPrefix(p, geminiPrefix):
+		writeError = writeGeminiError
 	}
 	var fe *fiber.Error
 	if !errors.As(err, &fe) {

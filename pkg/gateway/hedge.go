@@ -383,7 +383,8 @@ func (g *Gateway) runLeg(l *leg, out chan<- *leg) {
 
 // startHedge starts the second call of a hedged request, or returns nil
 // when there is none to make (no other target available, no key, a
-// request the provider cannot take).
+// request the provider cannot take, a Responses API request the target
+// would serve by translation: translated calls are not hedged).
 func (g *Gateway) startHedge(c *fiber.Ctx, st *state, plan *router.Plan, rec *record, info *reqInfo, body []byte) *leg {
 	h := plan.Hedge()
 	if h == nil {
@@ -395,6 +396,10 @@ func (g *Gateway) startHedge(c *fiber.Ctx, st *state, plan *router.Plan, rec *re
 	h.Start()
 	if !rt.up.hasKey {
 		h.Done(router.Outcome{Class: router.Auth}, 0)
+		return nil
+	}
+	if info.ep == epResponses && !speaksResponses(rt.up) {
+		h.Done(router.Outcome{Class: router.Canceled}, 0)
 		return nil
 	}
 	call := g.newCall(c, rec, info, rt, body)

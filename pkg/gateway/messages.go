@@ -144,20 +144,32 @@ func newMessagesRequest(body []byte, f *messagesFields) messagesRequest {
 		admInfo: reqInfo{model: model.Str, modelRaw: model.Raw, modelIdx: model.Index,
 			stream: f.stream, maxTokens: f.maxTokens}}
 	oa, _, _, err := anthropic.RequestToOpenAI(nil, body)
+	m.setTranslation(oa, err)
+	return m
+}
+
+// setTranslation records the OpenAI-format translation oa (or why there is
+// none): admission then reads the translation when there is one.
+func (m *messagesRequest) setTranslation(oa []byte, err error) {
 	if err != nil {
-		var pe *providers.ParamError
-		if errors.As(err, &pe) {
-			m.oaErr = errBadRequest("unsupported_parameter", pe.Param, pe.Error())
-		} else {
-			m.oaErr = errBadRequest("invalid_request", "", err.Error())
-		}
-		return m
+		m.oaErr = translationError(err)
+		return
 	}
 	m.oa = oa
 	if m.oaErr = parseRequest(oa, epChat, &m.oaInfo); m.oaErr == nil {
 		m.admBody, m.admInfo = oa, m.oaInfo
 	}
-	return m
+}
+
+// translationError is the answer to a request that cannot be translated to
+// the OpenAI format: 400 unsupported_parameter naming the parameter the
+// target cannot take, else invalid_request.
+func translationError(err error) *apiError {
+	var pe *providers.ParamError
+	if errors.As(err, &pe) {
+		return errBadRequest("unsupported_parameter", pe.Param, pe.Error())
+	}
+	return errBadRequest("invalid_request", "", err.Error())
 }
 
 // messagesNative is the capability of a provider that speaks the Messages
@@ -170,11 +182,9 @@ type messagesNative interface {
 }
 
 // messagesCaller calls targets for /v1/messages: natively on anthropic
-// providers, translated for every other kind. It does not hedge (README:
+// providers, translated for every other kind. It does not hedge (docs/routing.md:
 // Hedged requests).
 type messagesCaller callState
-
-func (mc *messagesCaller) refuses(*route) *apiError { return nil }
 
 func (mc *messagesCaller) build(c *fiber.Ctx, req *fasthttp.Request, rec *record, rt *route) *apiError {
 	var aerr *apiError
@@ -186,13 +196,14 @@ func (mc *messagesCaller) call(c *fiber.Ctx, _ *state, plan *router.Plan, a *rou
 	g, m := mc.g, &mc.m
 	if rec.stream {
 		var s providers.Stream
-		var enc *anthropic.Encoder
+		var enc encoder
 		if mc.native != nil {
 			s = mc.native.NativeStream()
 		} else {
 			s = rt.up.prov.Stream(&mc.cur)
-			enc = anthropic.NewEncoder(m.model.Str, rec.requestID)
-			enc.EstimatePrompt(g.acct.Estimator, m.oa) // message_start's input_tokens (issue #16)
+			ae := anthropic.NewEncoder(m.model.Str, rec.requestID)
+			ae.EstimatePrompt(g.acct.Estimator, m.oa) // message_start's input_tokens (issue #16)
+			enc = messagesEncoder{ae}
 		}
 		return g.startStream(c, req, rt, rec, &mc.cur, s, enc, a, plan)
 	}
@@ -214,43 +225,81 @@ func (mc *messagesCaller) call(c *fiber.Ctx, _ *state, plan *router.Plan, a *rou
 // else the OpenAI translation.
 func (g *Gateway) buildMessages(c *fiber.Ctx, req *fasthttp.Request, rec *record, rt *route, m *messagesRequest) (providers.Call, messagesNative, *apiError) {
 	native, _ := rt.up.prov.(messagesNative)
-	var call providers.Call
-	var err error
-	if native != nil {
-		rec.body = m.body
-		call = providers.Call{Endpoint: epChat, Body: m.body, Model: rt.upstreamModel, Stream: rec.stream}
-		err = native.BuildNative(req, m.body, rt.upstreamModel, m.model.Raw, m.model.Index, &c.Request().Header)
-	} else {
-		if m.oaErr != nil {
-			return call, nil, m.oaErr
-		}
-		body := m.oa
-		if caps := rt.up.caps; caps != nil && !caps.ReasoningEffort() {
-			if m.oaPlain == nil {
-				var ok bool
-				if m.oaPlain, ok = anthropic.DropReasoningEffort(nil, m.oa); !ok {
-					m.oaPlain = m.oa
-				}
-			}
-			body = m.oaPlain // the members oaInfo locates precede the effort
-		}
-		rec.body = body
-		info := &m.oaInfo
-		call = providers.Call{Endpoint: epChat, Body: body, Model: rt.upstreamModel, ModelJSON: rt.modelJSON,
-			ClampMaxTokens: rec.adm.clamp, RequestID: c.Response().Header.Peek(headerRequestID), Header: &c.Request().Header}
-		info.fill(&call)
-		err = rt.up.prov.Build(req, &call)
+	if native == nil {
+		call, aerr := g.buildTranslated(c, req, rec, rt, m)
+		return call, nil, aerr
 	}
-	if err != nil {
+	rec.body = m.body
+	call := providers.Call{Endpoint: epChat, Body: m.body, Model: rt.upstreamModel, Stream: rec.stream}
+	if err := native.BuildNative(req, m.body, rt.upstreamModel, m.model.Raw, m.model.Index, &c.Request().Header); err != nil {
 		return call, nil, buildError(rt.up.name, err)
 	}
 	return call, native, nil
+}
+
+// buildTranslated writes the upstream request of one attempt from the
+// OpenAI translation of a request in another API's format (m.oa: the
+// Messages API's, the Gemini API's), without its reasoning effort for a
+// kind that has none, clamped to the budget like chat.
+func (g *Gateway) buildTranslated(c *fiber.Ctx, req *fasthttp.Request, rec *record, rt *route, m *messagesRequest) (providers.Call, *apiError) {
+	if m.oaErr != nil {
+		return providers.Call{}, m.oaErr
+	}
+	body := m.oa
+	if caps := rt.up.caps; caps != nil && !caps.ReasoningEffort() {
+		if m.oaPlain == nil {
+			var ok bool
+			if m.oaPlain, ok = anthropic.DropReasoningEffort(nil, m.oa); !ok {
+				m.oaPlain = m.oa
+			}
+		}
+		body = m.oaPlain // the members oaInfo locates precede the effort
+	}
+	rec.body = body
+	info := &m.oaInfo
+	call := providers.Call{Endpoint: epChat, Body: body, Model: rt.upstreamModel, ModelJSON: rt.modelJSON,
+		ClampMaxTokens: rec.adm.clamp, RequestID: c.Response().Header.Peek(headerRequestID), Header: &c.Request().Header}
+	info.fill(&call)
+	if err := rt.up.prov.Build(req, &call); err != nil {
+		return call, buildError(rt.up.name, err)
+	}
+	return call, nil
 }
 
 // tryUnaryMessages makes one non-stream Messages call. On success the
 // answer is written (the caller finishes the request); a failure before
 // that is returned for the routing decision.
 func (g *Gateway) tryUnaryMessages(c *fiber.Ctx, req *fasthttp.Request, rt *route, rec *record, call *providers.Call, native bool, model string) (attemptResult, time.Duration) {
+	return g.tryUnaryDialect(c, req, rt, rec, call, native, model, &messagesDialect)
+}
+
+// dialect is what a non-stream answer needs of a client API other than
+// OpenAI's: the usage of a native answer, and the translation of an
+// OpenAI-format one.
+type dialect struct {
+	// nativeUsage reads a native answer's usage, checking the answer.
+	nativeUsage func(body []byte) (providers.Usage, error)
+	// fromOpenAI translates an OpenAI chat.completion for model.
+	fromOpenAI func(dst, oa []byte, model string) ([]byte, error)
+}
+
+// messagesDialect is the Anthropic Messages API's.
+var messagesDialect = dialect{
+	nativeUsage: func(body []byte) (providers.Usage, error) {
+		// One pass: validity, the content array and the usage member.
+		a, err := providers.ScanAnswer(body, "content")
+		if err != nil {
+			return providers.Usage{}, err
+		}
+		return anthropic.UsageOf(a.Usage), nil
+	},
+	fromOpenAI: anthropic.ResponseFromOpenAI,
+}
+
+// tryUnaryDialect makes one non-stream call for a client API d. On
+// success the answer is written (the caller finishes the request); a
+// failure before that is returned for the routing decision.
+func (g *Gateway) tryUnaryDialect(c *fiber.Ctx, req *fasthttp.Request, rt *route, rec *record, call *providers.Call, native bool, model string, d *dialect) (attemptResult, time.Duration) {
 	resp := fasthttp.AcquireResponse()
 	defer fasthttp.ReleaseResponse(resp)
 	took, err := callUnary(req, resp, rt, rec)
@@ -263,16 +312,12 @@ func (g *Gateway) tryUnaryMessages(c *fiber.Ctx, req *fasthttp.Request, rt *rout
 	}
 	var out []byte
 	if native {
-		// One pass: validity, the content array and the usage member.
-		var a providers.Answer
-		if a, err = providers.ScanAnswer(resp.Body(), "content"); err == nil {
-			rec.usage = anthropic.UsageOf(a.Usage)
-		}
+		rec.usage, err = d.nativeUsage(resp.Body())
 		out = resp.Body()
 	} else {
 		var oa []byte
 		if oa, rec.usage, err = rt.up.prov.Response(nil, resp.Body(), call); err == nil {
-			out, err = anthropic.ResponseFromOpenAI(nil, oa, model)
+			out, err = d.fromOpenAI(nil, oa, model)
 		}
 	}
 	if err != nil {
@@ -338,8 +383,6 @@ func (g *Gateway) serveCountTokens(c *fiber.Ctx) error {
 // itself and calls nothing.
 type countTokensCaller callState
 
-func (cc *countTokensCaller) refuses(*route) *apiError { return nil }
-
 func (cc *countTokensCaller) build(c *fiber.Ctx, req *fasthttp.Request, _ *record, rt *route) *apiError {
 	cc.native, _ = rt.up.prov.(messagesNative)
 	if cc.native == nil {
@@ -368,6 +411,11 @@ func (cc *countTokensCaller) call(c *fiber.Ctx, _ *state, plan *router.Plan, a *
 		cc.answer(c, rec, fmt.Appendf(nil, `{"input_tokens":%d}`, n))
 		return attemptResult{}
 	}
+	return cc.callNative(c, plan, a, req, rt, rec)
+}
+
+// callNative makes a native count call and answers the provider's count.
+func (cc *countTokensCaller) callNative(c *fiber.Ctx, plan *router.Plan, a *router.Attempt, req *fasthttp.Request, rt *route, rec *record) attemptResult {
 	resp := fasthttp.AcquireResponse()
 	defer fasthttp.ReleaseResponse(resp)
 	took, err := callUnary(req, resp, rt, rec)

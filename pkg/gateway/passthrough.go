@@ -633,6 +633,7 @@ func (g *Gateway) callPass(c *fiber.Ctx, rec *record, pc *passCall) error {
 	c.Set("x-tollgate-attempts", "1")
 	resp := fasthttp.AcquireResponse()
 	resp.StreamBody = true
+	g.beginUpstream(rec, rt)
 	upStart := time.Now()
 	deadline := rec.start.Add(rt.up.timeouts.Total)
 	err := rt.up.hc.DoDeadline(req, resp, deadline)
@@ -724,7 +725,7 @@ func (g *Gateway) relayWhole(c *fiber.Ctx, rec *record, rt *route, resp *fasthtt
 // 16,000), so the estimate is usually above the real length; audio
 // compressed below it (low-rate Opus voice notes) is billed short. A
 // client that wants its exact duration billed asks for json or
-// verbose_json (README: Pass-through endpoints).
+// verbose_json (docs/endpoints.md: Pass-through endpoints).
 const estimateBytesPerSecond = 2000
 
 // estimateAudioMillis is the duration, in milliseconds, that an upload of

@@ -19,7 +19,7 @@ import (
 // and finish, the one place a request ends (bill, usage event, metrics,
 // span, log). begin and resolve live here so that no endpoint can skip
 // one; what an endpoint deliberately does not do is said where it is
-// served (README: Endpoints).
+// served (docs/endpoints.md: Endpoints).
 
 // Error codes the gateway answers on more than one endpoint. Clients and
 // dashboards branch on them: one constant each, never a literal.
@@ -128,10 +128,6 @@ func (g *Gateway) resolve(c *fiber.Ctx, st *state, rec *record, model string) (*
 // Pass-through endpoints make one call and never retry (a streamed upload
 // cannot be sent twice), so they do not use it.
 type caller interface {
-	// refuses returns why target rt cannot serve the request at all (the
-	// Responses API on a provider that does not speak it), or nil: the loop
-	// then moves on to the next target.
-	refuses(rt *route) *apiError
 	// build writes the upstream request of one attempt at rt; an error is
 	// the client's (the loop stops and answers it).
 	build(c *fiber.Ctx, req *fasthttp.Request, rec *record, rt *route) *apiError
@@ -147,19 +143,8 @@ type caller interface {
 // (a committed stream's by its relay).
 func (g *Gateway) attempts(c *fiber.Ctx, st *state, plan *router.Plan, rec *record, cl caller) error {
 	var last *apiError
-	var prev router.Outcome // the latest call's
 	for a := plan.Next(); a != nil; a = plan.Next() {
 		rt := st.target(g, a, rec.endpoint)
-		if aerr := cl.refuses(rt); aerr != nil {
-			a.Done(router.Outcome{Class: router.Canceled}, 0)
-			if last == nil {
-				last = aerr
-			}
-			if prev.Class != router.Success && plan.ShouldRetry(prev) && plan.Backoff(c.Context()) == nil {
-				continue
-			}
-			break
-		}
 		rec.route = rt
 		rec.routeName = a.Route
 		if a.Fallback && g.metrics != nil && rec.attempts > 0 {
@@ -172,7 +157,6 @@ func (g *Gateway) attempts(c *fiber.Ctx, st *state, plan *router.Plan, rec *reco
 			last = g.missingKey(rt.up)
 			o := router.Outcome{Class: router.Auth}
 			a.Done(o, 0)
-			prev = o
 			if !plan.ShouldRetry(o) {
 				break
 			}
@@ -193,6 +177,7 @@ func (g *Gateway) attempts(c *fiber.Ctx, st *state, plan *router.Plan, rec *reco
 		c.Set("x-tollgate-model", rt.upstreamModel)
 		c.Set("x-tollgate-provider", rt.up.name)
 		c.Set("x-tollgate-attempts", strconv.Itoa(rec.attempts))
+		g.beginUpstream(rec, rt)
 		res := cl.call(c, st, plan, a, req, rt, rec, aspan)
 		if res.aerr == nil {
 			endAttemptSpan(aspan, rec, rec.route) // a hedge may have served it
@@ -205,7 +190,7 @@ func (g *Gateway) attempts(c *fiber.Ctx, st *state, plan *router.Plan, rec *reco
 		aspan.End()
 		res.outcome.RetryAfter = router.ParseRetryAfter(res.retryAfter, time.Now())
 		a.Done(res.outcome, 0)
-		last, prev = res.aerr, res.outcome
+		last = res.aerr
 		if !plan.ShouldRetry(res.outcome) || plan.Backoff(c.Context()) != nil {
 			break
 		}

@@ -14,7 +14,6 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/tidwall/gjson"
 	"github.com/tollgate/tollgate/pkg/providers"
-	"github.com/tollgate/tollgate/pkg/providers/anthropic"
 	"github.com/tollgate/tollgate/pkg/respcache"
 	"github.com/tollgate/tollgate/pkg/router"
 	"github.com/tollgate/tollgate/pkg/sse"
@@ -45,9 +44,9 @@ type relay struct {
 	sc      *sse.Reader      // pooled SSE framing
 	fr      providers.Framer // sc, or the provider's own framing
 	stream  providers.Stream
-	enc     *anthropic.Encoder // OpenAI events to Anthropic ones, or nil
-	tmp     []byte             // OpenAI events before enc
-	out     []byte             // output not yet handed to fasthttp: out[pos:]
+	enc     encoder // OpenAI events to the client's format (encoder.go), or nil
+	tmp     []byte  // OpenAI events before enc
+	out     []byte  // output not yet handed to fasthttp: out[pos:]
 	pos     int
 	scratch []byte
 	content []byte // delivered content, for token estimation
@@ -96,6 +95,13 @@ type relay struct {
 	// reading is disconnected instead of holding the stream forever.
 	client       net.Conn
 	writeTimeout time.Duration
+
+	// relayed counts the events that carried output, for the journal's
+	// progress reports (begun.go), sent at nextProgress at the earliest;
+	// journal is nil when no begun record was written.
+	relayed      uint64
+	nextProgress time.Time
+	journal      journal
 }
 
 // relayBuf is the initial size of a relay's SSE and output buffers. A
@@ -110,7 +116,7 @@ var relayPool = sync.Pool{New: func() any {
 	return &relay{sc: sse.NewReader(nil, relayBuf, maxEventSize), out: make([]byte, 0, relayBuf)}
 }}
 
-func (g *Gateway) newRelay(resp *fasthttp.Response, rt *route, rec *record, upStart time.Time, s providers.Stream, enc *anthropic.Encoder) *relay {
+func (g *Gateway) newRelay(resp *fasthttp.Response, rt *route, rec *record, upStart time.Time, s providers.Stream, enc encoder) *relay {
 	r := relayPool.Get().(*relay)
 	if !rec.held { // a hedge leg's relay: tryHedged set it before the legs ran
 		rec.held = true
@@ -126,6 +132,9 @@ func (g *Gateway) newRelay(resp *fasthttp.Response, rt *route, rec *record, upSt
 	if r.fr = r.stream.Framer(r.body); r.fr == nil {
 		r.sc.Reset(r.body)
 		r.fr = r.sc
+	}
+	if rec.begun.EventID != "" {
+		r.journal = g.acct.Journal
 	}
 	r.idle = rt.up.timeouts.Idle
 	r.deadline = rec.start.Add(rt.up.timeouts.Total)
@@ -297,7 +306,7 @@ func (r *relay) next() ([]byte, error) {
 			}
 			switch {
 			case r.enc != nil:
-				r.out = r.enc.Fail(r.out[:0], anthropic.ErrorType(r.failure.Status), r.failure.Message)
+				r.out = r.enc.fail(r.out[:0], r.failure)
 			case r.rec.anthropic:
 				r.out = appendAnthropicErrorEvent(r.out[:0], r.failure)
 			case r.rec.endpoint == epResponses:
@@ -373,8 +382,14 @@ func (r *relay) handleEvent(ev []byte) {
 			st, err = providers.Failed, eerr
 		}
 	}
-	if r.ttft == 0 && len(r.out) > n {
-		r.ttft = time.Since(r.rec.start)
+	if len(r.out) > n {
+		if r.ttft == 0 {
+			r.ttft = time.Since(r.rec.start)
+		}
+		r.relayed++
+		if r.journal != nil {
+			r.progress(time.Now())
+		}
 	}
 	if !r.finished.Load() && r.stream.Complete() {
 		r.finished.Store(true)

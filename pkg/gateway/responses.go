@@ -2,8 +2,6 @@ package gateway
 
 import (
 	"bytes"
-	"context"
-	"fmt"
 	"strconv"
 
 	"github.com/tidwall/gjson"
@@ -14,9 +12,10 @@ import (
 // POST /v1/responses (the OpenAI Responses API) takes the chat path: the
 // same authentication, admission, routing, relay and accounting, with the
 // request and its stream passed through to providers that serve the API
-// (pkg/providers/openai). What differs is here: which targets may serve it,
-// the shape of the gateway's own error events in its streams, and what a
-// stream delivered (for estimating an aborted one).
+// (pkg/providers/openai), and translated for the others
+// (responses_translate.go). What differs is here: what the model's targets
+// require before admission, the shape of the gateway's own error events in
+// its streams, and what a stream delivered (for estimating an aborted one).
 
 // responsesSpeaker is a provider that can tell whether its server serves
 // the Responses API; providers that are not cannot.
@@ -30,35 +29,27 @@ func speaksResponses(u *upstream) bool {
 	return ok && s.SpeaksResponses()
 }
 
-// checkEndpoint refuses, before admission, a Responses API request that
-// the requested model cannot serve: every target of its route must speak
-// the API (a route that could serve it or not, depending on which target
-// is picked, would fail at random). Background responses are refused: the
-// gateway bills a response when it completes, and a background one
-// completes after the request has ended. Other endpoints pass.
-func (st *state) checkEndpoint(rr *router.Route, info *reqInfo) *apiError {
-	ep, model := info.ep, info.model
-	if ep != epResponses {
+// checkEndpoint refuses, before admission, a Responses API request its
+// model cannot serve. Background responses are refused: the gateway bills a
+// response when it completes, and a background one completes after the
+// request has ended. When a target of the model does not speak the API,
+// the request is translated now (responses_translate.go), so that one it
+// cannot express, or a stateful feature a translated target cannot keep,
+// is refused before it is admitted. Other endpoints pass.
+func (st *state) checkEndpoint(rr *router.Route, cs *callState) *apiError {
+	if cs.info.ep != epResponses {
 		return nil
 	}
-	for _, t := range rr.Config().Targets {
-		if u := st.upstreamNamed(t.Provider); u != nil && !speaksResponses(u) {
-			return unsupportedResponses(model, u)
-		}
-	}
-	if info.background {
+	if cs.info.background {
 		return errBadRequest("unsupported_parameter", "background",
 			"background responses are not supported: the gateway bills a response when it completes, within the request; send background: false")
 	}
+	for _, t := range rr.Config().Targets {
+		if u := st.upstreamNamed(t.Provider); u != nil && !speaksResponses(u) {
+			return cs.translateResponses()
+		}
+	}
 	return nil
-}
-
-// unsupportedResponses is the answer for a model whose provider does not
-// serve the Responses API.
-func unsupportedResponses(model string, u *upstream) *apiError {
-	return errBadRequest(codeUnsupportedEP, "model", fmt.Sprintf(
-		"the model %q is served by provider %s (kind %s), which does not speak the Responses API; use /v1/chat/completions for this model",
-		model, u.name, u.kind))
 }
 
 // upstreamNamed returns the provider called name, or nil.
@@ -69,20 +60,6 @@ func (st *state) upstreamNamed(name string) *upstream {
 		}
 	}
 	return nil
-}
-
-// skipResponsesTarget passes over a target that cannot serve a Responses
-// API request. Only a fallback model's target can be one (checkEndpoint
-// vetted the requested model's), so the plan moves on as it would have
-// after prev, the previous call's outcome: another target is tried only
-// when that failure allowed it. The skipped target's health is not
-// touched. It reports whether another call follows.
-func skipResponsesTarget(ctx context.Context, rec *record, rt *route, a *router.Attempt, plan *router.Plan, prev router.Outcome, last **apiError) bool {
-	a.Done(router.Outcome{Class: router.Canceled}, 0)
-	if *last == nil {
-		*last = unsupportedResponses(rec.model, rt.up)
-	}
-	return prev.Class != router.Success && plan.ShouldRetry(prev) && plan.Backoff(ctx) == nil
 }
 
 // sequencer is a Responses stream decoder that knows the sequence number

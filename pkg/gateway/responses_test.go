@@ -229,10 +229,10 @@ func TestResponsesRouting(t *testing.T) {
 	}{
 		{name: "served", body: `{"model":"mock-gpt","input":"hi"}`, wantStatus: 200, wantAttempts: "1", wantModel: "mock-gpt"},
 		{name: "azure deployment", body: `{"model":"azure-mock","input":"hi"}`, wantStatus: 200, wantAttempts: "1", wantModel: "my-deployment"},
-		{name: "anthropic provider refused", body: `{"model":"claude-mock","input":"hi"}`, wantStatus: 400, wantCode: "unsupported_endpoint",
-			wantMsg: []string{`"claude-mock"`, "provider claude", "kind anthropic", "/v1/chat/completions"}},
-		{name: "a route with one anthropic target refused", body: `{"model":"mixed","input":"hi"}`, wantStatus: 400, wantCode: "unsupported_endpoint",
-			wantMsg: []string{`"mixed"`, "kind anthropic"}},
+		{name: "anthropic provider translated", body: `{"model":"claude-mock","input":"hi"}`, wantStatus: 200, wantAttempts: "1", wantModel: "claude-mock"},
+		{name: "anthropic provider translated, streamed", body: `{"model":"claude-mock","input":"hi","stream":true}`, wantStatus: 200, wantAttempts: "1", wantModel: "claude-mock"},
+		{name: "a stateful parameter refused on a route with a translated target", body: `{"model":"mixed","input":"hi","previous_response_id":"resp_1"}`,
+			wantStatus: 400, wantCode: "unsupported_parameter", wantMsg: []string{"previous_response_id", "translation"}},
 		{name: "embeddings model", body: `{"model":"mock-embed","input":"hi"}`, wantStatus: 400, wantCode: "wrong_endpoint"},
 		{name: "unknown model", body: `{"model":"nope","input":"hi"}`, wantStatus: 404, wantCode: "model_not_found"},
 		{name: "no model", body: `{"input":"hi"}`, wantStatus: 400, wantCode: "missing_field"},
@@ -244,9 +244,9 @@ func TestResponsesRouting(t *testing.T) {
 		{name: "background false served", body: `{"model":"mock-gpt","input":"hi","background":false}`, wantStatus: 200, wantAttempts: "1", wantModel: "mock-gpt"},
 		{name: "fallback before the first byte", body: `{"model":"primary","input":"hi"}`, wantStatus: 200, wantAttempts: "2", wantModel: "mock-gpt"},
 		{name: "stream fallback before the first byte", body: `{"model":"primary","input":"hi","stream":true}`, wantStatus: 200, wantAttempts: "2", wantModel: "mock-gpt"},
-		{name: "fallback skips an anthropic model", body: `{"model":"via-claude","input":"hi"}`, wantStatus: 200, wantAttempts: "2", wantModel: "mock-gpt"},
-		{name: "only an anthropic fallback: the primary's failure", body: `{"model":"only-claude","input":"hi"}`, wantStatus: 502, wantCode: "upstream_error",
-			wantMsg: []string{"boom"}},
+		{name: "fallback to an anthropic model, translated", body: `{"model":"via-claude","input":"hi"}`, wantStatus: 200, wantAttempts: "2", wantModel: "claude-mock"},
+		{name: "a translated fallback refuses what it cannot keep: the primary's failure", body: `{"model":"only-claude","input":"hi","store":true}`,
+			wantStatus: 400, wantCode: "unsupported_parameter", wantMsg: []string{"store"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -290,7 +290,7 @@ func TestResponsesRouting(t *testing.T) {
 		})
 	}
 	labels := map[string]string{"model": "mock-gpt", "provider": "mock", "endpoint": "/v1/responses", "status": "200"}
-	waitFor(t, 2*time.Second, "responses metrics", func() bool { return counter(t, reg, "tollgate_requests_total", labels) == 5 }) // the rows served by mock-gpt
+	waitFor(t, 2*time.Second, "responses metrics", func() bool { return counter(t, reg, "tollgate_requests_total", labels) == 4 }) // the rows served by mock-gpt
 	if !strings.Contains(r.logs.String(), `"endpoint":"/v1/responses"`) {
 		t.Errorf("no request log line for /v1/responses")
 	}
@@ -357,11 +357,11 @@ func TestResponsesSDK(t *testing.T) {
 			}
 		})
 	}
-	t.Run("unsupported provider", func(t *testing.T) {
+	t.Run("stateful parameter on a translated model", func(t *testing.T) {
 		_, err := client.Responses.New(ctx, responses.ResponseNewParams{Model: "claude-mock",
-			Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("x")}})
+			Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("x")}, PreviousResponseID: openai.String("resp_1")})
 		var apiErr *openai.Error
-		if !errors.As(err, &apiErr) || apiErr.StatusCode != 400 || apiErr.Code != "unsupported_endpoint" {
+		if !errors.As(err, &apiErr) || apiErr.StatusCode != 400 || apiErr.Code != "unsupported_parameter" || apiErr.Param != "previous_response_id" {
 			t.Errorf("err %v", err)
 		}
 	})

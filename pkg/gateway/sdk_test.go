@@ -20,8 +20,8 @@ import (
 func sdkRig(t *testing.T) *acctRig { return sdkRigAt(t, "") }
 
 // sdkRigAt is sdkRig with every provider on the server at base ("" for
-// the rig's mock).
-func sdkRigAt(t *testing.T, base string) *acctRig {
+// the rig's mock); more adjust its config further.
+func sdkRigAt(t *testing.T, base string, more ...func(*config.Config)) *acctRig {
 	return newAcctRig(t, func(c *config.Config) {
 		if base != "" {
 			c.Providers[0].BaseURL = base + "/v1"
@@ -39,6 +39,9 @@ func sdkRigAt(t *testing.T, base string) *acctRig {
 			config.Model{Name: "gemini-mock", Type: "chat", Targets: []config.Target{{Provider: "gem"}}},
 			config.Model{Name: "bedrock-mock", Type: "chat", Targets: []config.Target{{Provider: "aws"}}},
 			config.Model{Name: "azure-mock", Type: "chat", Targets: []config.Target{{Provider: "az"}}})
+		for _, f := range more {
+			f(c)
+		}
 		c.ApplyDefaults()
 	})
 }

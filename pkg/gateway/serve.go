@@ -16,10 +16,10 @@ import (
 	"github.com/tollgate/tollgate/pkg/config"
 	"github.com/tollgate/tollgate/pkg/pricing"
 	"github.com/tollgate/tollgate/pkg/providers"
-	"github.com/tollgate/tollgate/pkg/providers/anthropic"
 	"github.com/tollgate/tollgate/pkg/respcache"
 	"github.com/tollgate/tollgate/pkg/router"
 	"github.com/tollgate/tollgate/pkg/tracing"
+	"github.com/tollgate/tollgate/pkg/usage"
 	"github.com/valyala/fasthttp"
 )
 
@@ -65,6 +65,7 @@ type record struct {
 	lastTarget     string    // provider/model of the latest attempt
 	fallbacks      []string  // targets tried before the one that served
 	anthropic      bool      // the client speaks the Anthropic format (/v1/messages)
+	gemini         bool      // the client speaks the Gemini API (/v1beta/models/...)
 	call           callState // the endpoint adapter's state (chatCaller, messagesCaller)
 	prices         *pricing.Table
 	adm            admission
@@ -79,6 +80,9 @@ type record struct {
 	// relay, a hedge leg, a replayed cache hit), so it is not pooled
 	// (release).
 	held bool
+	// begun is what beginUpstream recorded before the first upstream
+	// call; its EventID is the usage event's id ("" until then).
+	begun usage.Begun
 }
 
 // endpointPath is the path the client called.
@@ -86,8 +90,13 @@ func (rec *record) endpointPath() string {
 	if rec.path != "" {
 		return rec.path
 	}
-	if rec.anthropic {
+	switch {
+	case rec.anthropic:
 		return "/v1/messages"
+	case rec.gemini && rec.stream:
+		return geminiStreamPath
+	case rec.gemini:
+		return geminiGeneratePath
 	}
 	return endpointName[rec.endpoint]
 }
@@ -135,7 +144,7 @@ func (g *Gateway) serve(c *fiber.Ctx, ep endpoint) error {
 		return g.fail(c, rec, aerr)
 	}
 	rr := plan.Route()
-	if aerr := st.checkEndpoint(rr, info); aerr != nil {
+	if aerr := st.checkEndpoint(rr, cs); aerr != nil {
 		plan.Release()
 		return g.fail(c, rec, aerr)
 	}
@@ -159,23 +168,22 @@ type callState struct {
 	info   reqInfo // chat family: what parseRequest read
 	body   []byte  // chat family: the client's body
 	m      messagesRequest
-	cur    providers.Call // the latest attempt's; its decoders read it
-	native messagesNative // /v1/messages: the latest attempt's native provider, or nil
+	cur    providers.Call       // the latest attempt's; its decoders read it
+	native messagesNative       // /v1/messages: the latest attempt's native provider, or nil
+	gem    geminiCall           // the Gemini endpoints' (gemini_inbound.go)
+	rs     responsesTranslation // the Responses API: the chat translation (responses_translate.go)
 }
 
 // chatCaller calls targets for the chat family (chat, completions,
 // embeddings, the Responses API): the client's body with byte-level edits,
-// non-stream, streamed or hedged.
+// non-stream, streamed or hedged; a Responses API request to a target that
+// does not speak it, translated (responses_translate.go).
 type chatCaller callState
 
-func (cc *chatCaller) refuses(rt *route) *apiError {
-	if cc.info.ep == epResponses && !speaksResponses(rt.up) {
-		return unsupportedResponses(cc.info.model, rt.up)
-	}
-	return nil
-}
-
 func (cc *chatCaller) build(c *fiber.Ctx, req *fasthttp.Request, rec *record, rt *route) *apiError {
+	if cs := (*callState)(cc); cs.translatesResponses(rt) {
+		return cs.buildTranslated(c, req, rec, rt)
+	}
 	cc.cur = cc.g.newCall(c, rec, &cc.info, rt, cc.body)
 	if err := rt.up.prov.Build(req, &cc.cur); err != nil {
 		return buildError(rt.up.name, err)
@@ -185,6 +193,9 @@ func (cc *chatCaller) build(c *fiber.Ctx, req *fasthttp.Request, rec *record, rt
 
 func (cc *chatCaller) call(c *fiber.Ctx, st *state, plan *router.Plan, a *router.Attempt, req *fasthttp.Request, rt *route, rec *record, span tracing.Span) attemptResult {
 	g := cc.g
+	if cs := (*callState)(cc); cs.translatesResponses(rt) {
+		return cs.callTranslated(c, plan, a, req, rt, rec)
+	}
 	after := plan.HedgeAfter()
 	if after > 0 || plan.Route().Config().Hedge.After != "" {
 		c.Set(headerHedged, strconv.FormatBool(rec.hedged))
@@ -323,7 +334,7 @@ func (g *Gateway) tryStream(c *fiber.Ctx, req *fasthttp.Request, rt *route, rec 
 
 // startStream makes one streamed call; on success the relay owns the
 // response, the attempt and the plan until the stream ends.
-func (g *Gateway) startStream(c *fiber.Ctx, req *fasthttp.Request, rt *route, rec *record, call *providers.Call, s providers.Stream, enc *anthropic.Encoder, a *router.Attempt, plan *router.Plan) attemptResult {
+func (g *Gateway) startStream(c *fiber.Ctx, req *fasthttp.Request, rt *route, rec *record, call *providers.Call, s providers.Stream, enc encoder, a *router.Attempt, plan *router.Plan) attemptResult {
 	resp := fasthttp.AcquireResponse()
 	resp.StreamBody = true
 	upStart := time.Now()
@@ -340,7 +351,7 @@ func (g *Gateway) startStream(c *fiber.Ctx, req *fasthttp.Request, rt *route, re
 
 // openStream checks a streamed call's answer and reads its first event. It
 // owns resp, s and enc: on failure (nil relay) they are released.
-func (g *Gateway) openStream(resp *fasthttp.Response, err error, rt *route, rec *record, upStart time.Time, s providers.Stream, enc *anthropic.Encoder) (*relay, attemptResult) {
+func (g *Gateway) openStream(resp *fasthttp.Response, err error, rt *route, rec *record, upStart time.Time, s providers.Stream, enc encoder) (*relay, attemptResult) {
 	if err != nil {
 		fasthttp.ReleaseResponse(resp)
 		releaseStream(s, enc)
@@ -389,7 +400,7 @@ func (g *Gateway) commitStream(c *fiber.Ctx, r *relay, rec *record, a *router.At
 }
 
 // releaseStream releases decoders of a stream that never started.
-func releaseStream(s providers.Stream, enc *anthropic.Encoder) {
+func releaseStream(s providers.Stream, enc encoder) {
 	s.Close()
 	if enc != nil {
 		enc.Release()
@@ -404,8 +415,11 @@ func (g *Gateway) fail(c *fiber.Ctx, rec *record, e *apiError) error {
 		rec.errType = e.Type
 	}
 	g.finish(rec)
-	if rec.anthropic {
+	switch {
+	case rec.anthropic:
 		return writeAnthropicError(c, e)
+	case rec.gemini:
+		return writeGeminiError(c, e)
 	}
 	return writeError(c, e)
 }

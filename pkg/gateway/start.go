@@ -78,7 +78,7 @@ func StartAccounting(ctx context.Context, g group, nc *nats.Conn, s *Settings, l
 		return Accounting{}, nil, err
 	}
 	acct := Accounting{
-		Publisher: pub, Tracker: tracker, Prices: s.Prices,
+		Publisher: pub, Journal: pub, Tracker: tracker, Prices: s.Prices,
 		Limiter:   ratelimit.New(ratelimit.Options{Share: presence.Share()}),
 		Presence:  presence,
 		Estimator: tokenize.New(),
@@ -88,7 +88,7 @@ func StartAccounting(ctx context.Context, g group, nc *nats.Conn, s *Settings, l
 
 // startPresence announces this gateway in the rate limit presence bucket
 // and runs its renewals in g until ctx ends, so that every gateway divides
-// rate limits by the live gateways (README: rate limits across gateways).
+// rate limits by the live gateways (docs/budgets.md: rate limits across gateways).
 // It returns nil with rate_limit.local.
 func startPresence(ctx context.Context, g group, js jetstream.JetStream, cfg *config.Config, log *slog.Logger) (*ratelimit.Presence, error) {
 	if cfg.RateLimit.Local {
@@ -149,7 +149,8 @@ func RegisterAccountingMetrics(reg prometheus.Registerer, pub *usage.Publisher, 
 			Drained: st.Drained, Failed: st.Failed, Dropped: st.Dropped,
 			QueueLen: st.QueueLen, SpoolBytes: st.SpoolBytes,
 			BatchesPublished: st.BatchesPublished, BatchesSpooled: st.BatchesSpooled, BatchesDrained: st.BatchesDrained,
-			BatchesFailed: st.BatchesFailed, BatchesDropped: st.BatchesDropped, LastSeq: st.LastSeq}
+			BatchesFailed: st.BatchesFailed, BatchesDropped: st.BatchesDropped, LastSeq: st.LastSeq,
+			Recovered: st.Recovered, Begun: st.Begun, BegunDropped: st.BegunDropped}
 	})
 	if err != nil {
 		return err

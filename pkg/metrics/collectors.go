@@ -23,12 +23,18 @@ type PublisherStats struct {
 	BatchesPublished, BatchesSpooled, BatchesDrained, BatchesFailed, BatchesDropped int64
 	// LastSeq is the seq of the producer's last batch.
 	LastSeq uint64
+	// Recovered counts the events published at start for requests a
+	// previous run began and never billed (in Queued too); Begun and
+	// BegunDropped the begun records tracked and those refused (a full
+	// queue).
+	Recovered, Begun, BegunDropped int64
 }
 
 // publisherCollector reads a PublisherStats at scrape time.
 type publisherCollector struct {
 	stats                            func() PublisherStats
 	events, queue, sp, batches, bseq *prometheus.Desc
+	begun                            *prometheus.Desc
 }
 
 // RegisterPublisher registers on reg tollgate_usage_events_total{state},
@@ -51,6 +57,9 @@ func RegisterPublisher(reg prometheus.Registerer, stats func() PublisherStats) e
 			[]string{"state"}, nil),
 		bseq: prometheus.NewDesc("tollgate_usage_batch_seq",
 			"Seq of the last usage batch this gateway (producer) formed.", nil, nil),
+		begun: prometheus.NewDesc("tollgate_usage_begun_total",
+			"Begun records of requests whose upstream call began: tracked until their event, or dropped (the queue was full).",
+			[]string{"state"}, nil),
 	}
 	if err := reg.Register(c); err != nil {
 		return fmt.Errorf("register publisher metrics: %w", err)
@@ -65,6 +74,7 @@ func (c *publisherCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.sp
 	ch <- c.batches
 	ch <- c.bseq
+	ch <- c.begun
 }
 
 // Collect implements prometheus.Collector.
@@ -75,7 +85,7 @@ func (c *publisherCollector) Collect(ch chan<- prometheus.Metric) {
 		n     int64
 	}{
 		{"queued", s.Queued}, {"published", s.Published}, {"spooled", s.Spooled},
-		{"drained", s.Drained}, {"failed", s.Failed}, {"dropped", s.Dropped},
+		{"drained", s.Drained}, {"failed", s.Failed}, {"dropped", s.Dropped}, {"recovered", s.Recovered},
 	} {
 		ch <- prometheus.MustNewConstMetric(c.events, prometheus.CounterValue, float64(e.n), e.state)
 	}
@@ -91,6 +101,8 @@ func (c *publisherCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.batches, prometheus.CounterValue, float64(e.n), e.state)
 	}
 	ch <- prometheus.MustNewConstMetric(c.bseq, prometheus.GaugeValue, float64(s.LastSeq))
+	ch <- prometheus.MustNewConstMetric(c.begun, prometheus.CounterValue, float64(s.Begun), "tracked")
+	ch <- prometheus.MustNewConstMetric(c.begun, prometheus.CounterValue, float64(s.BegunDropped), "dropped")
 }
 
 // BudgetStats is a snapshot of budget state for the budget gauges. Each

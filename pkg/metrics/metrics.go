@@ -12,14 +12,19 @@
 package metrics
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"hash/maphash"
+	"net/http"
 	"strconv"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"golang.org/x/sync/errgroup"
 )
 
 // DefaultMaxDepts is the default number of distinct dept label values the
@@ -229,3 +234,26 @@ func (g *Gateway) RevocationPropagated(d time.Duration) {
 
 // statusLabel is the status label value of an HTTP status code.
 func statusLabel(status int) string { return strconv.Itoa(status) }
+
+// Serve serves reg's metrics on addr (every path) in g until ctx ends,
+// then shuts the listener down within 5 s. It is the metrics listener of
+// the programs without an admin listener (the budget and analytics
+// services); addr "" serves nothing.
+func Serve(ctx context.Context, g *errgroup.Group, addr string, reg prometheus.Gatherer) {
+	if addr == "" {
+		return
+	}
+	srv := &http.Server{Addr: addr, Handler: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), ReadHeaderTimeout: 5 * time.Second}
+	g.Go(func() error {
+		if err := srv.ListenAndServe(); !errors.Is(err, http.ErrServerClosed) {
+			return fmt.Errorf("metrics listener: %w", err)
+		}
+		return nil
+	})
+	g.Go(func() error {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		return srv.Shutdown(sctx)
+	})
+}

@@ -112,7 +112,13 @@ func (r *anthropicRequest) toolRequest() *toolRequest {
 			tr.mode, tr.named = modeNamed, n
 		}
 	}
+	// A system-role message inside messages (the current API accepts them;
+	// Claude Code ends its requests with one) is an instruction, not a
+	// turn: the last turn is the last message of another role.
 	msgs := r.messages.Array()
+	for len(msgs) > 0 && msgs[len(msgs)-1].Get("role").Str == "system" {
+		msgs = msgs[:len(msgs)-1]
+	}
 	if len(msgs) == 0 || msgs[len(msgs)-1].Get("role").Str != "user" {
 		return tr
 	}

@@ -2,6 +2,7 @@ package mockllm
 
 import (
 	"bytes"
+	"fmt"
 	"time"
 
 	"github.com/tidwall/gjson"
@@ -11,7 +12,7 @@ import (
 // This file holds the Gemini API wire format (generativelanguage
 // googleapis.com, version v1beta): POST /v1beta/models/{model}:{method}
 // with the methods generateContent, streamGenerateContent (with ?alt=sse
-// only), embedContent and batchEmbedContents. gemini_stream.go holds its
+// only), countTokens, embedContent and batchEmbedContents. gemini_stream.go holds its
 // server-sent events.
 //
 // Answers follow the documented shapes: a GenerateContentResponse has
@@ -94,6 +95,8 @@ func (s *Server) gemini(ctx *fasthttp.RequestCtx, rest []byte) {
 			return
 		}
 		s.geminiGenerate(ctx, modelRaw, true)
+	case "countTokens":
+		s.geminiCount(ctx)
 	case "embedContent":
 		s.geminiEmbed(ctx, modelRaw, false)
 	case "batchEmbedContents":
@@ -101,6 +104,26 @@ func (s *Server) gemini(ctx *fasthttp.RequestCtx, rest []byte) {
 	default:
 		geminiError(ctx, fasthttp.StatusNotFound, "The requested method is not supported.")
 	}
+}
+
+// geminiCount answers countTokens: {"totalTokens"} counted as
+// promptTokenCount is, over contents (and systemInstruction) or over
+// generateContentRequest's.
+func (s *Server) geminiCount(ctx *fasthttp.RequestCtx) {
+	r, ok := parseGeminiRequest(ctx)
+	if !ok {
+		return
+	}
+	contents, system := r.contents, r.system
+	if g := gjson.GetBytes(ctx.PostBody(), "generateContentRequest"); g.IsObject() {
+		contents, system = g.Get("contents"), g.Get("systemInstruction")
+	}
+	if !contents.IsArray() {
+		geminiError(ctx, fasthttp.StatusBadRequest, "* CountTokensRequest.contents: contents is not specified")
+		return
+	}
+	ctx.SetContentType(contentJSON)
+	ctx.SetBody(fmt.Appendf(nil, `{"totalTokens":%d}`, geminiPromptTokens(contents, system)))
 }
 
 // geminiGenerate answers generateContent and streamGenerateContent.

@@ -218,7 +218,7 @@ func TestGeminiErrors(t *testing.T) {
 		{name: "bad json", path: geminiPath, body: `{"contents":`, status: 400, rpc: "INVALID_ARGUMENT"},
 		{name: "no contents", path: geminiPath, body: `{"contents":[]}`, status: 400, rpc: "INVALID_ARGUMENT"},
 		{name: "stream without alt=sse", path: "/v1beta/models/m:streamGenerateContent", body: geminiWith(""), status: 400, rpc: "INVALID_ARGUMENT"},
-		{name: "unknown method", path: "/v1beta/models/m:countTokens", body: geminiWith(""), status: 404, rpc: "NOT_FOUND"},
+		{name: "unknown method", path: "/v1beta/models/m:predict", body: geminiWith(""), status: 404, rpc: "NOT_FOUND"},
 		{name: "no method", path: "/v1beta/models/m", body: geminiWith(""), status: 404, rpc: "NOT_FOUND"},
 		{name: "batch without requests", path: "/v1beta/models/e:batchEmbedContents", body: `{}`, status: 400, rpc: "INVALID_ARGUMENT"},
 		{name: "bad dimensions", path: "/v1beta/models/e:embedContent", body: `{"content":{"parts":[{"text":"x"}]},"outputDimensionality":0}`, status: 400, rpc: "INVALID_ARGUMENT"},
@@ -351,5 +351,27 @@ func TestGeminiGoldenTranscripts(t *testing.T) {
 				t.Errorf("transcript differs from %s:\n got: %q\nwant: %q", path, got, want)
 			}
 		})
+	}
+}
+
+// TestGeminiCountTokens: countTokens counts as promptTokenCount does, over
+// contents or over generateContentRequest's.
+func TestGeminiCountTokens(t *testing.T) {
+	ts := start(t, mockllm.Config{})
+	resp := ts.post(t, geminiPath, geminiWith(""))
+	var r geminiResponse
+	raw, _ := io.ReadAll(resp.Body)
+	if err := json.Unmarshal(raw, &r); err != nil || r.UsageMetadata == nil || r.UsageMetadata.PromptTokenCount == 0 {
+		t.Fatalf("generate: %s %v", raw, err)
+	}
+	for _, body := range []string{geminiWith(""), `{"generateContentRequest":` + geminiWith("") + `}`} {
+		resp := ts.post(t, "/v1beta/models/gemini-test:countTokens", body)
+		raw, _ := io.ReadAll(resp.Body)
+		var c struct {
+			TotalTokens int `json:"totalTokens"`
+		}
+		if err := json.Unmarshal(raw, &c); err != nil || resp.StatusCode != 200 || c.TotalTokens != r.UsageMetadata.PromptTokenCount {
+			t.Errorf("count %d %s, want totalTokens %d", resp.StatusCode, raw, r.UsageMetadata.PromptTokenCount)
+		}
 	}
 }

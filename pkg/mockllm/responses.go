@@ -8,7 +8,13 @@ import (
 // The OpenAI Responses API: POST /v1/responses (and Azure's
 // /openai/v1/responses), non-stream and stream.
 //
-// The answer is one message with one output_text part, the generated words.
+// The answer is one message with one output_text part, the generated words;
+// with function tools declared, the tools a user message names are called
+// instead (tools.go): one function_call item per call, streamed as
+// response.output_item.added, response.function_call_arguments.delta (one
+// per content chunk), response.function_call_arguments.done and
+// response.output_item.done; trailing function_call_output items are
+// quoted in the text answer.
 // Usage is always reported (unless no_usage): input_tokens are the words of
 // the input (a string, or the text of each item's content: a string or its
 // input_text/output_text parts; a function_call_output's output) plus 3 per
@@ -45,6 +51,7 @@ func (s *Server) responses(ctx *fasthttp.RequestCtx) {
 	}
 	body := b2s(ctx.PostBody())
 	r.maxTokens = gjson.Get(body, "max_output_tokens")
+	r.toolReq = responsesToolRequest(&r)
 	b := resolveBehaviour(s.defaults, r.mock, &ctx.Request.Header)
 	a := answer{model: r.model.Raw, prompt: responsesPromptTokens(r.input, gjson.Get(body, "instructions"))}
 	planned := b.words
@@ -140,7 +147,15 @@ func appendResponse(dst []byte, a *answer, status string, words int, usage bool)
 	dst = append(dst, `,"model":`...)
 	dst = append(dst, a.model...)
 	dst = append(dst, `,"output":[`...)
-	if words >= 0 {
+	switch {
+	case len(a.calls) > 0 && words >= 0:
+		for j := range a.calls {
+			if j > 0 {
+				dst = append(dst, ',')
+			}
+			dst = appendCallItem(dst, a, j, "completed", true)
+		}
+	case words >= 0:
 		dst = appendMessageItem(dst, a, itemStatus(a), words)
 	}
 	dst = append(dst, `],"parallel_tool_calls":true,"previous_response_id":null,"store":false,"temperature":1.0,"text":{"format":{"type":"text"}},"tool_choice":"auto","tools":[],"top_p":1.0,"truncation":"disabled","usage":`...)
@@ -176,16 +191,76 @@ func appendMessageItem(dst []byte, a *answer, status string, words int) []byte {
 	dst = append(dst, status...)
 	dst = append(dst, `","role":"assistant","content":[`...)
 	if words >= 0 {
-		dst = appendTextPart(dst, words)
+		dst = appendTextPart(dst, a, words)
 	}
 	return append(dst, "]}"...)
 }
 
-// appendTextPart appends an output_text part of n words.
-func appendTextPart(dst []byte, n int) []byte {
+// appendTextPart appends an output_text part of the answer's first n
+// words (with the mention of a tool result, tools.go).
+func appendTextPart(dst []byte, a *answer, n int) []byte {
 	dst = append(dst, `{"type":"output_text","annotations":[],"logprobs":[],"text":"`...)
-	dst = appendWords(dst, n)
+	dst = a.appendText(dst, n)
 	return append(dst, `"}`...)
+}
+
+// appendCallItem appends call j of the answer as a function_call item,
+// with its arguments when args (else "").
+func appendCallItem(dst []byte, a *answer, j int, status string, args bool) []byte {
+	dst = append(dst, `{"id":"`...)
+	dst = appendCallID(dst, "fc_", a.id, j)
+	dst = append(dst, `","type":"function_call","status":"`...)
+	dst = append(dst, status...)
+	dst = append(dst, `","arguments":"`...)
+	if args {
+		dst = appendEscaped(dst, a.calls[j].args)
+	}
+	dst = append(dst, `","call_id":"`...)
+	dst = appendCallID(dst, "call_", a.id, j)
+	dst = append(dst, `","name":`...)
+	dst = append(dst, a.calls[j].name...)
+	return append(dst, '}')
+}
+
+// responsesToolRequest reads the tools of a Responses request (tools.go),
+// or returns nil when it declares none: function tools (name,
+// parameters), tool_choice ("none", "auto", "required" or
+// {"type":"function","name"}), parallel_tool_calls, and the last input
+// item: a user message's text, or the trailing function_call_output items.
+func responsesToolRequest(r *request) *toolRequest {
+	if !r.tools.IsArray() {
+		return nil
+	}
+	tr := &toolRequest{parallel: r.parallel.Type != gjson.False}
+	r.tools.ForEach(func(_, t gjson.Result) bool {
+		if name := t.Get("name"); t.Get("type").Str == "function" && name.Type == gjson.String {
+			tr.decls = append(tr.decls, toolDecl{name: name, schema: t.Get("parameters")})
+		}
+		return true
+	})
+	switch {
+	case r.choice.Type == gjson.String && r.choice.Str == "none":
+		tr.mode = modeNone
+	case r.choice.Type == gjson.String && r.choice.Str == "required":
+		tr.mode = modeRequired
+	case r.choice.IsObject() && r.choice.Get("name").Type == gjson.String:
+		tr.mode, tr.named = modeNamed, r.choice.Get("name")
+	}
+	if r.input.Type == gjson.String {
+		tr.lastText = r.input.Str
+		return tr
+	}
+	items := r.input.Array()
+	for i := len(items) - 1; i >= 0; i-- {
+		if items[i].Get("type").Str != "function_call_output" {
+			if i == len(items)-1 && items[i].Get("role").Str == "user" {
+				tr.lastText = resultText(items[i].Get("content"))
+			}
+			break
+		}
+		tr.results = append(tr.results, resultText(items[i].Get("output")))
+	}
+	return tr
 }
 
 // appendResponsesUsage appends a Responses usage object, or a malformed
@@ -218,8 +293,55 @@ var (
 )
 
 // prepare marks the stream as reporting usage (in its terminal event),
-// which Responses streams do unasked.
-func (responsesStream) prepare(st *stream) { st.includeUsage = st.a.usage }
+// which Responses streams do unasked, and lays out a tool-call answer:
+// per call, response.output_item.added, its
+// response.function_call_arguments.delta events (one per content chunk),
+// then response.function_call_arguments.done and
+// response.output_item.done.
+func (responsesStream) prepare(st *stream) {
+	st.includeUsage = st.a.usage
+	if len(st.a.calls) > 0 {
+		planCalls(st, true)
+	}
+}
+
+// appendItem writes one plan item of a tool-call answer.
+func (responsesStream) appendItem(dst []byte, st *stream, it planItem, frag string) []byte {
+	address := func(dst []byte) []byte {
+		dst = append(dst, `"item_id":"`...)
+		dst = appendCallID(dst, "fc_", st.a.id, it.call)
+		dst = append(dst, `","output_index":`...)
+		return appendInt(dst, int64(it.call))
+	}
+	switch it.kind {
+	case itemOpen:
+		dst = appendEventStart(dst, st, "response.output_item.added")
+		dst = append(dst, `"output_index":`...)
+		dst = appendInt(dst, int64(it.call))
+		dst = append(dst, `,"item":`...)
+		dst = appendCallItem(dst, &st.a, it.call, "in_progress", false)
+	case itemFragment:
+		dst = appendEventStart(dst, st, "response.function_call_arguments.delta")
+		dst = address(dst)
+		dst = append(dst, `,"delta":"`...)
+		dst = appendEscaped(dst, frag)
+		dst = append(dst, '"')
+	default:
+		dst = appendEventStart(dst, st, "response.function_call_arguments.done")
+		dst = address(dst)
+		dst = append(dst, `,"name":`...)
+		dst = append(dst, st.a.calls[it.call].name...)
+		dst = append(dst, `,"arguments":"`...)
+		dst = appendEscaped(dst, st.a.calls[it.call].args)
+		dst = append(dst, "\"}\n\n"...)
+		dst = appendEventStart(dst, st, "response.output_item.done")
+		dst = append(dst, `"output_index":`...)
+		dst = appendInt(dst, int64(it.call))
+		dst = append(dst, `,"item":`...)
+		dst = appendCallItem(dst, &st.a, it.call, "completed", true)
+	}
+	return append(dst, "}\n\n"...)
+}
 
 // appendEventStart appends the event line and the data's type and
 // sequence number, ending with a comma.
@@ -229,7 +351,8 @@ func appendEventStart(dst []byte, st *stream, typ string) []byte {
 	dst = append(dst, "\ndata: {\"type\":\""...)
 	dst = append(dst, typ...)
 	dst = append(dst, `","sequence_number":`...)
-	dst = appendInt(dst, int64(st.sent))
+	dst = appendInt(dst, int64(st.seq))
+	st.seq++
 	return append(dst, ',')
 }
 
@@ -240,9 +363,17 @@ func appendPartAddress(dst []byte, st *stream) []byte {
 	return append(dst, `","output_index":0,"content_index":0,`...)
 }
 
-func (responsesStream) headEvents(*stream) int { return len(responsesHead) }
+func (responsesStream) headEvents(st *stream) int {
+	if len(st.a.calls) > 0 {
+		return 2 + st.lead // created, in_progress, the items before the first chunk
+	}
+	return len(responsesHead)
+}
 
-func (responsesStream) appendHead(dst []byte, st *stream, i int) []byte {
+func (rs responsesStream) appendHead(dst []byte, st *stream, i int) []byte {
+	if len(st.a.calls) > 0 && i >= 2 {
+		return appendItems(dst, st, rs, false)
+	}
 	dst = appendEventStart(dst, st, responsesHead[i])
 	switch i {
 	case 0, 1:
@@ -254,22 +385,36 @@ func (responsesStream) appendHead(dst []byte, st *stream, i int) []byte {
 	default:
 		dst = appendPartAddress(dst, st)
 		dst = append(dst, `"part":`...)
-		dst = appendTextPart(dst, 0)
+		dst = appendTextPart(dst, &st.a, 0)
 	}
 	return append(dst, "}\n\n"...)
 }
 
-func (responsesStream) appendContent(dst []byte, st *stream, i int, _ bool) []byte {
+func (rs responsesStream) appendContent(dst []byte, st *stream, i int, _ bool) []byte {
+	if len(st.a.calls) > 0 {
+		return appendItems(dst, st, rs, true)
+	}
 	dst = appendEventStart(dst, st, "response.output_text.delta")
 	dst = appendPartAddress(dst, st)
 	dst = append(dst, `"delta":"`...)
-	dst = appendChunkWord(dst, i)
+	dst = st.a.appendChunk(dst, i)
 	return append(dst, "\",\"logprobs\":[]}\n\n"...)
 }
 
-func (responsesStream) tailEvents(*stream) int { return len(responsesTail) }
+func (responsesStream) tailEvents(st *stream) int {
+	if len(st.a.calls) > 0 {
+		return st.trail + 1 // the items after the last chunk, the terminal event
+	}
+	return len(responsesTail)
+}
 
-func (responsesStream) appendTail(dst []byte, st *stream, i int) []byte {
+func (rs responsesStream) appendTail(dst []byte, st *stream, i int) []byte {
+	if len(st.a.calls) > 0 {
+		if i < st.trail {
+			return appendItems(dst, st, rs, false)
+		}
+		i = len(responsesTail) - 1 // the terminal event
+	}
 	typ := responsesTail[i]
 	switch {
 	case typ != "":
@@ -283,12 +428,12 @@ func (responsesStream) appendTail(dst []byte, st *stream, i int) []byte {
 	case 0:
 		dst = appendPartAddress(dst, st)
 		dst = append(dst, `"text":"`...)
-		dst = appendWords(dst, st.written)
+		dst = st.a.appendText(dst, st.written)
 		dst = append(dst, `","logprobs":[]`...)
 	case 1:
 		dst = appendPartAddress(dst, st)
 		dst = append(dst, `"part":`...)
-		dst = appendTextPart(dst, st.written)
+		dst = appendTextPart(dst, &st.a, st.written)
 	case 2:
 		dst = append(dst, `"output_index":0,"item":`...)
 		dst = appendMessageItem(dst, &st.a, itemStatus(&st.a), st.written)

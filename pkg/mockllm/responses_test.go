@@ -247,3 +247,82 @@ func TestResponsesLedger(t *testing.T) {
 		})
 	}
 }
+
+// TestResponsesTools: a Responses request naming one of its function tools
+// is answered with a call of it, whole or streamed (arguments split over
+// function_call_arguments.delta events that add up to the done
+// arguments, every event numbered in order), and a trailing
+// function_call_output is quoted in the text answer.
+func TestResponsesTools(t *testing.T) {
+	ts := start(t, mockllm.Config{Chunks: 4})
+	const tools = `"tools":[{"type":"function","name":"get_weather","parameters":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}}]`
+	t.Run("call", func(t *testing.T) {
+		var r struct {
+			Output []struct {
+				Type, Name, Arguments, Status string
+				CallID                        string `json:"call_id"`
+			} `json:"output"`
+		}
+		raw := ts.postJSON(t, "/v1/responses", `{"model":"m",`+tools+`,"input":"use get_weather for Paris"}`, &r)
+		if raw.StatusCode != 200 || len(r.Output) != 1 || r.Output[0].Type != "function_call" || r.Output[0].Name != "get_weather" ||
+			r.Output[0].Status != "completed" || r.Output[0].CallID == "" {
+			t.Fatalf("output %+v", r.Output)
+		}
+		var args struct{ City string }
+		if err := json.Unmarshal([]byte(r.Output[0].Arguments), &args); err != nil || args.City == "" {
+			t.Errorf("arguments %q: %v", r.Output[0].Arguments, err)
+		}
+	})
+	t.Run("streamed call", func(t *testing.T) {
+		resp := ts.post(t, "/v1/responses", `{"model":"m","stream":true,`+tools+`,"input":[{"role":"user","content":"use get_weather for Paris"}]}`)
+		named, err := readNamedEvents(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		var args strings.Builder
+		var done, final string
+		for i, ev := range named {
+			var d struct {
+				Type      string `json:"type"`
+				Seq       int    `json:"sequence_number"`
+				Delta     string `json:"delta"`
+				Arguments string `json:"arguments"`
+				Response  struct {
+					Output []struct{ Arguments string } `json:"output"`
+				} `json:"response"`
+			}
+			if err := json.Unmarshal([]byte(ev.data), &d); err != nil || d.Type != ev.name || d.Seq != i {
+				t.Fatalf("event %d %q: %s (%v)", i, ev.name, ev.data, err)
+			}
+			names = append(names, d.Type)
+			switch d.Type {
+			case "response.function_call_arguments.delta":
+				args.WriteString(d.Delta)
+			case "response.function_call_arguments.done":
+				done = d.Arguments
+			case "response.completed":
+				if len(d.Response.Output) == 1 {
+					final = d.Response.Output[0].Arguments
+				}
+			}
+		}
+		want := []string{"response.created", "response.in_progress", "response.output_item.added"}
+		if len(names) < 7 || strings.Join(names[:3], ",") != strings.Join(want, ",") ||
+			strings.Join(names[len(names)-3:], ",") != "response.function_call_arguments.done,response.output_item.done,response.completed" {
+			t.Errorf("events %v", names)
+		}
+		if args.String() != done || done != final || !json.Valid([]byte(done)) {
+			t.Errorf("deltas %q, done %q, completed %q", args.String(), done, final)
+		}
+	})
+	t.Run("result quoted", func(t *testing.T) {
+		var r responseObject
+		resp := ts.postJSON(t, "/v1/responses", `{"model":"m",`+tools+`,"input":[{"role":"user","content":"use get_weather for Paris"},`+
+			`{"type":"function_call","call_id":"call_1","name":"get_weather","arguments":"{}"},`+
+			`{"type":"function_call_output","call_id":"call_1","output":"sunny"}]}`, &r)
+		if resp.StatusCode != 200 || !strings.Contains(r.text(), "(tool result: sunny)") {
+			t.Errorf("answer %q", r.text())
+		}
+	})
+}

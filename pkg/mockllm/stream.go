@@ -107,6 +107,7 @@ type stream struct {
 	phase       phase
 	i           int  // index within the phase
 	sent        int  // events produced
+	seq         int  // Responses API events written (several may make one produced event)
 	written     int  // content chunks written to the client
 	unconfirmed bool // the last event handed out is a content chunk not yet counted
 	done        bool // the planned sequence was written in full
@@ -142,6 +143,7 @@ func (s *Server) newStream(ctx *fasthttp.RequestCtx, f streamer, b *behaviour, a
 	st.includeUsage = includeUsage && !b.noUsage
 	st.firstDelay, st.chunkDelay = b.firstChunkDelay, b.chunkDelay
 	st.phase, st.i, st.sent, st.written, st.done = phaseHead, 0, 0, 0, false
+	st.seq = 0
 	st.unconfirmed = false
 	st.pending = nil
 	st.items, st.lead, st.trail, st.cursor = st.items[:0], 0, 0, 0

@@ -138,6 +138,9 @@ func TestToolUse(t *testing.T) {
 		{name: "a tool result with a forced choice still calls", format: "openai", body: `{"model":"m",` + toolResult + `,` + schemaTools + `,"tool_choice":"required"}`, calls: []string{"get_weather"}},
 
 		{name: "anthropic auto", format: "anthropic", path: "/v1/messages", body: `{"model":"c","max_tokens":50,` + askWeather + `,` + anthropicSchemaTools + `}`, calls: []string{"get_weather"}},
+		{name: "anthropic auto, a system-role message last", format: "anthropic", path: "/v1/messages",
+			body: `{"model":"c","max_tokens":50,"messages":[{"role":"user","content":"What is the weather in Paris? Use get_weather."},` +
+				`{"role":"system","content":"Answer briefly."}],` + anthropicSchemaTools + `}`, calls: []string{"get_weather"}},
 		{name: "anthropic any, parallel disabled", format: "anthropic", path: "/v1/messages",
 			body: `{"model":"c","max_tokens":50,` + askBoth + `,` + anthropicSchemaTools + `,"tool_choice":{"type":"any","disable_parallel_tool_use":true}}`, calls: []string{"get_weather"}},
 		{name: "anthropic two calls", format: "anthropic", path: "/v1/messages", body: `{"model":"c","max_tokens":50,` + askBoth + `,` + anthropicSchemaTools + `}`, calls: []string{"get_weather", "get_time"}},

@@ -41,7 +41,9 @@
 //     retried or fell back from is no served answer at the mock and adds
 //     nothing to the event; streams cut by the client, by the upstream or by
 //     an error event are billed from the gateway's estimate and are on
-//     neither side. An answer the mock completed after the gateway gave up
+//     neither side; so are the recovered events of requests a killed
+//     gateway began (estimated), which the stream source counts in
+//     recovered_requests and recovered_cost_nano_usd. An answer the mock completed after the gateway gave up
 //     on it (an upstream timeout shorter than the mock's latency, or a
 //     client that disconnects in the last moment of a stream, after the mock
 //     wrote its end but before the gateway relayed it) is served at the mock

@@ -8,9 +8,23 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/tollgate/tollgate/pkg/mockllm"
 	"github.com/tollgate/tollgate/pkg/pricing"
 )
+
+// mockLedger is the body of the mock upstream's GET /ledger (the JSON of
+// pkg/mockllm's Ledger, read here without linking the mock into the
+// operator tool; a test reads a real mock's ledger through it).
+type mockLedger struct {
+	Answers []struct {
+		Model            string `json:"model"`
+		PromptTokens     int64  `json:"prompt_tokens"`
+		CompletionTokens int64  `json:"completion_tokens"`
+		Count            int64  `json:"count"`
+	} `json:"answers"`
+	WithoutUsage int64 `json:"without_usage"`
+	Incomplete   int64 `json:"incomplete"`
+	Overflow     int64 `json:"overflow"`
+}
 
 // readMock reads the mock's ledger and prices each group of answers.
 func readMock(ctx context.Context, src *Sources) (Source, error) {
@@ -31,7 +45,7 @@ func readMock(ctx context.Context, src *Sources) (Source, error) {
 	if resp.StatusCode != http.StatusOK {
 		return Source{}, fmt.Errorf("read mock ledger: %s answered %d: %.200s", url, resp.StatusCode, body)
 	}
-	var l mockllm.Ledger
+	var l mockLedger
 	if err := json.Unmarshal(body, &l); err != nil {
 		return Source{}, fmt.Errorf("read mock ledger: decode %s: %w", url, err)
 	}
@@ -40,7 +54,7 @@ func readMock(ctx context.Context, src *Sources) (Source, error) {
 
 // priceLedger sums the ledger's served answers, each group priced as the
 // gateway prices one request.
-func priceLedger(l *mockllm.Ledger, prices *pricing.Table) Source {
+func priceLedger(l *mockLedger, prices *pricing.Table) Source {
 	var served tally
 	var unpriced int64
 	for _, e := range l.Answers {

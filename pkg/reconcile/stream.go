@@ -23,6 +23,7 @@ func (t *tally) add(cost int64) {
 // streamCount is what the stream holds in the window.
 type streamCount struct {
 	unique, raw, dept, served tally
+	recovered                 tally // events of requests a killed gateway began (UsageEvent.recovered)
 	legacyDups                int64 // legacy single-event messages of an event id already counted
 	undecodable               int
 	first, last               uint64
@@ -53,6 +54,9 @@ func (c *streamCount) take(it *replay.Item) {
 	}
 	if servedUpstream(ev) {
 		c.served.add(ev.CostNanoUsd)
+	}
+	if ev.Recovered {
+		c.recovered.add(ev.CostNanoUsd)
 	}
 }
 
@@ -101,19 +105,21 @@ func (s *windowSink) Close(context.Context) error { return nil }
 // source reports the count as the stream source.
 func (c *streamCount) source() Source {
 	return Source{Name: SourceStream, Requests: c.unique.n, CostNanoUSD: c.unique.cost, Extra: map[string]int64{
-		"raw_requests":         c.raw.n,
-		"raw_cost_nano_usd":    c.raw.cost,
-		"duplicates":           c.raw.n - c.unique.n,
-		"dept_requests":        c.dept.n,
-		"dept_cost_nano_usd":   c.dept.cost,
-		"served_requests":      c.served.n,
-		"served_cost_nano_usd": c.served.cost,
-		"undecodable":          int64(c.undecodable),
-		"duplicate_batches":    int64(c.batches.DuplicateBatches),
-		"legacy_duplicates":    c.legacyDups,
-		"lost_batches":         int64(c.batches.LostBatches),
-		"missing_batches":      int64(c.batches.MissingBatches),
-		"first_seq":            int64(c.first),
-		"last_seq":             int64(c.last),
+		"raw_requests":            c.raw.n,
+		"raw_cost_nano_usd":       c.raw.cost,
+		"duplicates":              c.raw.n - c.unique.n,
+		"dept_requests":           c.dept.n,
+		"dept_cost_nano_usd":      c.dept.cost,
+		"served_requests":         c.served.n,
+		"served_cost_nano_usd":    c.served.cost,
+		"recovered_requests":      c.recovered.n,
+		"recovered_cost_nano_usd": c.recovered.cost,
+		"undecodable":             int64(c.undecodable),
+		"duplicate_batches":       int64(c.batches.DuplicateBatches),
+		"legacy_duplicates":       c.legacyDups,
+		"lost_batches":            int64(c.batches.LostBatches),
+		"missing_batches":         int64(c.batches.MissingBatches),
+		"first_seq":               int64(c.first),
+		"last_seq":                int64(c.last),
 	}}
 }

@@ -187,7 +187,7 @@ var producerTag = string(protowire.AppendTag(nil, fieldProducerID, protowire.Byt
 // encoding follows it. A protobuf message never starts with a zero byte
 // (field number 0 is invalid), so no batch or legacy event is mistaken
 // for one, and a reader that predates compression refuses it as
-// malformed instead of misreading it (README: upgrade readers first).
+// malformed instead of misreading it (docs/budgets.md: upgrade readers first).
 const compressedMark = 0x00
 
 // maxPlain bounds a compressed message's expansion: a batch is at most

@@ -198,6 +198,10 @@ type Stats struct {
 	BatchesFailed    int64  // publishes that failed or timed out
 	BatchesDropped   int64  // batches lost to a full or failing spool
 	LastSeq          uint64 // seq of the last batch formed; 0 before the first
+
+	Begun        int64 // requests handed to Begin and tracked until their event (journal.go)
+	BegunDropped int64 // Begin values refused: their queue or the open requests were full
+	Recovered    int64 // events published for requests a previous run began and never finished (also in Queued)
 }
 
 // lifecycle states of a Publisher.
@@ -244,6 +248,19 @@ type Publisher struct {
 
 	spool     *spool
 	spoolFull atomic.Bool
+
+	// jch carries Begin and Progress values to Run; jwoken is set once
+	// Begin woke Run and cleared when Run takes them, so that a burst of
+	// requests wakes it once; idle is set while Run waits without its
+	// tick. stopped is set by shut.
+	jch     chan jentry
+	jwoken  atomic.Bool
+	idle    atomic.Bool
+	stopped atomic.Bool
+	journal *journal // owned by Run
+	found   map[string]*openReq
+
+	begun, begunDropped, recovered atomic.Int64
 
 	queued, published, spooled, drained atomic.Int64
 	failed, dropped, pending            atomic.Int64
@@ -292,6 +309,12 @@ func NewPublisher(js jetstream.JetStream, cfg Config, log *slog.Logger) (*Publis
 		_ = sp.close()
 		return nil, fmt.Errorf("new usage publisher: %w", err)
 	}
+	jn, found, err := openJournal(cfg.SpoolDir)
+	if err != nil {
+		_ = num.f.Close()
+		_ = sp.close()
+		return nil, fmt.Errorf("new usage publisher: %w", err)
+	}
 	log.Info("usage producer", "producer_id", num.id, "next_seq", num.last+1, "resumed", num.resumed)
 	p := &Publisher{
 		num:       num,
@@ -306,14 +329,24 @@ func NewPublisher(js jetstream.JetStream, cfg Config, log *slog.Logger) (*Publis
 		closeReq:  make(chan context.Context, 1),
 		done:      make(chan struct{}),
 		spool:     sp,
+		jch:       make(chan jentry, beginQueue),
+		journal:   jn,
+		found:     found,
 	}
 	p.batchWant.Store(math.MaxInt64)
 	p.gatherUntil.Store(math.MaxInt64)
 	if err := p.run.init(p); err != nil {
 		_ = num.f.Close()
+		_ = jn.f.Close()
 		_ = sp.close()
 		return nil, fmt.Errorf("new usage publisher: %w", err)
 	}
+	if n, err := p.run.recoverBegun(found); err != nil {
+		log.Error("usage events of unfinished requests not recovered", "dir", cfg.SpoolDir, "err", err)
+	} else if n > 0 {
+		log.Warn("usage events recovered for requests a previous run began and never finished", "dir", cfg.SpoolDir, "events", n)
+	}
+	p.found = nil
 	return p, nil
 }
 
@@ -380,6 +413,56 @@ func (p *Publisher) full() error {
 	return nil
 }
 
+// Begin records that the upstream call of the request whose event will
+// carry b.EventID begins (journal.go): if the process ends before that
+// event is enqueued, its next start (or `tollctl spool recover`) bills the
+// request by Recovered's rule. It never blocks: b is copied onto a bounded
+// queue, or counted in Stats.BegunDropped when that is full. The record
+// reaches the spool directory's page cache with Run's next write (within a
+// tick, 50 ms, sooner under load: Run writes whenever an event or an ack
+// wakes it), and its disk with the spool's fsync (SyncInterval).
+func (p *Publisher) Begin(b *Begun) {
+	if p.stopped.Load() {
+		return
+	}
+	select {
+	case p.jch <- jentry{kind: kindBegun, b: *b}:
+	default:
+		p.begunDropped.Add(1)
+		return
+	}
+	// A busy Run takes the queue when anything else wakes it, or on its
+	// next tick (due).
+	p.wakeForBegun()
+}
+
+// Progress records that the stream of the request begun with eventID has
+// relayed completionTokens so far. The gateway calls it at most every
+// DefaultProgressInterval per stream; it never blocks (a full queue drops
+// the report).
+func (p *Publisher) Progress(eventID string, completionTokens uint64) {
+	if p.stopped.Load() {
+		return
+	}
+	select {
+	case p.jch <- jentry{kind: kindProgress, tokens: completionTokens, b: Begun{EventID: eventID}}:
+	default:
+		return
+	}
+	p.wakeForBegun()
+}
+
+// wakeForBegun wakes Run for the Begin queue when it waits without its
+// tick, or when the queue fills up; once until Run takes the queue.
+func (p *Publisher) wakeForBegun() {
+	if (p.idle.Load() || len(p.jch) >= beginQueue/2) && p.jwoken.CompareAndSwap(false, true) {
+		select {
+		case p.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
 // Stats returns a snapshot of the counters. It is safe to call at any time.
 func (p *Publisher) Stats() Stats {
 	return Stats{
@@ -401,6 +484,10 @@ func (p *Publisher) Stats() Stats {
 		BatchesFailed:    p.batchesFailed.Load(),
 		BatchesDropped:   p.batchesDropped.Load(),
 		LastSeq:          p.lastSeq.Load(),
+
+		Begun:        p.begun.Load(),
+		BegunDropped: p.begunDropped.Load(),
+		Recovered:    p.recovered.Load(),
 	}
 }
 
@@ -464,6 +551,7 @@ func (p *Publisher) shut() {
 	p.mu.Lock()
 	p.closed = true
 	p.mu.Unlock()
+	p.stopped.Store(true)
 }
 
 // takeOverflow moves the overflow list into dst.

@@ -168,10 +168,15 @@ func (r *runState) loop(ctx, stop context.Context) error {
 			break
 		}
 		var tc <-chan time.Time
+		// idle is set before due looks at the Begin queue: a Begin
+		// queued after that look sees it and wakes this loop.
+		r.p.idle.Store(true)
 		if r.due() {
+			r.p.idle.Store(false)
 			tc = tick.C
 		}
 		r.wait(ctx, tc)
+		r.p.idle.Store(false)
 	}
 	return r.finish()
 }
@@ -183,12 +188,14 @@ func (r *runState) loop(ctx, stop context.Context) error {
 // 20 times a second; an event, an ack or a stop request wakes it.
 func (r *runState) due() bool {
 	return r.ring.len() > 0 || !r.up || len(r.backlog) > 0 || r.drain.active ||
-		r.spool.hasData() || r.spool.unsynced()
+		r.spool.hasData() || r.spool.unsynced() ||
+		len(r.p.jch) > 0 || len(r.p.journal.pending) > 0 || r.p.journal.dirty
 }
 
 // step does the work that needs no waiting: place held batches, start a
 // drain read, move the overflow list to the spool, write spooled bytes.
 func (r *runState) step() {
+	r.takeBegun()
 	r.refresh()
 	r.placeBacklog()
 	if !r.stopping {
@@ -205,6 +212,52 @@ func (r *runState) step() {
 		clear(r.over)
 	}
 	r.flushSpool()
+	r.flushJournal()
+}
+
+// takeBegun moves the Begin and Progress values queued so far into the
+// journal. It runs before any event is taken, so the Begin of a request,
+// which happened before its event's Enqueue, is tracked before that event
+// closes it.
+func (r *runState) takeBegun() {
+	p := r.p
+	p.jwoken.Store(false)
+	for {
+		select {
+		case e := <-p.jch:
+			if e.kind == kindProgress {
+				p.journal.progress(e.b.EventID, e.tokens)
+			} else if p.journal.begin(&e.b) {
+				p.begun.Add(1)
+			} else {
+				p.begunDropped.Add(1)
+			}
+		default:
+			return
+		}
+	}
+}
+
+// flushJournal writes the journal's records, after the spool's bytes.
+func (r *runState) flushJournal() {
+	if err := r.p.journal.flush(r.now); err != nil {
+		r.p.log.Error("usage begun file write", "err", err)
+	}
+}
+
+// closeEvents closes the journal's record of each event placed. The Begin
+// of each was queued before its event (the gateway's request calls Begin,
+// then Enqueue), so taking the queued values first tracks every one of
+// them, however many events were taken since the last take.
+func (r *runState) closeEvents(evs []*usagev1.UsageEvent) {
+	r.takeBegun()
+	j := r.p.journal
+	if len(j.open) == 0 {
+		return
+	}
+	for _, ev := range evs {
+		j.done(ev.GetEventId())
+	}
 }
 
 // wait blocks until one thing happens (an event, an ack, a tick, a stop
@@ -288,6 +341,7 @@ func (r *runState) canTake() bool {
 // (gatherQueued) so that one publish carries them all; an event after a
 // quiet spell is published at once.
 func (r *runState) take(ev *usagev1.UsageEvent) {
+	r.takeBegun()
 	r.refresh() // the connection may have dropped while we waited
 	busy := r.cfg.FlushDelay > 0 && r.now.Sub(r.lastTake) < r.cfg.FlushDelay
 	r.lastTake = r.now
@@ -446,6 +500,7 @@ func (r *runState) place(b *batch, data []byte, spool bool) bool {
 }
 
 func (r *runState) spooledBatch(b *batch) {
+	r.closeEvents(b.events)
 	r.p.spooled.Add(int64(len(b.events)))
 	r.p.batchesSpooled.Add(1)
 	if r.spoolLow == 0 || b.head.seq < r.spoolLow {
@@ -535,6 +590,7 @@ func (r *runState) publishLive(b *batch, data []byte) bool {
 	}
 	r.ring.push(flight{b: *b, token: token, deadline: r.now.Add(r.cfg.AckTimeout)})
 	r.live++
+	r.closeEvents(b.events)
 	r.p.pending.Store(int64(r.ring.len()))
 	return true
 }
@@ -821,6 +877,9 @@ func (r *runState) onTick() {
 		if err := r.spool.sync(); err != nil {
 			r.p.log.Error("usage spool sync", "err", err)
 		}
+		if err := r.p.journal.sync(); err != nil {
+			r.p.log.Error("usage begun file sync", "err", err)
+		}
 	}
 }
 
@@ -831,6 +890,7 @@ func (r *runState) finish() error {
 	p := r.p
 	r.stopping = true
 	p.shut()
+	r.takeBegun()
 	r.takeAcks()
 	r.settleReady()
 	if r.drain.active {
@@ -880,7 +940,9 @@ func (r *runState) finish() error {
 		p.log.Error("usage events dropped at shutdown: spool full or failing", "events", lost)
 	}
 	r.acks.close()
-	r.closeErr = errors.Join(r.spool.close(), r.num.close())
+	// The spool first: a done record never reaches the disk before the
+	// event it closes.
+	r.closeErr = errors.Join(r.spool.close(), p.journal.close(), r.num.close())
 	if r.closeErr != nil {
 		r.closeErr = fmt.Errorf("close usage publisher: %w", r.closeErr)
 	}

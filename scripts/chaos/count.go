@@ -36,6 +36,10 @@ type counts struct {
 	// batch holds several depts' events), not only the dept.
 	StreamRepublished int64
 	StreamCost        int64 // nano-USD, over distinct request ids
+	// StreamRecovered counts the distinct request ids whose event was
+	// recovered (UsageEvent.recovered: published from a killed gateway's
+	// begun record).
+	StreamRecovered int64
 	// StreamMaxCost is the largest cost of one event.
 	StreamMaxCost int64
 	// SpentAtFirstRefusal is the cost of the dept's requests that had
@@ -104,6 +108,7 @@ type streamScan struct {
 // deptCount is one dept's events in the stream.
 type deptCount struct {
 	events, cost, maxCost int64
+	recovered             int64
 	requests              map[string]bool // request ids seen
 	ends                  []spendEnd      // every charged request's end
 	firstRefusal          int64           // unix ns of the first budget refusal; 0 if none
@@ -158,6 +163,7 @@ func (r *rig) countStream(ctx context.Context, dept string, c *counts) error {
 	c.StreamRepublished = sc.republished
 	if d := sc.depts[dept]; d != nil {
 		c.StreamMsgs, c.StreamUnique, c.StreamCost, c.StreamMaxCost = d.events, int64(len(d.requests)), d.cost, d.maxCost
+		c.StreamRecovered = d.recovered
 		c.SpentAtFirstRefusal = -1
 		if d.firstRefusal != 0 {
 			c.SpentAtFirstRefusal = d.spentBefore(d.firstRefusal)
@@ -260,6 +266,9 @@ func (sc *streamScan) add(b *usagev1.UsageBatch) {
 		if !d.requests[ev.GetRequestId()] {
 			d.requests[ev.GetRequestId()] = true
 			d.cost += ev.GetCostNanoUsd()
+			if ev.GetRecovered() {
+				d.recovered++
+			}
 			d.maxCost = max(d.maxCost, ev.GetCostNanoUsd())
 			if c := ev.GetCostNanoUsd(); c > 0 {
 				d.ends = append(d.ends, spendEnd{at: ev.GetTimestamp() + int64(ev.GetLatencyTotalUs())*1000, cost: c})

@@ -10,6 +10,8 @@ import (
 	"os/exec"
 	"strings"
 	"time"
+
+	"github.com/tollgate/tollgate/pkg/mockllm"
 )
 
 // reconcileReport is the part of `tollctl reconcile --json` the rig reads.
@@ -42,6 +44,25 @@ func (r *rig) resetMock(ctx context.Context) error {
 	}
 	resp.Body.Close()
 	return nil
+}
+
+// mockLedger reads mockllm's ledger (what it served since the scenario
+// began).
+func (r *rig) mockLedger(ctx context.Context) (mockllm.Ledger, error) {
+	var l mockllm.Ledger
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+r.mockAddr+"/ledger", nil)
+	if err != nil {
+		return l, fmt.Errorf("read mock ledger: %w", err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return l, fmt.Errorf("read mock ledger: %w", err)
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(&l); err != nil {
+		return l, fmt.Errorf("read mock ledger: %w", err)
+	}
+	return l, nil
 }
 
 // reconcile runs `tollctl reconcile` over the scenario's time window (the

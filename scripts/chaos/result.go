@@ -25,6 +25,11 @@ type result struct {
 	// how it was derived. Zero for every scenario but gateway-kill.
 	lostBound int64
 	boundText string
+	// began is what mockllm's ledger counts (answers it completed and
+	// streams cut), compared with the events in the stream when
+	// checkBegan is set (gateway-kill-streams).
+	began      int64
+	checkBegan bool
 	// unexpectedErrors counts client errors the scenario promised away.
 	unexpectedErrors int64
 	// overshoot and overshootBound are the budget scenario's figures.
@@ -90,6 +95,13 @@ func (res *result) failures() []string {
 	case "upstream-faults":
 		if res.unexpectedErrors > 0 {
 			f = append(f, fmt.Sprintf("%d client errors other than error events of cut or garbled streams", res.unexpectedErrors))
+		}
+	case "gateway-kill-streams":
+		if res.checkBegan && res.began != res.counts.StreamUnique {
+			f = append(f, fmt.Sprintf("mockllm began %d requests, the stream bills %d", res.began, res.counts.StreamUnique))
+		}
+		if res.counts.StreamRecovered == 0 {
+			f = append(f, "no event recovered: no stream was in flight at the kill")
 		}
 	case "budget-overshoot":
 		if res.overshoot > res.overshootBound {

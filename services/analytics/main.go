@@ -22,6 +22,9 @@
 // spend with them. A file that no longer loads is logged and the limits
 // stay as last written; a write ClickHouse fails is tried again every 10 s
 // (chstore.LimitWriter).
+//
+// main.go turns flags and environment into settings; app.go starts the
+// program's parts from them, in order.
 package main
 
 import (
@@ -29,24 +32,13 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"log/slog"
-	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"golang.org/x/sync/errgroup"
-
-	"github.com/tollgate/tollgate/pkg/budget"
 	"github.com/tollgate/tollgate/pkg/chstore"
 	"github.com/tollgate/tollgate/pkg/config"
-	"github.com/tollgate/tollgate/pkg/natsconn"
-	"github.com/tollgate/tollgate/pkg/profiling"
 )
 
 func main() {
@@ -55,7 +47,7 @@ func main() {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
-	if err := run(ctx, os.Args[1:], os.Getenv, hup); err != nil {
+	if err := run(ctx, os.Args[1:], os.Getenv, hup); err != nil && !errors.Is(err, flag.ErrHelp) {
 		fmt.Fprintln(os.Stderr, "analytics:", err)
 		os.Exit(1)
 	}
@@ -64,125 +56,51 @@ func main() {
 // run runs the program until ctx ends. Each value received on reload
 // (SIGHUP) rewrites the budget limits from the config file.
 func run(ctx context.Context, args []string, getenv func(string) string, reload <-chan os.Signal) error {
-	fs := flag.NewFlagSet("analytics", flag.ContinueOnError)
-	cfgPath := fs.String("config", getenv("TOLLGATE_CONFIG"), "config file; its nats, log, profiling and budgets sections are used (env TOLLGATE_CONFIG)")
-	natsURL := fs.String("nats", "", "NATS URL; overrides the config's nats.url")
-	chAddr := fs.String("clickhouse", orDefault(getenv("TOLLGATE_CLICKHOUSE"), "127.0.0.1:9000"),
-		"ClickHouse native-protocol address(es), comma-separated (env TOLLGATE_CLICKHOUSE)")
-	database := fs.String("database", "tollgate", "ClickHouse database")
-	batchSize := fs.Int("batch-size", 10000, "most events per insert")
-	batchInterval := fs.Duration("batch-interval", time.Second, "longest an event waits for its batch to fill")
-	metrics := fs.String("metrics", "", "address serving /metrics, e.g. 127.0.0.1:9103 (off when empty)")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	cfg := &config.Config{}
-	if *cfgPath != "" {
-		var err error
-		if cfg, err = config.Load(*cfgPath); err != nil {
-			return err
-		}
-	}
-	log := cfg.Log.NewLogger(os.Stderr)
-	if *natsURL != "" {
-		cfg.NATS.URL = *natsURL
-	}
-
-	// The profiling section is shared with the gateway; its
-	// application_name is the gateway's, so this one is fixed.
-	stopProfiling, err := profiling.Start(profiling.Config{ServerAddress: cfg.Profiling.ServerAddress,
-		ApplicationName: "tollgate.analytics", Tags: cfg.Profiling.Tags, Getenv: getenv}, log)
+	s, err := parseSettings(args, getenv)
 	if err != nil {
 		return err
 	}
-	defer stopProfiling()
-
-	store, err := chstore.OpenWait(ctx, chstore.Options{
-		Addr:     *chAddr,
-		Database: *database,
-		User:     getenv("CLICKHOUSE_USER"),
-		Password: getenv("CLICKHOUSE_PASSWORD"),
-	}, log)
-	if err != nil || store == nil {
-		return err // nil: stopped while waiting for ClickHouse
-	}
-	defer store.Close()
-
-	nc, err := natsconn.Connect(cfg.NATS, "tollgate-analytics", log)
-	if err != nil {
-		return err
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return fmt.Errorf("jetstream: %w", err)
-	}
-
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	lo := chstore.LoaderOptions{BatchSize: *batchSize, BatchInterval: *batchInterval, Replicas: cfg.NATS.Replicas,
-		Logger: log, Registerer: reg}
-	limits := chstore.NewLimitWriter(log)
-	g, ctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return chstore.RunLoaders(ctx, store, js, lo, limits) })
-	g.Go(func() error {
-		if *cfgPath != "" {
-			setLimits(limits, cfg, log)
-		}
-		for {
-			select {
-			case <-ctx.Done():
-				return nil
-			case <-reload:
-				if *cfgPath == "" {
-					log.Warn("reload: no config file, budget limits not written")
-					continue
-				}
-				c, err := config.Load(*cfgPath)
-				if err != nil {
-					log.Error("reload: budget limits not written", "err", err)
-					continue
-				}
-				setLimits(limits, c, log)
-			}
-		}
-	})
-	if *metrics != "" {
-		srv := &http.Server{Addr: *metrics, Handler: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
-			ReadHeaderTimeout: 5 * time.Second}
-		g.Go(func() error {
-			if err := srv.ListenAndServe(); !errors.Is(err, http.ErrServerClosed) {
-				return fmt.Errorf("metrics listener: %w", err)
-			}
-			return nil
-		})
-		g.Go(func() error {
-			<-ctx.Done()
-			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-			defer cancel()
-			return srv.Shutdown(sctx)
-		})
-	}
-	log.Info("analytics loader started", "nats", nc.ConnectedUrlRedacted(), "clickhouse", *chAddr, "database", *database)
-	err = g.Wait()
-	log.Info("analytics loader stopped", "err", err)
-	return err
+	return s.run(ctx, reload)
 }
 
-// setLimits hands cfg's budget limits to w, to be written as the current
-// set of budget_limits. A config whose limits do not parse or nest is
-// logged and the limits stay as last written: the usage loaders go on
-// without them.
-func setLimits(w *chstore.LimitWriter, cfg *config.Config, log *slog.Logger) {
-	limits, err := budget.ParseLimits(cfg.Budgets)
-	if err == nil {
-		err = budget.ValidateHierarchy(limits, cfg.BudgetOvercommit)
+// settings is everything the program takes from its flags, its config file
+// and its environment; nothing else reads them.
+type settings struct {
+	cfgPath string         // "" when run without a config file
+	cfg     *config.Config // the file's config, or an empty one
+	store   chstore.Options
+	loader  chstore.LoaderOptions
+	metrics string // address of the metrics listener; "" for none
+	getenv  func(string) string
+}
+
+func parseSettings(args []string, getenv func(string) string) (settings, error) {
+	s := settings{getenv: getenv, cfg: &config.Config{}}
+	fs := flag.NewFlagSet("analytics", flag.ContinueOnError)
+	fs.StringVar(&s.cfgPath, "config", getenv("TOLLGATE_CONFIG"), "config file; its nats, log, profiling and budgets sections are used (env TOLLGATE_CONFIG)")
+	natsURL := fs.String("nats", "", "NATS URL; overrides the config's nats.url")
+	fs.StringVar(&s.store.Addr, "clickhouse", orDefault(getenv("TOLLGATE_CLICKHOUSE"), "127.0.0.1:9000"),
+		"ClickHouse native-protocol address(es), comma-separated (env TOLLGATE_CLICKHOUSE)")
+	fs.StringVar(&s.store.Database, "database", "tollgate", "ClickHouse database")
+	fs.IntVar(&s.loader.BatchSize, "batch-size", 10000, "most events per insert")
+	fs.DurationVar(&s.loader.BatchInterval, "batch-interval", time.Second, "longest an event waits for its batch to fill")
+	fs.StringVar(&s.metrics, "metrics", "", "address serving /metrics, e.g. 127.0.0.1:9103 (off when empty)")
+	if err := fs.Parse(args); err != nil {
+		return s, err
 	}
-	if err != nil {
-		log.Error("budget limits not written", "err", err)
-		return
+	s.store.User, s.store.Password = getenv("CLICKHOUSE_USER"), getenv("CLICKHOUSE_PASSWORD")
+	if s.cfgPath != "" {
+		cfg, err := config.LoadEnv(s.cfgPath, getenv)
+		if err != nil {
+			return s, err
+		}
+		s.cfg = cfg
 	}
-	w.SetLimits(limits)
+	if *natsURL != "" {
+		s.cfg.NATS.URL = *natsURL
+	}
+	s.loader.Replicas = s.cfg.NATS.Replicas
+	return s, nil
 }
 
 func orDefault(v, def string) string {

@@ -62,7 +62,7 @@ func TestRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
-	go func() { done <- run([]string{"-config", cfg, "-nats", s.ClientURL()}) }()
+	go func() { done <- run([]string{"-config", cfg, "-nats", s.ClientURL()}, os.Getenv) }()
 
 	data, err := proto.Marshal(&usagev1.UsageEvent{EventId: "e1", Timestamp: time.Now().UnixNano(), Dept: "eng", CostNanoUsd: 42})
 	if err != nil {

@@ -33,8 +33,8 @@ func TestEmbedRunsAnalytics(t *testing.T) {
 	g, gctx := errgroup.WithContext(runCtx)
 	start := []budget.Limit{{Scope: budget.ScopeDept, Value: "eng", Period: budget.PeriodMonth, AmountNano: 10e9}}
 	tracker := limitsSeen{make(chan []budget.Limit, 1)}
-	limits, err := startEmbedded(gctx, g, js, true, 1, start, alertFlags(t), tracker, prometheus.NewRegistry(),
-		func(k string) string { return env[k] }, slog.New(slog.DiscardHandler))
+	limits, err := startEmbedded(embedded{on: true, ctx: gctx, g: g, js: js, replicas: 1, limits: start, consumer: alertFlags(t), tracker: tracker,
+		reg: prometheus.NewRegistry(), getenv: func(k string) string { return env[k] }, log: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,8 +95,8 @@ func TestEmbedWithoutClickHouse(t *testing.T) {
 	runCtx, stop := context.WithCancel(ctx)
 	g, gctx := errgroup.WithContext(runCtx)
 	tracker := limitsSeen{make(chan []budget.Limit, 1)}
-	got, err := startEmbedded(gctx, g, js, true, 1, nil, alertFlags(t), tracker, prometheus.NewRegistry(),
-		func(string) string { return "" }, slog.New(slog.DiscardHandler))
+	got, err := startEmbedded(embedded{on: true, ctx: gctx, g: g, js: js, replicas: 1, consumer: alertFlags(t), tracker: tracker,
+		reg: prometheus.NewRegistry(), getenv: func(string) string { return "" }, log: slog.New(slog.DiscardHandler)})
 	if err != nil || got != limitSetter(tracker) {
 		t.Fatalf("startEmbedded = %T, %v; want the tracker", got, err)
 	}

@@ -77,7 +77,8 @@ func TestEmbedRaisesForecastAndAnomalyAlerts(t *testing.T) {
 	runCtx, stop := context.WithCancel(ctx)
 	g, gctx := errgroup.WithContext(runCtx)
 	tracker := limitsSeen{make(chan []budget.Limit, 1)}
-	got, err := startEmbedded(gctx, g, js, true, 1, limits, copts, tracker, prometheus.NewRegistry(), func(string) string { return "" }, slog.New(slog.DiscardHandler))
+	got, err := startEmbedded(embedded{on: true, ctx: gctx, g: g, js: js, replicas: 1, limits: limits, consumer: copts, tracker: tracker,
+		reg: prometheus.NewRegistry(), getenv: func(string) string { return "" }, log: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,8 +130,8 @@ func TestEmbedRaisesForecastAndAnomalyAlerts(t *testing.T) {
 func TestEmbedOff(t *testing.T) {
 	var g errgroup.Group
 	tracker := limitsSeen{make(chan []budget.Limit, 1)}
-	got, err := startEmbedded(context.Background(), &g, nil, false, 1, nil, alertFlags(t), tracker, prometheus.NewRegistry(),
-		func(string) string { return "127.0.0.1:9000" }, slog.New(slog.DiscardHandler))
+	got, err := startEmbedded(embedded{ctx: context.Background(), g: &g, replicas: 1, consumer: alertFlags(t), tracker: tracker,
+		reg: prometheus.NewRegistry(), getenv: func(string) string { return "127.0.0.1:9000" }, log: slog.New(slog.DiscardHandler)})
 	if err != nil || got != limitSetter(tracker) {
 		t.Fatalf("startEmbedded = %T, %v; want the tracker", got, err)
 	}

@@ -5,11 +5,8 @@ package main
 import (
 	"context"
 	"log/slog"
-	"os"
 
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/prometheus/client_golang/prometheus"
-	"golang.org/x/sync/errgroup"
 
 	"github.com/tollgate/tollgate/pkg/billing"
 	"github.com/tollgate/tollgate/pkg/budget"
@@ -24,11 +21,11 @@ import (
 // scanning the last 24 hours of the usage stream. The returned func closes
 // the ClickHouse connection, if any. Built with -tags clickhouse only: the
 // driver costs the gateway resident memory it otherwise does not need.
-func usageExplainer(ctx context.Context, js jetstream.JetStream, log *slog.Logger) (*billing.Explainer, func()) {
+func usageExplainer(ctx context.Context, js jetstream.JetStream, getenv func(string) string, log *slog.Logger) (*billing.Explainer, func()) {
 	ex := &billing.Explainer{Stream: usage.StreamName, Window: billing.DefaultStreamWindow}
-	if addr := os.Getenv("TOLLGATE_CLICKHOUSE"); addr != "" {
-		st, err := chstore.Open(ctx, chstore.Options{Addr: addr, Database: os.Getenv("TOLLGATE_CLICKHOUSE_DB"),
-			User: os.Getenv("CLICKHOUSE_USER"), Password: os.Getenv("CLICKHOUSE_PASSWORD")})
+	if addr := getenv("TOLLGATE_CLICKHOUSE"); addr != "" {
+		st, err := chstore.Open(ctx, chstore.Options{Addr: addr, Database: getenv("TOLLGATE_CLICKHOUSE_DB"),
+			User: getenv("CLICKHOUSE_USER"), Password: getenv("CLICKHOUSE_PASSWORD")})
 		if err == nil {
 			ex.Store = finance.Store{Conn: st.Conn()}
 			return ex, func() { _ = st.Close() }
@@ -46,8 +43,9 @@ func usageExplainer(ctx context.Context, js jetstream.JetStream, log *slog.Logge
 // budget_limits, at start and after each reload. While ClickHouse is down
 // the gateway serves, events wait in the stream and the newest limits in
 // memory. It returns where the limits of every reload go.
-func startAnalytics(ctx context.Context, g *errgroup.Group, js jetstream.JetStream, replicas int, limits []budget.Limit,
-	tracker limitSetter, reg prometheus.Registerer, getenv func(string) string, log *slog.Logger) limitSetter {
+func startAnalytics(e embedded) limitSetter {
+	ctx, g, js, getenv, log := e.ctx, e.g, e.js, e.getenv, e.log
+	replicas, limits, tracker, reg := e.replicas, e.limits, e.tracker, e.reg
 	addr := getenv("TOLLGATE_CLICKHOUSE")
 	if addr == "" {
 		return tracker

@@ -10,27 +10,27 @@ import (
 	"github.com/tollgate/tollgate/pkg/config"
 )
 
-// TestReadmeDockerToken runs the token command the README gives for the
+// TestReadmeDockerToken runs the token command docs/deployment.md gives for the
 // Docker setup and verifies its token as the compose gateway does, with
 // the image's config (deploy/docker/tollgate.yaml): with the default dev
 // secret and with TOLLGATE_DEV_SECRET set on both sides.
 func TestReadmeDockerToken(t *testing.T) {
-	readme, err := os.ReadFile("../../README.md")
+	readme, err := os.ReadFile("../../docs/deployment.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, section, ok := strings.Cut(string(readme), "With Docker:")
 	if !ok {
-		t.Fatal("README has no \"With Docker:\" section")
+		t.Fatal("docs/deployment.md has no \"With Docker:\" section")
 	}
 	m := regexp.MustCompile("`go run \\./services/tollctl (token [^`]+)`").FindStringSubmatch(section)
 	if m == nil {
-		t.Fatal("the README's Docker section gives no `go run ./services/tollctl token ...` command")
+		t.Fatal("docs/deployment.md's Docker section gives no `go run ./services/tollctl token ...` command")
 	}
 	args := strings.Fields(m[1])
 	for i, a := range args {
 		if strings.HasPrefix(a, "deploy/") {
-			args[i] = "../../" + a // the README runs from the repository root
+			args[i] = "../../" + a // the page's commands run from the repository root
 		}
 	}
 	cfgData, err := os.ReadFile("../../deploy/docker/tollgate.yaml")
@@ -59,7 +59,7 @@ func TestReadmeDockerToken(t *testing.T) {
 			}
 			p, err := v.Verify([]byte(strings.TrimSpace(stdout)))
 			if err != nil {
-				t.Fatalf("the compose gateway refuses the README's token: %v", err)
+				t.Fatalf("the compose gateway refuses the page's token: %v", err)
 			}
 			if p.Subject != "me" || p.Dept != "eng" {
 				t.Errorf("principal %+v, want sub me, dept eng", p)

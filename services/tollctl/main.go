@@ -226,6 +226,21 @@ tollctl verify --gateway http://127.0.0.1:8090 --token "$TOKEN" --nats nats://12
 			setup: setupVerify,
 		},
 		{
+			use: "spool", group: groupOps,
+			summary: "a gateway's usage spool directory: recover",
+			sub: []command{{
+				use: "recover",
+				summary: "publish what a gateway that never comes back left in its spool directory: its spooled events, " +
+					"and one recovered event for each request it began and never billed",
+				long: "--dir is required. Run it only once the gateway is gone for good (two processes on one directory " +
+					"would share its producer id); a gateway that restarts on its directory does the same by itself. " +
+					"Running it twice publishes nothing more. --dry-run lists the unfinished requests and what each would be billed.",
+				example: `tollctl spool recover --dir /var/lib/tollgate/spool --dry-run
+tollctl spool recover --dir /var/lib/tollgate/spool --nats nats://127.0.0.1:4222`,
+				setup: setupSpoolRecover,
+			}},
+		},
+		{
 			use: "config", group: groupOps,
 			summary: "config files: check",
 			sub: []command{{

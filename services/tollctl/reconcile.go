@@ -169,6 +169,10 @@ func writeReport(a *app, rep reconcile.Report) error {
 	if s, ok := rep.Source(reconcile.SourceStream); ok && s.Extra["duplicates"] > 0 {
 		fmt.Fprintf(a.stdout, "\nthe stream holds %d messages for %d event ids (duplicates: %d)\n", s.Extra["raw_requests"], s.Requests, s.Extra["duplicates"])
 	}
+	if s, ok := rep.Source(reconcile.SourceStream); ok && s.Extra["recovered_requests"] > 0 {
+		fmt.Fprintf(a.stdout, "\nthe stream holds %d recovered events (%s USD): requests a killed gateway began, billed by the recovery rule (estimated)\n",
+			s.Extra["recovered_requests"], pricing.FormatUSD(s.Extra["recovered_cost_nano_usd"]))
+	}
 	for _, n := range rep.Notes {
 		fmt.Fprintf(a.stdout, "\nnote: %s\n", n)
 	}

@@ -96,6 +96,16 @@
 // (little-endian float32, then base64, as OpenAI). Gemini reports no token
 // usage for embeddings unless it sends usageMetadata, so usage is then
 // written as zeros and not marked reported.
+//
+// # Inbound (Gemini API clients)
+//
+// The gateway serves the Gemini API to clients too (issue #46):
+// RequestToOpenAI and ResponseFromOpenAI translate a generateContent
+// request to the OpenAI chat format and the answer back for targets of
+// other kinds (inbound.go, which states the rules), Encoder turns an
+// OpenAI stream into Gemini's chunks (SSE or the JSON array form), and
+// BuildNative, NativeStream and NewPassthrough serve a client's request
+// natively on this provider (native.go).
 package gemini
 
 import (

@@ -1,9 +1,3 @@
-// Package openai is the provider for every OpenAI-compatible server (OpenAI
-// itself, vLLM, Ollama, LM Studio, llama.cpp, Groq, Together, Fireworks,
-// DeepSeek, Mistral, OpenRouter, xAI, Perplexity, Cerebras, ...) and for
-// Azure OpenAI. Requests and answers pass through unchanged but for
-// byte-level edits: the model name, stream_options.include_usage and a
-// clamped max_tokens.
 package openai
 
 import (

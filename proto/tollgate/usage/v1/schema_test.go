@@ -32,7 +32,7 @@ func TestFieldNumbersAreStable(t *testing.T) {
 				"endpoint": 50, "stream": 51, "status_code": 52, "error_type": 53, "client_aborted": 54,
 				"latency_total_us": 60, "ttft_us": 61, "upstream_us": 62, "overhead_us": 63,
 				"cache_hit": 70, "degradation_step": 71, "clamped_max_tokens": 72, "budgets": 73,
-				"units": 74, "unit": 75,
+				"units": 74, "unit": 75, "recovered": 76,
 			},
 		},
 		{

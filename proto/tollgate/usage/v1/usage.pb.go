@@ -249,7 +249,14 @@ type UsageEvent struct {
 	// (milliseconds of audio transcribed or translated), "character" (speech
 	// input characters) or "byte" (bytes uploaded to /v1/files); empty
 	// when units is 0.
-	Unit          string `protobuf:"bytes,75,opt,name=unit,proto3" json:"unit,omitempty"`
+	Unit string `protobuf:"bytes,75,opt,name=unit,proto3" json:"unit,omitempty"`
+	// True when the gateway that served the request ended (killed, crashed)
+	// before its own event was recorded, and this event was published on its
+	// next start (or by `tollctl spool recover`) from the record the gateway
+	// wrote when the upstream call began: the token counts and cost follow
+	// the recovery rule (docs/usage-recovery.md), so estimated is set too.
+	// The event id is the one the request's own event would have carried.
+	Recovered     bool `protobuf:"varint,76,opt,name=recovered,proto3" json:"recovered,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -571,6 +578,13 @@ func (x *UsageEvent) GetUnit() string {
 	return ""
 }
 
+func (x *UsageEvent) GetRecovered() bool {
+	if x != nil {
+		return x.Recovered
+	}
+	return false
+}
+
 // BudgetCheck is one budget limit as the gateway saw it when it admitted (or
 // refused) a request: what `tollctl explain` shows as "budgets checked".
 type BudgetCheck struct {
@@ -842,7 +856,7 @@ const file_tollgate_usage_v1_usage_proto_rawDesc = "" +
 	"\x03seq\x18\xe9\a \x01(\x04R\x03seq\x126\n" +
 	"\x06events\x18\xea\a \x03(\v2\x1d.tollgate.usage.v1.UsageEventR\x06events\x12'\n" +
 	"\x0fcreated_unix_ms\x18\xeb\a \x01(\x03R\rcreatedUnixMs\x12\x19\n" +
-	"\aresumed\x18\xec\a \x01(\bR\aresumed\"\xb7\n" +
+	"\aresumed\x18\xec\a \x01(\bR\aresumed\"\xd5\n" +
 	"\n" +
 	"\n" +
 	"UsageEvent\x12\x19\n" +
@@ -894,7 +908,8 @@ const file_tollgate_usage_v1_usage_proto_rawDesc = "" +
 	"\x12clamped_max_tokens\x18H \x01(\rR\x10clampedMaxTokens\x128\n" +
 	"\abudgets\x18I \x03(\v2\x1e.tollgate.usage.v1.BudgetCheckR\abudgets\x12\x14\n" +
 	"\x05units\x18J \x01(\x04R\x05units\x12\x12\n" +
-	"\x04unit\x18K \x01(\tR\x04unit\"\xb7\x02\n" +
+	"\x04unit\x18K \x01(\tR\x04unit\x12\x1c\n" +
+	"\trecovered\x18L \x01(\bR\trecovered\"\xb7\x02\n" +
 	"\vBudgetCheck\x12\x14\n" +
 	"\x05scope\x18\x01 \x01(\tR\x05scope\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value\x12\x16\n" +

@@ -86,7 +86,7 @@ func (s *suite) pausedRun(ctx context.Context, p plan) *Paused {
 	// A short run with the servers up first: the gateway's budget lease
 	// expires after 30 s without traffic, and with NATS stopped a gateway
 	// cannot draw a new one (it refuses after budget.leases.first_grant_wait,
-	// as the README says), so the paused run must start on a fresh lease.
+	// as docs/budgets.md says), so the paused run must start on a fresh lease.
 	warm := p
 	warm.warmup, warm.dur = 0, leaseWarmup
 	_, err := s.load(ctx, warm, targetTollgate, targetTollgate+"-before-pause", loadOpts{})
