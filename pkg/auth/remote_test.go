@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/pkg/config"
+
+	"github.com/tollgate/tollgate/pkg/testkit"
 )
 
 // testIdP is an OpenID provider on loopback serving what a verifier reads
@@ -109,20 +111,6 @@ func runVerifier(t testing.TB, is config.Issuer) *Verifier {
 	return v
 }
 
-// eventually polls cond every millisecond for up to 5 s and returns how long
-// it took to hold.
-func eventually(t testing.TB, what string, cond func() bool) time.Duration {
-	t.Helper()
-	start := time.Now()
-	for !cond() {
-		if time.Since(start) > 5*time.Second {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-	return time.Since(start)
-}
-
 func rsToken(t testing.TB, iss, kid string, key any) []byte {
 	return []byte(mint(t, MintOptions{Issuer: iss, Alg: "RS256", KID: kid, Key: key, Subject: "alice"}))
 }
@@ -136,13 +124,13 @@ func TestRemoteRotation(t *testing.T) {
 	t.Run("unknown kid", func(t *testing.T) {
 		idp := newTestIdP(t, jwkOf(t, "a", &k.rsa.PublicKey))
 		v := runVerifier(t, idp.issuer(20*time.Millisecond, time.Hour))
-		eventually(t, "first keys", func() bool { return stats(v).Keys == 1 })
+		testkit.Wait(t, 5*time.Second, "first keys", func() bool { return stats(v).Keys == 1 })
 		if _, err := v.Verify(rsToken(t, idp.srv.URL, "a", k.rsa)); err != nil {
 			t.Fatal(err)
 		}
 		idp.setKeys(t, jwkOf(t, "b", &k.rsa2.PublicKey))
 		tokB := rsToken(t, idp.srv.URL, "b", k.rsa2)
-		took := eventually(t, "rotated key", func() bool { _, err := v.Verify(tokB); return err == nil })
+		took := testkit.Wait(t, 5*time.Second, "rotated key", func() bool { _, err := v.Verify(tokB); return err == nil })
 		t.Logf("rotation to accepted token (unknown kid, jwks_refresh_min 20ms): %s", took)
 		if _, err := v.Verify(rsToken(t, idp.srv.URL, "a", k.rsa)); !errors.Is(err, errUnknownKID) {
 			t.Errorf("retired key: %v, want unknown kid", err)
@@ -152,11 +140,11 @@ func TestRemoteRotation(t *testing.T) {
 		idp := newTestIdP(t, jwkOf(t, "a", &k.rsa.PublicKey))
 		idp.cache = "public, max-age=0"
 		v := runVerifier(t, idp.issuer(30*time.Millisecond, time.Hour))
-		eventually(t, "first keys", func() bool { return stats(v).Keys == 1 })
+		testkit.Wait(t, 5*time.Second, "first keys", func() bool { return stats(v).Keys == 1 })
 		rotated := time.Now()
 		idp.setKeys(t, jwkOf(t, "b", &k.rsa2.PublicKey))
 		n := idp.fetches.Load()
-		eventually(t, "refresh", func() bool { return idp.fetches.Load() > n+1 })
+		testkit.Wait(t, 5*time.Second, "refresh", func() bool { return idp.fetches.Load() > n+1 })
 		if _, err := v.Verify(rsToken(t, idp.srv.URL, "b", k.rsa2)); err != nil {
 			t.Fatal(err)
 		}
@@ -171,7 +159,7 @@ func TestRemoteKIDFlood(t *testing.T) {
 	idp := newTestIdP(t, jwkOf(t, "a", &k.rsa.PublicKey))
 	const min = 100 * time.Millisecond
 	v := runVerifier(t, idp.issuer(min, time.Hour))
-	eventually(t, "first keys", func() bool { return stats(v).Keys == 1 })
+	testkit.Wait(t, 5*time.Second, "first keys", func() bool { return stats(v).Keys == 1 })
 	start := time.Now()
 	for i := range 300 {
 		tok := rsToken(t, idp.srv.URL, fmt.Sprintf("flood-%d", i), k.rsa)
@@ -287,7 +275,7 @@ func TestRemoteDown(t *testing.T) {
 		is := is
 		is.JWKSFile = writeJWKS(t, t.TempDir(), jwkOf(t, "a", &k.rsa.PublicKey))
 		v := runVerifier(t, is)
-		eventually(t, "failed fetches", func() bool { return stats(v).FetchErrors >= 2 })
+		testkit.Wait(t, 5*time.Second, "failed fetches", func() bool { return stats(v).FetchErrors >= 2 })
 		if _, err := v.Verify(tok); err != nil {
 			t.Fatal(err)
 		}
@@ -301,7 +289,7 @@ func TestRemoteDown(t *testing.T) {
 			t.Errorf("NotReady before a fetch = %q", why)
 		}
 		v = runVerifier(t, is)
-		eventually(t, "failed fetch", func() bool { return stats(v).FetchErrors >= 1 })
+		testkit.Wait(t, 5*time.Second, "failed fetch", func() bool { return stats(v).FetchErrors >= 1 })
 		_, err := v.Verify(tok)
 		if !errors.Is(err, ErrInvalidToken) || err.Error() != "invalid token: issuer keys are not available yet" {
 			t.Errorf("Verify = %v", err)

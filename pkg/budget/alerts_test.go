@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/tollgate/tollgate/pkg/testkit"
 )
 
 // alertSink collects the alerts published on NATS and the webhook's bodies.
@@ -75,7 +77,7 @@ func (s *alertSink) none(t *testing.T) {
 // webhook waits for n webhook bodies and returns them.
 func (s *alertSink) webhook(t *testing.T, n int) [][]byte {
 	t.Helper()
-	waitFor(t, 5*time.Second, func() bool { s.mu.Lock(); defer s.mu.Unlock(); return len(s.hook) >= n })
+	testkit.Wait(t, 5*time.Second, "the condition", func() bool { s.mu.Lock(); defer s.mu.Unlock(); return len(s.hook) >= n })
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([][]byte(nil), s.hook...)

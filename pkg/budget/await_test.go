@@ -4,6 +4,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/tollgate/tollgate/pkg/testkit"
 )
 
 // TestAwaitAck follows reservations through the ack protocol the tracker
@@ -42,7 +44,7 @@ func TestAwaitAck(t *testing.T) {
 	}
 	// Past AckWait the watch loop releases the spooled event's reservation.
 	clock.Add(int64(time.Minute + time.Second))
-	waitFor(t, 5*time.Second, func() bool { return tr.Awaiting() == 0 })
+	testkit.Wait(t, 5*time.Second, "the condition", func() bool { return tr.Awaiting() == 0 })
 	if got, n := reserved(), tr.Unacked(); got != 100 || n != 1 {
 		t.Errorf("after AckWait: reserved %d (want 100), unacked released %d (want 1)", got, n)
 	}
@@ -75,6 +77,6 @@ func TestTrackerSleepsWhenIdle(t *testing.T) {
 		t.Fatalf("reserved %d, want 100 until the totals cover the event", got)
 	}
 	run(t, newConsumer(t, e.js, ConsumerOptions{}))
-	waitFor(t, 5*time.Second, func() bool { return reserved() == 0 })
+	testkit.Wait(t, 5*time.Second, "the condition", func() bool { return reserved() == 0 })
 	idle("after the reservation went")
 }

@@ -19,6 +19,8 @@ import (
 
 	"github.com/tollgate/tollgate/pkg/usage"
 	usagev1 "github.com/tollgate/tollgate/proto/tollgate/usage/v1"
+
+	"github.com/tollgate/tollgate/pkg/testkit"
 )
 
 // TestConsumerRepublishPastDuplicateWindow is issue #13's deliver 2 for
@@ -106,7 +108,7 @@ func TestConsumerBatchOrderAndGaps(t *testing.T) {
 	e.waitApplied(t, counted)
 	e.waitConsumed(t, Durable)
 	e.checkAll(t, evs[:10])
-	waitFor(t, 10*time.Second, func() bool { return metricValue(t, c.m.dupBatches) == 3 })
+	testkit.Wait(t, 10*time.Second, "the condition", func() bool { return metricValue(t, c.m.dupBatches) == 3 })
 	if got := metricValue(t, c.m.dupBatches); got != 3 {
 		t.Errorf("duplicate batches %v, want 3", got)
 	}
@@ -127,11 +129,11 @@ func TestConsumerBatchOrderAndGaps(t *testing.T) {
 		t.Fatal("publish did not complete")
 	}
 	// The metrics change just after the acks: wait for them.
-	waitFor(t, time.Minute, func() bool { return metricValue(t, c.m.lostBatches) == 1 && metricValue(t, c.m.missing) == 0 })
+	testkit.Wait(t, time.Minute, "the condition", func() bool { return metricValue(t, c.m.lostBatches) == 1 && metricValue(t, c.m.missing) == 0 })
 	e.waitConsumed(t, Durable)
 	// It arrives after all: too late, never applied.
 	e.publishBatch(t, late, "")
-	waitFor(t, 10*time.Second, func() bool { return metricValue(t, c.m.dupBatches) == 4 })
+	testkit.Wait(t, 10*time.Second, "the condition", func() bool { return metricValue(t, c.m.dupBatches) == 4 })
 	if got := metricValue(t, c.m.lostBatches); got != 1 {
 		t.Errorf("lost batches %v, want 1", got)
 	}
@@ -249,13 +251,13 @@ func TestConsumerHistoryChanged(t *testing.T) {
 				// and the consumer has seen it so: its first check found the
 				// stream short (on a slow machine it may start after the
 				// durable looks consumed).
-				waitFor(t, 10*time.Second, func() bool { return metricValue(t, c.m.historyChanges) >= 1 })
+				testkit.Wait(t, 10*time.Second, "the condition", func() bool { return metricValue(t, c.m.historyChanges) >= 1 })
 				if r := requests(); r != 6 {
 					t.Fatalf("while the stream ends below the folded point: %d requests, want 6", r)
 				}
 				publish(tc.then...)
 			}
-			waitFor(t, 10*time.Second, func() bool { return requests() >= 10 })
+			testkit.Wait(t, 10*time.Second, "the condition", func() bool { return requests() >= 10 })
 			e.waitConsumed(t, Durable)
 			stop()
 			if r := requests(); r != 10 {
@@ -292,9 +294,9 @@ func TestConsumerChecksHistoryAfterReconnect(t *testing.T) {
 		t.Fatalf("history_checks_total %v after the first fold, want 1", n)
 	}
 	e.restartServer(t)
-	waitFor(t, 10*time.Second, e.nc.IsConnected)
+	testkit.Wait(t, 10*time.Second, "the reconnect", e.nc.IsConnected)
 	var seq uint64
-	waitFor(t, 10*time.Second, func() bool { // publishes fail until JetStream is back
+	testkit.Wait(t, 10*time.Second, "the condition", func() bool { // publishes fail until JetStream is back
 		data := mustMarshal(t, e.batch(p, 2, knownEvents[0]))
 		ack, err := e.js.Publish(context.Background(), usage.BatchSubject(p), data, jetstream.WithMsgID(usage.BatchMsgID(p, 2)))
 		if err == nil {
@@ -322,7 +324,7 @@ func TestConsumerSurvivesRecreatedStream(t *testing.T) {
 	// Stream seqs 1-6: 1-5 at or below the folded seq 5, so their batches
 	// are published again once seq 6 took the stream past it.
 	e.publishBatches(t, testProducers[0], 6, 7, 8, 9, 10, 11)
-	waitFor(t, 10*time.Second, func() bool { return e.deptRequests(t, "eng") >= 11 })
+	testkit.Wait(t, 10*time.Second, "the condition", func() bool { return e.deptRequests(t, "eng") >= 11 })
 	e.waitConsumed(t, Durable)
 	if r := e.deptRequests(t, "eng"); r != 11 {
 		t.Fatalf("dept total counts %d requests, want 11 (batches 1-11 once each)", r)
@@ -358,7 +360,7 @@ func TestConsumerCrashBetweenCheckpoints(t *testing.T) {
 	}
 	c2 := newConsumer(t, e.js, ConsumerOptions{Batch: 10, AckWait: time.Second})
 	run(t, c2)
-	waitFor(t, 10*time.Second, func() bool { return e.deptRequests(t, "eng") >= 4 })
+	testkit.Wait(t, 10*time.Second, "the condition", func() bool { return e.deptRequests(t, "eng") >= 4 })
 	e.waitConsumed(t, Durable)
 	if n := metricValue(t, c2.m.historyRepublished); n != 0 {
 		t.Errorf("%v batches published again, want 0", n)

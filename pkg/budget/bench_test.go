@@ -12,6 +12,8 @@ import (
 
 	"github.com/tollgate/tollgate/pkg/usage"
 	usagev1 "github.com/tollgate/tollgate/proto/tollgate/usage/v1"
+
+	"github.com/tollgate/tollgate/pkg/testkit"
 )
 
 // benchEvent spreads events over 200 keys, 50 subjects, 20 teams, 5 depts
@@ -90,7 +92,7 @@ func benchConsumer(b *testing.B, perMsg, batch int) {
 	b.ResetTimer()
 	start := time.Now()
 	stop := run(b, newConsumer(b, e.newJS(b), ConsumerOptions{Batch: batch}))
-	waitFor(b, 5*time.Minute, func() bool {
+	testkit.Wait(b, 5*time.Minute, "the condition", func() bool {
 		st := e.total(b, TotalID{Scope: ScopeGlobal, Period: PeriodTotal})
 		return st != nil && st.AsOfSeq >= last
 	})

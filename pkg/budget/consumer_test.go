@@ -15,6 +15,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	usagev1 "github.com/tollgate/tollgate/proto/tollgate/usage/v1"
+
+	"github.com/tollgate/tollgate/pkg/testkit"
 )
 
 // knownEvents straddle a day and a month boundary in UTC and need escaping.
@@ -482,7 +484,7 @@ func TestConsumerLoneEvent(t *testing.T) {
 	// The fold writes its totals concurrently: the global one can be read
 	// before the dept's write is stored.
 	id := TotalID{Scope: ScopeDept, Value: "d", Period: PeriodTotal}
-	waitFor(t, 10*time.Second, func() bool { return e.total(t, id) != nil })
+	testkit.Wait(t, 10*time.Second, "the condition", func() bool { return e.total(t, id) != nil })
 	if st := e.total(t, id); st == nil || st.CostNanoUsd != 7 || st.Requests != 1 {
 		t.Errorf("dept total %+v, want 1 request costing 7", st)
 	}

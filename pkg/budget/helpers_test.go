@@ -16,6 +16,8 @@ import (
 	"github.com/tollgate/tollgate/pkg/natstest"
 	"github.com/tollgate/tollgate/pkg/usage"
 	usagev1 "github.com/tollgate/tollgate/proto/tollgate/usage/v1"
+
+	"github.com/tollgate/tollgate/pkg/testkit"
 )
 
 // env is an embedded JetStream server with the usage stream and buckets.
@@ -282,7 +284,7 @@ func (e *env) total(tb testing.TB, id TotalID) *usagev1.SpendTotal {
 // waitApplied waits until the global total includes stream sequence seq.
 func (e *env) waitApplied(tb testing.TB, seq uint64) {
 	tb.Helper()
-	waitFor(tb, 10*time.Second, func() bool {
+	testkit.Wait(tb, 10*time.Second, "the condition", func() bool {
 		st := e.total(tb, TotalID{Scope: ScopeGlobal, Period: PeriodTotal})
 		return st != nil && st.AsOfSeq >= seq
 	})
@@ -294,7 +296,7 @@ func (e *env) waitApplied(tb testing.TB, seq uint64) {
 func (e *env) waitAcked(tb testing.TB, durable string) {
 	tb.Helper()
 	ctx := context.Background()
-	waitFor(tb, 10*time.Second, func() bool {
+	testkit.Wait(tb, 10*time.Second, "the condition", func() bool {
 		s, err := e.js.Stream(ctx, Stream)
 		if err != nil {
 			return false
@@ -315,7 +317,7 @@ func (e *env) waitAcked(tb testing.TB, durable string) {
 // waitConsumed waits until durable has acknowledged everything.
 func (e *env) waitConsumed(tb testing.TB, durable string) {
 	tb.Helper()
-	waitFor(tb, 10*time.Second, func() bool {
+	testkit.Wait(tb, 10*time.Second, "the condition", func() bool {
 		c, err := e.js.Consumer(context.Background(), Stream, durable)
 		if err != nil {
 			return false
@@ -323,17 +325,6 @@ func (e *env) waitConsumed(tb testing.TB, durable string) {
 		info, err := c.Info(context.Background())
 		return err == nil && info.NumPending == 0 && info.NumAckPending == 0
 	})
-}
-
-func waitFor(tb testing.TB, d time.Duration, cond func() bool) {
-	tb.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			tb.Fatalf("condition not met within %v", d)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 // utc builds a UTC time.

@@ -15,6 +15,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/tollgate/tollgate/pkg/config"
+
+	"github.com/tollgate/tollgate/pkg/testkit"
 )
 
 // gw is one gateway's Tracker with leases, on its own NATS connection.
@@ -268,7 +270,7 @@ func TestLeaseDeadGatewayExpires(t *testing.T) {
 		ex.HeldNano != rec.Holders["dies"].Slice+rec.Floor {
 		t.Errorf("refusal %+v, want spent 0, reserved 0, estimate 1000, held %d (slice + floor of %+v)", ex, rec.Holders["dies"].Slice+rec.Floor, rec)
 	}
-	waitFor(t, 10*time.Second, func() bool { return b.request(t, s, 1000, 1000, nil) == nil })
+	testkit.Wait(t, 10*time.Second, "the condition", func() bool { return b.request(t, s, 1000, 1000, nil) == nil })
 	if st := b.tr.LeaseStats(); st.Waits == 0 || st.RefusedWithRoom == 0 {
 		t.Errorf("stats %+v: want the waits and refusals with headroom counted", st)
 	}
@@ -283,7 +285,7 @@ func TestLeaseShutdownReturns(t *testing.T) {
 	if err := a.request(t, s, 1000, 1000, nil); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, func() bool { return a.tr.Reserved(ScopeDept) == 0 }) // applied
+	testkit.Wait(t, 10*time.Second, "the condition", func() bool { return a.tr.Reserved(ScopeDept) == 0 }) // applied
 	a.stop()
 	if rec := record(t, e.kv0(t), engTotal); rec.Holders["leaves"].Slice != 0 || rec.Floor != 1000 {
 		t.Fatalf("lease record after shutdown %+v, want no slice left and floor 1000", rec)
@@ -364,7 +366,7 @@ func TestLeaseLoopWakesWhenDue(t *testing.T) {
 		t.Errorf("stats %+v while serving: want 1 slice held, renewed at least once", st)
 	}
 	// No more requests: the slice goes back after TTL without use.
-	waitFor(t, 10*time.Second, func() bool {
+	testkit.Wait(t, 10*time.Second, "the condition", func() bool {
 		rec := record(t, e.kv0(t), engTotal)
 		return rec.Holders["steady"].Slice == 0 && rec.Floor > 0
 	})

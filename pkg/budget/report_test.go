@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tollgate/tollgate/pkg/testkit"
 )
 
 func TestReportAndSetLimits(t *testing.T) {
@@ -79,16 +81,16 @@ func TestReportForecast(t *testing.T) {
 	}})
 	seq := e.publish(t, weekOfSpend()...)
 	month := TotalID{Scope: ScopeDept, Value: "eng", Period: PeriodMonth, Start: periodStart(PeriodMonth, noon.UnixNano())}
-	waitFor(t, 5*time.Second, func() bool {
+	testkit.Wait(t, 5*time.Second, "the condition", func() bool {
 		_, _, asOf := tr.Spend(month)
 		return asOf == seq
 	})
-	waitFor(t, 5*time.Second, func() bool {
+	testkit.Wait(t, 5*time.Second, "the condition", func() bool {
 		_, _, asOf := tr.Spend(TotalID{Scope: ScopeDept, Value: "eng", Period: PeriodTotal})
 		return asOf == seq
 	})
 	for d := 4; d <= 10; d++ { // every day total reached the tracker's watch
-		waitFor(t, 5*time.Second, func() bool {
+		testkit.Wait(t, 5*time.Second, "the condition", func() bool {
 			spend, _, _ := tr.Spend(TotalID{Scope: ScopeDept, Value: "eng", Period: PeriodDay, Start: dayOf(d)})
 			return spend > 0
 		})

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/tollgate/tollgate/pkg/testkit"
 )
 
 const usd = NanoPerUSD
@@ -214,16 +216,16 @@ func TestTrackerPropagation(t *testing.T) {
 			r.Settle(4 * usd)
 			seq := e.publish(t, ev{at: tt.eventAt, key: "k1", subject: "alice", team: "ml", dept: "eng", costNano: 4 * usd})
 			r.Published(seq)
-			waitFor(t, 5*time.Second, func() bool {
+			testkit.Wait(t, 5*time.Second, "the condition", func() bool {
 				spend, res, asOf := tr.Spend(dept)
 				return spend == 4*usd && res == 0 && asOf == seq
 			})
 			// The day total of the reservation only empties once the event is
 			// in it, or after the grace period when the event went elsewhere.
-			waitFor(t, 5*time.Second, func() bool { _, res, _ := tr.Spend(day); return res == 0 })
+			testkit.Wait(t, 5*time.Second, "the condition", func() bool { _, res, _ := tr.Spend(day); return res == 0 })
 			// Every scope's totals arrive through the watch one by one; each
 			// releases its share of the reservation when it arrives.
-			waitFor(t, 5*time.Second, func() bool {
+			testkit.Wait(t, 5*time.Second, "the condition", func() bool {
 				for sc := range numScopes {
 					if tr.Reserved(sc) != 0 {
 						return false
@@ -350,7 +352,7 @@ func TestAlertsOncePerCrossing(t *testing.T) {
 	e.waitConsumed(t, "budget-replay")
 	noMore()
 
-	waitFor(t, 5*time.Second, func() bool { mu.Lock(); defer mu.Unlock(); return len(hooked) == 3 })
+	testkit.Wait(t, 5*time.Second, "the condition", func() bool { mu.Lock(); defer mu.Unlock(); return len(hooked) == 3 })
 	mu.Lock()
 	defer mu.Unlock()
 	for i, th := range []float64{0.5, 0.8, 1} {
@@ -442,7 +444,7 @@ func TestTrackerSweepsAsTotalsArrive(t *testing.T) {
 	// release every reservation as they arrive, before the loop's timer
 	// could.
 	var swept uint64
-	waitFor(t, 5*time.Second, func() bool {
+	testkit.Wait(t, 5*time.Second, "the condition", func() bool {
 		swept = tr.timedSweeps.Load() - sweeps
 		if spend, _, asOf := tr.Spend(dept); spend != int64(n)*usd/2 || asOf != last {
 			return false

@@ -31,6 +31,8 @@ import (
 	"github.com/tollgate/tollgate/pkg/tokenize"
 	"github.com/tollgate/tollgate/pkg/usage"
 	usagev1 "github.com/tollgate/tollgate/proto/tollgate/usage/v1"
+
+	"github.com/tollgate/tollgate/pkg/testkit"
 )
 
 // acctRig is a rig with the whole accounting path: an embedded JetStream
@@ -310,7 +312,7 @@ func TestStreamBegunRecovered(t *testing.T) {
 			}
 		}
 	}
-	waitFor(t, 5*time.Second, "the stream's progress in the begun file", func() bool {
+	testkit.Wait(t, 5*time.Second, "the stream's progress in the begun file", func() bool {
 		u, err := usage.ReadUnfinished(a.spoolDir)
 		return err == nil && len(u) == 1 && u[0].CompletionTokens > 0
 	})
@@ -738,7 +740,7 @@ func TestRevocationRefusesEverywhere(t *testing.T) {
 	if err := revoke.Revoke(context.Background(), a.revokedKV, revoke.Subject, "mallory", "", time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, "subject revocation", func() bool {
+	testkit.Wait(t, 5*time.Second, "subject revocation", func() bool {
 		resp := a.post("/v1/chat/completions", tok, chatBody)
 		readBody(t, resp)
 		return resp.StatusCode == 401
@@ -853,7 +855,7 @@ func TestDegradationLadder(t *testing.T) {
 // (events) when the last request just ended.
 func (a *acctRig) allEvents(t *testing.T) []*usagev1.UsageEvent {
 	t.Helper()
-	waitFor(t, 5*time.Second, "the publisher to flush", func() bool {
+	testkit.Wait(t, 5*time.Second, "the publisher to flush", func() bool {
 		st := a.pub.Stats()
 		return st.QueueLen == 0 && st.Pending == 0
 	})
@@ -989,7 +991,7 @@ func testResponseCache(t *testing.T, path, body, streamed, last string) {
 		return resp.Header.Get("X-Tollgate-Cache"), string(b)
 	}
 	waitStored := func(n int64) {
-		waitFor(t, 5*time.Second, "the cache write", func() bool { return cache.Stats().Stored >= n })
+		testkit.Wait(t, 5*time.Second, "the cache write", func() bool { return cache.Stats().Stored >= n })
 	}
 	state, first := ask(research, body)
 	if state != "miss" {

@@ -15,6 +15,8 @@ import (
 	"github.com/tollgate/tollgate/pkg/budget"
 	"github.com/tollgate/tollgate/pkg/config"
 	"github.com/tollgate/tollgate/pkg/revoke"
+
+	"github.com/tollgate/tollgate/pkg/testkit"
 )
 
 const messagesKeyBody = `{"model":"mock-gpt","max_tokens":16,"messages":[{"role":"user","content":"x"}]}`
@@ -26,7 +28,7 @@ func (a *acctRig) createKey(t *testing.T, spec apikey.Key) (string, apikey.Key) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, "key "+k.ID, func() bool {
+	testkit.Wait(t, 5*time.Second, "key "+k.ID, func() bool {
 		_, err := a.gw.keys.Verify([]byte(tok))
 		return err == nil || !strings.Contains(err.Error(), "unknown")
 	})
@@ -44,7 +46,7 @@ func TestAPIKeyAuth(t *testing.T) {
 		t.Fatal(err)
 	}
 	expired, _ := a.createKey(t, apikey.Key{Subject: "batch", Dept: "research", ExpiresAt: time.Now().Add(-time.Second)})
-	waitFor(t, 5*time.Second, "revocation", func() bool {
+	testkit.Wait(t, 5*time.Second, "revocation", func() bool {
 		_, err := a.gw.keys.Verify([]byte(revoked))
 		return err != nil
 	})
@@ -150,7 +152,7 @@ func TestAPIKeyAccounting(t *testing.T) {
 			t.Errorf("event dept %q key %q subject %q", ev.Dept, ev.KeyId, ev.Subject)
 		}
 	}
-	waitFor(t, 5*time.Second, "research spend", func() bool {
+	testkit.Wait(t, 5*time.Second, "research spend", func() bool {
 		return a.tracker.Used(budget.ScopeKey, rk.ID, budget.PeriodDay) > 0 && a.tracker.Used(budget.ScopeDept, "research", budget.PeriodDay) > 0
 	})
 	if used := a.tracker.Used(budget.ScopeDept, "finance", budget.PeriodDay); used != 0 {
@@ -206,7 +208,7 @@ func TestAPIKeyRevocationPropagation(t *testing.T) {
 	if err := revoke.Revoke(context.Background(), a.revokedKV, revoke.Subject, "mallory", "", time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, "subject revocation", func() bool {
+	testkit.Wait(t, 5*time.Second, "subject revocation", func() bool {
 		resp := a.post("/v1/chat/completions", tok, chatBody)
 		body := readBody(t, resp)
 		var e struct{ Error struct{ Code string } }

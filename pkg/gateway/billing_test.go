@@ -18,6 +18,8 @@ import (
 	"github.com/tollgate/tollgate/pkg/respcache"
 	"github.com/tollgate/tollgate/pkg/tokenize"
 	"github.com/valyala/fasthttp"
+
+	"github.com/tollgate/tollgate/pkg/testkit"
 )
 
 // Attacks on what a request is billed (issue #41, README: Security): a
@@ -338,7 +340,7 @@ func TestCacheHitsAreAdmitted(t *testing.T) {
 			if resp := a.post("/v1/chat/completions", alice, chatBody); resp.StatusCode != 200 || resp.Header.Get("X-Tollgate-Cache") != "miss" {
 				t.Fatalf("first request: %d, cache %q", resp.StatusCode, resp.Header.Get("X-Tollgate-Cache"))
 			}
-			waitFor(t, 5*time.Second, "the cache write", func() bool { return cache.Stats().Stored >= 1 })
+			testkit.Wait(t, 5*time.Second, "the cache write", func() bool { return cache.Stats().Stored >= 1 })
 
 			resp := a.post("/v1/chat/completions", bob, chatBody)
 			body := readBody(t, resp)
@@ -472,7 +474,7 @@ func TestClientLeavingAfterFinishIsBilledItsUsage(t *testing.T) {
 		}
 	}
 	resp.Body.Close() // the client leaves right after the finish chunk
-	waitFor(t, 5*time.Second, "the gateway to see the client leave", func() bool {
+	testkit.Wait(t, 5*time.Second, "the gateway to see the client leave", func() bool {
 		return strings.Contains(a.logs.String(), "client left after the answer's finish reason")
 	})
 	close(release)

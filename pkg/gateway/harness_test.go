@@ -268,18 +268,6 @@ func errorShape(t testing.TB, body []byte, wantType, wantCode string) string {
 	return msg
 }
 
-// waitFor polls cond until it holds or the timeout passes.
-func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // startOwners runs an owner store on its own NATS server, for a rig that
 // serves files and batches.
 func startOwners(t testing.TB) *owner.Store {

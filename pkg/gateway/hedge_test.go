@@ -16,6 +16,8 @@ import (
 	"github.com/tollgate/tollgate/pkg/config"
 	"github.com/tollgate/tollgate/pkg/mockllm"
 	"github.com/tollgate/tollgate/pkg/usage"
+
+	"github.com/tollgate/tollgate/pkg/testkit"
 )
 
 // closeRecorder is a loopback TCP proxy in front of an upstream that records
@@ -198,7 +200,7 @@ func TestHedgedRequests(t *testing.T) {
 					t.Errorf("second target called %d times, want %d", n, tt.wantFastHits)
 				}
 				if tt.wantCloses > 0 {
-					waitFor(t, 2*time.Second, "the losing call's connection to close", func() bool { return h.rec.early.Load() >= tt.wantCloses })
+					testkit.Wait(t, 2*time.Second, "the losing call's connection to close", func() bool { return h.rec.early.Load() >= tt.wantCloses })
 				}
 				// A loser's connection is closed, never pooled: the next
 				// request to the first target gets a working one.
@@ -279,7 +281,7 @@ func TestHedgeLoserStopsGenerating(t *testing.T) {
 	if p, hd, n := resp.Header.Get("X-Tollgate-Provider"), resp.Header.Get("X-Tollgate-Hedged"), resp.Header.Get("X-Tollgate-Attempts"); p != "slow" || hd != "true" || n != "2" {
 		t.Fatalf("provider %q hedged %q attempts %q; want the first target to win a hedged race of 2 calls", p, hd, n)
 	}
-	waitFor(t, 3*time.Second, "the losing stream to be cancelled", func() bool { return h.fast.Stats().StreamsCancelled == 1 })
+	testkit.Wait(t, 3*time.Second, "the losing stream to be cancelled", func() bool { return h.fast.Stats().StreamsCancelled == 1 })
 	if st := h.fast.Stats(); st.StreamsStarted != 1 || st.StreamsCompleted != 0 {
 		t.Errorf("the losing stream: %+v, want started once and never completed", st)
 	}
@@ -378,7 +380,7 @@ func TestHedgeNoGoroutineLeak(t *testing.T) {
 	for i := 0; i < 10; i++ {
 		h.call(t, i%2 == 0)
 	}
-	waitFor(t, 5*time.Second, "the goroutines of the hedged calls to end", func() bool { return settle() <= before+2 })
+	testkit.Wait(t, 5*time.Second, "the goroutines of the hedged calls to end", func() bool { return settle() <= before+2 })
 	if n := counter(t, h.reg, "tollgate_hedges_total", map[string]string{"model": "hedged", "event": "cancelled"}); n != 12 {
 		t.Errorf("%v losers cancelled, want 12", n)
 	}

@@ -15,6 +15,8 @@ import (
 	"github.com/tollgate/tollgate/pkg/usage"
 	usagev1 "github.com/tollgate/tollgate/proto/tollgate/usage/v1"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/tollgate/tollgate/pkg/testkit"
 )
 
 // TestNATSOutageUnderLoad runs steady load through a gateway publishing to
@@ -142,7 +144,7 @@ func TestNATSOutageUnderLoad(t *testing.T) {
 	// Every event has gone out live or from the spool. Queue, ring and
 	// spool can all be empty while a batch waits in memory behind one the
 	// window held back, so the counts decide, not only the queues.
-	waitFor(t, 60*time.Second, "the spool to drain", func() bool {
+	testkit.Wait(t, 60*time.Second, "the spool to drain", func() bool {
 		s := pub.Stats()
 		return s.QueueLen == 0 && s.Pending == 0 && s.SpoolBytes == 0 && s.Spooled == s.Drained &&
 			s.Published+s.Drained == s.Queued-s.Dropped
@@ -197,7 +199,7 @@ func TestNATSOutageUnderLoad(t *testing.T) {
 
 	// The budget totals include every event exactly once.
 	id := budget.TotalID{Scope: budget.ScopeGlobal, Period: budget.PeriodTotal}
-	waitFor(t, 30*time.Second, "the budget consumer to catch up", func() bool {
+	testkit.Wait(t, 30*time.Second, "the budget consumer to catch up", func() bool {
 		e, err := kv.Get(ctx, id.Key())
 		if err != nil {
 			return false

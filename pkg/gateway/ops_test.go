@@ -13,6 +13,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/tollgate/tollgate/pkg/config"
 	"github.com/tollgate/tollgate/pkg/metrics"
+
+	"github.com/tollgate/tollgate/pkg/testkit"
 )
 
 // withMetrics swaps the rig's gateway for one recording metrics on reg.
@@ -107,7 +109,7 @@ func TestMetricsAfterKnownTraffic(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			// The stream's metrics are recorded when its body ends.
-			waitFor(t, 2*time.Second, tc.name, func() bool { return counter(t, reg, tc.metric, tc.labels) == tc.want })
+			testkit.Wait(t, 2*time.Second, tc.name, func() bool { return counter(t, reg, tc.metric, tc.labels) == tc.want })
 		})
 	}
 }

@@ -14,6 +14,8 @@ import (
 	"github.com/tollgate/tollgate/pkg/config"
 	"github.com/tollgate/tollgate/pkg/pricing"
 	usagev1 "github.com/tollgate/tollgate/proto/tollgate/usage/v1"
+
+	"github.com/tollgate/tollgate/pkg/testkit"
 )
 
 // bookConfig is a gateway config serving claude-sonnet-4-5 from two
@@ -101,7 +103,7 @@ func TestPriceBookCacheWrites(t *testing.T) {
 	go func() { done <- r.Run(ctx, sigs) }()
 	t.Cleanup(func() { cancel(); <-done })
 	sigs <- syscall.SIGHUP
-	waitFor(t, 5*time.Second, "the price book applied", func() bool { return a.gw.state.Load().prices.Version == "litellm-test-1" })
+	testkit.Wait(t, 5*time.Second, "the price book applied", func() bool { return a.gw.state.Load().prices.Version == "litellm-test-1" })
 
 	tests := []struct {
 		name, model  string
@@ -133,7 +135,7 @@ func TestPriceBookCacheWrites(t *testing.T) {
 	cheaper.CacheWriteInputPerM = 3_100_000_000
 	writeBook(t, bookPath, "litellm-test-2", map[string]pricing.Price{"claude-sonnet-4-5": cheaper})
 	sigs <- syscall.SIGHUP
-	waitFor(t, 5*time.Second, "the new price book applied", func() bool { return a.gw.state.Load().prices.Version == "litellm-test-2" })
+	testkit.Wait(t, 5*time.Second, "the new price book applied", func() bool { return a.gw.state.Load().prices.Version == "litellm-test-2" })
 	resp := a.post("/v1/chat/completions", a.token(nil), cacheWriteChat("claude-sonnet-4-5", false, 10))
 	if body := readBody(t, resp); resp.StatusCode != 200 {
 		t.Fatalf("status %d: %s", resp.StatusCode, body)

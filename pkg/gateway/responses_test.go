@@ -17,6 +17,8 @@ import (
 	"github.com/tollgate/tollgate/pkg/config"
 	"github.com/tollgate/tollgate/pkg/pricing"
 	"github.com/tollgate/tollgate/pkg/tokenize"
+
+	"github.com/tollgate/tollgate/pkg/testkit"
 )
 
 // namedEvent is one SSE event of a Responses stream as the client got it.
@@ -290,7 +292,7 @@ func TestResponsesRouting(t *testing.T) {
 		})
 	}
 	labels := map[string]string{"model": "mock-gpt", "provider": "mock", "endpoint": "/v1/responses", "status": "200"}
-	waitFor(t, 2*time.Second, "responses metrics", func() bool { return counter(t, reg, "tollgate_requests_total", labels) == 4 }) // the rows served by mock-gpt
+	testkit.Wait(t, 2*time.Second, "responses metrics", func() bool { return counter(t, reg, "tollgate_requests_total", labels) == 4 }) // the rows served by mock-gpt
 	if !strings.Contains(r.logs.String(), `"endpoint":"/v1/responses"`) {
 		t.Errorf("no request log line for /v1/responses")
 	}

@@ -30,6 +30,8 @@ import (
 	"github.com/tollgate/tollgate/pkg/usage"
 	usagev1 "github.com/tollgate/tollgate/proto/tollgate/usage/v1"
 	"github.com/valyala/fasthttp"
+
+	"github.com/tollgate/tollgate/pkg/testkit"
 )
 
 // rawExchange writes req as is on a new connection to the rig and reads one
@@ -448,7 +450,7 @@ func TestClientThatNeverReads(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("the gateway still holds the upstream stream of a client that never reads")
 	}
-	waitFor(t, 5*time.Second, "the request log line", func() bool {
+	testkit.Wait(t, 5*time.Second, "the request log line", func() bool {
 		return strings.Contains(r.logs.String(), `"error":"client_write_timeout"`)
 	})
 	if !strings.Contains(r.logs.String(), "client stopped reading") {

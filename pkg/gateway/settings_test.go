@@ -24,6 +24,8 @@ import (
 	"github.com/tollgate/tollgate/pkg/budget"
 	"github.com/tollgate/tollgate/pkg/config"
 	"github.com/tollgate/tollgate/pkg/natstest"
+
+	"github.com/tollgate/tollgate/pkg/testkit"
 )
 
 // settingsYAML is a small valid config with a mock provider; extra is
@@ -355,7 +357,7 @@ func TestReloaderKeys(t *testing.T) {
 	t.Cleanup(func() { cancel(); <-done })
 	accepted := func(kid string) bool { _, err := r.Verify(token(kid)); return err == nil }
 	addKey("k2")
-	waitFor(t, 5*time.Second, "the rotated key", func() bool { return accepted("k2") })
+	testkit.Wait(t, 5*time.Second, "the rotated key", func() bool { return accepted("k2") })
 	writeConfig(t, path, yaml(`budgets:
   - {scope: dept, value: eng, amount_usd: "10", period: month}
 `))
@@ -363,7 +365,7 @@ func TestReloaderKeys(t *testing.T) {
 		t.Fatal(err)
 	}
 	addKey("k3")
-	waitFor(t, 5*time.Second, "a key rotated after the reload", func() bool { return accepted("k3") && accepted("k1") })
+	testkit.Wait(t, 5*time.Second, "a key rotated after the reload", func() bool { return accepted("k3") && accepted("k1") })
 }
 
 // TestReloaderOverride: a key the process sets over the file at start

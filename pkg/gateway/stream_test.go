@@ -15,6 +15,8 @@ import (
 
 	"github.com/tollgate/tollgate/pkg/config"
 	"github.com/valyala/fasthttp"
+
+	"github.com/tollgate/tollgate/pkg/testkit"
 )
 
 func b64url(b []byte) string { return base64.RawURLEncoding.EncodeToString(b) }
@@ -135,13 +137,13 @@ func TestClientDisconnectCancelsUpstream(t *testing.T) {
 		}
 	}
 	resp.Body.Close() // the client goes away at chunk 3 of 200
-	waitFor(t, 3*time.Second, "the mock to see the stream cancelled", func() bool {
+	testkit.Wait(t, 3*time.Second, "the mock to see the stream cancelled", func() bool {
 		return r.mock.Stats().StreamsCancelled == 1
 	})
 	if s := r.mock.Stats(); s.StreamsCompleted != 0 || s.CompletionTokens >= 150 {
 		t.Errorf("upstream kept generating after the client left: %+v", s)
 	}
-	waitFor(t, 3*time.Second, "the request to be logged as client closed", func() bool {
+	testkit.Wait(t, 3*time.Second, "the request to be logged as client closed", func() bool {
 		return strings.Contains(r.logs.String(), `"status":499`)
 	})
 }
@@ -481,7 +483,7 @@ func testDisconnectAtOnce(t *testing.T, before int) {
 	case <-time.After(8 * time.Second):
 		t.Fatal("the upstream connection stayed open after the client left")
 	}
-	waitFor(t, 3*time.Second, "the request to be logged as client closed", func() bool {
+	testkit.Wait(t, 3*time.Second, "the request to be logged as client closed", func() bool {
 		return strings.Contains(r.logs.String(), `"status":499`)
 	})
 }

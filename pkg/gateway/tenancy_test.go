@@ -13,6 +13,8 @@ import (
 	"github.com/tollgate/tollgate/pkg/config"
 	"github.com/tollgate/tollgate/pkg/usage"
 	usagev1 "github.com/tollgate/tollgate/proto/tollgate/usage/v1"
+
+	"github.com/tollgate/tollgate/pkg/testkit"
 )
 
 // TestNoDeptTokenUnderDeptLimits: a token that names no department is
@@ -44,7 +46,7 @@ func TestNoDeptTokenUnderDeptLimits(t *testing.T) {
 	if err := a.pub.Enqueue(spent); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "the dept total at the limit", func() bool {
+	testkit.Wait(t, 10*time.Second, "the dept total at the limit", func() bool {
 		return a.tracker.Used(budget.ScopeDept, auth.NoDept, budget.PeriodMonth) >= limitUSD*1_000_000_000
 	})
 	for i := range 10 {

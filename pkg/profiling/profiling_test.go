@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/tollgate/tollgate/pkg/testkit"
 )
 
 // syncBuffer is a bytes.Buffer safe for the concurrent writes of a logger.
@@ -51,18 +53,6 @@ func refusingAddr(t *testing.T) string {
 }
 
 func noEnv(string) string { return "" }
-
-// waitFor polls cond every 10ms for up to 10s.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
 
 func TestStartDisabled(t *testing.T) {
 	tests := []struct {
@@ -119,7 +109,7 @@ func TestStartUnreachable(t *testing.T) {
 			if took > time.Second {
 				t.Errorf("Start took %v with an unreachable server", took)
 			}
-			waitFor(t, "a failed upload logged", func() bool {
+			testkit.Wait(t, 10*time.Second, "a failed upload logged", func() bool {
 				return strings.Contains(buf.String(), "connection refused")
 			})
 			t0 = time.Now()
@@ -168,7 +158,7 @@ func TestUploadsWithNameAndTags(t *testing.T) {
 			}
 			defer stop()
 			var got string
-			waitFor(t, "an upload", func() bool {
+			testkit.Wait(t, 10*time.Second, "an upload", func() bool {
 				mu.Lock()
 				defer mu.Unlock()
 				for _, n := range names {

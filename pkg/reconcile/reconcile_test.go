@@ -18,6 +18,8 @@ import (
 	"github.com/tollgate/tollgate/pkg/replay"
 	"github.com/tollgate/tollgate/pkg/usage"
 	usagev1 "github.com/tollgate/tollgate/proto/tollgate/usage/v1"
+
+	"github.com/tollgate/tollgate/pkg/testkit"
 )
 
 // traffic is the requests of the end-to-end test: what each sends, its
@@ -161,7 +163,7 @@ func TestReconcileEndToEnd(t *testing.T) {
 		if err := conn.Exec(ctx, "ALTER TABLE usage_events DELETE WHERE event_id = ?", id); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, func() bool {
+		testkit.Wait(t, 15*time.Second, "the condition", func() bool {
 			var n uint64
 			return conn.QueryRow(ctx, "SELECT count() FROM usage_events WHERE event_id = ?", id).Scan(&n) == nil && n == 0
 		})
@@ -193,7 +195,7 @@ func TestReconcileEndToEnd(t *testing.T) {
 	// every message of the stream.
 	caughtUp := func(t *testing.T) {
 		t.Helper()
-		waitFor(t, func() bool {
+		testkit.Wait(t, 15*time.Second, "the condition", func() bool {
 			s, err := r.js.Stream(ctx, usage.StreamName)
 			if err != nil {
 				return false
@@ -308,17 +310,6 @@ func wantDiff(t *testing.T, rep reconcile.Report, prefix, text string) {
 		}
 	}
 	t.Errorf("no difference %q ... %q in %s", prefix, text, dump(rep))
-}
-
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met in 15s")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }
 
 func dump(rep reconcile.Report) string {

@@ -135,17 +135,6 @@ func startPublisher(t testing.TB, js jetstream.JetStream, cfg Config) *Publisher
 	return p
 }
 
-func waitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // stored is one event of the usage stream, with the message that holds it.
 type stored struct {
 	seq      uint64 // the message's stream sequence

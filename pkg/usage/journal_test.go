@@ -13,6 +13,8 @@ import (
 	"time"
 
 	usagev1 "github.com/tollgate/tollgate/proto/tollgate/usage/v1"
+
+	"github.com/tollgate/tollgate/pkg/testkit"
 )
 
 // TestBegunRecovered: a publisher tracks four kinds of request when its
@@ -65,7 +67,7 @@ func TestBegunRecovered(t *testing.T) {
 	for i := range 5 {
 		want = append(want, final(begin(i, true), i))
 	}
-	waitFor(t, "finished published", func() bool { return p.Stats().Published == 5 })
+	testkit.Wait(t, 10*time.Second, "finished published", func() bool { return p.Stats().Published == 5 })
 	for i := range 4 {
 		b := begin(10+i, true)
 		streams = append(streams, b)
@@ -75,17 +77,17 @@ func TestBegunRecovered(t *testing.T) {
 	for i := range 3 {
 		calls = append(calls, begin(20+i, false))
 	}
-	waitFor(t, "begun records written", func() bool { return len(readBegun(t, cfg.SpoolDir)) == 7 })
+	testkit.Wait(t, 10*time.Second, "begun records written", func() bool { return len(readBegun(t, cfg.SpoolDir)) == 7 })
 
 	srv.shutdown()
 	for i := range 3 {
 		b := begin(30+i, true)
 		spooled = append(spooled, b)
-		waitFor(t, "begun record written", func() bool { return readBegun(t, cfg.SpoolDir)[b.EventID] != nil })
+		testkit.Wait(t, 10*time.Second, "begun record written", func() bool { return readBegun(t, cfg.SpoolDir)[b.EventID] != nil })
 		want = append(want, final(b, 30+i))
 	}
-	waitFor(t, "spooled", func() bool { return p.Stats().Spooled == 3 })
-	waitFor(t, "done records written", func() bool { return len(readBegun(t, cfg.SpoolDir)) == 7 })
+	testkit.Wait(t, 10*time.Second, "spooled", func() bool { return p.Stats().Spooled == 3 })
+	testkit.Wait(t, 10*time.Second, "done records written", func() bool { return len(readBegun(t, cfg.SpoolDir)) == 7 })
 
 	// The kill: the directory as the page cache holds it, without the done
 	// records of the spooled events (killed between the spool's write and
@@ -112,7 +114,7 @@ func TestBegunRecovered(t *testing.T) {
 	for _, b := range append(streams, calls...) {
 		want = append(want, &usagev1.UsageEvent{EventId: b.EventID})
 	}
-	waitFor(t, "drained", func() bool { return p2.Stats().Drained == 10 })
+	testkit.Wait(t, 10*time.Second, "drained", func() bool { return p2.Stats().Drained == 10 })
 	closePublisher(t, p2)
 
 	msgs := streamMessages(t, js)
@@ -175,7 +177,7 @@ func TestBegunClosedByGracefulStop(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, "published", func() bool { return p.Stats().Published == 20 })
+	testkit.Wait(t, 10*time.Second, "published", func() bool { return p.Stats().Published == 20 })
 	closePublisher(t, p)
 	if got := readBegun(t, cfg.SpoolDir); len(got) != 1 || got["open-1"] == nil {
 		t.Fatalf("open after close: %v, want open-1 only", keys(got))

@@ -17,6 +17,10 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	usagev1 "github.com/tollgate/tollgate/proto/tollgate/usage/v1"
+
+	"github.com/tollgate/tollgate/pkg/testkit"
+
+	"github.com/tollgate/tollgate/pkg/config"
 )
 
 // TestBatchIsOneMessage queues events before Run starts: Run takes them as
@@ -60,7 +64,7 @@ func testBatchIsOneMessage(t *testing.T, compression string, compressed bool) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- p.Run(ctx) }()
-	waitFor(t, "published", func() bool { return p.Stats().Published == n })
+	testkit.Wait(t, 10*time.Second, "published", func() bool { return p.Stats().Published == n })
 	closePublisher(t, p)
 	cancel()
 	if err := <-done; err != nil {
@@ -118,7 +122,7 @@ func publishSome(t *testing.T, p *Publisher, n int) []*usagev1.UsageEvent {
 		if err := p.Enqueue(handOver(ev)); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, "published", func() bool { return p.Stats().Published == before+1 })
+		testkit.Wait(t, 10*time.Second, "published", func() bool { return p.Stats().Published == before+1 })
 	}
 	return evs
 }
@@ -206,7 +210,7 @@ func TestSeqAfterMachineCrash(t *testing.T) {
 	nc2.Close()
 	srv.restart()
 	p3 := startPublisher(t, js, cfg)
-	waitFor(t, "spool drained", func() bool { return p3.Stats().Drained == 1 })
+	testkit.Wait(t, 10*time.Second, "spool drained", func() bool { return p3.Stats().Drained == 1 })
 	closePublisher(t, p3)
 
 	raw := streamBatches(t, js)
@@ -295,14 +299,14 @@ func TestRepublishSameSeq(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, "timed-out batches spooled", func() bool { return p.Stats().Spooled == 20 })
+	testkit.Wait(t, 10*time.Second, "timed-out batches spooled", func() bool { return p.Stats().Spooled == 20 })
 	if err := hole.Unsubscribe(); err != nil {
 		t.Fatal(err)
 	}
 	if err := EnsureStream(ctx, js, StreamConfig{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "spool drained", func() bool { return p.Stats().Drained == 20 })
+	testkit.Wait(t, 10*time.Second, "spool drained", func() bool { return p.Stats().Drained == 20 })
 	closePublisher(t, p)
 	msgs := streamMessages(t, js)
 	checkOnce(t, msgs, want)
@@ -366,7 +370,7 @@ func TestWindowHoldsBack(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, "window full", func() bool { return p.Stats().Pending == WindowSize })
+	testkit.Wait(t, 10*time.Second, "window full", func() bool { return p.Stats().Pending == WindowSize })
 	time.Sleep(100 * time.Millisecond)
 	if st := p.Stats(); st.Pending != WindowSize || st.LastSeq != WindowSize+1 {
 		t.Errorf("stats %+v: want %d pending and one batch held back", st, WindowSize)
@@ -419,7 +423,7 @@ func TestLegacySpoolDrains(t *testing.T) {
 	cfg := Config{SpoolDir: dir, OnAck: got.onAck}
 	nc, js := connect(t, srv, cfg)
 	srv.shutdown()
-	waitFor(t, "client to see the outage", func() bool { return !nc.IsConnected() })
+	testkit.Wait(t, 10*time.Second, "client to see the outage", func() bool { return !nc.IsConnected() })
 	p := startPublisher(t, js, cfg)
 	for i := range 5 {
 		ev := newEvent(t, "ops", 10+i)
@@ -428,9 +432,9 @@ func TestLegacySpoolDrains(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, "new events spooled", func() bool { return p.Stats().Spooled == 5 })
+	testkit.Wait(t, 10*time.Second, "new events spooled", func() bool { return p.Stats().Spooled == 5 })
 	srv.restart()
-	waitFor(t, "spool drained", func() bool { return p.Stats().Drained == 15 })
+	testkit.Wait(t, 10*time.Second, "spool drained", func() bool { return p.Stats().Drained == 15 })
 	closePublisher(t, p)
 	msgs := streamMessages(t, js)
 	checkOnce(t, msgs, want)
@@ -522,7 +526,7 @@ func TestBatchFitsMaxPayload(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() { _ = p.Run(ctx) }()
-	waitFor(t, "published", func() bool { return p.Stats().Published == 500 })
+	testkit.Wait(t, 10*time.Second, "published", func() bool { return p.Stats().Published == 500 })
 	closePublisher(t, p)
 	msgs := streamMessages(t, js)
 	checkOnce(t, msgs, want)
@@ -534,5 +538,14 @@ func TestBatchFitsMaxPayload(t *testing.T) {
 	}
 	if st := p.Stats(); st.Failed != 0 || st.BatchesPublished < 2 {
 		t.Errorf("stats %+v", st)
+	}
+}
+
+// TestCompressionNamesMatchConfig: the config validates usage.compression
+// against its own copy of the names (pkg/config imports nothing above it),
+// so the two must agree.
+func TestCompressionNamesMatchConfig(t *testing.T) {
+	if CompressionS2 != config.CompressionS2 || CompressionNone != config.CompressionNone {
+		t.Fatalf("usage %q/%q, config %q/%q", CompressionS2, CompressionNone, config.CompressionS2, config.CompressionNone)
 	}
 }

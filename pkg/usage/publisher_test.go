@@ -18,6 +18,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	usagev1 "github.com/tollgate/tollgate/proto/tollgate/usage/v1"
+
+	"github.com/tollgate/tollgate/pkg/testkit"
 )
 
 func TestSubject(t *testing.T) {
@@ -170,7 +172,7 @@ func TestPublishDelivers(t *testing.T) {
 					time.Sleep(tt.gap)
 				}
 			}
-			waitFor(t, "all published", func() bool { return p.Stats().Published == int64(tt.n) })
+			testkit.Wait(t, 10*time.Second, "all published", func() bool { return p.Stats().Published == int64(tt.n) })
 			closePublisher(t, p)
 			msgs := streamMessages(t, js)
 			checkOnce(t, msgs, want)
@@ -226,12 +228,12 @@ func TestOutage(t *testing.T) {
 				}
 			}
 			enqueue(tt.before)
-			waitFor(t, "published before the outage", func() bool { return p.Stats().Published == int64(tt.before) })
+			testkit.Wait(t, 10*time.Second, "published before the outage", func() bool { return p.Stats().Published == int64(tt.before) })
 
 			srv.shutdown()
-			waitFor(t, "client to see the outage", func() bool { return !nc.IsConnected() })
+			testkit.Wait(t, 10*time.Second, "client to see the outage", func() bool { return !nc.IsConnected() })
 			enqueue(tt.while)
-			waitFor(t, "events spooled", func() bool {
+			testkit.Wait(t, 10*time.Second, "events spooled", func() bool {
 				st := p.Stats()
 				return st.Spooled == int64(tt.while) && st.QueueLen == 0
 			})
@@ -240,11 +242,11 @@ func TestOutage(t *testing.T) {
 			}
 
 			srv.restart()
-			waitFor(t, "spool drained", func() bool { return p.Stats().Drained == int64(tt.while) })
-			waitFor(t, "spool empty", func() bool { return p.Stats().SpoolBytes == 0 })
+			testkit.Wait(t, 10*time.Second, "spool drained", func() bool { return p.Stats().Drained == int64(tt.while) })
+			testkit.Wait(t, 10*time.Second, "spool empty", func() bool { return p.Stats().SpoolBytes == 0 })
 			// Publishing from memory resumes once the spool is empty.
 			enqueue(10)
-			waitFor(t, "published after the outage", func() bool {
+			testkit.Wait(t, 10*time.Second, "published after the outage", func() bool {
 				return p.Stats().Published == int64(tt.before+10)
 			})
 			closePublisher(t, p)
@@ -296,10 +298,10 @@ func TestFlushDelay(t *testing.T) {
 			}
 		}
 		published := func(n int) {
-			waitFor(t, fmt.Sprintf("%d published", n), func() bool { return p.Stats().Published == int64(n) })
+			testkit.Wait(t, 10*time.Second, fmt.Sprintf("%d published", n), func() bool { return p.Stats().Published == int64(n) })
 		}
 		holding := func(published int64) {
-			waitFor(t, "a batch held open", func() bool { return p.gatherUntil.Load() != math.MaxInt64 })
+			testkit.Wait(t, 10*time.Second, "a batch held open", func() bool { return p.gatherUntil.Load() != math.MaxInt64 })
 			if n := p.Stats().Published; n != published {
 				t.Fatalf("%d published while a batch is held, want %d", n, published)
 			}
@@ -349,10 +351,10 @@ func TestFlushDelay(t *testing.T) {
 				t.Fatalf("enqueue: %v", err)
 			}
 			if i == 0 {
-				waitFor(t, "1 published", func() bool { return p.Stats().Published == 1 })
+				testkit.Wait(t, 10*time.Second, "1 published", func() bool { return p.Stats().Published == 1 })
 			}
 		}
-		waitFor(t, "the held event published", func() bool { return p.Stats().Published == 2 })
+		testkit.Wait(t, 10*time.Second, "the held event published", func() bool { return p.Stats().Published == 2 })
 		closePublisher(t, p)
 		checkOnce(t, streamMessages(t, js), want)
 	})
@@ -393,7 +395,7 @@ func TestCloseFlushes(t *testing.T) {
 			nc, js := connect(t, srv, cfg)
 			if tt.natsDown {
 				srv.shutdown()
-				waitFor(t, "client to see the outage", func() bool { return !nc.IsConnected() })
+				testkit.Wait(t, 10*time.Second, "client to see the outage", func() bool { return !nc.IsConnected() })
 			}
 			p, err := NewPublisher(js, cfg, nil)
 			if err != nil {
@@ -434,7 +436,7 @@ func TestCloseFlushes(t *testing.T) {
 			// The next process finds the events in the spool.
 			srv.restart()
 			p2 := startPublisher(t, js, cfg)
-			waitFor(t, "spool drained by the next publisher", func() bool { return p2.Stats().Drained == n })
+			testkit.Wait(t, 10*time.Second, "spool drained by the next publisher", func() bool { return p2.Stats().Drained == n })
 			closePublisher(t, p2)
 			checkOnce(t, streamMessages(t, js), want)
 		})
@@ -462,7 +464,7 @@ func TestRunStopsOnCancel(t *testing.T) {
 	cfg := Config{SpoolDir: t.TempDir()}
 	nc, js := connect(t, srv, cfg)
 	srv.shutdown()
-	waitFor(t, "client to see the outage", func() bool { return !nc.IsConnected() })
+	testkit.Wait(t, 10*time.Second, "client to see the outage", func() bool { return !nc.IsConnected() })
 	p, err := NewPublisher(js, cfg, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -513,7 +515,7 @@ func TestFull(t *testing.T) {
 			}
 			nc, js := connect(t, srv, cfg)
 			srv.shutdown()
-			waitFor(t, "client to see the outage", func() bool { return !nc.IsConnected() })
+			testkit.Wait(t, 10*time.Second, "client to see the outage", func() bool { return !nc.IsConnected() })
 			p := startPublisher(t, js, cfg)
 
 			var accepted []*usagev1.UsageEvent
@@ -543,7 +545,7 @@ func TestFull(t *testing.T) {
 
 			srv.restart()
 			// Queued counts the events Enqueue kept (not those it dropped).
-			waitFor(t, "accepted events delivered", func() bool {
+			testkit.Wait(t, 10*time.Second, "accepted events delivered", func() bool {
 				st := p.Stats()
 				return st.Published+st.Drained == st.Queued && st.SpoolBytes == 0
 			})
@@ -587,7 +589,7 @@ func TestConcurrentEnqueue(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	waitFor(t, "all delivered", func() bool {
+	testkit.Wait(t, 10*time.Second, "all delivered", func() bool {
 		st := p.Stats()
 		return st.Published+st.Drained == workers*each
 	})
@@ -667,7 +669,7 @@ func TestSpoolRepairedOnStart(t *testing.T) {
 			for _, i := range slices.Backward(tt.lost) {
 				want = slices.Delete(want, i, i+1)
 			}
-			waitFor(t, "intact events drained", func() bool { return p.Stats().Drained == int64(len(want)) })
+			testkit.Wait(t, 10*time.Second, "intact events drained", func() bool { return p.Stats().Drained == int64(len(want)) })
 			closePublisher(t, p)
 			checkOnce(t, streamMessages(t, js), want)
 			if st := p.Stats(); st.Torn != tt.torn || st.Corrupt != tt.crrpt {
@@ -685,7 +687,7 @@ func TestRunTwice(t *testing.T) {
 	cfg := Config{SpoolDir: t.TempDir()}
 	_, js := connect(t, srv, cfg)
 	p := startPublisher(t, js, cfg)
-	waitFor(t, "run to start", func() bool {
+	testkit.Wait(t, 10*time.Second, "run to start", func() bool {
 		p.life.Lock()
 		defer p.life.Unlock()
 		return p.state == stateRunning
@@ -722,7 +724,7 @@ func TestAckTimeoutSpools(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, "timed-out events spooled", func() bool { return p.Stats().Spooled == 20 })
+	testkit.Wait(t, 10*time.Second, "timed-out events spooled", func() bool { return p.Stats().Spooled == 20 })
 	if st := p.Stats(); st.Failed < 20 || st.Published != 0 {
 		t.Fatalf("stats %+v", st)
 	}
@@ -732,7 +734,7 @@ func TestAckTimeoutSpools(t *testing.T) {
 	if err := EnsureStream(ctx, js, StreamConfig{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "spool drained", func() bool { return p.Stats().Drained == 20 })
+	testkit.Wait(t, 10*time.Second, "spool drained", func() bool { return p.Stats().Drained == 20 })
 	closePublisher(t, p)
 	checkOnce(t, streamMessages(t, js), want)
 }
@@ -784,7 +786,7 @@ func TestOverflow(t *testing.T) {
 				t.Errorf("stats %+v, want 6 spooled", st)
 			}
 			p2 := startPublisher(t, js, cfg)
-			waitFor(t, "spool drained", func() bool { return p2.Stats().Drained == 6 })
+			testkit.Wait(t, 10*time.Second, "spool drained", func() bool { return p2.Stats().Drained == 6 })
 			closePublisher(t, p2)
 			checkOnce(t, streamMessages(t, js), want)
 		})
@@ -807,7 +809,7 @@ func TestIdlePublisherSleeps(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, "3 acks", func() bool { return got.count() == 3 })
+	testkit.Wait(t, 10*time.Second, "3 acks", func() bool { return got.count() == 3 })
 	time.Sleep(100 * time.Millisecond) // the last ack settled
 	before := reads.Load()
 	time.Sleep(300 * time.Millisecond) // 30 ticks of 10 ms
@@ -817,5 +819,5 @@ func TestIdlePublisherSleeps(t *testing.T) {
 	if err := p.Enqueue(handOver(newEvent(t, "ops", 3))); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the next event's ack", func() bool { return got.count() == 4 })
+	testkit.Wait(t, 10*time.Second, "the next event's ack", func() bool { return got.count() == 4 })
 }
