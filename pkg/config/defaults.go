@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/pkg/providers/kind"
-	"github.com/tollgate/tollgate/pkg/usage"
 )
 
 // Defaults documented on the fields of Config and applied by ApplyDefaults.
@@ -70,6 +69,11 @@ const (
 
 	UnpricedZero   = "zero"   // Usage.UnpricedModel
 	UnpricedRefuse = "refuse" // Usage.UnpricedModel
+
+	// Usage.Compression; pkg/usage reads the same strings
+	// (usage.CompressionS2, usage.CompressionNone).
+	CompressionS2   = "s2"
+	CompressionNone = "none"
 )
 
 // ModelTypes are the values of Model.Type, one per kind of endpoint.
@@ -135,7 +139,7 @@ func (c *Config) ApplyDefaults() {
 	setDefault(&c.Usage.SpoolMaxBytes, DefaultSpoolMaxBytes)
 	setDefault(&c.Usage.SyncInterval, DefaultSyncInterval)
 	setDefault(&c.Usage.UnpricedModel, DefaultUnpricedModel)
-	setDefault(&c.Usage.Compression, usage.CompressionS2)
+	setDefault(&c.Usage.Compression, CompressionS2)
 }
 
 // ApplyDefaults derives Issuer from DiscoveryURL when it is empty and sets

@@ -12,7 +12,6 @@ import (
 
 	"github.com/tollgate/tollgate/pkg/pricing"
 	"github.com/tollgate/tollgate/pkg/providers/kind"
-	"github.com/tollgate/tollgate/pkg/usage"
 )
 
 // MinHMACSecret is the shortest HMAC secret accepted, in bytes (256 bits,
@@ -494,7 +493,7 @@ func (v *validator) usage(u *Usage) {
 	}
 	v.duration("usage.sync_interval", u.SyncInterval)
 	v.oneOf("usage.unpriced_model", "value", u.UnpricedModel, UnpricedZero, UnpricedRefuse)
-	v.oneOf("usage.compression", "value", u.Compression, usage.CompressionS2, usage.CompressionNone)
+	v.oneOf("usage.compression", "value", u.Compression, CompressionS2, CompressionNone)
 }
 
 // filesProvider checks files_provider names a provider that speaks the
