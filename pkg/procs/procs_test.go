@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/tollgate/tollgate/pkg/testkit"
 )
 
 // childEnv switches the test binary into one of the child modes below.
@@ -396,11 +398,5 @@ func TestChildDiesWithParent(t *testing.T) {
 	if err := parent.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for !gone(pid) {
-		if time.Now().After(deadline) {
-			t.Fatalf("grandchild %d still running 10 s after its parent was killed", pid)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testkit.Wait(t, 10*time.Second, fmt.Sprintf("grandchild %d to end after its parent was killed", pid), func() bool { return gone(pid) })
 }

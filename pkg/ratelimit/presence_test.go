@@ -11,6 +11,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/tollgate/tollgate/pkg/natstest"
+
+	"github.com/tollgate/tollgate/pkg/testkit"
 )
 
 const testTTL = 600 * time.Millisecond
@@ -237,13 +239,7 @@ func TestPresenceKeepsLastCountWithoutNATS(t *testing.T) {
 	s.Shutdown()
 	s.WaitForShutdown()
 	errs := func(g *gw, n uint64) {
-		deadline := time.Now().Add(5 * time.Second)
-		for g.p.Errors() < n {
-			if time.Now().After(deadline) {
-				t.Fatalf("fewer than %d failed announcements with NATS down", n)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+		testkit.Wait(t, 5*time.Second, fmt.Sprintf("%d failed announcements with NATS down", n), func() bool { return g.p.Errors() >= n })
 	}
 	errs(a, 1)
 	errs(b, 1)

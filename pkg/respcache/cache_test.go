@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -13,6 +14,8 @@ import (
 
 	"github.com/tollgate/tollgate/pkg/config"
 	"github.com/tollgate/tollgate/pkg/natstest"
+
+	"github.com/tollgate/tollgate/pkg/testkit"
 )
 
 // clock is a settable clock, safe for concurrent use.
@@ -73,13 +76,7 @@ func openCache(t testing.TB, o Options, run bool) (*Cache, jetstream.JetStream, 
 // waitStored waits until n entries were written.
 func waitStored(t *testing.T, c *Cache, n int64) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for c.Stats().Stored < n {
-		if time.Now().After(deadline) {
-			t.Fatalf("stats %+v: want %d stored", c.Stats(), n)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	testkit.Wait(t, 5*time.Second, fmt.Sprintf("%d stored entries", n), func() bool { return c.Stats().Stored >= n })
 }
 
 func key(t *testing.T, body string, s Scope) Key {
@@ -284,13 +281,7 @@ func TestPutFailures(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.Put(key(t, `{"model":"m"}`, Scope{}), time.Minute, &Entry{Body: []byte("x")})
-	deadline := time.Now().Add(10 * time.Second)
-	for c.Stats().Failed == 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("stats %+v: want a failed write", c.Stats())
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testkit.Wait(t, 10*time.Second, "a failed write", func() bool { return c.Stats().Failed > 0 })
 	if _, err := c.Get(context.Background(), key(t, `{"model":"m"}`, Scope{})); err == nil || errors.Is(err, ErrMiss) {
 		t.Fatalf("Get on a deleted bucket: %v, want an error other than a miss", err)
 	}

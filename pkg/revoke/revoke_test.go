@@ -9,6 +9,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tollgate/tollgate/pkg/natstest"
+
+	"github.com/tollgate/tollgate/pkg/testkit"
 )
 
 func setup(t *testing.T) (jetstream.KeyValue, *Watcher, *[]time.Duration) {
@@ -60,25 +62,14 @@ func TestRevokeAndUnrevoke(t *testing.T) {
 			if err := Revoke(ctx, kv, tc.kind, tc.value, "test", time.Now()); err != nil {
 				t.Fatal(err)
 			}
-			deadline := time.Now().Add(5 * time.Second)
-			for w.Revoked(tc.jti, tc.sub) != tc.wantRevoked {
-				if time.Now().After(deadline) {
-					t.Fatalf("Revoked(%q, %q) never became %v", tc.jti, tc.sub, tc.wantRevoked)
-				}
-				time.Sleep(2 * time.Millisecond)
-			}
+			testkit.Wait(t, 5*time.Second, fmt.Sprintf("Revoked(%q, %q) to become %v", tc.jti, tc.sub, tc.wantRevoked),
+				func() bool { return w.Revoked(tc.jti, tc.sub) == tc.wantRevoked })
 		})
 	}
 	if err := Unrevoke(ctx, kv, KeyID, "key-1"); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for w.Revoked("key-1", "bob") {
-		if time.Now().After(deadline) {
-			t.Fatal("unrevoke did not propagate")
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	testkit.Wait(t, 5*time.Second, "the unrevoke to propagate", func() bool { return !w.Revoked("key-1", "bob") })
 	list, err := List(ctx, kv)
 	if err != nil || len(list) != 3 {
 		t.Errorf("list = %v, %v; want 3 entries", list, err)
