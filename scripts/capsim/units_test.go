@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tollgate/tollgate/pkg/natstest"
+	"github.com/tollgate/tollgate/pkg/testkit"
 )
 
 // BenchmarkKVFanout measures two unit costs of the capacity model on a
@@ -87,9 +88,8 @@ func benchKVFanout(b *testing.B, watchers int) {
 	}
 	wg.Wait()
 	writeTime := time.Since(begin)
-	for want := int64(watchers) * int64(b.N); delivered.Load() < want && ctx.Err() == nil; {
-		time.Sleep(time.Millisecond) // polls a counter the watch goroutines advance
-	}
+	want := int64(watchers) * int64(b.N)
+	testkit.Wait(b, 5*time.Minute, "every watcher to see every write", func() bool { return delivered.Load() >= want })
 	all := time.Since(begin)
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/writeTime.Seconds(), "writes/s")
