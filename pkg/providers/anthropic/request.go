@@ -10,15 +10,12 @@ import (
 )
 
 // chatRequest holds the top-level members of an OpenAI chat request that
-// the translation reads. Values point into the body.
+// the translation maps (see Policy). Values point into the body.
 type chatRequest struct {
 	messages, tools, toolChoice, parallel, stop gjson.Result
-	temperature, topP, topK, n, responseFormat  gjson.Result
+	temperature, topP, topK, responseFormat     gjson.Result
 	user, reasoningEffort, thinking             gjson.Result
 	maxTokens, maxCompletionTokens, mock        gjson.Result
-	// Members refused unless absent or null (or false, or ["text"]).
-	logprobs, topLogprobs, audio, functions, fnCall gjson.Result
-	webSearch, modalities                           gjson.Result
 }
 
 // jsonModeInstruction is the system text added for response_format
@@ -55,107 +52,33 @@ func paramErr(param, format string, args ...any) error {
 	return &providers.ParamError{Param: param, Message: fmt.Sprintf(format, args...)}
 }
 
-// parseChat reads the top-level members of body.
-func parseChat(body string) (chatRequest, error) {
-	var r chatRequest
-	root := gjson.Parse(body)
-	if !root.IsObject() {
-		return r, paramErr("body", "must be a JSON object")
+// parseChat reads the members of c's chat request that Policy maps, and
+// refuses those it refuses.
+func parseChat(c *providers.Call) (chatRequest, error) {
+	var in providers.ChatRequest
+	if err := Policy.Read(&in, c); err != nil {
+		return chatRequest{}, err
 	}
-	root.ForEach(func(k, v gjson.Result) bool {
-		switch k.Str {
-		case "messages":
-			r.messages = v
-		case "tools":
-			r.tools = v
-		case "tool_choice":
-			r.toolChoice = v
-		case "parallel_tool_calls":
-			r.parallel = v
-		case "stop":
-			r.stop = v
-		case "temperature":
-			r.temperature = v
-		case "top_p":
-			r.topP = v
-		case "top_k":
-			r.topK = v
-		case "n":
-			r.n = v
-		case "response_format":
-			r.responseFormat = v
-		case "user":
-			r.user = v
-		case "reasoning_effort":
-			r.reasoningEffort = v
-		case "thinking":
-			r.thinking = v
-		case "max_tokens":
-			r.maxTokens = v
-		case "max_completion_tokens":
-			r.maxCompletionTokens = v
-		case "mock":
-			r.mock = v
-		case "logprobs":
-			r.logprobs = v
-		case "top_logprobs":
-			r.topLogprobs = v
-		case "audio":
-			r.audio = v
-		case "functions":
-			r.functions = v
-		case "function_call":
-			r.fnCall = v
-		case "web_search_options":
-			r.webSearch = v
-		case "modalities":
-			r.modalities = v
-		}
-		return true
-	})
-	return r, r.check()
-}
-
-// check refuses the members Anthropic cannot honour and that cannot be
-// dropped without changing what the client gets.
-func (r *chatRequest) check() error {
-	switch {
-	case !r.messages.IsArray():
-		return paramErr("messages", "must be an array")
-	case r.logprobs.Type == gjson.True:
-		return paramErr("logprobs", "is not supported by the Anthropic API")
-	case r.topLogprobs.Exists() && r.topLogprobs.Type != gjson.Null:
-		return paramErr("top_logprobs", "is not supported by the Anthropic API")
-	case r.audio.Exists() && r.audio.Type != gjson.Null:
-		return paramErr("audio", "audio output is not supported by the Anthropic API")
-	case r.functions.Exists() && r.functions.Type != gjson.Null:
-		return paramErr("functions", "is not supported for Anthropic models; use tools")
-	case r.fnCall.Exists() && r.fnCall.Type != gjson.Null:
-		return paramErr("function_call", "is not supported for Anthropic models; use tool_choice")
-	case r.webSearch.Exists() && r.webSearch.Type != gjson.Null:
-		return paramErr("web_search_options", "is not supported for Anthropic models")
-	case r.n.Exists() && r.n.Type != gjson.Null && r.n.Int() != 1:
-		return paramErr("n", "the Anthropic API returns one choice; n must be 1")
+	get := func(p providers.ChatParam) gjson.Result { return gjson.Parse(in.Raw(p)) }
+	r := chatRequest{
+		messages: get(providers.ParamMessages), tools: get(providers.ParamTools),
+		toolChoice: get(providers.ParamToolChoice), parallel: get(providers.ParamParallelToolCalls),
+		stop: get(providers.ParamStop), temperature: get(providers.ParamTemperature),
+		topP: get(providers.ParamTopP), topK: get(providers.ParamTopK),
+		responseFormat: get(providers.ParamResponseFormat), user: get(providers.ParamUser),
+		reasoningEffort: get(providers.ParamReasoningEffort), thinking: get(providers.ParamThinking),
+		maxTokens: get(providers.ParamMaxTokens), maxCompletionTokens: get(providers.ParamMaxCompletionTokens),
+		mock: get(providers.ParamMock),
 	}
-	if m := r.modalities; m.Exists() && m.Type != gjson.Null {
-		textOnly := m.IsArray()
-		m.ForEach(func(_, v gjson.Result) bool {
-			textOnly = textOnly && v.Str == "text"
-			return textOnly
-		})
-		if !textOnly {
-			return paramErr("modalities", "the Anthropic API produces text only")
-		}
+	if !r.messages.IsArray() {
+		return r, paramErr("messages", "must be an array")
 	}
-	return nil
+	return r, nil
 }
 
 // appendRequest appends the Messages request body for c.
 func (p *Provider) appendRequest(dst []byte, c *providers.Call) ([]byte, error) {
-	if !c.Scanned && !providers.ValidJSON(c.Body) {
-		return dst, paramErr("body", "is not valid JSON")
-	}
-	r, err := parseChat(bytesString(c.Body))
+	r, err := parseChat(c)
 	if err != nil {
 		return dst, err
 	}

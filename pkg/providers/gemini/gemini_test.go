@@ -104,6 +104,8 @@ func TestBuildParamErrors(t *testing.T) {
 		{"logit_bias", `{"messages":[` + user + `],"logit_bias":{"50256":-100}}`, providers.Chat, false, "logit_bias"},
 		{"functions", `{"messages":[` + user + `],"functions":[{"name":"f"}]}`, providers.Chat, false, "functions"},
 		{"audio out", `{"messages":[` + user + `],"modalities":["text","audio"]}`, providers.Chat, false, "modalities"},
+		{"image out", `{"messages":[` + user + `],"modalities":["text","image"]}`, providers.Chat, false, "modalities"},
+		{"prediction", `{"messages":[` + user + `],"prediction":{"type":"content","content":"x"}}`, providers.Chat, false, "prediction"},
 		{"bad role", `{"messages":[{"role":"critic","content":"x"}]}`, providers.Chat, false, "messages[0].role"},
 		{"image url without extension", `{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"https://x.example/img?id=3"}}]}]}`, providers.Chat, false, "messages[0].content[0].image_url.url"},
 		{"ftp image", `{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"ftp://x/a.png"}}]}]}`, providers.Chat, false, "messages[0].content[0].image_url.url"},
