@@ -105,7 +105,7 @@ func (p *Provider) appendRequest(dst []byte, c *providers.Call) ([]byte, error) 
 	}
 	if r.user.Type == gjson.String && r.user.Str != "" {
 		dst = append(dst, `,"metadata":{"user_id":`...)
-		dst = appendToken(dst, r.user.Raw)
+		dst = rawjson.AppendRawString(dst, r.user.Raw)
 		dst = append(dst, '}')
 	}
 	if dst, err = appendThinking(dst, &r, maxTokens); err != nil {
@@ -122,7 +122,7 @@ func (p *Provider) appendRequest(dst []byte, c *providers.Call) ([]byte, error) 
 func appendMock(dst []byte, mock gjson.Result) []byte {
 	if mock.IsObject() {
 		dst = append(dst, `,"mock":`...)
-		dst = appendRawJSON(dst, mock.Raw)
+		dst = rawjson.AppendRaw(dst, mock.Raw)
 	}
 	return append(dst, '}')
 }
@@ -173,7 +173,7 @@ func appendSystem(dst []byte, messages gjson.Result, jsonMode bool) ([]byte, err
 		}
 		n++
 		dst = append(dst, `{"type":"text","text":`...)
-		dst = appendToken(dst, textRaw)
+		dst = rawjson.AppendRawString(dst, textRaw)
 		dst = append(dst, '}')
 	}
 	var err error
@@ -263,7 +263,7 @@ func (t *turns) block(role string) {
 func (t *turns) text(role, textRaw string) {
 	t.block(role)
 	t.dst = append(t.dst, `{"type":"text","text":`...)
-	t.dst = appendToken(t.dst, textRaw)
+	t.dst = rawjson.AppendRawString(t.dst, textRaw)
 	t.dst = append(t.dst, '}')
 }
 
@@ -470,9 +470,9 @@ func (t *turns) toolUse(tc gjson.Result, i, j int) error {
 	t.dst = append(t.dst, `{"type":"tool_use","id":`...)
 	t.dst = appendID(t.dst, id.Str)
 	t.dst = append(t.dst, `,"name":`...)
-	t.dst = appendToken(t.dst, name.Raw)
+	t.dst = rawjson.AppendRawString(t.dst, name.Raw)
 	t.dst = append(t.dst, `,"input":`...)
-	t.dst = appendRawJSON(t.dst, input)
+	t.dst = rawjson.AppendRaw(t.dst, input)
 	t.dst = append(t.dst, '}')
 	return nil
 }
@@ -497,7 +497,7 @@ func (t *turns) tool(m gjson.Result, i int) error {
 	case content.Type == gjson.String:
 		if content.Raw != `""` {
 			t.dst = append(t.dst, `,"content":`...)
-			t.dst = appendToken(t.dst, content.Raw)
+			t.dst = rawjson.AppendRawString(t.dst, content.Raw)
 		}
 	case content.IsArray():
 		n := 0
@@ -509,7 +509,7 @@ func (t *turns) tool(m gjson.Result, i int) error {
 			}
 			n++
 			t.dst = append(t.dst, `{"type":"text","text":`...)
-			t.dst = appendToken(t.dst, textRaw)
+			t.dst = rawjson.AppendRawString(t.dst, textRaw)
 			t.dst = append(t.dst, '}')
 		})
 		if err != nil {
@@ -564,14 +564,14 @@ func appendTools(dst []byte, r *chatRequest) ([]byte, error) {
 			dst = append(dst, ',')
 		}
 		dst = append(dst, `{"name":`...)
-		dst = appendToken(dst, name.Raw)
+		dst = rawjson.AppendRawString(dst, name.Raw)
 		if d := fn.Get("description"); d.Type == gjson.String {
 			dst = append(dst, `,"description":`...)
-			dst = appendToken(dst, d.Raw)
+			dst = rawjson.AppendRawString(dst, d.Raw)
 		}
 		dst = append(dst, `,"input_schema":`...)
 		if ps := fn.Get("parameters"); ps.IsObject() {
-			dst = appendRawJSON(dst, ps.Raw)
+			dst = rawjson.AppendRaw(dst, ps.Raw)
 		} else {
 			dst = append(dst, defaultSchema...)
 		}
@@ -622,7 +622,7 @@ func appendToolChoice(dst []byte, r *chatRequest) ([]byte, error) {
 	dst = append(dst, '"')
 	if name != "" {
 		dst = append(dst, `,"name":`...)
-		dst = appendToken(dst, name)
+		dst = rawjson.AppendRawString(dst, name)
 	}
 	if serial && typ != "none" {
 		dst = append(dst, `,"disable_parallel_tool_use":true`...)
@@ -636,7 +636,7 @@ func appendSampling(dst []byte, r *chatRequest) ([]byte, error) {
 	case r.stop.Type == gjson.String:
 		if r.stop.Str != "" {
 			dst = append(dst, `,"stop_sequences":[`...)
-			dst = appendToken(dst, r.stop.Raw)
+			dst = rawjson.AppendRawString(dst, r.stop.Raw)
 			dst = append(dst, ']')
 		}
 	case r.stop.IsArray():
@@ -656,7 +656,7 @@ func appendSampling(dst []byte, r *chatRequest) ([]byte, error) {
 				dst = append(dst, ',')
 			}
 			n++
-			dst = appendToken(dst, s.Raw)
+			dst = rawjson.AppendRawString(dst, s.Raw)
 			return true
 		})
 		if err != nil {
@@ -695,7 +695,7 @@ func appendSampling(dst []byte, r *chatRequest) ([]byte, error) {
 func appendThinking(dst []byte, r *chatRequest, maxTokens int64) ([]byte, error) {
 	if r.thinking.IsObject() {
 		dst = append(dst, `,"thinking":`...)
-		return appendRawJSON(dst, r.thinking.Raw), nil
+		return rawjson.AppendRaw(dst, r.thinking.Raw), nil
 	}
 	if !r.reasoningEffort.Exists() || r.reasoningEffort.Type == gjson.Null {
 		return dst, nil

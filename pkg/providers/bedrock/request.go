@@ -94,7 +94,7 @@ func (w *convWriter) text(role, raw string) {
 	}
 	w.block(role)
 	w.dst = append(w.dst, `{"text":`...)
-	w.dst = appendRawJSON(w.dst, raw)
+	w.dst = rawjson.AppendRaw(w.dst, raw)
 	w.dst = append(w.dst, '}')
 }
 
@@ -244,7 +244,7 @@ func (w *convWriter) toolUse(tc gjson.Result, i, j int) error {
 	w.dst = append(w.dst, `,"name":`...)
 	w.dst = rawjson.AppendString(w.dst, name.Str)
 	w.dst = append(w.dst, `,"input":`...)
-	w.dst = appendRawJSON(w.dst, strings.TrimSpace(input))
+	w.dst = rawjson.AppendRaw(w.dst, strings.TrimSpace(input))
 	w.dst = append(w.dst, "}}"...)
 	return nil
 }
@@ -266,7 +266,7 @@ func (w *convWriter) toolResult(m gjson.Result, i int) error {
 	switch {
 	case content.Type == gjson.String:
 		w.dst = append(w.dst, `{"text":`...)
-		w.dst = appendRawJSON(w.dst, content.Raw)
+		w.dst = rawjson.AppendRaw(w.dst, content.Raw)
 		w.dst = append(w.dst, '}')
 	case content.IsArray():
 		j := -1
@@ -283,7 +283,7 @@ func (w *convWriter) toolResult(m gjson.Result, i int) error {
 					break
 				}
 				w.dst = append(w.dst, `{"text":`...)
-				w.dst = appendRawJSON(w.dst, text.Raw)
+				w.dst = rawjson.AppendRaw(w.dst, text.Raw)
 				w.dst = append(w.dst, '}')
 			case "image_url":
 				w.dst, err = appendImage(w.dst, part.Get("image_url"), i, j)
@@ -379,7 +379,7 @@ func appendSystem(dst []byte, messages gjson.Result) ([]byte, error) {
 		}
 		n++
 		dst = append(dst, `{"text":`...)
-		dst = appendRawJSON(dst, raw)
+		dst = rawjson.AppendRaw(dst, raw)
 		dst = append(dst, '}')
 	}
 	var err error
@@ -485,7 +485,7 @@ func appendStop(dst []byte, empty int, stop gjson.Result) ([]byte, error) {
 	case stop.Type == gjson.String:
 		dst = appendKey(dst, empty, "stopSequences")
 		dst = append(dst, '[')
-		dst = appendRawJSON(dst, stop.Raw)
+		dst = rawjson.AppendRaw(dst, stop.Raw)
 		return append(dst, ']'), nil
 	case !stop.IsArray():
 		return dst, paramError("stop", "must be a string or an array of strings")
@@ -504,7 +504,7 @@ func appendStop(dst []byte, empty int, stop gjson.Result) ([]byte, error) {
 			dst = append(dst, ',')
 		}
 		n++
-		dst = appendRawJSON(dst, s.Raw)
+		dst = rawjson.AppendRaw(dst, s.Raw)
 		return true
 	})
 	if n > 0 {
@@ -595,15 +595,15 @@ func appendToolSpec(dst []byte, t gjson.Result, i int) ([]byte, error) {
 		return dst, paramError(param(".function.name"), "a tool needs a name")
 	}
 	dst = append(dst, `{"toolSpec":{"name":`...)
-	dst = appendRawJSON(dst, name.Raw)
+	dst = rawjson.AppendRaw(dst, name.Raw)
 	if d := fn.Get("description"); d.Type == gjson.String && d.Raw != `""` {
 		dst = append(dst, `,"description":`...)
-		dst = appendRawJSON(dst, d.Raw)
+		dst = rawjson.AppendRaw(dst, d.Raw)
 	}
 	dst = append(dst, `,"inputSchema":{"json":`...)
 	switch p := fn.Get("parameters"); {
 	case p.IsObject():
-		dst = appendRawJSON(dst, p.Raw)
+		dst = rawjson.AppendRaw(dst, p.Raw)
 	case !p.Exists() || p.Type == gjson.Null:
 		dst = append(dst, `{"type":"object","properties":{}}`...)
 	default:

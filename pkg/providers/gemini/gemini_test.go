@@ -1,11 +1,9 @@
 package gemini
 
 import (
-	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
-	"unicode/utf8"
 
 	"github.com/tidwall/gjson"
 	"github.com/tollgate/tollgate/pkg/providers"
@@ -288,39 +286,6 @@ func TestErrorMessage(t *testing.T) {
 		if got := p.ErrorMessage([]byte(body)); got != want {
 			t.Errorf("ErrorMessage(%s) = %q, want %q", body, got, want)
 		}
-	}
-}
-
-func TestAppendJSONString(t *testing.T) {
-	tests := map[string]string{
-		"plain":          "hello",
-		"quotes":         `say "hi" \ bye`,
-		"controls":       "a\nb\tc\x00d\x1f",
-		"unicode":        "héllo ☺ 𝄞 \u2028",
-		"invalid utf8":   "a\xffb\xc3",
-		"html stays raw": "<a href='x'>&</a>",
-	}
-	for name, in := range tests {
-		t.Run(name, func(t *testing.T) {
-			out := appendJSONString(nil, in)
-			var back string
-			if err := json.Unmarshal(out, &back); err != nil {
-				t.Fatalf("not a JSON string: %v: %s", err, out)
-			}
-			want := strings.ToValidUTF8(in, "\ufffd")
-			if !utf8.ValidString(in) {
-				// Each invalid byte becomes its own replacement character.
-				want = ""
-				for i := 0; i < len(in); {
-					r, n := utf8.DecodeRuneInString(in[i:])
-					want += string(r)
-					i += n
-				}
-			}
-			if back != want {
-				t.Errorf("round trip %q, want %q", back, want)
-			}
-		})
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/tidwall/gjson"
 	"github.com/tollgate/tollgate/pkg/providers"
+	"github.com/tollgate/tollgate/pkg/rawjson"
 )
 
 // bufPool holds request body buffers.
@@ -298,16 +299,16 @@ func appendMedia(w *contentWriter, u, param string, urls bool) error {
 	w.dst = append(w.dst, `{"fileData":{"mimeType":"`...)
 	w.dst = append(w.dst, mime...)
 	w.dst = append(w.dst, `","fileUri":`...)
-	w.dst = appendJSONString(w.dst, u)
+	w.dst = rawjson.AppendString(w.dst, u)
 	w.dst = append(w.dst, "}}"...)
 	return nil
 }
 
 func appendInline(dst []byte, mime, data string) []byte {
 	dst = append(dst, `{"inlineData":{"mimeType":`...)
-	dst = appendJSONString(dst, mime)
+	dst = rawjson.AppendString(dst, mime)
 	dst = append(dst, `,"data":`...)
-	dst = appendJSONString(dst, data)
+	dst = rawjson.AppendString(dst, data)
 	return append(dst, "}}"...)
 }
 
@@ -438,13 +439,13 @@ func appendToolResult(w *contentWriter, m gjson.Result, i int, names map[string]
 	}
 	w.part('t')
 	w.dst = append(w.dst, `{"functionResponse":{"name":`...)
-	w.dst = appendJSONString(w.dst, name)
+	w.dst = rawjson.AppendString(w.dst, name)
 	w.dst = append(w.dst, `,"response":`...)
 	if s := strings.TrimSpace(text.String()); strings.HasPrefix(s, "{") && providers.ValidJSON([]byte(s)) {
 		w.dst = append(w.dst, s...)
 	} else {
 		w.dst = append(w.dst, `{"content":`...)
-		w.dst = appendJSONString(w.dst, text.String())
+		w.dst = rawjson.AppendString(w.dst, text.String())
 		w.dst = append(w.dst, '}')
 	}
 	w.dst = append(w.dst, "}}"...)
@@ -787,7 +788,7 @@ func buildEmbeddings(dst []byte, c *providers.Call) ([]byte, error) {
 		}
 		n++
 		dst = append(dst, `{"model":`...)
-		dst = appendJSONString(dst, resource)
+		dst = rawjson.AppendString(dst, resource)
 		dst = append(dst, `,"content":{"parts":[{"text":`...)
 		dst = append(dst, text.Raw...)
 		dst = append(dst, `}]}`...)
