@@ -1,6 +1,7 @@
 package providers
 
 import (
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -144,4 +145,51 @@ func BenchmarkChatPolicyRead(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// FuzzChatPolicyRead checks the reader against encoding/json on valid
+// objects: each mapped member is the raw value encoding/json keeps (the
+// last of repeated keys, escaped names decoded), and a refusal happens
+// exactly when a refused member is not neutral.
+func FuzzChatPolicyRead(f *testing.F) {
+	for _, s := range []string{
+		`{"messages":[{"role":"user","content":"hi"}],"temperature":0.5}`,
+		`{"temperature":1,"temp\u0065rature":2,"seed":3}`,
+		`{"n":1,"logprobs":false,"modalities":["text"],"logit_bias":{}}`,
+		`{"presence_penalty":0.5}`,
+		`{"response_format":{"type":"text"}, "audio":null}`,
+	} {
+		f.Add(s)
+	}
+	pol := testPolicy()
+	f.Fuzz(func(t *testing.T, body string) {
+		var r ChatRequest
+		err := pol.Read(&r, &Call{Body: []byte(body)})
+		var members map[string]json.RawMessage
+		if json.Unmarshal([]byte(body), &members) != nil || !ValidJSON([]byte(body)) || members == nil {
+			var pe *ParamError
+			if ValidJSON([]byte(body)) && !errors.As(err, &pe) {
+				t.Fatalf("%s: err %v, want a ParamError for a body that is not an object", body, err)
+			}
+			return
+		}
+		refused := ""
+		for name, v := range members {
+			p, ok := chatParamByName[name]
+			if ok && pol.Action(p) == Refuse && !Neutral(p, string(v)) {
+				refused = name
+			}
+		}
+		if (err != nil) != (refused != "") {
+			t.Fatalf("%s: err %v, refused member %q", body, err, refused)
+		}
+		if err != nil {
+			return
+		}
+		for _, p := range []ChatParam{ParamMessages, ParamTemperature, ParamModel, ParamStream} {
+			if got, want := r.Raw(p), string(members[p.String()]); got != want {
+				t.Fatalf("%s: %s = %q, encoding/json %q", body, p, got, want)
+			}
+		}
+	})
 }
