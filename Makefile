@@ -62,9 +62,10 @@ bench-dashboards:
 	$(GO) test -tags chscale -run TestScale -count=1 -timeout 4h -v ./dashboards -args -scale.events=$(EVENTS) -scale.out $(CURDIR)/docs/bench/dashboards-$(EVENTS).md
 
 .PHONY: docs
-## docs: regenerate every generated doc: docs/configuration.md (from pkg/config), the restart-only key list of docs/operations.md (from config.Keys) and docs/tollctl.md (from the tollctl commands); a test fails when one is stale
+## docs: regenerate every generated doc: docs/configuration.md (from pkg/config), the restart-only key list of docs/operations.md (from config.Keys), docs/tollctl.md (from the tollctl commands) and the parameter-policy tables of docs/providers.md (from each translating kind's Policy); a test fails when one is stale
 docs:
 	$(GO) run ./pkg/config/configdoc/gen
+	$(GO) run ./pkg/providers/policydoc/gen
 	$(GO) test ./pkg/config -run '^TestRestartKeyList$$' -count=1 -update
 	$(GO) run ./services/tollctl gen-docs docs/tollctl.md
 

@@ -1,9 +1,12 @@
 // Package rawjson reads and writes JSON text without decoding it: Scan,
 // the gateway's one validating pass over a request body (issue #18), and
-// the scanners and the string escaper the translating providers and the
-// mock upstream share on their per-chunk paths. The scanners other than
-// Scan and Valid assume valid input (checked beforehand by Scan or
-// providers.ValidJSON); they never panic on bad input.
+// the scanners and the string writers the translating providers and the
+// mock upstream share on their per-chunk paths. It holds the one JSON
+// string writer of the translators: AppendString and AppendStringBody
+// escape decoded text; AppendRaw, AppendRawString and AppendRawBody copy
+// raw (already escaped) JSON. The scanners other than Scan and Valid
+// assume valid input (checked beforehand by Scan or providers.ValidJSON);
+// they never panic on bad input.
 package rawjson
 
 import (
@@ -58,6 +61,72 @@ func AppendStringBody(dst []byte, s string) []byte {
 		start = i
 	}
 	return append(dst, s[start:]...)
+}
+
+// AppendRaw appends raw, a JSON value that passed validation, unchanged
+// but for invalid UTF-8: the validators do not check encoding, so each
+// invalid byte, which can only sit inside a string, becomes \ufffd.
+// Copying a validated value keeps its escapes without decoding them.
+func AppendRaw(dst []byte, raw string) []byte {
+	start := 0
+	for i := 0; i < len(raw); {
+		if raw[i] < utf8.RuneSelf {
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(raw[i:])
+		if r != utf8.RuneError || size != 1 {
+			i += size
+			continue
+		}
+		dst = append(dst, raw[start:i]...)
+		dst = append(dst, `\ufffd`...)
+		i++
+		start = i
+	}
+	return append(dst, raw[start:]...)
+}
+
+// AppendRawString appends tok, a raw JSON string token (quotes included,
+// escapes kept), as a quoted string sanitized as AppendRawBody does;
+// anything but a string token is written as "".
+func AppendRawString(dst []byte, tok string) []byte {
+	dst = append(dst, '"')
+	if IsString(tok) {
+		dst = AppendRawBody(dst, tok[1:len(tok)-1])
+	}
+	return append(dst, '"')
+}
+
+// AppendRawBody appends raw, the text between the quotes of a JSON string
+// token as written (escapes kept), for use inside another JSON string,
+// without the quotes. A validated token needs no change but for invalid
+// UTF-8, which becomes \ufffd; a stray control character is escaped as
+// \u00XX too.
+func AppendRawBody(dst []byte, raw string) []byte {
+	start := 0
+	for i := 0; i < len(raw); {
+		c := raw[i]
+		if c >= 0x20 && c < utf8.RuneSelf {
+			i++
+			continue
+		}
+		if c >= utf8.RuneSelf {
+			r, size := utf8.DecodeRuneInString(raw[i:])
+			if r != utf8.RuneError || size != 1 {
+				i += size
+				continue
+			}
+			dst = append(dst, raw[start:i]...)
+			dst = append(dst, `\ufffd`...)
+		} else {
+			dst = append(dst, raw[start:i]...)
+			dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+		}
+		i++
+		start = i
+	}
+	return append(dst, raw[start:]...)
 }
 
 // SkipSpace returns the index of the first non-space byte at or after i.

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"unicode/utf8"
 )
 
 func TestSkipValue(t *testing.T) {
@@ -28,10 +27,40 @@ func TestSkipValue(t *testing.T) {
 	}
 }
 
+func TestAppendString(t *testing.T) {
+	tests := []struct {
+		name, in, want string
+	}{
+		{"plain", "hello", `"hello"`},
+		{"quotes and backslash", `a"b\c`, `"a\"b\\c"`},
+		{"control", "a\nb\tc\r\x00\x01\x1f", `"a\nb\tc\r\u0000\u0001\u001f"`},
+		{"utf8", "héllo 世界 🎉 \u2028", "\"héllo 世界 🎉 \u2028\""},
+		{"invalid utf8", "a\xffb\xc3", `"a\ufffdb\ufffd"`},
+		{"html passes", "<a href='x'>&</a>", `"<a href='x'>&</a>"`},
+		{"empty", "", `""`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := string(AppendString(nil, tt.in))
+			if got != tt.want {
+				t.Errorf("got %s, want %s", got, tt.want)
+			}
+			var back string
+			if err := json.Unmarshal([]byte(got), &back); err != nil {
+				t.Fatalf("not JSON: %v", err)
+			}
+			if body := string(AppendStringBody(nil, tt.in)); `"`+body+`"` != got {
+				t.Errorf("AppendStringBody %s, want %s without its quotes", body, got)
+			}
+		})
+	}
+}
+
 // FuzzAppendString checks the escaper against encoding/json: the output is
-// a valid JSON string that decodes to the input (invalid UTF-8 as U+FFFD).
+// a valid JSON string that decodes to the input, each invalid byte as
+// U+FFFD (as converting to runes does).
 func FuzzAppendString(f *testing.F) {
-	for _, s := range []string{"", "plain", "quote \" and \\", "ctl \x00\x1f\n\t", "é\xff"} {
+	for _, s := range []string{"", "plain", "quote \" and \\", "ctl \x00\x1f\n\t\x7f", "é\xff", "\xff\xfe", "é🎉", "☺\u2028"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
@@ -40,11 +69,75 @@ func FuzzAppendString(f *testing.F) {
 		if err := json.Unmarshal(out, &back); err != nil {
 			t.Fatalf("%q -> %s: %v", s, out, err)
 		}
-		if want := strings.ToValidUTF8(s, "\uFFFD"); back != want && utf8.ValidString(s) {
-			t.Fatalf("%q round-tripped to %q", s, back)
+		if want := string([]rune(s)); back != want {
+			t.Fatalf("%q decoded to %q, want %q", s, back, want)
 		}
 		if end := SkipString(string(out), 0); end != len(out) {
 			t.Fatalf("SkipString(%s) = %d, want %d", out, end, len(out))
+		}
+	})
+}
+
+func TestAppendRaw(t *testing.T) {
+	tests := []struct {
+		name, raw, want string
+	}{
+		{"value kept", "{\"a\":\"x\\n\", \"b\":[1,\n2]}", "{\"a\":\"x\\n\", \"b\":[1,\n2]}"},
+		{"invalid utf8", "{\"a\":\"x\xffy\\n\"}", `{"a":"x\ufffdy\n"}`},
+		{"multibyte", `"日本"`, `"日本"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := string(AppendRaw(nil, tt.raw)); got != tt.want {
+				t.Errorf("got %s, want %s", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestAppendRawBody(t *testing.T) {
+	tests := []struct {
+		name, raw, want string
+	}{
+		{"escapes kept", `a\n\"b\u00e9`, `a\n\"b\u00e9`},
+		{"invalid utf8", "a\xffb", `a\ufffdb`},
+		{"stray control", "a\x01b", `a\u0001b`},
+		{"multibyte", "日本", "日本"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := string(AppendRawBody(nil, tt.raw)); got != tt.want {
+				t.Errorf("got %s, want %s", got, tt.want)
+			}
+			if got := string(AppendRawString(nil, `"`+tt.raw+`"`)); got != `"`+tt.want+`"` {
+				t.Errorf("AppendRawString %s, want %q", got, `"`+tt.want+`"`)
+			}
+		})
+	}
+	for _, tok := range []string{`12`, `null`, `{"a":"b"}`, `"`, ``} {
+		if got := string(AppendRawString(nil, tok)); got != `""` {
+			t.Errorf("AppendRawString(%s) = %s, want \"\"", tok, got)
+		}
+	}
+}
+
+// FuzzAppendRawBody checks that copying an encoded string token keeps it
+// valid and equal.
+func FuzzAppendRawBody(f *testing.F) {
+	for _, s := range []string{"", "a\"b\\", "\x00\n", "é🎉", "\xff"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		tok, _ := json.Marshal(s)
+		out := AppendRawString(nil, string(tok))
+		var back string
+		if err := json.Unmarshal(out, &back); err != nil {
+			t.Fatalf("%s -> %s: %v", tok, out, err)
+		}
+		var want string
+		_ = json.Unmarshal(tok, &want)
+		if back != want {
+			t.Fatalf("%s decoded to %q, want %q", tok, back, want)
 		}
 	})
 }

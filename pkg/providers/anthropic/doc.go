@@ -40,14 +40,11 @@
 //     "thinking" object in the request is passed through as is and wins.
 //     Thinking blocks cannot round-trip through the OpenAI format, so a
 //     multi-turn tool conversation with thinking on may be refused upstream.
-//   - refused with a *providers.ParamError naming the parameter: n other
-//     than 1, logprobs true, top_logprobs, audio, modalities other than
-//     text, functions, function_call, web_search_options, roles other than
-//     system/developer/user/assistant/tool.
-//   - dropped: stream_options (usage is always streamed), seed,
-//     presence_penalty, frequency_penalty, logit_bias, service_tier, store,
-//     metadata, prediction, message names, and any key not named here but
-//     "mock", the test mock's per-request behaviour, which passes through.
+//   - the other top-level members are mapped, dropped or refused (with a
+//     *providers.ParamError naming the member) as Policy says; the
+//     Providers page's table (docs/providers.md) is generated from it.
+//     Roles other than system/developer/user/assistant/tool are refused;
+//     message names are dropped.
 //
 // Answers: text blocks are joined into content, thinking blocks into
 // reasoning_content (a delta field in streams), tool_use blocks become

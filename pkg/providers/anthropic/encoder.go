@@ -245,7 +245,7 @@ func (e *Encoder) failRaw(dst []byte, errType, rawMessage string) []byte {
 	dst = append(dst, `{"type":"error","error":{"type":"`...)
 	dst = append(dst, errType...)
 	dst = append(dst, `","message":"`...)
-	dst = appendEscaped(dst, rawMessage)
+	dst = rawjson.AppendRawBody(dst, rawMessage)
 	return append(dst, `"}}`+"\n\n"...)
 }
 
@@ -306,7 +306,7 @@ func (e *Encoder) text(dst []byte, raw string) []byte {
 	}
 	dst = e.blockHead(dst, "content_block_delta")
 	dst = append(dst, `,"delta":{"type":"text_delta","text":"`...)
-	dst = appendEscaped(dst, raw)
+	dst = rawjson.AppendRawBody(dst, raw)
 	return append(dst, `"}}`+"\n\n"...)
 }
 
@@ -325,13 +325,13 @@ func (e *Encoder) toolCall(dst []byte, tc string) []byte {
 		dst = e.blockHead(dst, "content_block_start")
 		dst = append(dst, `,"content_block":{"type":"tool_use","id":"`...)
 		if inner(id) != "" {
-			dst = appendEscaped(dst, inner(id))
+			dst = rawjson.AppendRawBody(dst, inner(id))
 		} else {
 			dst = append(dst, "toolu_"...)
 			dst = appendUint(dst, idx)
 		}
 		dst = append(dst, `","name":`...)
-		dst = appendToken(dst, member(fn, "name"))
+		dst = rawjson.AppendRawString(dst, member(fn, "name"))
 		dst = append(dst, `,"input":{}}}`+"\n\n"...)
 	}
 	args := inner(member(fn, "arguments"))
@@ -340,7 +340,7 @@ func (e *Encoder) toolCall(dst []byte, tc string) []byte {
 	}
 	dst = e.blockHead(dst, "content_block_delta")
 	dst = append(dst, `,"delta":{"type":"input_json_delta","partial_json":"`...)
-	dst = appendEscaped(dst, args)
+	dst = rawjson.AppendRawBody(dst, args)
 	return append(dst, `"}}`+"\n\n"...)
 }
 

@@ -80,7 +80,7 @@ func RequestToOpenAI(dst, body []byte) (out []byte, model string, stream bool, e
 	}
 	stream = r.stream.Type == gjson.True
 	out = append(dst, `{"model":`...)
-	out = appendToken(out, r.model.Raw)
+	out = rawjson.AppendRawString(out, r.model.Raw)
 	out = append(out, `,"messages":[`...)
 	effort, err := reasoningEffort(r.thinking, r.outputConfig.Get("effort"))
 	if err != nil {
@@ -120,14 +120,14 @@ func RequestToOpenAI(dst, body []byte) (out []byte, model string, stream bool, e
 	}
 	if u := r.metadata.Get("user_id"); u.Type == gjson.String && u.Str != "" {
 		out = append(out, `,"user":`...)
-		out = appendToken(out, u.Raw)
+		out = rawjson.AppendRawString(out, u.Raw)
 	}
 	if out, err = appendResponseFormat(out, r.outputConfig.Get("format")); err != nil {
 		return out, "", false, err
 	}
 	if r.mock.IsObject() {
 		out = append(out, `,"mock":`...)
-		out = appendRawJSON(out, r.mock.Raw)
+		out = rawjson.AppendRaw(out, r.mock.Raw)
 	}
 	if effort != "" { // last, for DropReasoningEffort
 		out = append(out, effortKey...)
@@ -210,7 +210,7 @@ func appendResponseFormat(dst []byte, format gjson.Result) ([]byte, error) {
 		return dst, paramErr("output_config.format", "must be a json_schema format with a schema object")
 	}
 	dst = append(dst, `,"response_format":{"type":"json_schema","json_schema":{"name":"output","strict":true,"schema":`...)
-	dst = appendRawJSON(dst, s.Raw)
+	dst = rawjson.AppendRaw(dst, s.Raw)
 	return append(dst, "}}"...), nil
 }
 
@@ -289,7 +289,7 @@ func (j *sysJoin) add(t gjson.Result) {
 		j.w.dst = append(j.w.dst, `\n\n`...)
 	}
 	j.n++
-	j.w.dst = appendEscaped(j.w.dst, inner(t.Raw))
+	j.w.dst = rawjson.AppendRawBody(j.w.dst, inner(t.Raw))
 }
 
 // blocks adds the text blocks of a block list named param; other blocks
@@ -336,7 +336,7 @@ func (w *oaMessages) user(content gjson.Result, i int) error {
 	if content.Type == gjson.String {
 		w.begin("user")
 		w.dst = append(w.dst, `,"content":`...)
-		w.dst = appendToken(w.dst, content.Raw)
+		w.dst = rawjson.AppendRawString(w.dst, content.Raw)
 		w.dst = append(w.dst, '}')
 		return nil
 	}
@@ -399,7 +399,7 @@ func (w *oaMessages) userBlock(b gjson.Result, at loc, part func()) error {
 	case "text":
 		part()
 		w.dst = append(w.dst, `{"type":"text","text":`...)
-		w.dst = appendToken(w.dst, b.Get("text").Raw)
+		w.dst = rawjson.AppendRawString(w.dst, b.Get("text").Raw)
 		w.dst = append(w.dst, '}')
 	case "image":
 		part()
@@ -413,12 +413,12 @@ func (w *oaMessages) userBlock(b gjson.Result, at loc, part func()) error {
 			}
 			part()
 			w.dst = append(w.dst, `{"type":"file","file":{"filename":"document.pdf","file_data":"data:application/pdf;base64,`...)
-			w.dst = appendEscaped(w.dst, inner(src.Get("data").Raw))
+			w.dst = rawjson.AppendRawBody(w.dst, inner(src.Get("data").Raw))
 			w.dst = append(w.dst, `"}}`...)
 		case "text":
 			part()
 			w.dst = append(w.dst, `{"type":"text","text":`...)
-			w.dst = appendToken(w.dst, src.Get("data").Raw)
+			w.dst = rawjson.AppendRawString(w.dst, src.Get("data").Raw)
 			w.dst = append(w.dst, '}')
 		default:
 			return paramErr(at.param(""), "only base64 PDF and text documents are supported")
@@ -448,13 +448,13 @@ func appendImagePart(dst []byte, b gjson.Result, at loc) ([]byte, error) {
 	switch src.Get("type").Str {
 	case "base64":
 		dst = append(dst, `{"type":"image_url","image_url":{"url":"data:`...)
-		dst = appendEscaped(dst, inner(src.Get("media_type").Raw))
+		dst = rawjson.AppendRawBody(dst, inner(src.Get("media_type").Raw))
 		dst = append(dst, ";base64,"...)
-		dst = appendEscaped(dst, inner(src.Get("data").Raw))
+		dst = rawjson.AppendRawBody(dst, inner(src.Get("data").Raw))
 		return append(dst, `"}}`...), nil
 	case "url":
 		dst = append(dst, `{"type":"image_url","image_url":{"url":`...)
-		dst = appendToken(dst, src.Get("url").Raw)
+		dst = rawjson.AppendRawString(dst, src.Get("url").Raw)
 		return append(dst, "}}"...), nil
 	}
 	return dst, paramErr(at.param(".source"), "only base64 and url image sources are supported")
@@ -470,13 +470,13 @@ func (w *oaMessages) toolResult(b gjson.Result, at loc) error {
 	}
 	w.begin("tool")
 	w.dst = append(w.dst, `,"tool_call_id":`...)
-	w.dst = appendToken(w.dst, id.Raw)
+	w.dst = rawjson.AppendRawString(w.dst, id.Raw)
 	w.dst = append(w.dst, `,"content":"`...)
 	c := b.Get("content")
 	var err error
 	switch {
 	case c.Type == gjson.String:
-		w.dst = appendEscaped(w.dst, inner(c.Raw))
+		w.dst = rawjson.AppendRawBody(w.dst, inner(c.Raw))
 	case c.IsArray():
 		n, k := 0, -1
 		c.ForEach(func(_, cb gjson.Result) bool {
@@ -487,7 +487,7 @@ func (w *oaMessages) toolResult(b gjson.Result, at loc) error {
 					w.dst = append(w.dst, `\n`...)
 				}
 				n++
-				w.dst = appendEscaped(w.dst, inner(cb.Get("text").Raw))
+				w.dst = rawjson.AppendRawBody(w.dst, inner(cb.Get("text").Raw))
 			case "image":
 			default:
 				err = paramErr(loc{at.i, at.j, k}.param(""), "tool result block type %q is not supported", typ)
@@ -505,7 +505,7 @@ func (w *oaMessages) assistant(content gjson.Result, i int) error {
 	w.begin("assistant")
 	if content.Type == gjson.String {
 		w.dst = append(w.dst, `,"content":`...)
-		w.dst = appendToken(w.dst, content.Raw)
+		w.dst = rawjson.AppendRawString(w.dst, content.Raw)
 		w.dst = append(w.dst, '}')
 		return nil
 	}
@@ -522,7 +522,7 @@ func (w *oaMessages) assistant(content gjson.Result, i int) error {
 				w.dst = append(w.dst, `,"content":"`...)
 			}
 			texts++
-			w.dst = appendEscaped(w.dst, inner(b.Get("text").Raw))
+			w.dst = rawjson.AppendRawBody(w.dst, inner(b.Get("text").Raw))
 		case "tool_use", "thinking", "redacted_thinking":
 		default:
 			err = paramErr(fmt.Sprintf("messages[%d].content[%d]", i, j), "assistant block type %q is not supported by this gateway", typ)
@@ -549,9 +549,9 @@ func (w *oaMessages) assistant(content gjson.Result, i int) error {
 		}
 		calls++
 		w.dst = append(w.dst, `{"id":`...)
-		w.dst = appendToken(w.dst, b.Get("id").Raw)
+		w.dst = rawjson.AppendRawString(w.dst, b.Get("id").Raw)
 		w.dst = append(w.dst, `,"type":"function","function":{"name":`...)
-		w.dst = appendToken(w.dst, b.Get("name").Raw)
+		w.dst = rawjson.AppendRawString(w.dst, b.Get("name").Raw)
 		w.dst = append(w.dst, `,"arguments":`...)
 		input := b.Get("input").Raw
 		if input == "" {
@@ -589,7 +589,7 @@ func appendStop(dst []byte, stop gjson.Result) ([]byte, error) {
 			dst = append(dst, ',')
 		}
 		n++
-		dst = appendToken(dst, s.Raw)
+		dst = rawjson.AppendRawString(dst, s.Raw)
 		return true
 	})
 	if n > 0 {
@@ -621,14 +621,14 @@ func appendOpenAITools(dst []byte, tools, choice gjson.Result) ([]byte, error) {
 			dst = append(dst, ',')
 		}
 		dst = append(dst, `{"type":"function","function":{"name":`...)
-		dst = appendToken(dst, name.Raw)
+		dst = rawjson.AppendRawString(dst, name.Raw)
 		if d := t.Get("description"); d.Type == gjson.String {
 			dst = append(dst, `,"description":`...)
-			dst = appendToken(dst, d.Raw)
+			dst = rawjson.AppendRawString(dst, d.Raw)
 		}
 		dst = append(dst, `,"parameters":`...)
 		if s := t.Get("input_schema"); s.IsObject() {
-			dst = appendRawJSON(dst, s.Raw)
+			dst = rawjson.AppendRaw(dst, s.Raw)
 		} else {
 			dst = append(dst, defaultSchema...)
 		}
@@ -655,7 +655,7 @@ func appendOpenAITools(dst []byte, tools, choice gjson.Result) ([]byte, error) {
 			return dst, paramErr("tool_choice.name", "must name a tool")
 		}
 		dst = append(dst, `,"tool_choice":{"type":"function","function":{"name":`...)
-		dst = appendToken(dst, name.Raw)
+		dst = rawjson.AppendRawString(dst, name.Raw)
 		dst = append(dst, "}}"...)
 	default:
 		return dst, paramErr("tool_choice.type", "unknown tool choice %q", typ)
@@ -682,7 +682,7 @@ func stopReason(finish string) string {
 // messageID derives a message id from an OpenAI completion id.
 func appendMessageID(dst []byte, openaiID string) []byte {
 	dst = append(dst, "msg_"...)
-	return appendEscaped(dst, strings.TrimPrefix(openaiID, "chatcmpl-"))
+	return rawjson.AppendRawBody(dst, strings.TrimPrefix(openaiID, "chatcmpl-"))
 }
 
 // ResponseFromOpenAI converts an OpenAI chat.completion body into an
@@ -713,7 +713,7 @@ func ResponseFromOpenAI(dst, body []byte, model string) ([]byte, error) {
 		}
 		n++
 		out = append(out, `{"type":"text","text":`...)
-		out = appendToken(out, raw)
+		out = rawjson.AppendRawString(out, raw)
 		out = append(out, '}')
 	}
 	switch c := msg.Get("content"); {
@@ -750,11 +750,11 @@ func ResponseFromOpenAI(dst, body []byte, model string) ([]byte, error) {
 		n++
 		calls++
 		out = append(out, `{"type":"tool_use","id":`...)
-		out = appendToken(out, tc.Get("id").Raw)
+		out = rawjson.AppendRawString(out, tc.Get("id").Raw)
 		out = append(out, `,"name":`...)
-		out = appendToken(out, tc.Get("function.name").Raw)
+		out = rawjson.AppendRawString(out, tc.Get("function.name").Raw)
 		out = append(out, `,"input":`...)
-		out = appendRawJSON(out, input)
+		out = rawjson.AppendRaw(out, input)
 		out = append(out, '}')
 		return true
 	})

@@ -10,15 +10,12 @@ import (
 )
 
 // chatRequest holds the top-level members of an OpenAI chat request that
-// the translation reads. Values point into the body.
+// the translation maps (see Policy). Values point into the body.
 type chatRequest struct {
 	messages, tools, toolChoice, parallel, stop gjson.Result
-	temperature, topP, topK, n, responseFormat  gjson.Result
+	temperature, topP, topK, responseFormat     gjson.Result
 	user, reasoningEffort, thinking             gjson.Result
 	maxTokens, maxCompletionTokens, mock        gjson.Result
-	// Members refused unless absent or null (or false, or ["text"]).
-	logprobs, topLogprobs, audio, functions, fnCall gjson.Result
-	webSearch, modalities                           gjson.Result
 }
 
 // jsonModeInstruction is the system text added for response_format
@@ -55,107 +52,33 @@ func paramErr(param, format string, args ...any) error {
 	return &providers.ParamError{Param: param, Message: fmt.Sprintf(format, args...)}
 }
 
-// parseChat reads the top-level members of body.
-func parseChat(body string) (chatRequest, error) {
-	var r chatRequest
-	root := gjson.Parse(body)
-	if !root.IsObject() {
-		return r, paramErr("body", "must be a JSON object")
+// parseChat reads the members of c's chat request that Policy maps, and
+// refuses those it refuses.
+func parseChat(c *providers.Call) (chatRequest, error) {
+	var in providers.ChatRequest
+	if err := Policy.Read(&in, c); err != nil {
+		return chatRequest{}, err
 	}
-	root.ForEach(func(k, v gjson.Result) bool {
-		switch k.Str {
-		case "messages":
-			r.messages = v
-		case "tools":
-			r.tools = v
-		case "tool_choice":
-			r.toolChoice = v
-		case "parallel_tool_calls":
-			r.parallel = v
-		case "stop":
-			r.stop = v
-		case "temperature":
-			r.temperature = v
-		case "top_p":
-			r.topP = v
-		case "top_k":
-			r.topK = v
-		case "n":
-			r.n = v
-		case "response_format":
-			r.responseFormat = v
-		case "user":
-			r.user = v
-		case "reasoning_effort":
-			r.reasoningEffort = v
-		case "thinking":
-			r.thinking = v
-		case "max_tokens":
-			r.maxTokens = v
-		case "max_completion_tokens":
-			r.maxCompletionTokens = v
-		case "mock":
-			r.mock = v
-		case "logprobs":
-			r.logprobs = v
-		case "top_logprobs":
-			r.topLogprobs = v
-		case "audio":
-			r.audio = v
-		case "functions":
-			r.functions = v
-		case "function_call":
-			r.fnCall = v
-		case "web_search_options":
-			r.webSearch = v
-		case "modalities":
-			r.modalities = v
-		}
-		return true
-	})
-	return r, r.check()
-}
-
-// check refuses the members Anthropic cannot honour and that cannot be
-// dropped without changing what the client gets.
-func (r *chatRequest) check() error {
-	switch {
-	case !r.messages.IsArray():
-		return paramErr("messages", "must be an array")
-	case r.logprobs.Type == gjson.True:
-		return paramErr("logprobs", "is not supported by the Anthropic API")
-	case r.topLogprobs.Exists() && r.topLogprobs.Type != gjson.Null:
-		return paramErr("top_logprobs", "is not supported by the Anthropic API")
-	case r.audio.Exists() && r.audio.Type != gjson.Null:
-		return paramErr("audio", "audio output is not supported by the Anthropic API")
-	case r.functions.Exists() && r.functions.Type != gjson.Null:
-		return paramErr("functions", "is not supported for Anthropic models; use tools")
-	case r.fnCall.Exists() && r.fnCall.Type != gjson.Null:
-		return paramErr("function_call", "is not supported for Anthropic models; use tool_choice")
-	case r.webSearch.Exists() && r.webSearch.Type != gjson.Null:
-		return paramErr("web_search_options", "is not supported for Anthropic models")
-	case r.n.Exists() && r.n.Type != gjson.Null && r.n.Int() != 1:
-		return paramErr("n", "the Anthropic API returns one choice; n must be 1")
+	get := func(p providers.ChatParam) gjson.Result { return gjson.Parse(in.Raw(p)) }
+	r := chatRequest{
+		messages: get(providers.ParamMessages), tools: get(providers.ParamTools),
+		toolChoice: get(providers.ParamToolChoice), parallel: get(providers.ParamParallelToolCalls),
+		stop: get(providers.ParamStop), temperature: get(providers.ParamTemperature),
+		topP: get(providers.ParamTopP), topK: get(providers.ParamTopK),
+		responseFormat: get(providers.ParamResponseFormat), user: get(providers.ParamUser),
+		reasoningEffort: get(providers.ParamReasoningEffort), thinking: get(providers.ParamThinking),
+		maxTokens: get(providers.ParamMaxTokens), maxCompletionTokens: get(providers.ParamMaxCompletionTokens),
+		mock: get(providers.ParamMock),
 	}
-	if m := r.modalities; m.Exists() && m.Type != gjson.Null {
-		textOnly := m.IsArray()
-		m.ForEach(func(_, v gjson.Result) bool {
-			textOnly = textOnly && v.Str == "text"
-			return textOnly
-		})
-		if !textOnly {
-			return paramErr("modalities", "the Anthropic API produces text only")
-		}
+	if !r.messages.IsArray() {
+		return r, paramErr("messages", "must be an array")
 	}
-	return nil
+	return r, nil
 }
 
 // appendRequest appends the Messages request body for c.
 func (p *Provider) appendRequest(dst []byte, c *providers.Call) ([]byte, error) {
-	if !c.Scanned && !providers.ValidJSON(c.Body) {
-		return dst, paramErr("body", "is not valid JSON")
-	}
-	r, err := parseChat(bytesString(c.Body))
+	r, err := parseChat(c)
 	if err != nil {
 		return dst, err
 	}
@@ -182,7 +105,7 @@ func (p *Provider) appendRequest(dst []byte, c *providers.Call) ([]byte, error) 
 	}
 	if r.user.Type == gjson.String && r.user.Str != "" {
 		dst = append(dst, `,"metadata":{"user_id":`...)
-		dst = appendToken(dst, r.user.Raw)
+		dst = rawjson.AppendRawString(dst, r.user.Raw)
 		dst = append(dst, '}')
 	}
 	if dst, err = appendThinking(dst, &r, maxTokens); err != nil {
@@ -199,7 +122,7 @@ func (p *Provider) appendRequest(dst []byte, c *providers.Call) ([]byte, error) 
 func appendMock(dst []byte, mock gjson.Result) []byte {
 	if mock.IsObject() {
 		dst = append(dst, `,"mock":`...)
-		dst = appendRawJSON(dst, mock.Raw)
+		dst = rawjson.AppendRaw(dst, mock.Raw)
 	}
 	return append(dst, '}')
 }
@@ -250,7 +173,7 @@ func appendSystem(dst []byte, messages gjson.Result, jsonMode bool) ([]byte, err
 		}
 		n++
 		dst = append(dst, `{"type":"text","text":`...)
-		dst = appendToken(dst, textRaw)
+		dst = rawjson.AppendRawString(dst, textRaw)
 		dst = append(dst, '}')
 	}
 	var err error
@@ -340,7 +263,7 @@ func (t *turns) block(role string) {
 func (t *turns) text(role, textRaw string) {
 	t.block(role)
 	t.dst = append(t.dst, `{"type":"text","text":`...)
-	t.dst = appendToken(t.dst, textRaw)
+	t.dst = rawjson.AppendRawString(t.dst, textRaw)
 	t.dst = append(t.dst, '}')
 }
 
@@ -547,9 +470,9 @@ func (t *turns) toolUse(tc gjson.Result, i, j int) error {
 	t.dst = append(t.dst, `{"type":"tool_use","id":`...)
 	t.dst = appendID(t.dst, id.Str)
 	t.dst = append(t.dst, `,"name":`...)
-	t.dst = appendToken(t.dst, name.Raw)
+	t.dst = rawjson.AppendRawString(t.dst, name.Raw)
 	t.dst = append(t.dst, `,"input":`...)
-	t.dst = appendRawJSON(t.dst, input)
+	t.dst = rawjson.AppendRaw(t.dst, input)
 	t.dst = append(t.dst, '}')
 	return nil
 }
@@ -574,7 +497,7 @@ func (t *turns) tool(m gjson.Result, i int) error {
 	case content.Type == gjson.String:
 		if content.Raw != `""` {
 			t.dst = append(t.dst, `,"content":`...)
-			t.dst = appendToken(t.dst, content.Raw)
+			t.dst = rawjson.AppendRawString(t.dst, content.Raw)
 		}
 	case content.IsArray():
 		n := 0
@@ -586,7 +509,7 @@ func (t *turns) tool(m gjson.Result, i int) error {
 			}
 			n++
 			t.dst = append(t.dst, `{"type":"text","text":`...)
-			t.dst = appendToken(t.dst, textRaw)
+			t.dst = rawjson.AppendRawString(t.dst, textRaw)
 			t.dst = append(t.dst, '}')
 		})
 		if err != nil {
@@ -641,14 +564,14 @@ func appendTools(dst []byte, r *chatRequest) ([]byte, error) {
 			dst = append(dst, ',')
 		}
 		dst = append(dst, `{"name":`...)
-		dst = appendToken(dst, name.Raw)
+		dst = rawjson.AppendRawString(dst, name.Raw)
 		if d := fn.Get("description"); d.Type == gjson.String {
 			dst = append(dst, `,"description":`...)
-			dst = appendToken(dst, d.Raw)
+			dst = rawjson.AppendRawString(dst, d.Raw)
 		}
 		dst = append(dst, `,"input_schema":`...)
 		if ps := fn.Get("parameters"); ps.IsObject() {
-			dst = appendRawJSON(dst, ps.Raw)
+			dst = rawjson.AppendRaw(dst, ps.Raw)
 		} else {
 			dst = append(dst, defaultSchema...)
 		}
@@ -699,7 +622,7 @@ func appendToolChoice(dst []byte, r *chatRequest) ([]byte, error) {
 	dst = append(dst, '"')
 	if name != "" {
 		dst = append(dst, `,"name":`...)
-		dst = appendToken(dst, name)
+		dst = rawjson.AppendRawString(dst, name)
 	}
 	if serial && typ != "none" {
 		dst = append(dst, `,"disable_parallel_tool_use":true`...)
@@ -713,7 +636,7 @@ func appendSampling(dst []byte, r *chatRequest) ([]byte, error) {
 	case r.stop.Type == gjson.String:
 		if r.stop.Str != "" {
 			dst = append(dst, `,"stop_sequences":[`...)
-			dst = appendToken(dst, r.stop.Raw)
+			dst = rawjson.AppendRawString(dst, r.stop.Raw)
 			dst = append(dst, ']')
 		}
 	case r.stop.IsArray():
@@ -733,7 +656,7 @@ func appendSampling(dst []byte, r *chatRequest) ([]byte, error) {
 				dst = append(dst, ',')
 			}
 			n++
-			dst = appendToken(dst, s.Raw)
+			dst = rawjson.AppendRawString(dst, s.Raw)
 			return true
 		})
 		if err != nil {
@@ -772,7 +695,7 @@ func appendSampling(dst []byte, r *chatRequest) ([]byte, error) {
 func appendThinking(dst []byte, r *chatRequest, maxTokens int64) ([]byte, error) {
 	if r.thinking.IsObject() {
 		dst = append(dst, `,"thinking":`...)
-		return appendRawJSON(dst, r.thinking.Raw), nil
+		return rawjson.AppendRaw(dst, r.thinking.Raw), nil
 	}
 	if !r.reasoningEffort.Exists() || r.reasoningEffort.Type == gjson.Null {
 		return dst, nil

@@ -97,12 +97,12 @@ func (p *Provider) Response(dst, body []byte, c *providers.Call) ([]byte, provid
 	var u usage
 	u.update(member(s, "usage"))
 	dst = append(dst, `{"id":"chatcmpl-`...)
-	dst = appendEscaped(dst, inner(member(s, "id")))
+	dst = rawjson.AppendRawBody(dst, inner(member(s, "id")))
 	dst = append(dst, `","object":"chat.completion","created":`...)
 	dst = appendUint(dst, uint64(p.now().Unix()))
 	dst = append(dst, `,"model":`...)
 	if m := member(s, "model"); isString(m) {
-		dst = appendToken(dst, m)
+		dst = rawjson.AppendRawString(dst, m)
 	} else if c != nil {
 		dst = rawjson.AppendString(dst, c.Model)
 	} else {
@@ -146,7 +146,7 @@ func appendBlockText(dst []byte, content, typ, key, none string) []byte {
 	dst = append(dst, '"')
 	forEachRaw(content, func(_ int, b string) bool {
 		if member(b, "type") == typ {
-			dst = appendEscaped(dst, inner(member(b, key)))
+			dst = rawjson.AppendRawBody(dst, inner(member(b, key)))
 		}
 		return true
 	})
@@ -167,9 +167,9 @@ func appendToolCalls(dst []byte, content string) []byte {
 		}
 		n++
 		dst = append(dst, `{"id":`...)
-		dst = appendToken(dst, member(b, "id"))
+		dst = rawjson.AppendRawString(dst, member(b, "id"))
 		dst = append(dst, `,"type":"function","function":{"name":`...)
-		dst = appendToken(dst, member(b, "name"))
+		dst = rawjson.AppendRawString(dst, member(b, "name"))
 		dst = append(dst, `,"arguments":`...)
 		input := member(b, "input")
 		if input == "" {

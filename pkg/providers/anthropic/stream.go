@@ -146,12 +146,12 @@ func (s *stream) start(dst []byte, d string) []byte {
 	}
 	s.started = true
 	s.pre = append(s.pre[:0], `data: {"id":"chatcmpl-`...)
-	s.pre = appendEscaped(s.pre, inner(member(msg, "id")))
+	s.pre = rawjson.AppendRawBody(s.pre, inner(member(msg, "id")))
 	s.pre = append(s.pre, `","object":"chat.completion.chunk","created":`...)
 	s.pre = strconv.AppendInt(s.pre, s.created, 10)
 	s.pre = append(s.pre, `,"model":`...)
 	if m := member(msg, "model"); isString(m) {
-		s.pre = appendToken(s.pre, m)
+		s.pre = rawjson.AppendRawString(s.pre, m)
 	} else {
 		s.pre = rawjson.AppendString(s.pre, s.model)
 	}
@@ -191,9 +191,9 @@ func (s *stream) blockStart(dst []byte, block string) []byte {
 		dst = append(dst, `{"tool_calls":[{"index":`...)
 		dst = strconv.AppendInt(dst, int64(s.tools-1), 10)
 		dst = append(dst, `,"id":`...)
-		dst = appendToken(dst, member(block, "id"))
+		dst = rawjson.AppendRawString(dst, member(block, "id"))
 		dst = append(dst, `,"type":"function","function":{"name":`...)
-		dst = appendToken(dst, member(block, "name"))
+		dst = rawjson.AppendRawString(dst, member(block, "name"))
 		dst = append(dst, `,"arguments":""}}]}`...)
 		return s.close(dst, "null")
 	}
@@ -218,7 +218,7 @@ func (s *stream) blockDelta(dst []byte, delta string) []byte {
 		dst = append(dst, `{"tool_calls":[{"index":`...)
 		dst = strconv.AppendInt(dst, int64(s.tools-1), 10)
 		dst = append(dst, `,"function":{"arguments":"`...)
-		dst = appendEscaped(dst, frag)
+		dst = rawjson.AppendRawBody(dst, frag)
 		dst = append(dst, `"}}]}`...)
 		return s.close(dst, "null")
 	}
@@ -233,7 +233,7 @@ func (s *stream) text(dst []byte, head, raw string) []byte {
 	}
 	dst = s.open(dst)
 	dst = append(dst, head...)
-	dst = appendEscaped(dst, raw)
+	dst = rawjson.AppendRawBody(dst, raw)
 	dst = append(dst, `"}`...)
 	return s.close(dst, "null")
 }

@@ -30,18 +30,14 @@
 //     overrides both) -> inferenceConfig.maxTokens; temperature ->
 //     temperature; top_p -> topP; stop -> stopSequences.
 //
-// Refused with a *providers.ParamError naming the parameter: n > 1,
-// response_format json_object and json_schema (Converse has no JSON mode;
-// use tools), logprobs, top_logprobs, presence_penalty, frequency_penalty
-// and logit_bias when set to non-zero values, modalities other than text,
-// audio, prediction, reasoning_effort, web_search_options, the legacy
-// functions and function_call, content parts other than text, image_url
-// and refusal, and the completions, embeddings and responses endpoints.
+// The other top-level members are mapped, dropped or refused (with a
+// *providers.ParamError naming the member) as Policy says; the Providers
+// page's table (docs/providers.md) is generated from it. Also refused:
+// content parts other than text, image_url and refusal, and the
+// completions, embeddings and responses endpoints.
 //
-// Dropped, as they do not change the answer's content: message names,
-// parallel_tool_calls (Converse has no switch for it), tool strictness,
-// seed, user, metadata, store, service_tier and every other member this
-// list does not name.
+// Dropped, as they do not change the answer's content: message names and
+// tool strictness.
 //
 // Answer (Converse -> OpenAI): text blocks are concatenated into the
 // message content, toolUse blocks become tool_calls with the input

@@ -1,42 +1,11 @@
 package bedrock
 
 import (
-	"encoding/json"
-	"github.com/tollgate/tollgate/pkg/rawjson"
 	"testing"
 
 	"github.com/tidwall/gjson"
 	"github.com/tollgate/tollgate/pkg/providers"
 )
-
-func TestAppendJSONString(t *testing.T) {
-	tests := []struct{ name, in, want string }{
-		{"plain", "hello", `"hello"`},
-		{"quotes and backslash", `a"b\c`, `"a\"b\\c"`},
-		{"controls", "a\nb\r\t\x00\x1f", `"a\nb\r\t\u0000\u001f"`},
-		{"utf8", "é😀", `"é😀"`},
-		{"invalid utf8", "a\xffb\xc3", `"a\ufffdb\ufffd"`},
-		{"html stays", "<b>&</b>", `"<b>&</b>"`},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			got := string(rawjson.AppendString(nil, tc.in))
-			if got != tc.want {
-				t.Errorf("got %s, want %s", got, tc.want)
-			}
-			var back string
-			if err := json.Unmarshal([]byte(got), &back); err != nil {
-				t.Fatalf("not JSON: %v", err)
-			}
-		})
-	}
-}
-
-func TestAppendRawJSON(t *testing.T) {
-	if got := string(appendRawJSON(nil, "{\"a\":\"x\xffy\\n\"}")); got != `{"a":"x\ufffdy\n"}` {
-		t.Errorf("got %s", got)
-	}
-}
 
 func TestRawMember(t *testing.T) {
 	obj := ` { "p" : "a\"}b", "delta" : {"text":"hi \"there\"\n","n":[1,{"x":"]"}]} , "k":-1.5e3,"t":true}`

@@ -11,11 +11,11 @@ import (
 )
 
 // chatRequest holds the top-level members of an OpenAI chat body that the
-// translation reads. Its values point into the body.
+// translation maps (see Policy). Its values point into the body.
 type chatRequest struct {
 	messages, maxTokens, maxCompletionTokens gjson.Result
-	temperature, topP, stop, n               gjson.Result
-	tools, toolChoice, responseFormat        gjson.Result
+	temperature, topP, stop                  gjson.Result
+	tools, toolChoice                        gjson.Result
 }
 
 // paramError refuses param; the message leads with it, since the gateway
@@ -24,76 +24,20 @@ func paramError(param, reason string) error {
 	return &providers.ParamError{Param: param, Message: param + ": " + reason}
 }
 
-// readRequest collects the members the translation maps and refuses those
-// Converse cannot honour. Members it does not name are ignored.
-func readRequest(root gjson.Result) (chatRequest, error) {
-	var r chatRequest
-	var err error
-	root.ForEach(func(k, v gjson.Result) bool {
-		switch k.Str {
-		case "messages":
-			r.messages = v
-		case "max_tokens":
-			r.maxTokens = v
-		case "max_completion_tokens":
-			r.maxCompletionTokens = v
-		case "temperature":
-			r.temperature = v
-		case "top_p":
-			r.topP = v
-		case "stop":
-			r.stop = v
-		case "n":
-			r.n = v
-		case "tools":
-			r.tools = v
-		case "tool_choice":
-			r.toolChoice = v
-		case "response_format":
-			r.responseFormat = v
-		default:
-			err = refused(k.Str, v)
-		}
-		return err == nil
-	})
-	return r, err
-}
-
-// refused returns an error for a member set to a value Converse cannot
-// honour; zero values (false, 0, null, {}) are accepted as "not asked".
-func refused(key string, v gjson.Result) error {
-	switch key {
-	case "logprobs":
-		if v.Type == gjson.True {
-			return paramError(key, "Bedrock Converse returns no log probabilities")
-		}
-	case "top_logprobs":
-		if v.Type != gjson.Null && v.Num != 0 {
-			return paramError(key, "Bedrock Converse returns no log probabilities")
-		}
-	case "presence_penalty", "frequency_penalty":
-		if v.Type != gjson.Null && v.Num != 0 {
-			return paramError(key, "Bedrock Converse has no penalty parameters")
-		}
-	case "logit_bias":
-		if v.IsObject() && hasMembers(v) {
-			return paramError(key, "Bedrock Converse has no logit bias")
-		}
-	case "modalities":
-		bad := false
-		v.ForEach(func(_, m gjson.Result) bool {
-			bad = m.Str != "text"
-			return !bad
-		})
-		if bad {
-			return paramError(key, "Bedrock Converse answers with text only")
-		}
-	case "reasoning_effort", "audio", "prediction", "web_search_options", "functions", "function_call":
-		if v.Type != gjson.Null {
-			return paramError(key, "not supported by the Bedrock Converse translation")
-		}
+// readRequest reads the members of c's chat request that Policy maps, and
+// refuses those it refuses.
+func readRequest(c *providers.Call) (chatRequest, error) {
+	var in providers.ChatRequest
+	if err := Policy.Read(&in, c); err != nil {
+		return chatRequest{}, err
 	}
-	return nil
+	get := func(p providers.ChatParam) gjson.Result { return gjson.Parse(in.Raw(p)) }
+	return chatRequest{
+		messages: get(providers.ParamMessages), maxTokens: get(providers.ParamMaxTokens),
+		maxCompletionTokens: get(providers.ParamMaxCompletionTokens), temperature: get(providers.ParamTemperature),
+		topP: get(providers.ParamTopP), stop: get(providers.ParamStop),
+		tools: get(providers.ParamTools), toolChoice: get(providers.ParamToolChoice),
+	}, nil
 }
 
 func hasMembers(v gjson.Result) bool {
@@ -150,21 +94,14 @@ func (w *convWriter) text(role, raw string) {
 	}
 	w.block(role)
 	w.dst = append(w.dst, `{"text":`...)
-	w.dst = appendRawJSON(w.dst, raw)
+	w.dst = rawjson.AppendRaw(w.dst, raw)
 	w.dst = append(w.dst, '}')
 }
 
 // appendConverse translates the OpenAI chat body of c into a Converse
 // request body appended to dst.
 func appendConverse(dst []byte, c *providers.Call) ([]byte, error) {
-	if !c.Scanned && !providers.ValidJSON(c.Body) {
-		return dst, paramError("body", "the request body is not valid JSON")
-	}
-	root := gjson.Parse(bytesString(c.Body))
-	if !root.IsObject() {
-		return dst, paramError("body", "the request body is not a JSON object")
-	}
-	r, err := readRequest(root)
+	r, err := readRequest(c)
 	if err != nil {
 		return dst, err
 	}
@@ -307,7 +244,7 @@ func (w *convWriter) toolUse(tc gjson.Result, i, j int) error {
 	w.dst = append(w.dst, `,"name":`...)
 	w.dst = rawjson.AppendString(w.dst, name.Str)
 	w.dst = append(w.dst, `,"input":`...)
-	w.dst = appendRawJSON(w.dst, strings.TrimSpace(input))
+	w.dst = rawjson.AppendRaw(w.dst, strings.TrimSpace(input))
 	w.dst = append(w.dst, "}}"...)
 	return nil
 }
@@ -329,7 +266,7 @@ func (w *convWriter) toolResult(m gjson.Result, i int) error {
 	switch {
 	case content.Type == gjson.String:
 		w.dst = append(w.dst, `{"text":`...)
-		w.dst = appendRawJSON(w.dst, content.Raw)
+		w.dst = rawjson.AppendRaw(w.dst, content.Raw)
 		w.dst = append(w.dst, '}')
 	case content.IsArray():
 		j := -1
@@ -346,7 +283,7 @@ func (w *convWriter) toolResult(m gjson.Result, i int) error {
 					break
 				}
 				w.dst = append(w.dst, `{"text":`...)
-				w.dst = appendRawJSON(w.dst, text.Raw)
+				w.dst = rawjson.AppendRaw(w.dst, text.Raw)
 				w.dst = append(w.dst, '}')
 			case "image_url":
 				w.dst, err = appendImage(w.dst, part.Get("image_url"), i, j)
@@ -442,7 +379,7 @@ func appendSystem(dst []byte, messages gjson.Result) ([]byte, error) {
 		}
 		n++
 		dst = append(dst, `{"text":`...)
-		dst = appendRawJSON(dst, raw)
+		dst = rawjson.AppendRaw(dst, raw)
 		dst = append(dst, '}')
 	}
 	var err error
@@ -480,16 +417,8 @@ func appendSystem(dst []byte, messages gjson.Result) ([]byte, error) {
 }
 
 // appendInference appends inferenceConfig (maxTokens, temperature, topP,
-// stopSequences) when any of them is set, and refuses n > 1 and JSON modes.
+// stopSequences) when any of them is set.
 func appendInference(dst []byte, r *chatRequest, c *providers.Call) ([]byte, error) {
-	if r.n.Exists() && r.n.Type != gjson.Null && r.n.Num != 1 {
-		return dst, paramError("n", "Bedrock Converse returns one choice")
-	}
-	if rf := r.responseFormat; rf.Exists() && rf.Type != gjson.Null {
-		if t := rf.Get("type").Str; t != "text" {
-			return dst, paramError("response_format", fmt.Sprintf("type %q: Bedrock Converse has no JSON mode; use tools instead", t))
-		}
-	}
 	maxTokens := c.MaxTokens
 	for _, f := range [...]struct {
 		name string
@@ -556,7 +485,7 @@ func appendStop(dst []byte, empty int, stop gjson.Result) ([]byte, error) {
 	case stop.Type == gjson.String:
 		dst = appendKey(dst, empty, "stopSequences")
 		dst = append(dst, '[')
-		dst = appendRawJSON(dst, stop.Raw)
+		dst = rawjson.AppendRaw(dst, stop.Raw)
 		return append(dst, ']'), nil
 	case !stop.IsArray():
 		return dst, paramError("stop", "must be a string or an array of strings")
@@ -575,7 +504,7 @@ func appendStop(dst []byte, empty int, stop gjson.Result) ([]byte, error) {
 			dst = append(dst, ',')
 		}
 		n++
-		dst = appendRawJSON(dst, s.Raw)
+		dst = rawjson.AppendRaw(dst, s.Raw)
 		return true
 	})
 	if n > 0 {
@@ -666,15 +595,15 @@ func appendToolSpec(dst []byte, t gjson.Result, i int) ([]byte, error) {
 		return dst, paramError(param(".function.name"), "a tool needs a name")
 	}
 	dst = append(dst, `{"toolSpec":{"name":`...)
-	dst = appendRawJSON(dst, name.Raw)
+	dst = rawjson.AppendRaw(dst, name.Raw)
 	if d := fn.Get("description"); d.Type == gjson.String && d.Raw != `""` {
 		dst = append(dst, `,"description":`...)
-		dst = appendRawJSON(dst, d.Raw)
+		dst = rawjson.AppendRaw(dst, d.Raw)
 	}
 	dst = append(dst, `,"inputSchema":{"json":`...)
 	switch p := fn.Get("parameters"); {
 	case p.IsObject():
-		dst = appendRawJSON(dst, p.Raw)
+		dst = rawjson.AppendRaw(dst, p.Raw)
 	case !p.Exists() || p.Type == gjson.Null:
 		dst = append(dst, `{"type":"object","properties":{}}`...)
 	default:

@@ -45,7 +45,7 @@ func (p *Provider) Response(dst, body []byte, c *providers.Call) ([]byte, provid
 				dst = append(dst, '"')
 			}
 			texts++
-			dst = appendStringBody(dst, t.Raw)
+			dst = rawjson.AppendRawBody(dst, rawjson.Inner(t.Raw))
 		}
 		return true
 	})

@@ -156,20 +156,11 @@ func (s *stream) toolStart(dst []byte, block int64, tu gjson.Result) []byte {
 	dst = append(dst, `"tool_calls":[{"index":`...)
 	dst = appendInt(dst, int64(len(s.tools)-1))
 	dst = append(dst, `,"id":`...)
-	dst = appendStringToken(dst, tu.Get("toolUseId"))
+	dst = rawjson.AppendRawString(dst, tu.Get("toolUseId").Raw)
 	dst = append(dst, `,"type":"function","function":{"name":`...)
-	dst = appendStringToken(dst, tu.Get("name"))
+	dst = rawjson.AppendRawString(dst, tu.Get("name").Raw)
 	dst = append(dst, `,"arguments":""}}]}`...)
 	return s.chunkEnd(dst, "")
-}
-
-// appendStringToken appends a string value's raw token, or "" when the
-// value is not a string.
-func appendStringToken(dst []byte, v gjson.Result) []byte {
-	if v.Type != gjson.String {
-		return append(dst, `""`...)
-	}
-	return appendRawJSON(dst, v.Raw)
 }
 
 // delta appends the chunk of a contentBlockDelta: text, or a fragment of a
@@ -182,7 +173,7 @@ func (s *stream) delta(dst []byte, d string) []byte {
 		}
 		dst = s.deltaStart(s.start(dst))
 		dst = append(dst, `"content":`...)
-		dst = appendRawJSON(dst, text)
+		dst = rawjson.AppendRaw(dst, text)
 		dst = append(dst, '}')
 		return s.chunkEnd(dst, "")
 	}
@@ -194,7 +185,7 @@ func (s *stream) delta(dst []byte, d string) []byte {
 	dst = append(dst, `"tool_calls":[{"index":`...)
 	dst = appendInt(dst, int64(s.toolIndex(gjson.Get(d, "contentBlockIndex").Int())))
 	dst = append(dst, `,"function":{"arguments":`...)
-	dst = appendRawJSON(dst, in)
+	dst = rawjson.AppendRaw(dst, in)
 	dst = append(dst, "}}]}"...)
 	return s.chunkEnd(dst, "")
 }

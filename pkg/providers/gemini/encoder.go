@@ -8,6 +8,7 @@ import (
 
 	"github.com/tidwall/gjson"
 	"github.com/tollgate/tollgate/pkg/providers"
+	"github.com/tollgate/tollgate/pkg/rawjson"
 )
 
 // Encoder turns the OpenAI chat.completion.chunk events of one streamed
@@ -86,9 +87,9 @@ func (e *Encoder) close(dst []byte) []byte {
 // appendTail writes the members every chunk ends with.
 func (e *Encoder) appendTail(dst []byte) []byte {
 	dst = append(dst, `,"modelVersion":`...)
-	dst = appendJSONString(dst, e.model)
+	dst = rawjson.AppendString(dst, e.model)
 	dst = append(dst, `,"responseId":`...)
-	dst = appendJSONString(dst, e.id)
+	dst = rawjson.AppendString(dst, e.id)
 	return append(dst, '}')
 }
 

@@ -57,15 +57,12 @@
 //     (thinkingLevel for gemini-3 models, thinkingBudget otherwise: none 0,
 //     minimal 512, low 1024, medium 8192, high 24576; a level a model does
 //     not support is refused by Gemini itself).
-//   - ParamError: logprobs, top_logprobs, a non-empty logit_bias, the
-//     legacy functions and function_call, audio output (audio, modalities
-//     with "audio"), prediction, web_search_options, tool types other than
-//     function, file_id references, token-array embeddings input, and
-//     endpoints other than chat completions and embeddings.
-//   - dropped: user, metadata, store, service_tier, parallel_tool_calls,
-//     prompt_cache_key, safety_identifier, verbosity, stream_options (usage
-//     is always reported by Gemini), message names, and any key this package
-//     does not know.
+//   - the other top-level members are mapped, dropped or refused (with a
+//     ParamError naming the member) as Policy says; the Providers page's
+//     table (docs/providers.md) is generated from it. Also refused: tool
+//     types other than function, file_id references, token-array
+//     embeddings input, and endpoints other than chat completions and
+//     embeddings. Message names are dropped.
 //
 // # Answers (Gemini -> OpenAI)
 //
@@ -224,20 +221,13 @@ func (p *Provider) Build(req *fasthttp.Request, c *providers.Call) error {
 		return err
 	}
 	path = append(path, method...)
-	if !c.Scanned && !providers.ValidJSON(c.Body) {
-		return &providers.ParamError{Param: "body", Message: "the request body is not valid JSON"}
-	}
-	root := gjson.Parse(bytesString(c.Body))
-	if !root.IsObject() {
-		return &providers.ParamError{Param: "body", Message: "the request body must be a JSON object"}
-	}
 	bp := bufPool.Get().(*[]byte)
 	defer bufPool.Put(bp)
 	var body []byte
 	if c.Endpoint == providers.Chat {
-		body, err = buildChat((*bp)[:0], root, c)
+		body, err = buildChat((*bp)[:0], c)
 	} else {
-		body, err = buildEmbeddings((*bp)[:0], root, c.Model)
+		body, err = buildEmbeddings((*bp)[:0], c)
 	}
 	if cap(body) <= 1<<20 {
 		*bp = body

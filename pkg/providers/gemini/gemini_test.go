@@ -1,11 +1,9 @@
 package gemini
 
 import (
-	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
-	"unicode/utf8"
 
 	"github.com/tidwall/gjson"
 	"github.com/tollgate/tollgate/pkg/providers"
@@ -104,6 +102,8 @@ func TestBuildParamErrors(t *testing.T) {
 		{"logit_bias", `{"messages":[` + user + `],"logit_bias":{"50256":-100}}`, providers.Chat, false, "logit_bias"},
 		{"functions", `{"messages":[` + user + `],"functions":[{"name":"f"}]}`, providers.Chat, false, "functions"},
 		{"audio out", `{"messages":[` + user + `],"modalities":["text","audio"]}`, providers.Chat, false, "modalities"},
+		{"image out", `{"messages":[` + user + `],"modalities":["text","image"]}`, providers.Chat, false, "modalities"},
+		{"prediction", `{"messages":[` + user + `],"prediction":{"type":"content","content":"x"}}`, providers.Chat, false, "prediction"},
 		{"bad role", `{"messages":[{"role":"critic","content":"x"}]}`, providers.Chat, false, "messages[0].role"},
 		{"image url without extension", `{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"https://x.example/img?id=3"}}]}]}`, providers.Chat, false, "messages[0].content[0].image_url.url"},
 		{"ftp image", `{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"ftp://x/a.png"}}]}]}`, providers.Chat, false, "messages[0].content[0].image_url.url"},
@@ -286,39 +286,6 @@ func TestErrorMessage(t *testing.T) {
 		if got := p.ErrorMessage([]byte(body)); got != want {
 			t.Errorf("ErrorMessage(%s) = %q, want %q", body, got, want)
 		}
-	}
-}
-
-func TestAppendJSONString(t *testing.T) {
-	tests := map[string]string{
-		"plain":          "hello",
-		"quotes":         `say "hi" \ bye`,
-		"controls":       "a\nb\tc\x00d\x1f",
-		"unicode":        "héllo ☺ 𝄞 \u2028",
-		"invalid utf8":   "a\xffb\xc3",
-		"html stays raw": "<a href='x'>&</a>",
-	}
-	for name, in := range tests {
-		t.Run(name, func(t *testing.T) {
-			out := appendJSONString(nil, in)
-			var back string
-			if err := json.Unmarshal(out, &back); err != nil {
-				t.Fatalf("not a JSON string: %v: %s", err, out)
-			}
-			want := strings.ToValidUTF8(in, "\ufffd")
-			if !utf8.ValidString(in) {
-				// Each invalid byte becomes its own replacement character.
-				want = ""
-				for i := 0; i < len(in); {
-					r, n := utf8.DecodeRuneInString(in[i:])
-					want += string(r)
-					i += n
-				}
-			}
-			if back != want {
-				t.Errorf("round trip %q, want %q", back, want)
-			}
-		})
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 
 	"github.com/tidwall/gjson"
 	"github.com/tollgate/tollgate/pkg/providers"
+	"github.com/tollgate/tollgate/pkg/rawjson"
 )
 
 // This file translates the gateway's inbound Gemini format (POST
@@ -102,7 +103,7 @@ func RequestToOpenAI(dst, body []byte, model string, stream bool) ([]byte, error
 		return dst, paramErr("cachedContent", "cached contents are kept by Gemini itself and cannot be used through this gateway")
 	}
 	out := append(dst, `{"model":`...)
-	out = appendJSONString(out, model)
+	out = rawjson.AppendString(out, model)
 	out = append(out, `,"messages":[`...)
 	w := inMessages{dst: out}
 	if err := w.system(r.system); err != nil {
@@ -281,7 +282,7 @@ func appendInboundPart(dst []byte, p gjson.Result, i, j int) ([]byte, error) {
 		switch {
 		case strings.HasPrefix(mt, "image/"):
 			dst = append(dst, `{"type":"image_url","image_url":{"url":"data:`...)
-			dst = appendJSONInner(dst, mt)
+			dst = rawjson.AppendStringBody(dst, mt)
 			dst = append(dst, ";base64,"...)
 			dst = append(dst, rawInner(data)...)
 			return append(dst, `"}}`...), nil
@@ -335,13 +336,13 @@ func (w *inMessages) toolResult(fr gjson.Result, i, j int) error {
 	}
 	w.begin("tool")
 	w.dst = append(w.dst, `,"tool_call_id":`...)
-	w.dst = appendJSONString(w.dst, id)
+	w.dst = rawjson.AppendString(w.dst, id)
 	w.dst = append(w.dst, `,"content":"`...)
 	resp := fr.Get("response")
 	if resp.Raw == "" {
 		resp.Raw = "{}"
 	}
-	w.dst = appendJSONInner(w.dst, resp.Raw)
+	w.dst = rawjson.AppendStringBody(w.dst, resp.Raw)
 	w.dst = append(w.dst, `"}`...)
 	return nil
 }
@@ -411,7 +412,7 @@ func (w *inMessages) model(parts gjson.Result, i int) error {
 			}
 			k++
 			w.dst = append(w.dst, `{"id":`...)
-			w.dst = appendJSONString(w.dst, id)
+			w.dst = rawjson.AppendString(w.dst, id)
 			w.dst = append(w.dst, `,"type":"function","function":{"name":`...)
 			w.dst = append(w.dst, name.Raw...)
 			w.dst = append(w.dst, `,"arguments":"`...)
@@ -531,7 +532,7 @@ func appendLowerTypes(dst []byte, s gjson.Result) []byte {
 			dst = append(dst, k.Raw...)
 			dst = append(dst, ':')
 			if k.Str == "type" && v.Type == gjson.String {
-				dst = appendJSONString(dst, strings.ToLower(v.Str))
+				dst = rawjson.AppendString(dst, strings.ToLower(v.Str))
 			} else {
 				dst = appendLowerTypes(dst, v)
 			}
@@ -746,12 +747,12 @@ func appendCallPart(dst []byte, id, name, args string) ([]byte, error) {
 		return dst, fmt.Errorf("translate tool call %s: %w: arguments are not a JSON object", name, providers.ErrMalformed)
 	}
 	dst = append(dst, `{"functionCall":{"name":`...)
-	dst = appendJSONString(dst, name)
+	dst = rawjson.AppendString(dst, name)
 	dst = append(dst, `,"args":`...)
 	dst = append(dst, args...)
 	if id != "" {
 		dst = append(dst, `,"id":`...)
-		dst = appendJSONString(dst, id)
+		dst = rawjson.AppendString(dst, id)
 	}
 	return append(dst, "}}"...), nil
 }
@@ -806,7 +807,7 @@ func ResponseFromOpenAI(dst, body []byte, model string) ([]byte, error) {
 		dst = appendUsageMetadata(dst, u)
 	}
 	dst = append(dst, `,"modelVersion":`...)
-	dst = appendJSONString(dst, model)
+	dst = rawjson.AppendString(dst, model)
 	if id := gjson.Get(s, "id"); id.Type == gjson.String && id.Str != "" {
 		dst = append(dst, `,"responseId":`...)
 		dst = append(dst, id.Raw...)
@@ -851,7 +852,7 @@ func AppendErrorBody(dst []byte, code int, message string) []byte {
 	dst = append(dst, `{"error":{"code":`...)
 	dst = strconv.AppendInt(dst, int64(code), 10)
 	dst = append(dst, `,"message":`...)
-	dst = appendJSONString(dst, message)
+	dst = rawjson.AppendString(dst, message)
 	dst = append(dst, `,"status":"`...)
 	dst = append(dst, Status(code)...)
 	return append(dst, `"}}`...)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/tidwall/gjson"
 	"github.com/tollgate/tollgate/pkg/providers"
+	"github.com/tollgate/tollgate/pkg/rawjson"
 )
 
 // bufPool holds request body buffers.
@@ -21,7 +22,7 @@ var bufPool = sync.Pool{New: func() any {
 const signaturePlaceholder = "skip_thought_signature_validator"
 
 // chatRequest holds the top-level members of an OpenAI chat body that
-// shape the Gemini request.
+// shape the Gemini request (see Policy).
 type chatRequest struct {
 	messages, tools, toolChoice, responseFormat, stop    gjson.Result
 	maxTokens, maxCompletionTokens, temperature, topP, n gjson.Result
@@ -32,78 +33,28 @@ func paramErr(param, format string, args ...any) error {
 	return &providers.ParamError{Param: param, Message: fmt.Sprintf(format, args...)}
 }
 
-// readChat collects the members of root, refusing parameters Gemini cannot
-// honour.
-func readChat(root gjson.Result) (chatRequest, error) {
-	var r chatRequest
-	var err error
-	root.ForEach(func(k, v gjson.Result) bool {
-		set := v.Type != gjson.Null
-		switch k.Str {
-		case "messages":
-			r.messages = v
-		case "tools":
-			r.tools = v
-		case "tool_choice":
-			r.toolChoice = v
-		case "response_format":
-			r.responseFormat = v
-		case "stop":
-			r.stop = v
-		case "max_tokens":
-			r.maxTokens = v
-		case "max_completion_tokens":
-			r.maxCompletionTokens = v
-		case "temperature":
-			r.temperature = v
-		case "top_p":
-			r.topP = v
-		case "n":
-			r.n = v
-		case "presence_penalty":
-			r.presence = v
-		case "frequency_penalty":
-			r.frequency = v
-		case "seed":
-			r.seed = v
-		case "reasoning_effort":
-			r.reasoning = v
-		case "logprobs":
-			if v.Type == gjson.True {
-				err = paramErr("logprobs", "log probabilities are not supported by Gemini through this gateway")
-			}
-		case "top_logprobs":
-			if set && v.Int() != 0 {
-				err = paramErr("top_logprobs", "log probabilities are not supported by Gemini through this gateway")
-			}
-		case "logit_bias":
-			if v.IsObject() && strings.TrimSpace(v.Raw[1:len(v.Raw)-1]) != "" {
-				err = paramErr("logit_bias", "logit_bias is not supported by Gemini")
-			}
-		case "functions", "function_call":
-			if set {
-				err = paramErr(k.Str, "the legacy functions API is not supported: use tools and tool_choice")
-			}
-		case "audio", "prediction", "web_search_options":
-			if set {
-				err = paramErr(k.Str, "%s is not supported by Gemini through this gateway", k.Str)
-			}
-		case "modalities":
-			v.ForEach(func(_, m gjson.Result) bool {
-				if m.Str == "audio" {
-					err = paramErr("modalities", "audio output is not supported by Gemini through this gateway")
-				}
-				return err == nil
-			})
-		}
-		return err == nil
-	})
-	return r, err
+// readChat reads the members of c's chat request that Policy maps, and
+// refuses those it refuses.
+func readChat(c *providers.Call) (chatRequest, error) {
+	var in providers.ChatRequest
+	if err := Policy.Read(&in, c); err != nil {
+		return chatRequest{}, err
+	}
+	get := func(p providers.ChatParam) gjson.Result { return gjson.Parse(in.Raw(p)) }
+	return chatRequest{
+		messages: get(providers.ParamMessages), tools: get(providers.ParamTools),
+		toolChoice: get(providers.ParamToolChoice), responseFormat: get(providers.ParamResponseFormat),
+		stop: get(providers.ParamStop), maxTokens: get(providers.ParamMaxTokens),
+		maxCompletionTokens: get(providers.ParamMaxCompletionTokens), temperature: get(providers.ParamTemperature),
+		topP: get(providers.ParamTopP), n: get(providers.ParamN),
+		presence: get(providers.ParamPresencePenalty), frequency: get(providers.ParamFrequencyPenalty),
+		seed: get(providers.ParamSeed), reasoning: get(providers.ParamReasoningEffort),
+	}, nil
 }
 
-// buildChat appends the generateContent request for an OpenAI chat body.
-func buildChat(dst []byte, root gjson.Result, c *providers.Call) ([]byte, error) {
-	r, err := readChat(root)
+// buildChat appends the generateContent request for c's OpenAI chat body.
+func buildChat(dst []byte, c *providers.Call) ([]byte, error) {
+	r, err := readChat(c)
 	if err != nil {
 		return dst, err
 	}
@@ -348,16 +299,16 @@ func appendMedia(w *contentWriter, u, param string, urls bool) error {
 	w.dst = append(w.dst, `{"fileData":{"mimeType":"`...)
 	w.dst = append(w.dst, mime...)
 	w.dst = append(w.dst, `","fileUri":`...)
-	w.dst = appendJSONString(w.dst, u)
+	w.dst = rawjson.AppendString(w.dst, u)
 	w.dst = append(w.dst, "}}"...)
 	return nil
 }
 
 func appendInline(dst []byte, mime, data string) []byte {
 	dst = append(dst, `{"inlineData":{"mimeType":`...)
-	dst = appendJSONString(dst, mime)
+	dst = rawjson.AppendString(dst, mime)
 	dst = append(dst, `,"data":`...)
-	dst = appendJSONString(dst, data)
+	dst = rawjson.AppendString(dst, data)
 	return append(dst, "}}"...)
 }
 
@@ -488,13 +439,13 @@ func appendToolResult(w *contentWriter, m gjson.Result, i int, names map[string]
 	}
 	w.part('t')
 	w.dst = append(w.dst, `{"functionResponse":{"name":`...)
-	w.dst = appendJSONString(w.dst, name)
+	w.dst = rawjson.AppendString(w.dst, name)
 	w.dst = append(w.dst, `,"response":`...)
 	if s := strings.TrimSpace(text.String()); strings.HasPrefix(s, "{") && providers.ValidJSON([]byte(s)) {
 		w.dst = append(w.dst, s...)
 	} else {
 		w.dst = append(w.dst, `{"content":`...)
-		w.dst = appendJSONString(w.dst, text.String())
+		w.dst = rawjson.AppendString(w.dst, text.String())
 		w.dst = append(w.dst, '}')
 	}
 	w.dst = append(w.dst, "}}"...)
@@ -810,7 +761,15 @@ func appendThinking(g *configWriter, effort gjson.Result, model string) error {
 
 // buildEmbeddings appends the batchEmbedContents request: one request per
 // input string.
-func buildEmbeddings(dst []byte, root gjson.Result, model string) ([]byte, error) {
+func buildEmbeddings(dst []byte, c *providers.Call) ([]byte, error) {
+	if !c.Scanned && !providers.ValidJSON(c.Body) {
+		return dst, paramErr("body", "the request body is not valid JSON")
+	}
+	root := gjson.Parse(bytesString(c.Body))
+	if !root.IsObject() {
+		return dst, paramErr("body", "the request body must be a JSON object")
+	}
+	model := c.Model
 	input := root.Get("input")
 	dims := root.Get("dimensions")
 	if dims.Exists() && dims.Type != gjson.Null && (dims.Type != gjson.Number || dims.Num < 1 || dims.Num != float64(dims.Int())) {
@@ -829,7 +788,7 @@ func buildEmbeddings(dst []byte, root gjson.Result, model string) ([]byte, error
 		}
 		n++
 		dst = append(dst, `{"model":`...)
-		dst = appendJSONString(dst, resource)
+		dst = rawjson.AppendString(dst, resource)
 		dst = append(dst, `,"content":{"parts":[{"text":`...)
 		dst = append(dst, text.Raw...)
 		dst = append(dst, `}]}`...)

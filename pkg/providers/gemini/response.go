@@ -9,6 +9,7 @@ import (
 
 	"github.com/tidwall/gjson"
 	"github.com/tollgate/tollgate/pkg/providers"
+	"github.com/tollgate/tollgate/pkg/rawjson"
 )
 
 // Response translates a complete generateContent or batchEmbedContents
@@ -75,7 +76,7 @@ func appendModel(dst []byte, modelVersion, model string) []byte {
 	if inner(modelVersion) != "" {
 		return append(dst, modelVersion...)
 	}
-	return appendJSONString(dst, model)
+	return rawjson.AppendString(dst, model)
 }
 
 // chatResponse writes a chat.completion object.
@@ -222,7 +223,7 @@ func appendArgs(dst []byte, args string) []byte {
 	if args == "" {
 		return append(dst, "{}"...)
 	}
-	return appendJSONInner(dst, args)
+	return rawjson.AppendStringBody(dst, args)
 }
 
 // finishReason maps a Gemini finishReason to OpenAI's.
@@ -328,7 +329,7 @@ func (p *Provider) embeddingsResponse(dst []byte, root gjson.Result, c *provider
 		return dst, providers.Usage{}, err
 	}
 	dst = append(dst, `],"model":`...)
-	dst = appendJSONString(dst, c.Model)
+	dst = rawjson.AppendString(dst, c.Model)
 	u := providers.Usage{}
 	if m := root.Get("usageMetadata"); m.IsObject() {
 		if n, ok := providers.Count(m.Get("promptTokenCount").Raw); ok {

@@ -1,0 +1,46 @@
+package anthropic
+
+import "github.com/tollgate/tollgate/pkg/providers"
+
+// Policy is what the translation to the Messages API does with each member
+// of an OpenAI chat request; the Providers page's table is generated from
+// it (go run ./pkg/providers/policydoc/gen).
+var Policy = providers.NewChatPolicy("anthropic", "the Anthropic API",
+	providers.Rule{Param: providers.ParamModel, Action: providers.Map, To: "`model` (the route's upstream model)"},
+	providers.Rule{Param: providers.ParamMessages, Action: providers.Map, To: "`system` (system and developer messages), `messages` (consecutive turns of one role merged)"},
+	providers.Rule{Param: providers.ParamStream, Action: providers.Map, To: "`stream`"},
+	providers.Rule{Param: providers.ParamStreamOptions, Action: providers.Drop, Note: "the gateway honours `include_usage` itself"},
+	providers.Rule{Param: providers.ParamMaxTokens, Action: providers.Map, To: "`max_tokens`", Note: "the provider's default when absent (Anthropic requires one)"},
+	providers.Rule{Param: providers.ParamMaxCompletionTokens, Action: providers.Map, To: "`max_tokens`", Note: "wins over `max_tokens`"},
+	providers.Rule{Param: providers.ParamTemperature, Action: providers.Map, To: "`temperature`", Note: "at most 1"},
+	providers.Rule{Param: providers.ParamTopP, Action: providers.Map, To: "`top_p`"},
+	providers.Rule{Param: providers.ParamTopK, Action: providers.Map, To: "`top_k`", Note: "not an OpenAI member"},
+	providers.Rule{Param: providers.ParamN, Action: providers.Refuse, Note: "the Anthropic API returns one choice; n must be 1"},
+	providers.Rule{Param: providers.ParamStop, Action: providers.Map, To: "`stop_sequences`"},
+	providers.Rule{Param: providers.ParamPresencePenalty, Action: providers.Refuse, Note: "the Anthropic API has no presence penalty"},
+	providers.Rule{Param: providers.ParamFrequencyPenalty, Action: providers.Refuse, Note: "the Anthropic API has no frequency penalty"},
+	providers.Rule{Param: providers.ParamLogitBias, Action: providers.Refuse, Note: "the Anthropic API has no logit bias"},
+	providers.Rule{Param: providers.ParamLogprobs, Action: providers.Refuse, Note: "the Anthropic API returns no log probabilities"},
+	providers.Rule{Param: providers.ParamTopLogprobs, Action: providers.Refuse, Note: "the Anthropic API returns no log probabilities"},
+	providers.Rule{Param: providers.ParamSeed, Action: providers.Drop, Note: "the Anthropic API has no seed (OpenAI's is best effort too)"},
+	providers.Rule{Param: providers.ParamResponseFormat, Action: providers.Map, To: "`json_object`: an instruction appended to `system`", Note: "`json_schema` refused: use `json_object` or a tool"},
+	providers.Rule{Param: providers.ParamTools, Action: providers.Map, To: "`tools` (function tools only)"},
+	providers.Rule{Param: providers.ParamToolChoice, Action: providers.Map, To: "`tool_choice` (`auto`, `none`, `any`, `tool`)"},
+	providers.Rule{Param: providers.ParamParallelToolCalls, Action: providers.Map, To: "`tool_choice.disable_parallel_tool_use`"},
+	providers.Rule{Param: providers.ParamFunctions, Action: providers.Refuse, Note: "the legacy functions API is not translated to the Anthropic API; use tools"},
+	providers.Rule{Param: providers.ParamFunctionCall, Action: providers.Refuse, Note: "the legacy functions API is not translated to the Anthropic API; use tool_choice"},
+	providers.Rule{Param: providers.ParamReasoningEffort, Action: providers.Map, To: "`thinking.budget_tokens` (`low` 1024, `medium` 4096, `high` 16384; `none`, `minimal`: off)"},
+	providers.Rule{Param: providers.ParamThinking, Action: providers.Map, To: "`thinking`, unchanged", Note: "not an OpenAI member"},
+	providers.Rule{Param: providers.ParamVerbosity, Action: providers.Drop, Note: "a length hint of OpenAI's models; the model's default length"},
+	providers.Rule{Param: providers.ParamModalities, Action: providers.Refuse, Note: "the Anthropic API produces text only"},
+	providers.Rule{Param: providers.ParamAudio, Action: providers.Refuse, Note: "audio output is not supported by the Anthropic API"},
+	providers.Rule{Param: providers.ParamPrediction, Action: providers.Refuse, Note: "the Anthropic API has no predicted outputs"},
+	providers.Rule{Param: providers.ParamWebSearchOptions, Action: providers.Refuse, Note: "web search is not translated to the Anthropic API"},
+	providers.Rule{Param: providers.ParamUser, Action: providers.Map, To: "`metadata.user_id`"},
+	providers.Rule{Param: providers.ParamSafetyIdentifier, Action: providers.Drop, Note: "OpenAI's abuse-monitoring id; not forwarded"},
+	providers.Rule{Param: providers.ParamPromptCacheKey, Action: providers.Drop, Note: "the upstream caches on its own; cached tokens it reports are billed at the cached price"},
+	providers.Rule{Param: providers.ParamMetadata, Action: providers.Drop, Note: "tags of OpenAI's stored completions; the upstream stores none"},
+	providers.Rule{Param: providers.ParamStore, Action: providers.Drop, Note: "OpenAI's stored completions; the upstream stores none"},
+	providers.Rule{Param: providers.ParamServiceTier, Action: providers.Drop, Note: "OpenAI's processing tiers; the upstream's default serves the call"},
+	providers.Rule{Param: providers.ParamMock, Action: providers.Map, To: "`mock`", Note: "the test upstream's controls (mockllm)"},
+)

@@ -1,0 +1,46 @@
+package bedrock
+
+import "github.com/tollgate/tollgate/pkg/providers"
+
+// Policy is what the translation to Converse does with each member of an
+// OpenAI chat request; the Providers page's table is generated from it
+// (go run ./pkg/providers/policydoc/gen).
+var Policy = providers.NewChatPolicy("bedrock", "Bedrock Converse",
+	providers.Rule{Param: providers.ParamModel, Action: providers.Map, To: "the model id of the URL path (the route's upstream model)"},
+	providers.Rule{Param: providers.ParamMessages, Action: providers.Map, To: "`system` (system and developer messages), `messages` (consecutive messages of one role merged)"},
+	providers.Rule{Param: providers.ParamStream, Action: providers.Map, To: "`/converse-stream`"},
+	providers.Rule{Param: providers.ParamStreamOptions, Action: providers.Drop, Note: "the gateway honours `include_usage` itself"},
+	providers.Rule{Param: providers.ParamMaxTokens, Action: providers.Map, To: "`inferenceConfig.maxTokens`"},
+	providers.Rule{Param: providers.ParamMaxCompletionTokens, Action: providers.Map, To: "`inferenceConfig.maxTokens`", Note: "wins over `max_tokens`"},
+	providers.Rule{Param: providers.ParamTemperature, Action: providers.Map, To: "`inferenceConfig.temperature`"},
+	providers.Rule{Param: providers.ParamTopP, Action: providers.Map, To: "`inferenceConfig.topP`"},
+	providers.Rule{Param: providers.ParamTopK, Action: providers.Drop, Note: "not an OpenAI member; not sent"},
+	providers.Rule{Param: providers.ParamN, Action: providers.Refuse, Note: "Bedrock Converse returns one choice"},
+	providers.Rule{Param: providers.ParamStop, Action: providers.Map, To: "`inferenceConfig.stopSequences`"},
+	providers.Rule{Param: providers.ParamPresencePenalty, Action: providers.Refuse, Note: "Bedrock Converse has no penalty parameters"},
+	providers.Rule{Param: providers.ParamFrequencyPenalty, Action: providers.Refuse, Note: "Bedrock Converse has no penalty parameters"},
+	providers.Rule{Param: providers.ParamLogitBias, Action: providers.Refuse, Note: "Bedrock Converse has no logit bias"},
+	providers.Rule{Param: providers.ParamLogprobs, Action: providers.Refuse, Note: "Bedrock Converse returns no log probabilities"},
+	providers.Rule{Param: providers.ParamTopLogprobs, Action: providers.Refuse, Note: "Bedrock Converse returns no log probabilities"},
+	providers.Rule{Param: providers.ParamSeed, Action: providers.Drop, Note: "Bedrock Converse has no seed (OpenAI's is best effort too)"},
+	providers.Rule{Param: providers.ParamResponseFormat, Action: providers.Refuse, Note: "Bedrock Converse has no JSON mode; use tools instead"},
+	providers.Rule{Param: providers.ParamTools, Action: providers.Map, To: "`toolConfig.tools` (function tools only)"},
+	providers.Rule{Param: providers.ParamToolChoice, Action: providers.Map, To: "`toolConfig.toolChoice` (`auto`, `any`, `tool`; `none`: sent without tools)"},
+	providers.Rule{Param: providers.ParamParallelToolCalls, Action: providers.Drop, Note: "Converse has no switch: with `false` the model may still call several tools"},
+	providers.Rule{Param: providers.ParamFunctions, Action: providers.Refuse, Note: "not supported by the Bedrock Converse translation; use tools"},
+	providers.Rule{Param: providers.ParamFunctionCall, Action: providers.Refuse, Note: "not supported by the Bedrock Converse translation; use tool_choice"},
+	providers.Rule{Param: providers.ParamReasoningEffort, Action: providers.Refuse, Note: "not supported by the Bedrock Converse translation"},
+	providers.Rule{Param: providers.ParamThinking, Action: providers.Drop, Note: "an Anthropic member; not sent"},
+	providers.Rule{Param: providers.ParamVerbosity, Action: providers.Drop, Note: "a length hint of OpenAI's models; the model's default length"},
+	providers.Rule{Param: providers.ParamModalities, Action: providers.Refuse, Note: "Bedrock Converse answers with text only"},
+	providers.Rule{Param: providers.ParamAudio, Action: providers.Refuse, Note: "not supported by the Bedrock Converse translation"},
+	providers.Rule{Param: providers.ParamPrediction, Action: providers.Refuse, Note: "not supported by the Bedrock Converse translation"},
+	providers.Rule{Param: providers.ParamWebSearchOptions, Action: providers.Refuse, Note: "not supported by the Bedrock Converse translation"},
+	providers.Rule{Param: providers.ParamUser, Action: providers.Drop, Note: "Converse has no end-user field"},
+	providers.Rule{Param: providers.ParamSafetyIdentifier, Action: providers.Drop, Note: "OpenAI's abuse-monitoring id; not forwarded"},
+	providers.Rule{Param: providers.ParamPromptCacheKey, Action: providers.Drop, Note: "the upstream caches on its own; cached tokens it reports are billed at the cached price"},
+	providers.Rule{Param: providers.ParamMetadata, Action: providers.Drop, Note: "tags of OpenAI's stored completions; the upstream stores none"},
+	providers.Rule{Param: providers.ParamStore, Action: providers.Drop, Note: "OpenAI's stored completions; the upstream stores none"},
+	providers.Rule{Param: providers.ParamServiceTier, Action: providers.Drop, Note: "OpenAI's processing tiers; the upstream's default serves the call"},
+	providers.Rule{Param: providers.ParamMock, Action: providers.Drop, Note: "the test upstream's controls travel only to the kinds that pass them"},
+)

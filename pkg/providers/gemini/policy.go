@@ -1,0 +1,46 @@
+package gemini
+
+import "github.com/tollgate/tollgate/pkg/providers"
+
+// Policy is what the translation to generateContent does with each member
+// of an OpenAI chat request; the Providers page's table is generated from
+// it (go run ./pkg/providers/policydoc/gen).
+var Policy = providers.NewChatPolicy("gemini", "Gemini",
+	providers.Rule{Param: providers.ParamModel, Action: providers.Map, To: "the model of the URL path (the route's upstream model)"},
+	providers.Rule{Param: providers.ParamMessages, Action: providers.Map, To: "`systemInstruction` (system and developer messages), `contents`"},
+	providers.Rule{Param: providers.ParamStream, Action: providers.Map, To: "`:streamGenerateContent?alt=sse`"},
+	providers.Rule{Param: providers.ParamStreamOptions, Action: providers.Drop, Note: "the gateway honours `include_usage` itself"},
+	providers.Rule{Param: providers.ParamMaxTokens, Action: providers.Map, To: "`generationConfig.maxOutputTokens`"},
+	providers.Rule{Param: providers.ParamMaxCompletionTokens, Action: providers.Map, To: "`generationConfig.maxOutputTokens`", Note: "wins over `max_tokens`"},
+	providers.Rule{Param: providers.ParamTemperature, Action: providers.Map, To: "`generationConfig.temperature`"},
+	providers.Rule{Param: providers.ParamTopP, Action: providers.Map, To: "`generationConfig.topP`"},
+	providers.Rule{Param: providers.ParamTopK, Action: providers.Drop, Note: "not an OpenAI member; not sent"},
+	providers.Rule{Param: providers.ParamN, Action: providers.Map, To: "`generationConfig.candidateCount`", Note: "1 in streams"},
+	providers.Rule{Param: providers.ParamStop, Action: providers.Map, To: "`generationConfig.stopSequences`"},
+	providers.Rule{Param: providers.ParamPresencePenalty, Action: providers.Map, To: "`generationConfig.presencePenalty`"},
+	providers.Rule{Param: providers.ParamFrequencyPenalty, Action: providers.Map, To: "`generationConfig.frequencyPenalty`"},
+	providers.Rule{Param: providers.ParamLogitBias, Action: providers.Refuse, Note: "logit_bias is not supported by Gemini"},
+	providers.Rule{Param: providers.ParamLogprobs, Action: providers.Refuse, Note: "log probabilities are not supported by Gemini through this gateway"},
+	providers.Rule{Param: providers.ParamTopLogprobs, Action: providers.Refuse, Note: "log probabilities are not supported by Gemini through this gateway"},
+	providers.Rule{Param: providers.ParamSeed, Action: providers.Map, To: "`generationConfig.seed`"},
+	providers.Rule{Param: providers.ParamResponseFormat, Action: providers.Map, To: "`generationConfig.responseMimeType` and `responseSchema`"},
+	providers.Rule{Param: providers.ParamTools, Action: providers.Map, To: "`tools[].functionDeclarations` (function tools only)"},
+	providers.Rule{Param: providers.ParamToolChoice, Action: providers.Map, To: "`toolConfig.functionCallingConfig` (`AUTO`, `NONE`, `ANY`)"},
+	providers.Rule{Param: providers.ParamParallelToolCalls, Action: providers.Drop, Note: "Gemini has no switch: with `false` the model may still call several functions"},
+	providers.Rule{Param: providers.ParamFunctions, Action: providers.Refuse, Note: "the legacy functions API is not translated to Gemini: use tools and tool_choice"},
+	providers.Rule{Param: providers.ParamFunctionCall, Action: providers.Refuse, Note: "the legacy functions API is not translated to Gemini: use tools and tool_choice"},
+	providers.Rule{Param: providers.ParamReasoningEffort, Action: providers.Map, To: "`generationConfig.thinkingConfig` (`thinkingLevel` on gemini-3 models, else `thinkingBudget`)"},
+	providers.Rule{Param: providers.ParamThinking, Action: providers.Drop, Note: "an Anthropic member; use `reasoning_effort`"},
+	providers.Rule{Param: providers.ParamVerbosity, Action: providers.Drop, Note: "a length hint of OpenAI's models; the model's default length"},
+	providers.Rule{Param: providers.ParamModalities, Action: providers.Refuse, Note: "output other than text is not supported by Gemini through this gateway"},
+	providers.Rule{Param: providers.ParamAudio, Action: providers.Refuse, Note: "audio output is not supported by Gemini through this gateway"},
+	providers.Rule{Param: providers.ParamPrediction, Action: providers.Refuse, Note: "predicted outputs are not supported by Gemini"},
+	providers.Rule{Param: providers.ParamWebSearchOptions, Action: providers.Refuse, Note: "web search is not translated to Gemini"},
+	providers.Rule{Param: providers.ParamUser, Action: providers.Drop, Note: "Gemini has no end-user field"},
+	providers.Rule{Param: providers.ParamSafetyIdentifier, Action: providers.Drop, Note: "OpenAI's abuse-monitoring id; not forwarded"},
+	providers.Rule{Param: providers.ParamPromptCacheKey, Action: providers.Drop, Note: "the upstream caches on its own; cached tokens it reports are billed at the cached price"},
+	providers.Rule{Param: providers.ParamMetadata, Action: providers.Drop, Note: "tags of OpenAI's stored completions; the upstream stores none"},
+	providers.Rule{Param: providers.ParamStore, Action: providers.Drop, Note: "OpenAI's stored completions; the upstream stores none"},
+	providers.Rule{Param: providers.ParamServiceTier, Action: providers.Drop, Note: "OpenAI's processing tiers; the upstream's default serves the call"},
+	providers.Rule{Param: providers.ParamMock, Action: providers.Drop, Note: "the test upstream's controls travel only to the kinds that pass them"},
+)
