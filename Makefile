@@ -12,9 +12,14 @@ export GOEXPERIMENT ?= simd
 run:
 	$(GO) run -tags embed ./services/gateway -embed -config deploy/dev/tollgate.yaml
 
-## test: install test dependencies, gofmt, go vet, go test -race ./... (and the portable body scan), then every fuzz target for 3s (FUZZ_BUDGET=300s in all)
+## test: install test dependencies, gofmt, go vet, golangci-lint, go test -race ./... (and the portable body scan), then every fuzz target for 3s (FUZZ_BUDGET=300s in all)
 test:
 	scripts/test.sh
+
+.PHONY: lint
+## lint: golangci-lint (the version scripts/deps.sh installs) with .golangci.yml; make test runs it
+lint:
+	scripts/lint.sh
 
 .PHONY: fuzz
 FUZZTIME ?= 30s

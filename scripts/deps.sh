@@ -57,6 +57,18 @@ go_tool() {
 go_tool protoc-gen-go google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12
 go_tool protoc-gen-go-vtproto github.com/planetscale/vtprotobuf/cmd/protoc-gen-go-vtproto@v0.6.0
 
+# golangci-lint, at the version .golangci.yml is written for (make lint),
+# unless that version is on PATH or in GOPATH/bin already.
+lint_version=2.15.0
+lint_bin="$(go env GOPATH)/bin/golangci-lint"
+if ! { golangci-lint version 2>/dev/null || "$lint_bin" version 2>/dev/null; } | grep -q "version $lint_version "; then
+  echo "deps: installing golangci-lint $lint_version"
+  if ! go install "github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v$lint_version"; then
+    missing=(golangci-lint)
+    fail_missing "go install golangci-lint failed (is the Go module proxy reachable?)"
+  fi
+fi
+
 # npm_pkg installs npm packages into dir unless check (a file) exists there.
 npm_pkg() {
   local dir=$1 check=$2

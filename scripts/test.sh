@@ -22,6 +22,9 @@ go vet -tags clickhouse,embed ./services/gateway # the gateway's optional ClickH
 GOEXPERIMENT= go vet ./pkg/rawjson # the portable build of the body scan
 go vet -tags chdb ./dashboards # the dual-version SQL test
 
+echo "== golangci-lint"
+scripts/lint.sh
+
 echo "== go test"
 go test -race -count=1 -timeout 15m ./...
 go test -race -count=1 -tags clickhouse,embed ./services/gateway # -embed with its NATS server and the analytics loaders

@@ -84,9 +84,9 @@ func (idp *testIdP) setBody(b []byte) {
 	idp.mu.Unlock()
 }
 
-func (idp *testIdP) issuer(min, max time.Duration) config.Issuer {
+func (idp *testIdP) issuer(refreshMin, refreshMax time.Duration) config.Issuer {
 	return config.Issuer{Name: "idp", Issuer: idp.srv.URL, Algorithms: []string{"RS256"},
-		DiscoveryURL: idp.srv.URL + config.WellKnownOpenIDConfiguration, JWKSRefreshMin: min, JWKSRefreshMax: max}
+		DiscoveryURL: idp.srv.URL + config.WellKnownOpenIDConfiguration, JWKSRefreshMin: refreshMin, JWKSRefreshMax: refreshMax}
 }
 
 // realClock runs from testNow at the pace of the wall clock, so tokens
@@ -157,8 +157,8 @@ func TestRemoteRotation(t *testing.T) {
 func TestRemoteKIDFlood(t *testing.T) {
 	k := genTestKeys()
 	idp := newTestIdP(t, jwkOf(t, "a", &k.rsa.PublicKey))
-	const min = 100 * time.Millisecond
-	v := runVerifier(t, idp.issuer(min, time.Hour))
+	const refreshMin = 100 * time.Millisecond
+	v := runVerifier(t, idp.issuer(refreshMin, time.Hour))
 	testkit.Wait(t, 5*time.Second, "first keys", func() bool { return stats(v).Keys == 1 })
 	start := time.Now()
 	for i := range 300 {
@@ -168,9 +168,9 @@ func TestRemoteKIDFlood(t *testing.T) {
 		}
 	}
 	elapsed := time.Since(start)
-	time.Sleep(min / 2)
+	time.Sleep(refreshMin / 2)
 	got := idp.fetches.Load()
-	bound := 2 + int64((elapsed+min)/min)
+	bound := 2 + int64((elapsed+refreshMin)/refreshMin)
 	t.Logf("300 unknown kids in %s: %d fetches (bound %d)", elapsed, got, bound)
 	if got > bound {
 		t.Errorf("%d fetches in %s, want at most %d", got, elapsed, bound)

@@ -3,6 +3,7 @@ package conformance_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"os/exec"
 	"strings"
@@ -68,7 +69,7 @@ func TestClaudeCodeCLI(t *testing.T) {
 			}
 			if jerr := json.Unmarshal(out, &res); err != nil || jerr != nil || res.IsError || res.Result == "" {
 				var stderr []byte
-				if ee, ok := err.(*exec.ExitError); ok {
+				if ee := (*exec.ExitError)(nil); errors.As(err, &ee) {
 					stderr = ee.Stderr
 				}
 				t.Fatalf("claude: %v %v\nstdout: %s\nstderr: %s", err, jerr, out, stderr)

@@ -3,6 +3,7 @@ package conformance_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -75,7 +76,7 @@ func TestGeminiCLI(t *testing.T) {
 			}
 			if jerr := json.Unmarshal(out, &res); err != nil || jerr != nil || len(res.Error) > 0 && string(res.Error) != "null" || res.Response == "" {
 				var stderr []byte
-				if ee, ok := err.(*exec.ExitError); ok {
+				if ee := (*exec.ExitError)(nil); errors.As(err, &ee) {
 					stderr = ee.Stderr
 				}
 				t.Fatalf("gemini: %v %v\nstdout: %s\nstderr: %s", err, jerr, out, stderr)

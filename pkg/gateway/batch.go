@@ -3,6 +3,7 @@ package gateway
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -115,7 +116,7 @@ func (g *Gateway) readBatchLines(c *fiber.Ctx, st *state, rec *record, pc *passC
 		g.addBatchEstimate(pc, body, ep)
 	}
 	if err := sc.Err(); err != nil {
-		if err == bufio.ErrTooLong {
+		if errors.Is(err, bufio.ErrTooLong) {
 			return "", batchLineError(n+1, fmt.Sprintf("the line is longer than the %d-byte body_limit", g.cfg.BodyLimit))
 		}
 		return "", st.files.classify(err)

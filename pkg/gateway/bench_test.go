@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bytes"
+	"errors"
 	"io"
 	"net"
 	"strconv"
@@ -299,7 +300,7 @@ func BenchmarkRelayChunk(b *testing.B) {
 	events := 0
 	for events < b.N {
 		n, err := r.Read(p)
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			// The source ran dry (no [DONE]): start the stream again.
 			src.Reset(stream)
 			r.sc.Reset(src)
@@ -366,7 +367,7 @@ func FuzzParseRequest(f *testing.F) {
 			if ep != epEmbeddings && info.stream && !res.Get("stream_options.include_usage").Bool() {
 				t.Fatalf("edited stream body does not ask for usage: %q", out)
 			}
-			if max := res.Get("max_completion_tokens"); !max.Exists() && res.Get("max_tokens").Int() != 77 || max.Exists() && max.Int() != 77 {
+			if mct := res.Get("max_completion_tokens"); !mct.Exists() && res.Get("max_tokens").Int() != 77 || mct.Exists() && mct.Int() != 77 {
 				t.Fatalf("edited body lacks the clamped max tokens: %q", out)
 			}
 		}
@@ -392,7 +393,7 @@ func FuzzRelay(f *testing.F) {
 			}
 			n, err := r.Read(p)
 			out = append(out, p[:n]...)
-			if err == io.EOF {
+			if errors.Is(err, io.EOF) {
 				break
 			}
 		}

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -100,7 +101,7 @@ func (rc *closeRecorder) pipe(c net.Conn, target string) {
 			}
 		}
 		if err != nil {
-			if err == io.EOF && pending.Load() {
+			if errors.Is(err, io.EOF) && pending.Load() {
 				rc.early.Add(1)
 			}
 			break

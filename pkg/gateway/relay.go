@@ -199,7 +199,7 @@ func (r *relay) WriteTo(w io.Writer) (int64, error) {
 			return r.written, r.werr
 		}
 		r.armWrite()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			return r.written, nil
 		}
 		if err != nil {
@@ -437,7 +437,7 @@ func (r *relay) upstreamEnded(err error) {
 	name := r.rt.up.name
 	var ne net.Error
 	switch {
-	case err == io.EOF && r.stream.Complete():
+	case errors.Is(err, io.EOF) && r.stream.Complete():
 		// finish_reason without [DONE]: the answer is complete.
 		r.done = true
 		if r.enc != nil && !r.enc.Closed() {
@@ -446,7 +446,7 @@ func (r *relay) upstreamEnded(err error) {
 	case errors.Is(err, providers.ErrMalformed):
 		r.fail(&apiError{Status: fiber.StatusBadGateway, Type: typeUpstream, Code: codeUpstreamBad,
 			Message: fmt.Sprintf("provider %s sent a malformed stream frame", name)})
-	case err == io.EOF || errors.Is(err, io.ErrUnexpectedEOF):
+	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
 		// A non-SSE tail is garbage; a partial binary frame is a cut.
 		if r.fr == providers.Framer(r.sc) && len(r.fr.Buffered()) > 0 && !looksLikeEvent(r.fr.Buffered()) {
 			r.fail(&apiError{Status: fiber.StatusBadGateway, Type: typeUpstream, Code: codeUpstreamBad,

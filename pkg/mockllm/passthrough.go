@@ -22,6 +22,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"mime/multipart"
@@ -248,7 +249,7 @@ func readUpload(ctx *fasthttp.RequestCtx, keep int) (*upload, error) {
 	mr := multipart.NewReader(body, boundary)
 	for {
 		part, err := mr.NextPart()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			return u, nil
 		}
 		if err != nil {

@@ -277,4 +277,4 @@ func ValidJSON(b []byte) bool { return rawjson.Valid(b, MaxJSONDepth) }
 // Shallow reports whether b nests arrays and objects at most max deep. It
 // tracks strings so brackets inside them do not count; it validates nothing
 // else.
-func Shallow(b []byte, max int) bool { return rawjson.Shallow(b, max) }
+func Shallow(b []byte, maxDepth int) bool { return rawjson.Shallow(b, maxDepth) }

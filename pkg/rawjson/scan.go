@@ -127,10 +127,10 @@ func Valid(b []byte, maxDepth int) bool {
 	return i >= 0 && skipSpace(b, i) == len(b)
 }
 
-// Shallow reports whether b nests arrays and objects at most max deep. It
+// Shallow reports whether b nests arrays and objects at most maxDepth deep. It
 // tracks strings so brackets inside them do not count; it validates
 // nothing else.
-func Shallow(b []byte, max int) bool {
+func Shallow(b []byte, maxDepth int) bool {
 	depth := 0
 	inString := false
 	for i := 0; i < len(b); i++ {
@@ -149,7 +149,7 @@ func Shallow(b []byte, max int) bool {
 			inString = true
 		case '[', '{':
 			depth++
-			if depth > max {
+			if depth > maxDepth {
 				return false
 			}
 		case ']', '}':

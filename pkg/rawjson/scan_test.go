@@ -132,14 +132,14 @@ func FuzzScan(f *testing.F) {
 	}
 	f.Add([]byte("{\n        \"model\": \"m\",\n\t\t\"messages\": [\r\n                {}\n        ]\n}"))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		const max = 16
-		shallow := Shallow(b, max)
+		const depth = 16
+		shallow := Shallow(b, depth)
 		valid := json.Valid(b) && shallow
-		if got := Valid(b, max); got != valid {
+		if got := Valid(b, depth); got != valid {
 			t.Fatalf("Valid(%q) = %v, json.Valid and depth say %v", b, got, valid)
 		}
 		var fields [4]Field
-		err := Scan(b, max, scanKeys, fields[:])
+		err := Scan(b, depth, scanKeys, fields[:])
 		var e *Error
 		if err != nil && !errors.As(err, &e) {
 			t.Fatalf("Scan(%q) = %v, not an *Error", b, err)

@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -102,7 +103,7 @@ func TestRanges(t *testing.T) {
 			}
 		})
 	}
-	if _, err := Run(ctx, js, Options{Until: time.Now().Add(-time.Hour)}, NewNDJSON(&bytes.Buffer{})); err != ErrEmptyRange {
+	if _, err := Run(ctx, js, Options{Until: time.Now().Add(-time.Hour)}, NewNDJSON(&bytes.Buffer{})); !errors.Is(err, ErrEmptyRange) {
 		t.Fatalf("until in the past: %v, want ErrEmptyRange", err)
 	}
 }

@@ -28,15 +28,15 @@ type Reader struct {
 }
 
 // NewReader returns a Reader on src with an initial buffer of size bytes that
-// may grow to max bytes for one event.
-func NewReader(src io.Reader, size, max int) *Reader {
+// may grow to maxSize bytes for one event.
+func NewReader(src io.Reader, size, maxSize int) *Reader {
 	if size <= 0 {
 		size = 4096
 	}
-	if max < size {
-		max = size
+	if maxSize < size {
+		maxSize = size
 	}
-	return &Reader{src: src, buf: make([]byte, size), max: max}
+	return &Reader{src: src, buf: make([]byte, size), max: maxSize}
 }
 
 // Reset points the reader at a new source, keeping its buffer.

@@ -20,7 +20,7 @@ func readAll(t testing.TB, r *Reader) (events []string, rest string, err error) 
 			events = append(events, string(ev))
 		}
 		if err = r.Fill(); err != nil {
-			if err == io.EOF {
+			if errors.Is(err, io.EOF) {
 				err = nil
 			}
 			return events, string(r.Buffered()), err

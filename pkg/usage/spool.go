@@ -408,12 +408,12 @@ func (s *spool) startSegment() error {
 	return nil
 }
 
-// read returns up to max records from the committed read position, all from
+// read returns up to maxRecs records from the committed read position, all from
 // one segment, and the position after them. A corrupt record is moved aside
 // and skipped by a read of its own, which returns no records and a next
 // position past the damage.
-func (s *spool) read(max int) (recs []spoolRec, next spoolPos, err error) {
-	if max <= 0 {
+func (s *spool) read(maxRecs int) (recs []spoolRec, next spoolPos, err error) {
+	if maxRecs <= 0 {
 		return nil, s.rpos, nil
 	}
 	if err := s.flush(); err != nil {
@@ -438,7 +438,7 @@ func (s *spool) read(max int) (recs []spoolRec, next spoolPos, err error) {
 		return nil, s.rpos, err
 	}
 	p := 0
-	for len(recs) < max && len(buf)-p >= recHeader {
+	for len(recs) < maxRecs && len(buf)-p >= recHeader {
 		n := int64(binary.LittleEndian.Uint32(buf[p:]))
 		at := pos.off + int64(p)
 		if n == 0 || n > maxRecord || at+recHeader+n > limit {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"sort"
 	"text/tabwriter"
@@ -182,11 +183,7 @@ func setupBudgetShow(a *app, fs *pflag.FlagSet) func([]string) error {
 			if err != nil {
 				continue
 			}
-			if f := filters[id.Scope.String()]; id.Scope != budget.ScopeGlobal && f != nil && *f != "" &&
-				!(&budget.Limit{Scope: id.Scope, Value: *f}).Matches(id.Value) {
-				continue
-			}
-			if any := anyFilter(filters); any && (id.Scope == budget.ScopeGlobal || filters[id.Scope.String()] == nil || *filters[id.Scope.String()] == "") {
+			if excluded(filters, id) {
 				continue
 			}
 			e, err := kv.Get(ctx, k)
@@ -204,19 +201,7 @@ func setupBudgetShow(a *app, fs *pflag.FlagSet) func([]string) error {
 			if *period != "" && id.Period.String() != *period {
 				continue
 			}
-			row := budgetRow{Scope: t.Scope, Value: t.Value, Period: t.Period, PeriodStart: t.PeriodStart,
-				SpendUSD: pricing.FormatUSD(t.CostNanoUsd), Requests: t.Requests, PromptTokens: t.PromptTokens,
-				CompletionTokens: t.CompletionTokens, AsOfSeq: t.AsOfSeq, id: id, spend: t.CostNanoUsd, limit: -1}
-			for _, l := range limits {
-				if l.Scope == id.Scope && l.Period == id.Period && l.Matches(id.Value) {
-					row.LimitUSD = pricing.FormatUSD(l.AmountNano)
-					row.limit = l.AmountNano
-					if l.AmountNano > 0 {
-						row.Utilization = float64(t.CostNanoUsd) / float64(l.AmountNano)
-					}
-				}
-			}
-			rows = append(rows, row)
+			rows = append(rows, newBudgetRow(id, &t, limits))
 		}
 		now := a.now()
 		current := budget.TotalID{Period: budget.PeriodDay, Start: int32(now.Unix() / 86400)}.PeriodStart()
@@ -228,35 +213,76 @@ func setupBudgetShow(a *app, fs *pflag.FlagSet) func([]string) error {
 			}
 			r.setForecast(budget.Project(r.limit, r.spend, r.id.PeriodEnd(), now, days[scopeValue{r.id.Scope, r.id.Value}]))
 		}
-		sort.Slice(rows, func(i, j int) bool {
-			a, b := rows[i], rows[j]
-			if a.Scope != b.Scope {
-				return a.Scope < b.Scope
-			}
-			if a.Value != b.Value {
-				return a.Value < b.Value
-			}
-			if a.Period != b.Period {
-				return a.Period < b.Period
-			}
-			return a.PeriodStart > b.PeriodStart
-		})
+		sortBudgetRows(rows)
 		if *asJSON {
 			enc := json.NewEncoder(a.stdout)
 			enc.SetIndent("", "  ")
 			return enc.Encode(rows)
 		}
-		tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "SCOPE\tVALUE\tPERIOD\tSTART\tSPEND USD\tLIMIT USD\tUSED\tFORECAST\tREQUESTS\tTOKENS IN\tTOKENS OUT")
-		for _, r := range rows {
-			used := ""
-			if r.LimitUSD != "" {
-				used = fmt.Sprintf("%.1f%%", 100*r.Utilization)
-			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\n", r.Scope, r.Value, r.Period, r.PeriodStart, r.SpendUSD, r.LimitUSD, used, r.forecastText(), r.Requests, r.PromptTokens, r.CompletionTokens)
-		}
-		return tw.Flush()
+		return printBudgetRows(a.stdout, rows)
 	}
+}
+
+// excluded reports whether the filters (--dept, --team, ...) leave out the
+// total id: one of another value of a filtered scope, or of a scope no
+// filter names while some filter is set.
+func excluded(filters map[string]*string, id budget.TotalID) bool {
+	f := filters[id.Scope.String()]
+	set := id.Scope != budget.ScopeGlobal && f != nil && *f != ""
+	if set && !(&budget.Limit{Scope: id.Scope, Value: *f}).Matches(id.Value) {
+		return true
+	}
+	return !set && anyFilter(filters)
+}
+
+// newBudgetRow is the row of total t (id), with the limit among limits
+// that applies to it.
+func newBudgetRow(id budget.TotalID, t *usagev1.SpendTotal, limits []budget.Limit) budgetRow {
+	row := budgetRow{Scope: t.Scope, Value: t.Value, Period: t.Period, PeriodStart: t.PeriodStart,
+		SpendUSD: pricing.FormatUSD(t.CostNanoUsd), Requests: t.Requests, PromptTokens: t.PromptTokens,
+		CompletionTokens: t.CompletionTokens, AsOfSeq: t.AsOfSeq, id: id, spend: t.CostNanoUsd, limit: -1}
+	for _, l := range limits {
+		if l.Scope == id.Scope && l.Period == id.Period && l.Matches(id.Value) {
+			row.LimitUSD = pricing.FormatUSD(l.AmountNano)
+			row.limit = l.AmountNano
+			if l.AmountNano > 0 {
+				row.Utilization = float64(t.CostNanoUsd) / float64(l.AmountNano)
+			}
+		}
+	}
+	return row
+}
+
+// sortBudgetRows orders rows by scope, value and period, the latest
+// period first.
+func sortBudgetRows(rows []budgetRow) {
+	sort.Slice(rows, func(i, j int) bool {
+		a, b := rows[i], rows[j]
+		if a.Scope != b.Scope {
+			return a.Scope < b.Scope
+		}
+		if a.Value != b.Value {
+			return a.Value < b.Value
+		}
+		if a.Period != b.Period {
+			return a.Period < b.Period
+		}
+		return a.PeriodStart > b.PeriodStart
+	})
+}
+
+// printBudgetRows writes rows as the table of tollctl budget show.
+func printBudgetRows(w io.Writer, rows []budgetRow) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SCOPE\tVALUE\tPERIOD\tSTART\tSPEND USD\tLIMIT USD\tUSED\tFORECAST\tREQUESTS\tTOKENS IN\tTOKENS OUT")
+	for _, r := range rows {
+		used := ""
+		if r.LimitUSD != "" {
+			used = fmt.Sprintf("%.1f%%", 100*r.Utilization)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\n", r.Scope, r.Value, r.Period, r.PeriodStart, r.SpendUSD, r.LimitUSD, used, r.forecastText(), r.Requests, r.PromptTokens, r.CompletionTokens)
+	}
+	return tw.Flush()
 }
 
 type budgetRow struct {

@@ -3,6 +3,7 @@ package anthropic
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"io"
 	"path/filepath"
 	"strings"
@@ -21,7 +22,7 @@ func encode(t testing.TB, transcript []byte) ([]byte, *Encoder) {
 	for {
 		ev, ok := r.Next()
 		if !ok {
-			if err := r.Fill(); err == io.EOF {
+			if err := r.Fill(); errors.Is(err, io.EOF) {
 				return out, e
 			} else if err != nil {
 				t.Fatal(err)

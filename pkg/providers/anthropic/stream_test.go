@@ -23,7 +23,7 @@ func runStream(t testing.TB, s providers.Stream, transcript []byte) ([]byte, pro
 		ev, ok := r.Next()
 		if !ok {
 			if err := r.Fill(); err != nil {
-				if err == io.EOF {
+				if errors.Is(err, io.EOF) {
 					return out, providers.More, nil
 				}
 				t.Fatal(err)

@@ -476,17 +476,17 @@ func summary(out io.Writer, res *Results) {
 
 // waitQuiet waits until the 1-minute load average is below max, at most
 // wait; it returns a note when it gave up.
-func waitQuiet(ctx context.Context, max float64, wait time.Duration, out io.Writer) string {
+func waitQuiet(ctx context.Context, limit float64, wait time.Duration, out io.Writer) string {
 	deadline := time.Now().Add(wait)
 	for {
 		l := loadAvg()
-		if l < max {
+		if l < limit {
 			return ""
 		}
 		if time.Now().After(deadline) {
 			return fmt.Sprintf("load average still %.2f after waiting %s; the run went ahead", l, wait)
 		}
-		fmt.Fprintf(out, "load average %.2f >= %.2f: waiting for a quieter machine\n", l, max)
+		fmt.Fprintf(out, "load average %.2f >= %.2f: waiting for a quieter machine\n", l, limit)
 		select {
 		case <-ctx.Done():
 			return ""

@@ -103,7 +103,7 @@ func get(ctx context.Context, client *http.Client, pr probe) (int, error) {
 // one scheduler tick of CPU time per 200 ms) or max has passed, so work
 // left over from one run (usage events still being folded, connections
 // closing) does not steal CPU from the next. It returns how long it waited.
-func settle(ctx context.Context, pids []int, max time.Duration) time.Duration {
+func settle(ctx context.Context, pids []int, limit time.Duration) time.Duration {
 	start := time.Now()
 	cpu := func() time.Duration {
 		var total time.Duration
@@ -115,7 +115,7 @@ func settle(ctx context.Context, pids []int, max time.Duration) time.Duration {
 		return total
 	}
 	prev := cpu()
-	for time.Since(start) < max {
+	for time.Since(start) < limit {
 		select {
 		case <-ctx.Done():
 			return time.Since(start)

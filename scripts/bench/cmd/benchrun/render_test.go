@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/xml"
+	"errors"
 	"io"
 	"math"
 	"strings"
@@ -123,7 +124,7 @@ func svgCounts(t *testing.T, b []byte) map[string]int {
 	d := xml.NewDecoder(bytes.NewReader(b))
 	for {
 		tok, err := d.Token()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			return counts
 		}
 		if err != nil {

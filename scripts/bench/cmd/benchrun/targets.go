@@ -237,6 +237,16 @@ func evaluate(r *Results) []check {
 			cs = append(cs, newCheck(rpsGoal, fmt.Sprintf("%.2f x (%.0f vs %.0f req/s)", q, tg.RPS, bp.RPS), verdict(q >= t.rps && tg.Errors == 0)).profiled(name))
 		}
 	}
+	return append(cs, evaluateMemory(r)...)
+}
+
+// evaluateMemory checks the memory and start-up targets of the brief.
+func evaluateMemory(r *Results) []check {
+	var cs []check
+	pair := func(name string) (tg, bp *Run) {
+		return r.lookup(name, targetTollgate), r.lookup(name, targetBareproxy)
+	}
+	na := func(goal string) { cs = append(cs, check{Goal: goal, Measured: "-", Verdict: verdictNA}) }
 	// The memory goals are in MB (10^6 bytes); RSS is measured in MiB.
 	if st := r.startup(targetTollgate); st != nil {
 		mb := megabytes(st.MedianRSS)
