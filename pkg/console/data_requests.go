@@ -105,7 +105,7 @@ func ParseStatus(s string) error {
 }
 
 // check validates f's text fields.
-func (f *RequestFilter) check() error {
+func (f *RequestFilter) check(now time.Time) error {
 	for name, v := range map[string]string{"dept": f.Dept, "team": f.Team, "model": f.Model} {
 		if len(v) > maxFilterLen || strings.ContainsFunc(v, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
 			return fmt.Errorf("%w: %s is longer than %d bytes or has a control character", ErrBadInput, name, maxFilterLen)
@@ -117,6 +117,9 @@ func (f *RequestFilter) check() error {
 	if !f.From.IsZero() && !f.To.IsZero() && f.To.Before(f.From) {
 		return fmt.Errorf("%w: to is before from", ErrBadInput)
 	}
+	if f.From.After(now) {
+		return fmt.Errorf("%w: from is in the future", ErrBadInput)
+	}
 	return nil
 }
 
@@ -124,7 +127,8 @@ func (f *RequestFilter) check() error {
 // (a one-department View's own when empty). Pages follow each other by
 // keyset on (time, request id), so a deep page costs what the first does.
 func (d *Data) Requests(ctx context.Context, v View, f RequestFilter) (*RequestPage, error) {
-	if err := f.check(); err != nil {
+	now := d.now()
+	if err := f.check(now); err != nil {
 		return nil, err
 	}
 	asked := f.Dept
@@ -134,7 +138,6 @@ func (d *Data) Requests(ctx context.Context, v View, f RequestFilter) (*RequestP
 	case f.Dept != "" && !v.Sees(f.Dept):
 		return nil, ErrNotAllowed
 	}
-	now := d.now()
 	if f.To.IsZero() {
 		f.To = now
 	}
