@@ -82,9 +82,9 @@ type Budgets struct {
 
 // Child is one value of the level below a node.
 type Child struct {
-	Node                Node
-	DayNano, MonthNano  int64
-	ReservedNano        int64
+	Node               Node
+	DayNano, MonthNano int64
+	ReservedNano       int64
 }
 
 // Budgets returns the budgets page of node for v, or ErrNotAllowed when
