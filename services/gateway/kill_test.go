@@ -202,13 +202,19 @@ usage: {spool_dir: %q}
 	}
 }
 
-// buildPrograms builds the named programs of services/ into a temporary
-// directory.
+// buildPrograms builds the named programs of services/ (or, for a name
+// with a slash, the program at that path from here, such as
+// ../../scripts/oidc-provider) into a temporary directory, each under its
+// last path element.
 func buildPrograms(ctx context.Context, t *testing.T, names ...string) string {
 	t.Helper()
 	dir := t.TempDir()
 	for _, n := range names {
-		cmd := exec.CommandContext(ctx, "go", "build", "-o", filepath.Join(dir, n), "../"+n)
+		src := "../" + n
+		if strings.Contains(n, "/") {
+			src, n = n, filepath.Base(n)
+		}
+		cmd := exec.CommandContext(ctx, "go", "build", "-o", filepath.Join(dir, n), src)
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("build %s: %v\n%s", n, err, out)
 		}
