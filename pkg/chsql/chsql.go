@@ -207,3 +207,68 @@ func reconcileCount(lower, upper bool) string {
 	return `SELECT count(), sum(c), sum(n) FROM (
 		SELECT event_id, any(cost_nano_usd) AS c, count() AS n FROM usage_events WHERE ` + where.String() + ` GROUP BY event_id)`
 }
+
+// Console (pkg/console): the read pages. They read the rollups where one
+// holds the figure, and usage_events only where a window of one department
+// (its sorting key's prefix) or of time bounds the rows read. A bind of ”
+// for a department means every department; the console decides which a
+// user may see and binds it.
+var (
+	// ConsoleTopModels sums the served models' spend of a range of days
+	// (binds: first day, last day as 'YYYY-MM-DD', dept twice).
+	ConsoleTopModels = add("console.top_models", `SELECT served_model, sum(requests), sum(cost_nano_usd) AS c
+		FROM usage_team_daily WHERE day >= toDate(?) AND day <= toDate(?) AND (? = '' OR dept = ?)
+		GROUP BY served_model ORDER BY c DESC, served_model LIMIT 10`)
+	// ConsoleTopTeams sums the teams' spend of a range of days (binds as
+	// ConsoleTopModels).
+	ConsoleTopTeams = add("console.top_teams", `SELECT dept, team, sum(requests), sum(cost_nano_usd) AS c
+		FROM usage_team_daily WHERE day >= toDate(?) AND day <= toDate(?) AND (? = '' OR dept = ?)
+		GROUP BY dept, team ORDER BY c DESC, dept, team LIMIT 10`)
+	// ConsoleSpendDaily is the spend per day of a range (binds as
+	// ConsoleTopModels).
+	ConsoleSpendDaily = add("console.spend_daily", `SELECT toString(day), sum(cost_nano_usd)
+		FROM usage_dept_daily WHERE day >= toDate(?) AND day <= toDate(?) AND (? = '' OR dept = ?)
+		GROUP BY day ORDER BY day`)
+	// ConsoleCountedScopes is the spend of every event stored, summed per
+	// budget scope over the events with a value of the scope (no binds).
+	ConsoleCountedScopes = add("console.counted_scopes", `SELECT scope, sum(cost_nano_usd)
+		FROM usage_scope_daily GROUP BY scope ORDER BY scope`)
+	// ConsoleCountedDept is one department's spend of every event stored
+	// (bind: dept).
+	ConsoleCountedDept = add("console.counted_dept", `SELECT sum(cost_nano_usd) FROM usage_dept_daily WHERE dept = ?`)
+	// ConsoleTeamProjects lists a team's projects with spend in a window
+	// (binds: dept, team, from, to in Unix seconds).
+	ConsoleTeamProjects = add("console.team_projects", `SELECT project, sum(cost_nano_usd) AS c FROM usage_events
+		WHERE dept = ? AND team = ? AND ts >= toDateTime(?) AND ts < toDateTime(?) AND project != ''
+		GROUP BY project ORDER BY c DESC, project LIMIT 200`)
+	// ConsoleProjectSubjects lists a project's subjects with spend in a
+	// window (binds: dept, project, from, to in Unix seconds).
+	ConsoleProjectSubjects = add("console.project_subjects", `SELECT subject, sum(cost_nano_usd) AS c FROM usage_events
+		WHERE dept = ? AND project = ? AND ts >= toDateTime(?) AND ts < toDateTime(?) AND subject != ''
+		GROUP BY subject ORDER BY c DESC, subject LIMIT 200`)
+	// ConsoleSubjectKeys lists a subject's keys with spend from a day on
+	// (binds: first day as 'YYYY-MM-DD', dept twice, subject).
+	ConsoleSubjectKeys = add("console.subject_keys", `SELECT key_id, sum(cost_nano_usd) AS c FROM usage_subject_daily
+		WHERE day >= toDate(?) AND (? = '' OR dept = ?) AND subject = ? AND key_id != ''
+		GROUP BY key_id ORDER BY c DESC, key_id LIMIT 200`)
+	// ConsoleKeyInDept counts a department's rows of a key (binds: dept,
+	// key id): whether a department's user may see the key.
+	ConsoleKeyInDept = add("console.key_in_dept", `SELECT count() FROM usage_subject_daily WHERE dept = ? AND key_id = ?`)
+	// ConsoleRequests is a page of recent events, newest first, after a
+	// keyset cursor (ts_ms, request_id) (binds: window start and end in
+	// Unix seconds, dept twice, team twice, served model twice, status
+	// three times ('', 'ok', 'error' or a code), cursor ts_ms twice,
+	// cursor request id, limit).
+	ConsoleRequests = add("console.requests", `SELECT request_id, ts_ms, dept, team, project, subject, key_id,
+		served_model, provider, status_code, error_type, prompt_tokens, completion_tokens, cost_nano_usd, latency_total_us
+		FROM usage_events
+		WHERE ts >= toDateTime(?) AND ts <= toDateTime(?)
+			AND (? = '' OR dept = ?) AND (? = '' OR team = ?) AND (? = '' OR served_model = ?)
+			AND multiIf(? = '', 1, ? = 'ok', status_code < 400 AND error_type = '', ? = 'error', status_code >= 400 OR error_type != '', toString(status_code) = ?)
+			AND (ts_ms < ? OR ts_ms = ? AND request_id < ?)
+		ORDER BY ts_ms DESC, request_id DESC LIMIT ?`)
+	// ConsoleModelTraffic sums each served model's requests and failed
+	// requests since a time (bind: Unix seconds).
+	ConsoleModelTraffic = add("console.model_traffic", `SELECT served_model, sum(requests), sumIf(requests, error != '')
+		FROM usage_traffic_5m WHERE bucket >= toDateTime(?) GROUP BY served_model ORDER BY served_model`)
+)

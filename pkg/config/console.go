@@ -1,6 +1,13 @@
 package config
 
-import "time"
+import (
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/tollgate/tollgate/pkg/access"
+)
 
 // Console configures the web console served under /ui/ on the admin
 // listener (docs/console.md).
@@ -63,3 +70,53 @@ const DefaultConsoleSessionTTL = 8 * time.Hour
 
 // On reports whether the console is served (Enabled, default true).
 func (c Console) On() bool { return c.Enabled == nil || *c.Enabled }
+
+// console checks the console section against the issuers it names.
+func (v *validator) console(c *Console, a *Auth) {
+	if c.SessionTTL != 0 && c.SessionTTL < time.Minute {
+		v.addf("console.session_ttl", "must be at least 1m (got %s)", c.SessionTTL)
+	}
+	if c.DeptClaim != "" {
+		if _, err := ParseClaimPath(c.DeptClaim); err != nil {
+			v.addf("console.dept_claim", "%v", err)
+		}
+	}
+	for i, r := range c.Roles {
+		p := fmt.Sprintf("console.roles[%d]", i)
+		if _, err := ParseClaimPath(r.Claim); err != nil {
+			v.addf(p+".claim", "%v", err)
+		}
+		if v.required(p+".role", r.Role) {
+			v.oneOf(p+".role", "role", r.Role, access.Roles...)
+		}
+	}
+	o := c.OIDC
+	if o.Issuer == "" {
+		if o.ClientID != "" || o.RedirectURL != "" || o.ClientSecretFile != "" {
+			v.addf("console.oidc.issuer", "name the auth.issuers entry users sign in with")
+		}
+		return
+	}
+	var is *Issuer
+	for i := range a.Issuers {
+		if a.Issuers[i].Name == o.Issuer {
+			is = &a.Issuers[i]
+		}
+	}
+	switch {
+	case is == nil:
+		v.addf("console.oidc.issuer", "%q names no auth.issuers entry", o.Issuer)
+	case is.DiscoveryURL == "":
+		v.addf("console.oidc.issuer", "auth.issuers entry %q has no discovery_url: the console needs the provider's discovery document", o.Issuer)
+	}
+	v.required("console.oidc.client_id", o.ClientID)
+	if v.required("console.oidc.redirect_url", o.RedirectURL) {
+		u, err := url.Parse(o.RedirectURL)
+		switch {
+		case err != nil || u.Host == "" || (u.Scheme != "https" && u.Scheme != "http"):
+			v.addf("console.oidc.redirect_url", "want an absolute http(s) URL, such as https://gateway.example/ui/callback")
+		case !strings.HasSuffix(u.Path, "/ui/callback"):
+			v.addf("console.oidc.redirect_url", "must end in /ui/callback, the console's callback (got path %q)", u.Path)
+		}
+	}
+}
