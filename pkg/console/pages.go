@@ -2,33 +2,31 @@ package console
 
 import (
 	"html/template"
-	"net/http"
 
 	"github.com/tollgate/tollgate/pkg/access"
 )
 
 // This file is the hook the read pages (overview, budgets, requests,
 // models, events) plug into: readPages registers them with c.page, and
-// PageOptions carries what they read. Until they are built each answers
-// a designed "not built yet" state.
+// PageOptions carries what they read (data*.go).
 
 // PageOptions feed the read pages (Options.Pages).
-type PageOptions struct{}
+type PageOptions struct {
+	// Data is the read pages' data layer: the gateway's spend totals,
+	// ClickHouse, the explainer and the routes. Nil: each page answers a
+	// designed "not configured" state.
+	Data *Data
+}
 
 // pageFuncs are template functions of the read pages.
-func pageFuncs() template.FuncMap { return template.FuncMap{} }
+func pageFuncs() template.FuncMap { return readPageFuncs() }
 
 // readPages registers the read pages.
 func (c *Console) readPages() {
-	for _, p := range []struct{ pattern, action, title string }{
-		{"GET " + Prefix + "{$}", access.SpendView, "Overview"},
-		{"GET " + Prefix + "budgets", access.BudgetsView, "Budgets"},
-		{"GET " + Prefix + "requests", access.RequestsView, "Requests"},
-		{"GET " + Prefix + "requests/{id}", access.RequestsView, "Request"},
-		{"GET " + Prefix + "models", access.ModelsView, "Models"},
-	} {
-		c.page(p.pattern, p.action, func(w http.ResponseWriter, r *http.Request) {
-			c.render(w, r, http.StatusOK, "soon", p.title, nil)
-		})
-	}
+	c.page("GET "+Prefix+"{$}", access.SpendView, c.overviewPage)
+	c.page("GET "+Prefix+"events", access.SpendView, c.eventsPage)
+	c.page("GET "+Prefix+"budgets", access.BudgetsView, c.budgetsPage)
+	c.page("GET "+Prefix+"requests", access.RequestsView, c.requestsPage)
+	c.page("GET "+Prefix+"requests/{id}", access.RequestsView, c.requestPage)
+	c.page("GET "+Prefix+"models", access.ModelsView, c.modelsPage)
 }
