@@ -231,7 +231,7 @@ func (c *Console) page(pattern, action string, h http.HandlerFunc) {
 		}
 		ctx := context.WithValue(r.Context(), userKey{}, s)
 		r = r.WithContext(ctx)
-		if !safeMethod(r.Method) && !checkCSRF(r, s) {
+		if !safeMethod(r.Method) && !checkCSRF(w, r, s) {
 			c.log.Debug("console csrf refused", "path", r.URL.Path, "sub", s.User.Subject)
 			c.fail(w, r, http.StatusForbidden, "This form has expired or did not come from the console (CSRF check): reload the page and try again.")
 			return

@@ -133,8 +133,8 @@ func (b *browser) setCookie(name, value string) {
 	b.c.Jar.SetCookies(u, []*http.Cookie{{Name: name, Value: value, Path: "/ui/"}})
 }
 
-// do sends a request and returns the status, headers and body.
-func (b *browser) do(method, path string, form url.Values, hdr map[string]string) (int, http.Header, string) {
+// request builds a request to the console.
+func (b *browser) request(method, path string, form url.Values, hdr map[string]string) *http.Request {
 	b.t.Helper()
 	var body io.Reader
 	if form != nil {
@@ -150,6 +150,12 @@ func (b *browser) do(method, path string, form url.Values, hdr map[string]string
 	for k, v := range hdr {
 		req.Header.Set(k, v)
 	}
+	return req
+}
+
+// send sends req and returns the status, headers and body.
+func (b *browser) send(req *http.Request) (int, http.Header, string) {
+	b.t.Helper()
 	resp, err := b.c.Do(req)
 	if err != nil {
 		b.t.Fatal(err)
@@ -160,6 +166,12 @@ func (b *browser) do(method, path string, form url.Values, hdr map[string]string
 		b.t.Fatal(err)
 	}
 	return resp.StatusCode, resp.Header, string(rb)
+}
+
+// do sends a request and returns the status, headers and body.
+func (b *browser) do(method, path string, form url.Values, hdr map[string]string) (int, http.Header, string) {
+	b.t.Helper()
+	return b.send(b.request(method, path, form, hdr))
 }
 
 func (b *browser) get(path string) (int, http.Header, string) {
@@ -176,3 +188,7 @@ func (b *browser) post(path string, form url.Values) (int, http.Header, string) 
 	form.Set("csrf", b.csrf)
 	return b.do(http.MethodPost, path, form, map[string]string{"Origin": b.base})
 }
+
+func contains(s, sub string) bool { return strings.Contains(s, sub) }
+
+func replace(s, old, new string) string { return strings.ReplaceAll(s, old, new) }

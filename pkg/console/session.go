@@ -274,7 +274,7 @@ func (c *Console) logout(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if s != nil {
-		if !checkCSRF(r, s) {
+		if !checkCSRF(w, r, s) {
 			c.fail(w, r, http.StatusForbidden, "This form has expired or did not come from the console (CSRF check): reload the page and try again.")
 			return
 		}
