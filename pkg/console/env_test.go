@@ -105,6 +105,8 @@ type browser struct {
 	base string
 	c    *http.Client
 	csrf string
+	// callback is the path of the last OIDC callback signInOIDC followed.
+	callback string
 }
 
 func (e *env) browser() *browser {
