@@ -73,12 +73,12 @@ admin: {listen: %q}
 log: {format: json, level: info, requests: false}
 auth:
   issuers:
-    - name: idp
+    - name: example-sso
       discovery_url: %q
       allow_http: true
       algorithms: [RS256]
 console:
-  oidc: {issuer: idp, client_id: %q, client_secret_file: %q, redirect_url: %q}
+  oidc: {issuer: example-sso, client_id: %q, client_secret_file: %q, redirect_url: %q}
   roles:
     - {claim: role, value: tollgate-admin, role: admin}
     - {claim: role, value: tollgate-dept-admin, role: dept-admin}
@@ -159,7 +159,7 @@ func (r consoleRig) signIn(t *testing.T, tab context.Context, user, axe string, 
 		screenshot(t, tab, screenshotDir, "login")
 	}
 	step(t, tab, "sign in as "+user,
-		chromedp.Click(chromedp.CSS(`a[href$="/ui/login/oidc"]`)),
+		chromedp.Click(chromedp.CSS(`#login-oidc`)),
 		chromedp.WaitVisible(chromedp.ID("username")),
 		chromedp.SendKeys(chromedp.ID("username"), user),
 		chromedp.SendKeys(chromedp.ID("password"), consolePassword),
@@ -175,7 +175,7 @@ func (r consoleRig) signIn(t *testing.T, tab context.Context, user, axe string, 
 }
 
 // visit opens a console page, checks its status and its accessibility,
-// and photographs it.
+// and photographs it as shot (none when shot is empty).
 func (r consoleRig) visit(t *testing.T, tab context.Context, axe, path, shot string, status int64) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(tab, time.Minute)
@@ -188,7 +188,9 @@ func (r consoleRig) visit(t *testing.T, tab context.Context, axe, path, shot str
 		t.Fatalf("%s answered %d, want %d", path, resp.Status, status)
 	}
 	checkA11y(t, tab, axe, "/ui"+path)
-	screenshot(t, tab, screenshotDir, shot)
+	if shot != "" {
+		screenshot(t, tab, screenshotDir, shot)
+	}
 }
 
 // waitFor opens the console page at path again until it has an element
@@ -354,4 +356,19 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Errorf("the 403 page says %q, want \"not allowed\"", refused)
 	}
 	rig.visit(t, sales, axe, "/budgets?scope=dept:sales", "budgets-dept-admin", 200)
+	rig.visit(t, sales, axe, "/keys?dept=eng", "", 403)
+	rig.visit(t, sales, axe, "/keys", "", 200)
+	if n, err := chromedp.Run(sales, chromedp.Evaluate[int](fmt.Sprintf("document.querySelectorAll(%q).length", row))); err != nil || n != 0 {
+		t.Errorf("a dept-admin of sales sees dept eng's key (%d rows, %v)", n, err)
+	}
+
+	// Signed out, the console asks for a sign-in again.
+	step(t, sales, "sign out", chromedp.Click(chromedp.ID("logout")), chromedp.WaitVisible(chromedp.ID("login-oidc")))
+	resp, err := chromedp.Run(sales, chromedp.NavigateResponse(rig.ui+"/"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if loc, _ := chromedp.Run(sales, chromedp.Location()); !strings.Contains(loc, "/ui/login") {
+		t.Errorf("after sign-out /ui/ led to %s (status %d), want the sign-in page", loc, resp.Status)
+	}
 }
