@@ -44,6 +44,7 @@ type envOpts struct {
 	cfg    *config.Config
 	listen func(t *testing.T) net.Listener // default: 127.0.0.1:0
 	client *http.Client                    // the console's client to the provider
+	memory bool                            // sessions in memory, not in the KV bucket
 }
 
 func newEnv(t *testing.T, o envOpts) *env {
@@ -68,14 +69,18 @@ func newEnv(t *testing.T, o envOpts) *env {
 		t.Fatal(err)
 	}
 	e.keys = apikey.NewStore(kv, e.now, rec)
-	sess, err := console.EnsureSessions(ctx, js, cfg.Console.SessionTTL, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.c, err = console.New(console.Options{
-		Config: e.cfg.Load, Keys: e.keys, Audit: rec, Sessions: sess, Now: e.now, HTTPClient: o.client,
+	co := console.Options{
+		Config: e.cfg.Load, Keys: e.keys, Audit: rec, Now: e.now, HTTPClient: o.client,
 		AuditLog: func(ctx context.Context, since time.Time) ([]audit.Event, error) { return audit.List(ctx, js, since) },
-	})
+	}
+	if !o.memory {
+		sess, err := console.EnsureSessions(ctx, js, cfg.Console.SessionTTL, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		co.Sessions = sess
+	}
+	e.c, err = console.New(co)
 	if err != nil {
 		t.Fatal(err)
 	}

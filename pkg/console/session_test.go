@@ -170,3 +170,39 @@ func TestLogout(t *testing.T) {
 		t.Fatalf("the old cookie after logout: %d, want 303 to sign-in", st)
 	}
 }
+
+// TestSessionsInMemory: without a KV bucket sessions live in the
+// process, with the same expiry and logout.
+func TestSessionsInMemory(t *testing.T) {
+	e := newEnv(t, envOpts{memory: true, cfg: &config.Config{Console: config.Console{SessionTTL: time.Hour}}})
+	b := e.browser()
+	if st, _, _ := b.get(e.printLink(t)); st != http.StatusSeeOther {
+		t.Fatalf("link: %d", st)
+	}
+	st, _, body := b.get("/ui/keys")
+	if st != http.StatusOK {
+		t.Fatalf("signed in: %d", st)
+	}
+	b.csrf = regexp.MustCompile(`name="csrf-token" content="([^"]+)"`).FindStringSubmatch(body)[1]
+	if st, _, _ := b.post("/ui/logout", nil); st != http.StatusSeeOther {
+		t.Fatalf("logout: %d", st)
+	}
+	if st, _, _ := b.get("/ui/keys"); st != http.StatusSeeOther {
+		t.Fatalf("after logout: %d", st)
+	}
+	s := e.signedIn(console.User{Subject: "ada", Role: access.Admin})
+	e.advance(time.Hour)
+	if st, _, _ := s.get("/ui/keys"); st != http.StatusSeeOther {
+		t.Fatalf("an expired session in memory: %d", st)
+	}
+}
+
+// TestSecureCookieBehindTLS: with an https redirect URL (a TLS proxy in
+// front of the admin listener) the session cookie is Secure.
+func TestSecureCookieBehindTLS(t *testing.T) {
+	e := newEnv(t, envOpts{cfg: &config.Config{Console: config.Console{OIDC: config.ConsoleOIDC{RedirectURL: "https://gw.example.com/ui/callback"}}}})
+	_, h, _ := e.browser().get(e.printLink(t))
+	if ck := h.Get("Set-Cookie"); !strings.Contains(ck, "Secure") || !strings.Contains(ck, "HttpOnly") {
+		t.Fatalf("session cookie %q, want Secure and HttpOnly", ck)
+	}
+}
