@@ -16,6 +16,12 @@ run:
 test:
 	scripts/test.sh
 
+.PHONY: console-screenshots
+## console-screenshots: run the console's browser test (headless chromium, with ClickHouse) and rewrite its PNGs in docs/console/
+console-screenshots:
+	scripts/deps.sh
+	$(GO) test -tags clickhouse,embed -run '^TestConsoleInBrowser$$' -count=1 ./services/gateway -update-screenshots
+
 .PHONY: fuzz
 FUZZTIME ?= 30s
 ## fuzz: every fuzz target for FUZZTIME each (30s; make test runs them for 3s): make fuzz FUZZTIME=2m

@@ -174,6 +174,7 @@ type Server struct {
 	// New); hosts is what the Host header may name, set by Serve before it
 	// serves and read-only afterwards.
 	listenHost string
+	addr       net.Addr // the listener's address; set by Start
 	hosts      hostSet
 	cop        *http.CrossOriginProtection
 
@@ -216,6 +217,7 @@ func Start(addr string, o Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("admin listen %s: %w", addr, err)
 	}
+	s.addr = ln.Addr()
 	go func() {
 		if err := s.Serve(ln); err != nil {
 			s.log.Error("admin listener stopped", "err", err)
@@ -224,6 +226,9 @@ func Start(addr string, o Options) (*Server, error) {
 	s.log.Info("admin listening", "addr", ln.Addr().String())
 	return s, nil
 }
+
+// Addr is the address Start listens on, or nil for a Server made by New.
+func (s *Server) Addr() net.Addr { return s.addr }
 
 // Serve serves ln until Shutdown, then returns nil. Whether /admin/ and
 // /debug/ need a token is decided from ln's address (see the package

@@ -25,7 +25,7 @@ import (
 // env is a console served by a real admin listener on a loopback port,
 // with its sessions, API keys and audit log in an embedded NATS server.
 type env struct {
-	t       *testing.T
+	t       testing.TB
 	base    string // http://127.0.0.1:port
 	c       *console.Console
 	js      jetstream.JetStream
@@ -42,11 +42,12 @@ func (e *env) advance(d time.Duration) { e.elapsed.Add(int64(d)) }
 
 type envOpts struct {
 	cfg    *config.Config
-	listen func(t *testing.T) net.Listener // default: 127.0.0.1:0
+	listen func(t testing.TB) net.Listener // default: 127.0.0.1:0
 	client *http.Client                    // the console's client to the provider
+	memory bool                            // sessions in memory, not in the KV bucket
 }
 
-func newEnv(t *testing.T, o envOpts) *env {
+func newEnv(t testing.TB, o envOpts) *env {
 	t.Helper()
 	e := &env{t: t}
 	cfg := o.cfg
@@ -68,14 +69,18 @@ func newEnv(t *testing.T, o envOpts) *env {
 		t.Fatal(err)
 	}
 	e.keys = apikey.NewStore(kv, e.now, rec)
-	sess, err := console.EnsureSessions(ctx, js, cfg.Console.SessionTTL, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.c, err = console.New(console.Options{
-		Config: e.cfg.Load, Keys: e.keys, Audit: rec, Sessions: sess, Now: e.now, HTTPClient: o.client,
+	co := console.Options{
+		Config: e.cfg.Load, Keys: e.keys, Audit: rec, Now: e.now, HTTPClient: o.client,
 		AuditLog: func(ctx context.Context, since time.Time) ([]audit.Event, error) { return audit.List(ctx, js, since) },
-	})
+	}
+	if !o.memory {
+		sess, err := console.EnsureSessions(ctx, js, cfg.Console.SessionTTL, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		co.Sessions = sess
+	}
+	e.c, err = console.New(co)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,10 +106,12 @@ func newEnv(t *testing.T, o envOpts) *env {
 // browser is an HTTP client with a cookie jar that does not follow
 // redirects, so tests see each 303.
 type browser struct {
-	t    *testing.T
+	t    testing.TB
 	base string
 	c    *http.Client
 	csrf string
+	// callback is the path of the last OIDC callback signInOIDC followed.
+	callback string
 }
 
 func (e *env) browser() *browser {
@@ -133,8 +140,8 @@ func (b *browser) setCookie(name, value string) {
 	b.c.Jar.SetCookies(u, []*http.Cookie{{Name: name, Value: value, Path: "/ui/"}})
 }
 
-// do sends a request and returns the status, headers and body.
-func (b *browser) do(method, path string, form url.Values, hdr map[string]string) (int, http.Header, string) {
+// request builds a request to the console.
+func (b *browser) request(method, path string, form url.Values, hdr map[string]string) *http.Request {
 	b.t.Helper()
 	var body io.Reader
 	if form != nil {
@@ -150,6 +157,12 @@ func (b *browser) do(method, path string, form url.Values, hdr map[string]string
 	for k, v := range hdr {
 		req.Header.Set(k, v)
 	}
+	return req
+}
+
+// send sends req and returns the status, headers and body.
+func (b *browser) send(req *http.Request) (int, http.Header, string) {
+	b.t.Helper()
 	resp, err := b.c.Do(req)
 	if err != nil {
 		b.t.Fatal(err)
@@ -160,6 +173,12 @@ func (b *browser) do(method, path string, form url.Values, hdr map[string]string
 		b.t.Fatal(err)
 	}
 	return resp.StatusCode, resp.Header, string(rb)
+}
+
+// do sends a request and returns the status, headers and body.
+func (b *browser) do(method, path string, form url.Values, hdr map[string]string) (int, http.Header, string) {
+	b.t.Helper()
+	return b.send(b.request(method, path, form, hdr))
 }
 
 func (b *browser) get(path string) (int, http.Header, string) {
@@ -176,3 +195,7 @@ func (b *browser) post(path string, form url.Values) (int, http.Header, string) 
 	form.Set("csrf", b.csrf)
 	return b.do(http.MethodPost, path, form, map[string]string{"Origin": b.base})
 }
+
+func contains(s, sub string) bool { return strings.Contains(s, sub) }
+
+func replace(s, old, new string) string { return strings.ReplaceAll(s, old, new) }

@@ -47,8 +47,11 @@ func (c *Console) keysPage(w http.ResponseWriter, r *http.Request) {
 // renderKeys lists the keys the user may see into d and renders it.
 func (c *Console) renderKeys(w http.ResponseWriter, r *http.Request, status int, d keysData) {
 	u, _ := UserFrom(r.Context())
+	if d.Dept == "" && !access.Global(u.Role) {
+		d.Dept = u.Dept
+	}
 	if !access.Global(u.Role) {
-		d.Dept, d.FixedDept = u.Dept, u.Dept
+		d.FixedDept = u.Dept
 	}
 	if d.Dept != "" && !c.Allowed(r, access.KeysView, d.Dept) {
 		c.forbid(w, r)

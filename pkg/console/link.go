@@ -2,6 +2,8 @@ package console
 
 import (
 	"crypto/sha256"
+	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -106,4 +108,21 @@ func (c *Console) linkSignIn(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c.signIn(w, r, User{Subject: LinkSubject, Name: "Local administrator", Role: access.Admin}, "link")
+}
+
+// PrintLink writes the one-time sign-in link for the admin listener at
+// addr to w (the gateway's start banner) when addr is a loopback address
+// and the listener needs no admin token (requireToken false: no sidecar
+// shares the loopback interface); it writes nothing otherwise.
+func (c *Console) PrintLink(w io.Writer, addr net.Addr, requireToken bool) error {
+	a, ok := addr.(*net.TCPAddr)
+	if !ok || !a.IP.IsLoopback() || requireToken {
+		return nil
+	}
+	link, err := c.SignInLink("http://" + a.String())
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(w, "Console: open this one-time sign-in link (it works once, for 10 minutes, on this machine):\n\n  %s\n\n", link)
+	return err
 }
