@@ -322,6 +322,12 @@ func TestConsoleInBrowser(t *testing.T) {
 	rig.visit(t, admin, axe, "/requests", "requests", 200)
 	if !consoleHistory {
 		step(t, admin, "the requests page's error state without ClickHouse", chromedp.WaitVisible(chromedp.CSS(".error-state")))
+	} else {
+		reqID, err := chromedp.Run(admin, chromedp.Evaluate[string](`document.querySelector("#requests-table tr[data-request-id]").dataset.requestId`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rig.visit(t, admin, axe, "/requests/"+reqID, "request", 200)
 	}
 	rig.visit(t, admin, axe, "/", "overview", 200) // photographed with the history in
 	rig.visit(t, admin, axe, "/models", "models", 200)
