@@ -25,6 +25,7 @@
 package console
 
 import (
+	"bytes"
 	"context"
 	"embed"
 	"fmt"
@@ -290,7 +291,9 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, pag
 			}
 		}
 	}
-	var b strings.Builder
+	// Rendered whole before the status is sent, so a template error is a
+	// 500, not half a page.
+	var b bytes.Buffer
 	if err := t.ExecuteTemplate(&b, "layout", v); err != nil {
 		c.log.Error("console render", "page", page, "error", err)
 		http.Error(w, "render page", http.StatusInternalServerError)
@@ -298,7 +301,7 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, pag
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.WriteHeader(status)
-	_, _ = w.Write([]byte(b.String()))
+	_, _ = w.Write(b.Bytes())
 }
 
 // errorData is the data of the error page.

@@ -252,6 +252,10 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request, u User, how str
 	if ttl <= 0 {
 		ttl = config.DefaultConsoleSessionTTL
 	}
+	// A session this browser had ends: a sign-in always gets a new id.
+	if err := c.sessions.end(r.Context(), r); err != nil {
+		c.log.Warn("console session store", "error", err)
+	}
 	id, _, err := c.sessions.create(r.Context(), u, ttl)
 	if err != nil {
 		c.log.Warn("console session store", "error", err)

@@ -57,6 +57,17 @@ func TestLinkOnce(t *testing.T) {
 	if !strings.Contains(body, `data-sub="local-admin" data-role="admin"`) {
 		t.Fatalf("not signed in as local-admin:\n%s", body)
 	}
+	// A second sign-in in the same browser ends the first session.
+	u, _ := url.Parse(e.base + "/ui/")
+	first := b.c.Jar.Cookies(u)
+	if st, _, _ := b.get(e.printLink(t)); st != http.StatusSeeOther {
+		t.Fatalf("second link: %d", st)
+	}
+	replay := e.browser()
+	replay.c.Jar.SetCookies(u, first)
+	if st, _, _ := replay.get("/ui/keys"); st != http.StatusSeeOther {
+		t.Errorf("the session before a new sign-in still works: %d", st)
+	}
 	// Used: a second browser (or the same one again) is refused.
 	for _, again := range []*browser{e.browser(), b} {
 		if st, _, body := again.get(link); st != http.StatusUnauthorized || !strings.Contains(body, "error-state") {

@@ -20,6 +20,7 @@ import (
 	"github.com/tollgate/tollgate/pkg/apikey"
 	"github.com/tollgate/tollgate/pkg/audit"
 	"github.com/tollgate/tollgate/pkg/auth"
+	"github.com/tollgate/tollgate/pkg/billing"
 	"github.com/tollgate/tollgate/pkg/config"
 	"github.com/tollgate/tollgate/pkg/console"
 	"github.com/tollgate/tollgate/pkg/gateway"
@@ -224,7 +225,7 @@ func (a *app) startAdmin() error {
 	explainer.Current = gw.Prices // events priced with a price book or config prices break down too
 	a.onStop(closeExplainer)
 	tracker := a.acct.Tracker
-	if err := a.startConsole(); err != nil {
+	if err := a.startConsole(explainer); err != nil {
 		return err
 	}
 	var ui http.Handler
@@ -258,8 +259,10 @@ func (a *app) startAdmin() error {
 }
 
 // startConsole builds the web console served under /ui/ on the admin
-// listener, its sessions in a KV bucket every replica shares.
-func (a *app) startConsole() error {
+// listener, its sessions in a KV bucket every replica shares; its read
+// pages read the spend totals the gateway admits requests by, and
+// ClickHouse when the explainer reads it.
+func (a *app) startConsole(explainer *billing.Explainer) error {
 	cfg := a.cfg
 	if !cfg.Console.On() || cfg.Admin.Listen == admin.Off {
 		return nil
@@ -270,9 +273,11 @@ func (a *app) startConsole() error {
 	if err != nil {
 		return err
 	}
-	js := a.js
+	js, gw := a.js, a.gw
+	data := &console.Data{Totals: a.acct.Tracker, CH: historyConn(explainer), Explain: explainer.Explain, Routes: gw.Routes}
 	a.console, err = console.New(console.Options{Config: a.rl.Config, Keys: a.keyStore, Audit: a.audit, Sessions: sessions, Logger: a.log,
-		AuditLog: func(ctx context.Context, since time.Time) ([]audit.Event, error) { return audit.List(ctx, js, since) }})
+		AuditLog: func(ctx context.Context, since time.Time) ([]audit.Event, error) { return audit.List(ctx, js, since) },
+		Pages:    console.PageOptions{Data: data}})
 	return err
 }
 
