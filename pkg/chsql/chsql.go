@@ -122,12 +122,12 @@ var (
 // Finance (pkg/finance; tollctl finance and export focus).
 var (
 	// Explain reads the event of a request id (bind: request id).
-	Explain = add("finance.explain", `SELECT event_id, request_id, ts, issuer, subject, key_id, dept, team, project,
-		requested_model, served_model, provider, deployment, route, attempts, fallbacks, endpoint, status_code, error_type,
-		prompt_tokens, completion_tokens, cached_tokens, cache_write_tokens, reasoning_tokens, estimated, cost_nano_usd, pricing_version, service_tier,
-		recovered, budget_scope, budget_value, budget_period, budget_period_start, budget_from_token,
-		budget_limit_nano_usd, budget_spent_nano_usd, budget_reserved_nano_usd, budget_headroom_nano_usd
-		FROM usage_events FINAL WHERE request_id = ? ORDER BY ts LIMIT 1`)
+	Explain = add("finance.explain", explainSelect+`WHERE request_id = ? ORDER BY ts LIMIT 1`)
+	// ExplainAt reads the event of a request id of a department at a
+	// second, which the sorting key finds without reading the table
+	// (binds: dept, Unix second, request id): the console's links carry
+	// both.
+	ExplainAt = add("finance.explain_at", explainSelect+`WHERE dept = ? AND ts = toDateTime(?) AND request_id = ? ORDER BY ts LIMIT 1`)
 	// SimulateHistory reads the events of a time range in time order
 	// (binds: from, to in Unix seconds).
 	SimulateHistory = add("finance.simulate_history", `SELECT request_id, ts_ms, dept, team, project, subject, key_id, cost_nano_usd
@@ -142,6 +142,13 @@ var (
 	Focus     = add("finance.focus", focus(""))
 	FocusDept = add("finance.focus_dept", focus(` AND dept = ?`))
 )
+
+const explainSelect = `SELECT event_id, request_id, ts, issuer, subject, key_id, dept, team, project,
+		requested_model, served_model, provider, deployment, route, attempts, fallbacks, endpoint, status_code, error_type,
+		prompt_tokens, completion_tokens, cached_tokens, cache_write_tokens, reasoning_tokens, estimated, cost_nano_usd, pricing_version, service_tier,
+		recovered, budget_scope, budget_value, budget_period, budget_period_start, budget_from_token,
+		budget_limit_nano_usd, budget_spent_nano_usd, budget_reserved_nano_usd, budget_headroom_nano_usd
+		FROM usage_events FINAL `
 
 func statementBy(col string) string {
 	return `SELECT ` + col + `, toUInt64(count()), sum(prompt_tokens), sum(completion_tokens), sum(cost_nano_usd),
@@ -254,21 +261,29 @@ var (
 	// ConsoleKeyInDept counts a department's rows of a key (binds: dept,
 	// key id): whether a department's user may see the key.
 	ConsoleKeyInDept = add("console.key_in_dept", `SELECT count() FROM usage_subject_daily WHERE dept = ? AND key_id = ?`)
-	// ConsoleRequests is a page of recent events, newest first, after a
-	// keyset cursor (ts_ms, request_id) (binds: window start and end in
-	// Unix seconds, dept twice, team twice, served model twice, status
-	// three times ('', 'ok', 'error' or a code), cursor ts_ms twice,
-	// cursor request id, limit).
-	ConsoleRequests = add("console.requests", `SELECT request_id, ts_ms, dept, team, project, subject, key_id,
-		served_model, provider, status_code, error_type, prompt_tokens, completion_tokens, cost_nano_usd, latency_total_us
-		FROM usage_events
-		WHERE ts >= toDateTime(?) AND ts <= toDateTime(?)
-			AND (? = '' OR dept = ?) AND (? = '' OR team = ?) AND (? = '' OR served_model = ?)
-			AND multiIf(? = '', 1, ? = 'ok', status_code < 400 AND error_type = '', ? = 'error', status_code >= 400 OR error_type != '', toString(status_code) = ?)
-			AND (ts_ms < ? OR ts_ms = ? AND request_id < ?)
-		ORDER BY ts_ms DESC, request_id DESC LIMIT ?`)
+	// ConsoleRequests is a page of recent events of every department,
+	// newest first, after a keyset cursor (ts_ms, request_id) (binds:
+	// window start and end in Unix seconds, team twice, served model
+	// twice, status four times ('', 'ok', 'error' or a code), cursor
+	// ts_ms twice, cursor request id, limit); ConsoleRequestsDept one
+	// department's (binds: dept first, then the same). The department is
+	// a plain condition, not a bind of '' for every one, so that the
+	// sorting key (dept, ts) narrows what is read.
+	ConsoleRequests     = add("console.requests", consoleRequests(""))
+	ConsoleRequestsDept = add("console.requests_dept", consoleRequests("dept = ? AND "))
 	// ConsoleModelTraffic sums each served model's requests and failed
 	// requests since a time (bind: Unix seconds).
 	ConsoleModelTraffic = add("console.model_traffic", `SELECT served_model, sum(requests), sumIf(requests, error != '')
 		FROM usage_traffic_5m WHERE bucket >= toDateTime(?) GROUP BY served_model ORDER BY served_model`)
 )
+
+func consoleRequests(dept string) string {
+	return `SELECT request_id, ts_ms, dept, team, project, subject, key_id,
+		served_model, provider, status_code, error_type, prompt_tokens, completion_tokens, cost_nano_usd, latency_total_us
+		FROM usage_events
+		WHERE ` + dept + `ts >= toDateTime(?) AND ts <= toDateTime(?)
+			AND (? = '' OR team = ?) AND (? = '' OR served_model = ?)
+			AND multiIf(? = '', 1, ? = 'ok', status_code < 400 AND error_type = '', ? = 'error', status_code >= 400 OR error_type != '', toString(status_code) = ?)
+			AND (ts_ms < ? OR ts_ms = ? AND request_id < ?)
+		ORDER BY ts_ms DESC, request_id DESC LIMIT ?`
+}

@@ -45,6 +45,12 @@ type totals interface {
 	Applied(scope budget.Scope) int64
 }
 
+// explainer finds the charge of a request (*billing.Explainer).
+type explainer interface {
+	Explain(ctx context.Context, requestID string) (*billing.Charge, error)
+	ExplainAt(ctx context.Context, requestID, dept string, at time.Time) (*billing.Charge, error)
+}
+
 // Data answers the read pages. Its fields are set once, before use.
 type Data struct {
 	// Totals are the gateway's spend totals and limits.
@@ -52,8 +58,8 @@ type Data struct {
 	// CH is the analytics database; nil when not configured (the pages
 	// then show the live figures and say why history is missing).
 	CH driver.Conn
-	// Explain finds a request's charge ((*billing.Explainer).Explain).
-	Explain func(ctx context.Context, requestID string) (*billing.Charge, error)
+	// Explainer finds a request's charge (*billing.Explainer).
+	Explainer explainer
 	// Routes returns the gateway's routes and target states
 	// ((*gateway.Gateway).Routes).
 	Routes func() gateway.Routes
@@ -218,9 +224,10 @@ func sortedKeys[V any](m map[string]V) []string {
 	return out
 }
 
-// historyErr wraps a ClickHouse failure for a page's error state.
+// historyErr wraps a ClickHouse failure for a page's error state; nil
+// stays nil.
 func historyErr(what string, err error) error {
-	if errors.Is(err, ErrNoClickHouse) {
+	if err == nil || errors.Is(err, ErrNoClickHouse) {
 		return err
 	}
 	return fmt.Errorf("read %s from ClickHouse: %w", what, err)

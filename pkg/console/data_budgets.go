@@ -68,8 +68,9 @@ type Budgets struct {
 	// Spend is the node's live spend by period (day, month, total); empty
 	// at the top.
 	Spend []PeriodSpend
-	// Limits are the limits on the node (at the top: every limit in view)
-	// with their live spend, reservations, headroom and forecast.
+	// Limits are the limits on the node (at the top: the global and
+	// department limits in view; the others show on their nodes) with
+	// their live spend, reservations, headroom and forecast.
 	Limits []LimitState
 	// Children are the next level down with their live month and day
 	// spend: departments, teams, projects (month to date), subjects (month
@@ -100,7 +101,7 @@ func (d *Data) Budgets(ctx context.Context, v View, n Node) (*Budgets, error) {
 	if n.Scope == budget.ScopeGlobal {
 		for _, s := range report {
 			sc, _ := budget.ParseScope(s.Scope)
-			if v.seesValue(sc, s.Value) {
+			if (sc == budget.ScopeGlobal || sc == budget.ScopeDept) && v.seesValue(sc, s.Value) {
 				b.Limits = append(b.Limits, limitState(s))
 			}
 		}

@@ -191,9 +191,13 @@ func (d *Data) Requests(ctx context.Context, v View, f RequestFilter) (*RequestP
 
 func (d *Data) requestRows(ctx context.Context, conn driver.Conn, f *RequestFilter, start, end time.Time, after cursor, limit int) ([]RequestRow, error) {
 	var out []RequestRow
-	args := []any{start.Unix(), end.Unix(), f.Dept, f.Dept, f.Team, f.Team, f.Model, f.Model,
+	args := []any{start.Unix(), end.Unix(), f.Team, f.Team, f.Model, f.Model,
 		f.Status, f.Status, f.Status, f.Status, after.tsMs, after.tsMs, after.requestID, limit}
-	err := queryRows(ctx, conn, chsql.ConsoleRequests.SQL, args, func(rows driver.Rows) error {
+	sql := chsql.ConsoleRequests.SQL
+	if f.Dept != "" {
+		sql, args = chsql.ConsoleRequestsDept.SQL, append([]any{f.Dept}, args...)
+	}
+	err := queryRows(ctx, conn, sql, args, func(rows driver.Rows) error {
 		var r RequestRow
 		var tsMs uint64
 		if err := rows.Scan(&r.RequestID, &tsMs, &r.Dept, &r.Team, &r.Project, &r.Subject, &r.Key, &r.Model, &r.Provider,
@@ -207,17 +211,34 @@ func (d *Data) requestRows(ctx context.Context, conn driver.Conn, f *RequestFilt
 	return out, err
 }
 
+// RequestHint locates a request: its department and time, which the
+// requests page's links carry, let the lookup read a few rows instead of
+// searching every request id. The zero hint searches.
+type RequestHint struct {
+	Dept string
+	At   time.Time
+}
+
 // Request returns the charge of one request with the breakdown of its
 // price, or ErrNotAllowed when its department is not in v. A request not
 // found wraps billing.ErrNotFound.
-func (d *Data) Request(ctx context.Context, v View, requestID string) (*billing.Charge, error) {
+func (d *Data) Request(ctx context.Context, v View, requestID string, hint RequestHint) (*billing.Charge, error) {
 	if requestID == "" || len(requestID) > maxFilterLen || strings.ContainsFunc(requestID, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
 		return nil, fmt.Errorf("%w: not a request id", ErrBadInput)
 	}
-	if d.Explain == nil {
+	if d.Explainer == nil {
 		return nil, ErrNoClickHouse
 	}
-	c, err := d.Explain(ctx, requestID)
+	var c *billing.Charge
+	var err error
+	if hint.Dept != "" {
+		if !v.Sees(hint.Dept) {
+			return nil, ErrNotAllowed
+		}
+		c, err = d.Explainer.ExplainAt(ctx, requestID, hint.Dept, hint.At)
+	} else {
+		c, err = d.Explainer.Explain(ctx, requestID)
+	}
 	if err != nil {
 		if errors.Is(err, billing.ErrNotFound) {
 			return nil, err

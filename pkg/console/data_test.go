@@ -336,17 +336,27 @@ func TestData(t *testing.T) {
 			t.Fatalf("%v %+v", err, p)
 		}
 		row := p.Rows[0]
-		c, err := d.Request(ctx, OneDept("eng"), row.RequestID)
+		c, err := d.Request(ctx, OneDept("eng"), row.RequestID, RequestHint{})
 		if err != nil {
 			t.Fatal(err)
+		}
+		at, err := d.Request(ctx, OneDept("eng"), row.RequestID, RequestHint{Dept: "eng", At: row.Time})
+		if err != nil || at.EventID != c.EventID || at.CostNano != c.CostNano {
+			t.Fatalf("located %+v (%v), searched %+v", at, err, c)
+		}
+		if _, err := d.Request(ctx, OneDept("eng"), row.RequestID, RequestHint{Dept: "eng", At: row.Time.Add(-time.Hour)}); !errors.Is(err, billing.ErrNotFound) {
+			t.Errorf("a wrong hint finds the request: %v", err)
+		}
+		if _, err := d.Request(ctx, OneDept("sales"), row.RequestID, RequestHint{Dept: "eng", At: row.Time}); !errors.Is(err, ErrNotAllowed) {
+			t.Errorf("sales looks into eng by a hint: %v", err)
 		}
 		if c.CostNano != row.CostNano || !c.PriceKnown || c.InputNano+c.OutputNano+c.CachedNano+c.CacheWriteNano+c.ReqNano-c.CostNano > 5 {
 			t.Errorf("charge %+v, row cost %d", c, row.CostNano)
 		}
-		if _, err := d.Request(ctx, OneDept("sales"), row.RequestID); !errors.Is(err, ErrNotAllowed) {
+		if _, err := d.Request(ctx, OneDept("sales"), row.RequestID, RequestHint{}); !errors.Is(err, ErrNotAllowed) {
 			t.Errorf("sales explains an eng request: %v", err)
 		}
-		if _, err := d.Request(ctx, AllDepts(), "req-none"); !errors.Is(err, billing.ErrNotFound) {
+		if _, err := d.Request(ctx, AllDepts(), "req-none", RequestHint{}); !errors.Is(err, billing.ErrNotFound) {
 			t.Errorf("unknown request: %v", err)
 		}
 	})

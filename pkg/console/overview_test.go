@@ -21,12 +21,12 @@ import (
 // site is a console on a real admin listener on a loopback port, reading
 // the rig's data layer.
 type site struct {
-	t    *testing.T
+	t    testing.TB
 	c    *Console
 	base string
 }
 
-func newSite(t *testing.T, d *Data) *site {
+func newSite(t testing.TB, d *Data) *site {
 	t.Helper()
 	cfg := &config.Config{}
 	cfg.ApplyDefaults()
@@ -160,6 +160,9 @@ func TestPages(t *testing.T) {
 			{asAdmin, "/ui/requests?after=%00", http.StatusBadRequest, "cursor"},
 			{asAdmin, "/ui/requests?from=yesterday", http.StatusBadRequest, "date"},
 			{asAdmin, "/ui/requests/req-none", http.StatusNotFound, "request id"},
+			{asAdmin, "/ui/requests/req-none?dept=eng", http.StatusBadRequest, "locate"},
+			{asAdmin, "/ui/requests/req-none?dept=eng&at=-5", http.StatusBadRequest, "locate"},
+			{asEngLead, "/ui/requests/req-none?dept=sales&at=5", http.StatusForbidden, "not allowed"},
 		} {
 			st, body := s.get(tc.u, tc.path)
 			if st != tc.status || !strings.Contains(body, "error-state") || !strings.Contains(strings.ToLower(body), tc.text) {
@@ -183,8 +186,13 @@ func TestPages(t *testing.T) {
 	t.Run("requests and explain", func(t *testing.T) {
 		st, body := s.get(asEngLead, "/ui/requests")
 		ids := regexp.MustCompile(`<tr data-request-id="([^"]+)">`).FindAllStringSubmatch(body, -1)
-		if st != http.StatusOK || len(ids) != 6 || strings.Contains(body, "<td>sales</td>") {
-			t.Fatalf("eng's requests: %d, %d rows\n%s", st, len(ids), body)
+		links := regexp.MustCompile(`href="(/ui/requests/[^"?]+\?dept=eng&amp;at=[0-9]+)"`).FindAllStringSubmatch(body, -1)
+		if st != http.StatusOK || len(ids) != 6 || len(links) != 6 || strings.Contains(body, "<td>sales</td>") {
+			t.Fatalf("eng's requests: %d, %d rows, %d links\n%s", st, len(ids), len(links), body)
+		}
+		st, body = s.get(asEngLead, strings.ReplaceAll(links[0][1], "&amp;", "&"))
+		if st != http.StatusOK || !strings.Contains(body, `id="charge-total"`) {
+			t.Fatalf("explain by the list's link: %d\n%s", st, body)
 		}
 		st, body = s.get(asEngLead, "/ui/requests/"+ids[0][1])
 		total := regexp.MustCompile(`id="charge-total" data-nano="([0-9]+)"`).FindStringSubmatch(body)

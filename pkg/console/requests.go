@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strconv"
 	"time"
 
 	"github.com/tollgate/tollgate/pkg/access"
@@ -87,7 +88,7 @@ func (c *Console) requestsPage(w http.ResponseWriter, r *http.Request) {
 	c.render(w, r, http.StatusOK, "requests", "Requests", data)
 }
 
-// requestPage serves GET /ui/requests/{id}: the request's charge with the
+// requestPage serves GET /ui/requests/{id}?dept=&at=: the request's charge with the
 // breakdown of its price and the budgets it was checked against.
 func (c *Console) requestPage(w http.ResponseWriter, r *http.Request) {
 	d := c.data()
@@ -95,7 +96,17 @@ func (c *Console) requestPage(w http.ResponseWriter, r *http.Request) {
 		c.notConfigured(w, r)
 		return
 	}
-	ch, err := d.Request(r.Context(), viewOf(r, access.RequestsView), r.PathValue("id"))
+	q := r.URL.Query()
+	var hint RequestHint
+	if q.Has("dept") || q.Has("at") {
+		ms, err := strconv.ParseInt(q.Get("at"), 10, 64)
+		if err != nil || ms < 0 || q.Get("dept") == "" {
+			c.pageError(w, r, fmt.Errorf("%w: dept and at (Unix milliseconds) locate a request together", ErrBadInput))
+			return
+		}
+		hint = RequestHint{Dept: q.Get("dept"), At: time.UnixMilli(ms)}
+	}
+	ch, err := d.Request(r.Context(), viewOf(r, access.RequestsView), r.PathValue("id"), hint)
 	if err != nil {
 		c.pageError(w, r, err)
 		return

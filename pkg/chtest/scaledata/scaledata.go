@@ -45,15 +45,33 @@ var providers = []string{"openai", "anthropic", "azure", "bedrock", "vertex", "m
 // loader and returns the store and a line saying how long each step took.
 func Load(t testing.TB, n int, from time.Time) (*chstore.Store, string) {
 	t.Helper()
-	srv := chtest.New(t)
+	return LoadAt(t, chtest.New(t).Addr(), n, from)
+}
+
+// LoadAt is Load into the server at addr (database tollgate), which is
+// kept between runs: when the database holds n events already (a previous
+// run's), it loads nothing, so that a benchmark can be run again on the
+// same history without waiting for it.
+func LoadAt(t testing.TB, addr string, n int, from time.Time) (*chstore.Store, string) {
+	t.Helper()
 	ctx := context.Background()
-	store, err := chstore.Open(ctx, chstore.Options{Addr: srv.Addr(), Database: "tollgate", ReadTimeout: 10 * time.Minute})
+	store, err := chstore.Open(ctx, chstore.Options{Addr: addr, Database: "tollgate", ReadTimeout: 10 * time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
 	if err := store.Migrate(ctx); err != nil {
 		t.Fatal(err)
+	}
+	var have uint64
+	if err := store.Conn().QueryRow(ctx, "SELECT count() FROM usage_events").Scan(&have); err != nil {
+		t.Fatal(err)
+	}
+	if have == uint64(n) {
+		return store, fmt.Sprintf("%d events already loaded, ClickHouse %s\n", have, serverVersion(ctx, t, store))
+	}
+	if have != 0 {
+		t.Fatalf("the server at %s holds %d events, not 0 or %d", addr, have, n)
 	}
 	ns := natstest.Start(t)
 	js, err := jetstream.New(natstest.Connect(t, ns))
