@@ -21,6 +21,12 @@ test:
 lint:
 	scripts/lint.sh
 
+.PHONY: console-screenshots
+## console-screenshots: run the console's browser test (headless chromium, with ClickHouse) and rewrite its PNGs in docs/console/
+console-screenshots:
+	scripts/deps.sh
+	$(GO) test -tags clickhouse,embed -run '^TestConsoleInBrowser$$' -count=1 ./services/gateway -update-screenshots
+
 .PHONY: fuzz
 FUZZTIME ?= 30s
 ## fuzz: every fuzz target for FUZZTIME each (30s; make test runs them for 3s): make fuzz FUZZTIME=2m
@@ -65,6 +71,13 @@ EVENTS ?= 1000000
 bench-dashboards:
 	scripts/deps.sh
 	$(GO) test -tags chscale -run TestScale -count=1 -timeout 4h -v ./dashboards -args -scale.events=$(EVENTS) -scale.out $(CURDIR)/docs/bench/dashboards-$(EVENTS).md
+
+.PHONY: bench-console
+CONSOLE_EVENTS ?= 10000000
+## bench-console: CONSOLE_EVENTS synthetic usage events (10000000; the history of bench-dashboards) into ClickHouse 18.16, then each console page's server time (BenchmarkPages, pkg/console; docs/performance.md); CONSOLE_CLICKHOUSE=host:port keeps the events in that server for the next run
+bench-console:
+	scripts/deps.sh
+	$(GO) test -tags chscale -run '^$$' -bench BenchmarkPages -benchtime 20x -timeout 4h ./pkg/console -args -pages.events=$(CONSOLE_EVENTS) $(if $(CONSOLE_CLICKHOUSE),-pages.clickhouse=$(CONSOLE_CLICKHOUSE))
 
 .PHONY: docs
 ## docs: regenerate every generated doc: docs/configuration.md (from pkg/config), the restart-only key list of docs/operations.md (from config.Keys), docs/tollctl.md (from the tollctl commands) and the parameter-policy tables of docs/providers.md (from each translating kind's Policy); a test fails when one is stale

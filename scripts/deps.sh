@@ -7,7 +7,9 @@
 # agent framework tests in pkg/conformance, written for Node 20; Debian's own
 # nodejs package is the fallback when the machine has none), chDB (current
 # ClickHouse as a library, for the dual-version SQL test, build tag chdb)
-# and the Claude Code, Codex and Gemini CLIs (pkg/conformance). Needs root for
+# the Claude Code, Codex and Gemini CLIs (pkg/conformance), and Debian's
+# chromium with npm's axe-core (the console's browser tests in
+# services/gateway). Needs root for
 # apt-get. A dependency that is missing and cannot be installed ends the run
 # with a non-zero status and a message naming it.
 set -euo pipefail
@@ -16,6 +18,7 @@ need_apt=()
 command -v nats-server >/dev/null 2>&1 || need_apt+=(nats-server)
 command -v protoc >/dev/null 2>&1 || need_apt+=(protobuf-compiler)
 command -v npm >/dev/null 2>&1 || need_apt+=(nodejs npm)
+command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
 if ! command -v clickhouse-server >/dev/null 2>&1 && [ ! -x /usr/sbin/clickhouse-server ] && [ ! -x /usr/bin/clickhouse-server ]; then
   need_apt+=(clickhouse-server clickhouse-client)
 fi
@@ -129,4 +132,15 @@ fi
 if ! "$codex_dir/node_modules/.bin/codex" --version >/dev/null 2>&1; then
   missing=("@openai/codex@$codex_version")
   fail_missing "its native binary does not run (was its platform package installed?)"
+fi
+
+# axe-core, pinned, for the console's browser tests (services/gateway): they
+# inject its axe.min.js into every page, under $cache/axe-core-VERSION.
+axe_core_version=4.14.1
+npm_pkg "$cache/axe-core-$axe_core_version" node_modules/axe-core/axe.min.js "axe-core@$axe_core_version"
+
+# The browser tests drive Debian's chromium headless; check that it starts.
+if ! chromium --headless --no-sandbox --disable-gpu --dump-dom about:blank >/dev/null 2>&1; then
+  missing=(chromium)
+  fail_missing "it is installed but does not start headless (chromium --headless --no-sandbox)"
 fi

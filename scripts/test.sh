@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The one test command (`make test`): installs what the tests need, checks
+# The one test command (`make test`): installs what the tests need (also
+# chromium and axe-core for the console's browser tests), checks
 # formatting and vet, then runs every test with the race detector.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -27,7 +28,7 @@ scripts/lint.sh
 
 echo "== go test"
 go test -race -count=1 -timeout 15m ./...
-go test -race -count=1 -tags clickhouse,embed ./services/gateway # -embed with its NATS server and the analytics loaders
+go test -race -count=1 -tags clickhouse,embed ./services/gateway # -embed with its NATS server and the analytics loaders; the console's browser test with ClickHouse history
 GOEXPERIMENT= go test -count=1 ./pkg/rawjson # the body scan without the vector reader
 go test -count=1 -tags chdb -run TestVersions ./dashboards # every SQL statement on ClickHouse 18.16 and 26.x (chDB)
 FUZZ_BUDGET=${FUZZ_BUDGET:-300} scripts/fuzz.sh # every fuzz target, FUZZTIME (3s) each, 5 minutes at most

@@ -30,6 +30,14 @@
 //	                       a new secret for the key: 200 with the new token in "key"
 //	DELETE /admin/keys/{id}
 //	                       revoke the key: 200 with its record; 404 unknown id
+//	GET/POST /ui/...       Options.Console, the web console (pkg/console): it
+//	                       signs its users in by itself (never the admin token);
+//	                       the Host and cross-origin checks below apply to it
+//
+// Every /admin/ and /debug/ endpoint has an action of pkg/access, and the
+// guard lets a request through only when its role may perform it: the
+// same table the console enforces. An open listener's caller and an admin
+// token are the role admin, which may do everything.
 //
 // # Access
 //
@@ -87,6 +95,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/tollgate/tollgate/pkg/access"
 	"github.com/tollgate/tollgate/pkg/audit"
 	"github.com/tollgate/tollgate/pkg/auth"
 	"github.com/tollgate/tollgate/pkg/config"
@@ -142,6 +151,9 @@ type Options struct {
 	// Keys serves /admin/keys: the gateway passes the *apikey.Store of
 	// apikey.Start.
 	Keys keyStore
+	// Console is the web console (pkg/console), served under /ui/ after
+	// the Host and cross-origin checks; nil serves no console.
+	Console http.Handler
 	// Logger receives reloads, refused admin requests (debug) and metrics
 	// gathering errors. Default: discard.
 	Logger *slog.Logger
@@ -162,6 +174,7 @@ type Server struct {
 	// New); hosts is what the Host header may name, set by Serve before it
 	// serves and read-only afterwards.
 	listenHost string
+	addr       net.Addr // the listener's address; set by Start
 	hosts      hostSet
 	cop        *http.CrossOriginProtection
 
@@ -204,6 +217,7 @@ func Start(addr string, o Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("admin listen %s: %w", addr, err)
 	}
+	s.addr = ln.Addr()
 	go func() {
 		if err := s.Serve(ln); err != nil {
 			s.log.Error("admin listener stopped", "err", err)
@@ -212,6 +226,9 @@ func Start(addr string, o Options) (*Server, error) {
 	s.log.Info("admin listening", "addr", ln.Addr().String())
 	return s, nil
 }
+
+// Addr is the address Start listens on, or nil for a Server made by New.
+func (s *Server) Addr() net.Addr { return s.addr }
 
 // Serve serves ln until Shutdown, then returns nil. Whether /admin/ and
 // /debug/ need a token is decided from ln's address (see the package
@@ -263,24 +280,29 @@ func (s *Server) routes() http.Handler {
 	mux.Handle("/readyz", readOnly(http.HandlerFunc(s.readyz)))
 	mux.Handle("/metrics", readOnly(s.metrics()))
 
-	mux.Handle("/debug/pprof/", s.guard(http.HandlerFunc(pprof.Index)))
-	mux.Handle("/debug/pprof/cmdline", s.guard(http.HandlerFunc(pprof.Cmdline)))
-	mux.Handle("/debug/pprof/profile", s.guard(http.HandlerFunc(pprof.Profile)))
-	mux.Handle("/debug/pprof/symbol", s.guard(http.HandlerFunc(pprof.Symbol)))
-	mux.Handle("/debug/pprof/trace", s.guard(http.HandlerFunc(pprof.Trace)))
-	mux.Handle("/debug/", s.guard(http.HandlerFunc(notFound)))
+	mux.Handle("/debug/pprof/", s.guard(always(access.Debug), http.HandlerFunc(pprof.Index)))
+	mux.Handle("/debug/pprof/cmdline", s.guard(always(access.Debug), http.HandlerFunc(pprof.Cmdline)))
+	mux.Handle("/debug/pprof/profile", s.guard(always(access.Debug), http.HandlerFunc(pprof.Profile)))
+	mux.Handle("/debug/pprof/symbol", s.guard(always(access.Debug), http.HandlerFunc(pprof.Symbol)))
+	mux.Handle("/debug/pprof/trace", s.guard(always(access.Debug), http.HandlerFunc(pprof.Trace)))
+	mux.Handle("/debug/", s.guard(always(access.Debug), http.HandlerFunc(notFound)))
 
-	mux.Handle("/admin/config", s.guard(readOnly(http.HandlerFunc(s.config))))
-	mux.Handle("/admin/routes", s.guard(readOnly(s.snapshot("routes", s.o.Routes))))
-	mux.Handle("/admin/budgets", s.guard(readOnly(s.snapshot("budgets", s.o.Budgets))))
-	mux.Handle("/admin/reload", s.guard(http.HandlerFunc(s.reload)))
-	mux.Handle("/admin/revoke", s.guard(http.HandlerFunc(s.revoke(false))))
-	mux.Handle("/admin/unrevoke", s.guard(http.HandlerFunc(s.revoke(true))))
-	mux.Handle("/admin/usage/{request_id...}", s.guard(readOnly(http.HandlerFunc(s.usage))))
-	mux.Handle("/admin/keys", s.guard(http.HandlerFunc(s.keys)))
-	mux.Handle("/admin/keys/{id}", s.guard(http.HandlerFunc(s.key)))
-	mux.Handle("/admin/keys/{id}/rotate", s.guard(http.HandlerFunc(s.rotateKey)))
-	mux.Handle("/admin/", s.guard(http.HandlerFunc(notFound)))
+	mux.Handle("/admin/config", s.guard(always(access.ConfigView), readOnly(http.HandlerFunc(s.config))))
+	mux.Handle("/admin/routes", s.guard(always(access.ModelsView), readOnly(s.snapshot("routes", s.o.Routes))))
+	mux.Handle("/admin/budgets", s.guard(always(access.BudgetsView), readOnly(s.snapshot("budgets", s.o.Budgets))))
+	mux.Handle("/admin/reload", s.guard(always(access.Reload), http.HandlerFunc(s.reload)))
+	mux.Handle("/admin/revoke", s.guard(always(access.Revoke), http.HandlerFunc(s.revoke(false))))
+	mux.Handle("/admin/unrevoke", s.guard(always(access.Revoke), http.HandlerFunc(s.revoke(true))))
+	mux.Handle("/admin/usage/{request_id...}", s.guard(always(access.RequestsView), readOnly(http.HandlerFunc(s.usage))))
+	mux.Handle("/admin/keys", s.guard(keysAction, http.HandlerFunc(s.keys)))
+	mux.Handle("/admin/keys/{id}", s.guard(always(access.KeysManage), http.HandlerFunc(s.key)))
+	mux.Handle("/admin/keys/{id}/rotate", s.guard(always(access.KeysManage), http.HandlerFunc(s.rotateKey)))
+	mux.Handle("/admin/", s.guard(always(access.ConfigView), http.HandlerFunc(notFound)))
+
+	if s.o.Console != nil {
+		mux.Handle("/ui/", s.site(s.o.Console))
+		mux.Handle("/ui", http.RedirectHandler("/ui/", http.StatusMovedPermanently))
+	}
 
 	mux.HandleFunc("/", notFound)
 	return mux
@@ -289,16 +311,32 @@ func (s *Server) routes() http.Handler {
 // principalKey is the context key of the admin principal of a request.
 type principalKey struct{}
 
+// always is the action of an endpoint whatever the method.
+func always(action string) func(*http.Request) string {
+	return func(*http.Request) string { return action }
+}
+
+// keysAction is the action of /admin/keys: listing or creating.
+func keysAction(r *http.Request) string {
+	if safeMethod(r.Method) {
+		return access.KeysView
+	}
+	return access.KeysManage
+}
+
 // guard lets a request through when it is not a browser's cross-site
-// request (checkBrowser) and the listener is open, or it carries a bearer
-// token whose principal is an admin.
-func (s *Server) guard(h http.Handler) http.Handler {
+// request (checkBrowser), and the listener is open or it carries a bearer
+// token whose principal is an admin, and that role may perform the
+// endpoint's action (pkg/access, the table the console enforces too).
+// Both an open listener's caller and an admin token are the role
+// access.Admin.
+func (s *Server) guard(action func(*http.Request) string, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !s.checkBrowser(w, r) {
 			return
 		}
 		if s.open.Load() {
-			h.ServeHTTP(w, r)
+			s.allow(w, r, access.Admin, action, h)
 			return
 		}
 		tok := auth.BearerToken([]byte(r.Header.Get("Authorization")))
@@ -321,8 +359,17 @@ func (s *Server) guard(h http.Handler) http.Handler {
 			s.refuse(w, r, http.StatusForbidden, "forbidden", "the token has no admin claim")
 			return
 		}
-		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), principalKey{}, p)))
+		s.allow(w, r.WithContext(context.WithValue(r.Context(), principalKey{}, p)), access.Admin, action, h)
 	})
+}
+
+// allow serves r with h when role may perform the endpoint's action.
+func (s *Server) allow(w http.ResponseWriter, r *http.Request, role string, action func(*http.Request) string, h http.Handler) {
+	if a := action(r); !access.Allowed(role, a, "", "") {
+		s.refuse(w, r, http.StatusForbidden, "forbidden", "the role "+role+" may not "+a)
+		return
+	}
+	h.ServeHTTP(w, r)
 }
 
 func (s *Server) refuse(w http.ResponseWriter, r *http.Request, status int, typ, msg string) {

@@ -85,6 +85,29 @@ func safeMethod(m string) bool {
 // state-changing request whose body is not JSON; it reports whether the
 // request may go on.
 func (s *Server) checkBrowser(w http.ResponseWriter, r *http.Request) bool {
+	if !s.checkSite(w, r) {
+		return false
+	}
+	if safeMethod(r.Method) {
+		return true
+	}
+	ct := r.Header.Get("Content-Type")
+	if ct == "" {
+		if r.ContentLength == 0 {
+			return true // curl -X POST .../reload: no body to misread
+		}
+	} else if mt, _, err := mime.ParseMediaType(ct); err == nil && mt == "application/json" {
+		return true
+	}
+	s.refuse(w, r, http.StatusUnsupportedMediaType, "unsupported_media_type",
+		`send the body as "Content-Type: application/json" (or no body and no Content-Type)`)
+	return false
+}
+
+// checkSite refuses a request that names another host and a browser's
+// cross-origin request that may change state: the checks of every
+// request to /admin/, /debug/ and the console alike.
+func (s *Server) checkSite(w http.ResponseWriter, r *http.Request) bool {
 	if !s.hosts.allows(r.Host) {
 		s.refuse(w, r, http.StatusForbidden, "host_not_allowed",
 			"the Host header does not name this admin listener: use a loopback address or localhost, or add the name to admin.allowed_hosts")
@@ -98,15 +121,16 @@ func (s *Server) checkBrowser(w http.ResponseWriter, r *http.Request) bool {
 			"a cross-origin browser request may not change anything on the admin listener")
 		return false
 	}
-	ct := r.Header.Get("Content-Type")
-	if ct == "" {
-		if r.ContentLength == 0 {
-			return true // curl -X POST .../reload: no body to misread
+	return true
+}
+
+// site serves the console: its requests pass checkSite first; the
+// console signs its users in by itself, never by the admin token, and
+// checks a CSRF token on every form it receives.
+func (s *Server) site(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.checkSite(w, r) {
+			h.ServeHTTP(w, r)
 		}
-	} else if mt, _, err := mime.ParseMediaType(ct); err == nil && mt == "application/json" {
-		return true
-	}
-	s.refuse(w, r, http.StatusUnsupportedMediaType, "unsupported_media_type",
-		`send the body as "Content-Type: application/json" (or no body and no Content-Type)`)
-	return false
+	})
 }

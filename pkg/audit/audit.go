@@ -204,3 +204,10 @@ func Decode(data []byte) (Event, error) {
 	}
 	return e, nil
 }
+
+// Actions of the web console's own events; its changes (keys) record the
+// actions above with the console user's subject as actor.
+const (
+	ActionConsoleSignedIn  = "console.signed_in"
+	ActionConsoleSignedOut = "console.signed_out"
+)

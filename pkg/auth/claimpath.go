@@ -137,3 +137,37 @@ func claimHas(raw json.RawMessage, value string) bool {
 	}
 	return false
 }
+
+// Identity maps the claims of an ID token, a JSON object whose signature
+// the caller has verified, to a principal by issuer c's claim names,
+// mappings and defaults, exactly as a bearer token's claims are mapped.
+// The console signs users in with it. c must have its defaults applied
+// (config.Load does).
+func Identity(c config.Issuer, payload []byte) (*Principal, error) {
+	paths, err := compileClaims(c.Claims, c.ClaimMappings, c.ClaimDefaults)
+	if err != nil {
+		return nil, fmt.Errorf("issuer %s: %w", c.Name, err)
+	}
+	cl := claims{paths: paths}
+	if err := json.Unmarshal(payload, &cl); err != nil {
+		return nil, fmt.Errorf("decode claims: %w", err)
+	}
+	cl.p.Issuer = c.Name
+	return &cl.p, nil
+}
+
+// HasClaim reports whether the claim at path (config.ClaimNames syntax)
+// in the JSON object payload equals value (a string claim) or contains it
+// (an array of strings), as a claim mapping matches.
+func HasClaim(payload []byte, path, value string) (bool, error) {
+	p, err := parseClaimPath(path)
+	if err != nil {
+		return false, err
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(payload, &m); err != nil {
+		return false, fmt.Errorf("decode claims: %w", err)
+	}
+	raw, ok := p.get(m)
+	return ok && claimHas(raw, value), nil
+}

@@ -113,14 +113,36 @@ type Explainer struct {
 	Now func() time.Time
 }
 
-// Explain returns requestID's Charge, or an error wrapping ErrNotFound.
-func (e *Explainer) Explain(ctx context.Context, requestID string) (*Charge, error) {
+// storeAt is a Store that finds a request faster knowing its department
+// and second (finance.Store).
+type storeAt interface {
+	ChargeAt(ctx context.Context, requestID, dept string, at time.Time, tables ...*pricing.Table) (*Charge, error)
+}
+
+// ExplainAt is Explain for a request known to be of department dept at
+// time at (the console's request list links carry both): a Store that can
+// use them looks the request up by them, and only finds it there.
+func (e *Explainer) ExplainAt(ctx context.Context, requestID, dept string, at time.Time) (*Charge, error) {
+	if s, ok := e.Store.(storeAt); ok {
+		return s.ChargeAt(ctx, requestID, dept, at, e.tables()...)
+	}
+	return e.Explain(ctx, requestID)
+}
+
+// tables are the price tables a breakdown may use.
+func (e *Explainer) tables() []*pricing.Table {
 	tables := e.Tables
 	if e.Current != nil {
 		if t := e.Current(); t != nil {
 			tables = append(tables[:len(tables):len(tables)], t)
 		}
 	}
+	return tables
+}
+
+// Explain returns requestID's Charge, or an error wrapping ErrNotFound.
+func (e *Explainer) Explain(ctx context.Context, requestID string) (*Charge, error) {
+	tables := e.tables()
 	if e.Store != nil {
 		return e.Store.Charge(ctx, requestID, tables...)
 	}

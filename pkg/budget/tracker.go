@@ -309,23 +309,57 @@ func (t *Tracker) Report() []LimitStatus {
 			add(l, l.Value)
 			continue
 		}
-		var values []string
-		for i := range t.shards {
-			sh := &t.shards[i]
-			sh.mu.RLock()
-			for id := range sh.m {
-				if id.Scope == l.Scope && id.Period == l.Period && id.Start == starts[l.Period] && l.Matches(id.Value) {
-					values = append(values, id.Value)
-				}
-			}
-			sh.mu.RUnlock()
-		}
-		sort.Strings(values)
-		for _, v := range values {
+		for _, v := range t.values(l.Scope, l.Period, starts[l.Period], l.Matches) {
 			add(l, v)
 		}
 	}
 	return out
+}
+
+// Values lists, sorted, the values of scope with a total in the current
+// period that match keep (every value when keep is nil): the departments
+// with spend this month, say, for the console's overview.
+func (t *Tracker) Values(scope Scope, period Period, keep func(v string) bool) []string {
+	return t.values(scope, period, periodStarts(t.now().UnixNano())[period], keep)
+}
+
+func (t *Tracker) values(scope Scope, period Period, start int32, keep func(v string) bool) []string {
+	var values []string
+	for i := range t.shards {
+		sh := &t.shards[i]
+		sh.mu.RLock()
+		for id := range sh.m {
+			if id.Scope == scope && id.Period == period && id.Start == start && (keep == nil || keep(id.Value)) {
+				values = append(values, id.Value)
+			}
+		}
+		sh.mu.RUnlock()
+	}
+	sort.Strings(values)
+	return values
+}
+
+// Applied returns the applied all-time spend of one scope: the sum of its
+// values' total-period totals, nano-USD. Summed over the global scope it
+// is the applied spend of every event; set against what the usage events
+// hold it is the drift the console shows (as tollctl reconcile --by-scope
+// does against the stream). Like Reserved it reads every slot.
+func (t *Tracker) Applied(scope Scope) int64 {
+	if scope >= numScopes {
+		return 0
+	}
+	var sum int64
+	for i := range t.shards {
+		sh := &t.shards[i]
+		sh.mu.RLock()
+		for id, sl := range sh.m {
+			if id.Scope == scope && id.Period == PeriodTotal {
+				sum += sl.spend.Load()
+			}
+		}
+		sh.mu.RUnlock()
+	}
+	return sum
 }
 
 // dayTotals returns the applied day totals of one scope value over the

@@ -122,12 +122,12 @@ var (
 // Finance (pkg/finance; tollctl finance and export focus).
 var (
 	// Explain reads the event of a request id (bind: request id).
-	Explain = add("finance.explain", `SELECT event_id, request_id, ts, issuer, subject, key_id, dept, team, project,
-		requested_model, served_model, provider, deployment, route, attempts, fallbacks, endpoint, status_code, error_type,
-		prompt_tokens, completion_tokens, cached_tokens, cache_write_tokens, reasoning_tokens, estimated, cost_nano_usd, pricing_version, service_tier,
-		recovered, budget_scope, budget_value, budget_period, budget_period_start, budget_from_token,
-		budget_limit_nano_usd, budget_spent_nano_usd, budget_reserved_nano_usd, budget_headroom_nano_usd
-		FROM usage_events FINAL WHERE request_id = ? ORDER BY ts LIMIT 1`)
+	Explain = add("finance.explain", explainSelect+`WHERE request_id = ? ORDER BY ts LIMIT 1`)
+	// ExplainAt reads the event of a request id of a department at a
+	// second, which the sorting key finds without reading the table
+	// (binds: dept, Unix second, request id): the console's links carry
+	// both.
+	ExplainAt = add("finance.explain_at", explainSelect+`WHERE dept = ? AND ts = toDateTime(?) AND request_id = ? ORDER BY ts LIMIT 1`)
 	// SimulateHistory reads the events of a time range in time order
 	// (binds: from, to in Unix seconds).
 	SimulateHistory = add("finance.simulate_history", `SELECT request_id, ts_ms, dept, team, project, subject, key_id, cost_nano_usd
@@ -142,6 +142,13 @@ var (
 	Focus     = add("finance.focus", focus(""))
 	FocusDept = add("finance.focus_dept", focus(` AND dept = ?`))
 )
+
+const explainSelect = `SELECT event_id, request_id, ts, issuer, subject, key_id, dept, team, project,
+		requested_model, served_model, provider, deployment, route, attempts, fallbacks, endpoint, status_code, error_type,
+		prompt_tokens, completion_tokens, cached_tokens, cache_write_tokens, reasoning_tokens, estimated, cost_nano_usd, pricing_version, service_tier,
+		recovered, budget_scope, budget_value, budget_period, budget_period_start, budget_from_token,
+		budget_limit_nano_usd, budget_spent_nano_usd, budget_reserved_nano_usd, budget_headroom_nano_usd
+		FROM usage_events FINAL `
 
 func statementBy(col string) string {
 	return `SELECT ` + col + `, toUInt64(count()), sum(prompt_tokens), sum(completion_tokens), sum(cost_nano_usd),
@@ -206,4 +213,80 @@ func reconcileCount(lower, upper bool) string {
 	}
 	return `SELECT count(), sum(c), sum(n) FROM (
 		SELECT event_id, any(cost_nano_usd) AS c, count() AS n FROM usage_events WHERE ` + where.String() + ` GROUP BY event_id)`
+}
+
+// Console (pkg/console): the read pages. They read the rollups where one
+// holds the figure, and usage_events only where a window of one department
+// (its sorting key's prefix) or of time bounds the rows read. A bind of ”
+// for a department means every department; the console decides which a
+// user may see and binds it.
+var (
+	// ConsoleTopModels sums the served models' spend of a range of days
+	// (binds: first day, last day as 'YYYY-MM-DD', dept twice).
+	ConsoleTopModels = add("console.top_models", `SELECT served_model, sum(requests), sum(cost_nano_usd) AS c
+		FROM usage_team_daily WHERE day >= toDate(?) AND day <= toDate(?) AND (? = '' OR dept = ?)
+		GROUP BY served_model ORDER BY c DESC, served_model LIMIT 10`)
+	// ConsoleTopTeams sums the teams' spend of a range of days (binds as
+	// ConsoleTopModels).
+	ConsoleTopTeams = add("console.top_teams", `SELECT dept, team, sum(requests), sum(cost_nano_usd) AS c
+		FROM usage_team_daily WHERE day >= toDate(?) AND day <= toDate(?) AND (? = '' OR dept = ?)
+		GROUP BY dept, team ORDER BY c DESC, dept, team LIMIT 10`)
+	// ConsoleSpendDaily is the spend per day of a range (binds as
+	// ConsoleTopModels).
+	ConsoleSpendDaily = add("console.spend_daily", `SELECT toString(day), sum(cost_nano_usd)
+		FROM usage_dept_daily WHERE day >= toDate(?) AND day <= toDate(?) AND (? = '' OR dept = ?)
+		GROUP BY day ORDER BY day`)
+	// ConsoleCountedScopes is the spend of every event stored, summed per
+	// budget scope over the events with a value of the scope (no binds).
+	ConsoleCountedScopes = add("console.counted_scopes", `SELECT scope, sum(cost_nano_usd)
+		FROM usage_scope_daily GROUP BY scope ORDER BY scope`)
+	// ConsoleCountedDept is one department's spend of every event stored
+	// (bind: dept).
+	ConsoleCountedDept = add("console.counted_dept", `SELECT sum(cost_nano_usd) FROM usage_dept_daily WHERE dept = ?`)
+	// ConsoleTeamProjects lists a team's projects with spend in a window
+	// (binds: dept, team, from, to in Unix seconds).
+	ConsoleTeamProjects = add("console.team_projects", `SELECT project, sum(cost_nano_usd) AS c FROM usage_events
+		WHERE dept = ? AND team = ? AND ts >= toDateTime(?) AND ts < toDateTime(?) AND project != ''
+		GROUP BY project ORDER BY c DESC, project LIMIT 200`)
+	// ConsoleProjectSubjects lists a project's subjects with spend in a
+	// window (binds: dept, project, from, to in Unix seconds).
+	ConsoleProjectSubjects = add("console.project_subjects", `SELECT subject, sum(cost_nano_usd) AS c FROM usage_events
+		WHERE dept = ? AND project = ? AND ts >= toDateTime(?) AND ts < toDateTime(?) AND subject != ''
+		GROUP BY subject ORDER BY c DESC, subject LIMIT 200`)
+	// ConsoleSubjectKeys lists a subject's keys with spend from a day on
+	// (binds: first day as 'YYYY-MM-DD', dept twice, subject).
+	ConsoleSubjectKeys = add("console.subject_keys", `SELECT key_id, sum(cost_nano_usd) AS c FROM usage_subject_daily
+		WHERE day >= toDate(?) AND (? = '' OR dept = ?) AND subject = ? AND key_id != ''
+		GROUP BY key_id ORDER BY c DESC, key_id LIMIT 200`)
+	// ConsoleKeyInDept counts a department's rows of a key (binds: dept,
+	// key id): whether a department's user may see the key.
+	ConsoleKeyInDept = add("console.key_in_dept", `SELECT count() FROM usage_subject_daily WHERE dept = ? AND key_id = ?`)
+	// ConsoleRequestKeys finds a page of recent events of every
+	// department, newest first, after a keyset cursor (ts_ms, request_id),
+	// and returns their department, ts_ms and request id (binds: window
+	// start and end in Unix seconds, team twice, served model twice,
+	// status four times ('', 'ok', 'error' or a code), cursor ts_ms twice,
+	// cursor request id, limit); ConsoleRequestKeysDept one department's
+	// (binds: dept first, then the same). The window is a PREWHERE: the
+	// other columns are read only where it holds. ConsoleRequestRows then
+	// reads the page's rows by the sorting key (binds: the departments as
+	// a set, first and last second, the request ids as an array).
+	ConsoleRequestKeys     = add("console.request_keys", consoleRequestKeys(""))
+	ConsoleRequestKeysDept = add("console.request_keys_dept", consoleRequestKeys("dept = ? AND "))
+	ConsoleRequestRows     = add("console.request_rows", `SELECT request_id, ts_ms, dept, team, project, subject, key_id,
+		served_model, provider, status_code, error_type, prompt_tokens, completion_tokens, cost_nano_usd, latency_total_us
+		FROM usage_events WHERE dept IN ? AND ts >= toDateTime(?) AND ts <= toDateTime(?) AND has(?, request_id)`)
+	// ConsoleModelTraffic sums each served model's requests and failed
+	// requests since a time (bind: Unix seconds).
+	ConsoleModelTraffic = add("console.model_traffic", `SELECT served_model, sum(requests), sumIf(requests, error != '')
+		FROM usage_traffic_5m WHERE bucket >= toDateTime(?) GROUP BY served_model ORDER BY served_model`)
+)
+
+func consoleRequestKeys(dept string) string {
+	return `SELECT dept, ts_ms, request_id FROM usage_events
+		PREWHERE ` + dept + `ts >= toDateTime(?) AND ts <= toDateTime(?)
+		WHERE (? = '' OR team = ?) AND (? = '' OR served_model = ?)
+			AND multiIf(? = '', 1, ? = 'ok', status_code < 400 AND error_type = '', ? = 'error', status_code >= 400 OR error_type != '', toString(status_code) = ?)
+			AND (ts_ms < ? OR ts_ms = ? AND request_id < ?)
+		ORDER BY ts_ms DESC, request_id DESC LIMIT ?`
 }

@@ -40,6 +40,8 @@ type Config struct {
 	// Admin configures the admin listener: health, metrics, pprof, the
 	// admin API and the console.
 	Admin Admin `yaml:"admin"`
+	// Console configures the web console on the admin listener.
+	Console Console `yaml:"console"`
 	// Profiling configures continuous profiling with Pyroscope.
 	Profiling Profiling `yaml:"profiling"`
 	// Tracing configures OpenTelemetry traces.

@@ -86,6 +86,10 @@ var ModelTypes = []string{ModelTypeChat, ModelTypeEmbeddings, ModelTypeImage, Mo
 func (c *Config) ApplyDefaults() {
 	setDefault(&c.Listen, DefaultListen)
 	setDefault(&c.Admin.Listen, DefaultAdminListen)
+	setDefault(&c.Console.SessionTTL, DefaultConsoleSessionTTL)
+	if c.Console.OIDC.Scopes == nil {
+		c.Console.OIDC.Scopes = []string{"profile", "email"}
+	}
 	setDefault(&c.BodyLimit, DefaultBodyLimit)
 	setDefault(&c.ShutdownGrace, DefaultShutdownGrace)
 	setDefault(&c.ReadTimeout, DefaultReadTimeout)

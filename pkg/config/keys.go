@@ -57,6 +57,11 @@ var Keys = []KeyClass{
 	{"admin.listen", Restart, "the admin listener"},
 	{"admin.require_token", Reload, ""},
 	{"admin.allowed_hosts", Restart, "the admin listener's Host check"},
+	{"console.enabled", Restart, "the admin listener's routes"},
+	{"console.session_ttl", Restart, "the session store's expiry"},
+	{"console.oidc.{issuer,client_id,client_secret_file,redirect_url,scopes}", Reload, ""},
+	{"console.roles[].{claim,value,role}", Reload, ""},
+	{"console.dept_claim", Reload, ""},
 	{"profiling.{server_address,application_name,tags}", Restart, "the profiler"},
 	{"tracing.{endpoint,service_name,sample_ratio,insecure}", Restart, "the trace exporter"},
 

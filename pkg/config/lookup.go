@@ -37,3 +37,13 @@ func (c *Config) ExampleChatModel() (name string, ok bool) {
 	}
 	return "", false
 }
+
+// Issuer returns the auth.issuers entry named name, or nil.
+func (c *Config) Issuer(name string) *Issuer {
+	for i := range c.Auth.Issuers {
+		if c.Auth.Issuers[i].Name == name {
+			return &c.Auth.Issuers[i]
+		}
+	}
+	return nil
+}

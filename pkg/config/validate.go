@@ -40,6 +40,7 @@ func (c *Config) Validate() error {
 	v.oneOf("log.format", "format", c.Log.Format, "json", "text")
 	v.oneOf("log.level", "level", c.Log.Level, "debug", "info", "warn", "error")
 	v.auth(&c.Auth)
+	v.console(&c.Console, &c.Auth)
 	v.providers(c.Providers)
 	v.filesProvider(c.FilesProvider, c.Providers)
 	v.models(c.Models, c.Providers)

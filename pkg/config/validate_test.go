@@ -71,6 +71,11 @@ func TestValidateOK(t *testing.T) {
 		{"files provider openai", func(c *Config) { c.FilesProvider = "openai" }},
 		{"files provider mock", func(c *Config) { c.FilesProvider = "mock" }},
 		{"nats tls pair", func(c *Config) { c.NATS.TLS = TLS{CertFile: "c.pem", KeyFile: "k.pem"} }},
+		{"console oidc", func(c *Config) {
+			c.Auth.Issuers[1].DiscoveryURL = "https://id.example.com/.well-known/openid-configuration"
+			c.Console = Console{OIDC: ConsoleOIDC{Issuer: "corp", ClientID: "tollgate", RedirectURL: "https://gw.example.com/ui/callback"},
+				Roles: []ConsoleRole{{Claim: "/realm_access/roles", Value: "finance", Role: "finance"}}, SessionTTL: time.Hour}
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -90,6 +95,20 @@ func TestValidateErrors(t *testing.T) {
 		want   string
 	}{
 		// top level
+		{"console.session_ttl", func(c *Config) { c.Console.SessionTTL = time.Second }, "console.session_ttl: must be at least 1m"},
+		{"console.roles role", func(c *Config) { c.Console.Roles = []ConsoleRole{{Claim: "groups", Value: "x", Role: "root"}} }, `console.roles[0].role: unknown role "root"`},
+		{"console.roles claim", func(c *Config) { c.Console.Roles = []ConsoleRole{{Claim: "/a~2", Value: "x", Role: "viewer"}} }, "console.roles[0].claim"},
+		{"console.oidc.issuer unknown", func(c *Config) {
+			c.Console.OIDC = ConsoleOIDC{Issuer: "nope", ClientID: "x", RedirectURL: "https://g/ui/callback"}
+		}, `console.oidc.issuer: "nope" names no auth.issuers entry`},
+		{"console.oidc.issuer no discovery", func(c *Config) {
+			c.Console.OIDC = ConsoleOIDC{Issuer: "corp", ClientID: "x", RedirectURL: "https://g/ui/callback"}
+		}, "has no discovery_url"},
+		{"console.oidc.client_id", func(c *Config) { c.Console.OIDC = ConsoleOIDC{Issuer: "corp", RedirectURL: "https://g/ui/callback"} }, "console.oidc.client_id: required"},
+		{"console.oidc.redirect_url path", func(c *Config) {
+			c.Console.OIDC = ConsoleOIDC{Issuer: "corp", ClientID: "x", RedirectURL: "https://g/cb"}
+		}, "must end in /ui/callback"},
+		{"console.oidc without issuer", func(c *Config) { c.Console.OIDC.ClientID = "x" }, "console.oidc.issuer: name the auth.issuers entry"},
 		{"listen", func(c *Config) { c.Listen = "8080" }, `listen: "8080" is not a host:port address`},
 		{"body_limit", func(c *Config) { c.BodyLimit = -1 }, "body_limit: must not be negative (got -1)"},
 		{"shutdown_grace", func(c *Config) { c.ShutdownGrace = -time.Second }, "shutdown_grace: must not be negative (got -1s)"},

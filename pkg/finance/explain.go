@@ -3,6 +3,7 @@ package finance
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
@@ -18,7 +19,18 @@ var ErrNotFound = billing.ErrNotFound
 // Explain looks up the usage event of requestID in ClickHouse. tables maps pricing
 // versions to their tables (the embedded table is always known).
 func Explain(ctx context.Context, conn driver.Conn, requestID string, tables ...*pricing.Table) (*billing.Charge, error) {
-	rows, err := conn.Query(ctx, chsql.Explain.SQL, requestID)
+	return explain(ctx, conn, requestID, tables, chsql.Explain.SQL, requestID)
+}
+
+// ExplainAt is Explain for a request known to be of department dept at
+// second at: the lookup reads a few rows by the table's sorting key
+// instead of every request id.
+func ExplainAt(ctx context.Context, conn driver.Conn, requestID, dept string, at time.Time, tables ...*pricing.Table) (*billing.Charge, error) {
+	return explain(ctx, conn, requestID, tables, chsql.ExplainAt.SQL, dept, at.Unix(), requestID)
+}
+
+func explain(ctx context.Context, conn driver.Conn, requestID string, tables []*pricing.Table, sql string, args ...any) (*billing.Charge, error) {
+	rows, err := conn.Query(ctx, sql, args...)
 	if err != nil {
 		return nil, fmt.Errorf("look up request %s: %w", requestID, err)
 	}
@@ -62,4 +74,9 @@ type Store struct {
 // Charge is Explain on s.Conn.
 func (s Store) Charge(ctx context.Context, requestID string, tables ...*pricing.Table) (*billing.Charge, error) {
 	return Explain(ctx, s.Conn, requestID, tables...)
+}
+
+// ChargeAt is ExplainAt on s.Conn.
+func (s Store) ChargeAt(ctx context.Context, requestID, dept string, at time.Time, tables ...*pricing.Table) (*billing.Charge, error) {
+	return ExplainAt(ctx, s.Conn, requestID, dept, at, tables...)
 }

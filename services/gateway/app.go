@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
@@ -19,7 +20,9 @@ import (
 	"github.com/tollgate/tollgate/pkg/apikey"
 	"github.com/tollgate/tollgate/pkg/audit"
 	"github.com/tollgate/tollgate/pkg/auth"
+	"github.com/tollgate/tollgate/pkg/billing"
 	"github.com/tollgate/tollgate/pkg/config"
+	"github.com/tollgate/tollgate/pkg/console"
 	"github.com/tollgate/tollgate/pkg/gateway"
 	"github.com/tollgate/tollgate/pkg/metrics"
 	"github.com/tollgate/tollgate/pkg/mockllm"
@@ -46,7 +49,7 @@ import (
 //  5. the stores on NATS KV: revocations, audit, API keys, owners of files
 //     and batches, the response cache;
 //  6. the gateway, its reloader (SIGHUP, /admin/reload), the usage
-//     explainer and the admin listener;
+//     explainer, the web console and the admin listener;
 //  7. the public listener.
 //
 // It runs until SIGINT or SIGTERM, or until the server or a background part
@@ -85,6 +88,7 @@ type app struct {
 	gw       *gateway.Gateway
 	rl       *gateway.Reloader
 	adminSrv *admin.Server
+	console  *console.Console // nil: console.enabled is false or the admin listener is off
 }
 
 // run starts the gateway process and serves until it stops.
@@ -221,8 +225,15 @@ func (a *app) startAdmin() error {
 	explainer.Current = gw.Prices // events priced with a price book or config prices break down too
 	a.onStop(closeExplainer)
 	tracker := a.acct.Tracker
+	if err := a.startConsole(explainer); err != nil {
+		return err
+	}
+	var ui http.Handler
+	if a.console != nil { // a nil *Console in the interface would not read as nil
+		ui = a.console
+	}
 	var err error
-	a.adminSrv, err = admin.Start(cfg.Admin.Listen, admin.Options{
+	a.adminSrv, err = admin.Start(cfg.Admin.Listen, admin.Options{Console: ui,
 		Gatherer: a.reg, Verify: rl.Verify, RequireToken: cfg.Admin.RequireToken, AllowedHosts: cfg.Admin.AllowedHosts,
 		Ready: gw.Ready, Config: rl.Config, Routes: func() any { return gw.Routes() }, Budgets: func() any { return tracker.Report() },
 		Reload: func(ctx context.Context) (any, error) { return rl.Reload(ctx) }, Usage: explainer.Lookup, Keys: a.keyStore, Logger: a.log,
@@ -247,6 +258,29 @@ func (a *app) startAdmin() error {
 	return nil
 }
 
+// startConsole builds the web console served under /ui/ on the admin
+// listener, its sessions in a KV bucket every replica shares; its read
+// pages read the spend totals the gateway admits requests by, and
+// ClickHouse when the explainer reads it.
+func (a *app) startConsole(explainer *billing.Explainer) error {
+	cfg := a.cfg
+	if !cfg.Console.On() || cfg.Admin.Listen == admin.Off {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(a.bg, 30*time.Second)
+	defer cancel()
+	sessions, err := console.EnsureSessions(ctx, a.js, cfg.Console.SessionTTL, cfg.NATS.Replicas)
+	if err != nil {
+		return err
+	}
+	js, gw := a.js, a.gw
+	data := &console.Data{Totals: a.acct.Tracker, CH: historyConn(explainer), Explainer: explainer, Routes: gw.Routes}
+	a.console, err = console.New(console.Options{Config: a.rl.Config, Keys: a.keyStore, Audit: a.audit, Sessions: sessions, Logger: a.log,
+		AuditLog: func(ctx context.Context, since time.Time) ([]audit.Event, error) { return audit.List(ctx, js, since) },
+		Pages:    console.PageOptions{Data: data}})
+	return err
+}
+
 // serve listens on the public address and serves until a signal, the
 // server's end or a background part's, then shuts down in order.
 func (a *app) serve() error {
@@ -256,6 +290,11 @@ func (a *app) serve() error {
 		return fmt.Errorf("listen %s: %w", cfg.Listen, err)
 	}
 	gateway.WriteBanner(os.Stdout, cfg, ln.Addr().String(), auth.DevToken(cfg.Auth, time.Now()))
+	if a.console != nil {
+		if err := a.console.PrintLink(os.Stdout, a.adminSrv.Addr(), a.rl.Config().Admin.RequireToken); err != nil {
+			log.Warn("console sign-in link not printed", "err", err)
+		}
+	}
 	if err := gateway.WarnDevSecret(a.reg, log, a.rl.Config, ln.Addr().String()); err != nil {
 		return err
 	}

@@ -202,29 +202,53 @@ usage: {spool_dir: %q}
 	}
 }
 
-// buildPrograms builds the named programs of services/ into a temporary
-// directory.
+// buildPrograms builds the named programs of services/ (or, for a name
+// with a slash, the program at that path from here, such as
+// ../../scripts/oidc-provider) into a temporary directory, each under its
+// last path element.
 func buildPrograms(ctx context.Context, t *testing.T, names ...string) string {
 	t.Helper()
 	dir := t.TempDir()
 	for _, n := range names {
-		cmd := exec.CommandContext(ctx, "go", "build", "-o", filepath.Join(dir, n), "../"+n)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("build %s: %v\n%s", n, err, out)
+		src := "../" + n
+		if strings.Contains(n, "/") {
+			src, n = n, filepath.Base(n)
 		}
+		buildProgram(ctx, t, filepath.Join(dir, n), src)
 	}
 	return dir
+}
+
+// buildProgram builds the program at src (a path from here) into out,
+// with the build flags given (such as -tags clickhouse).
+func buildProgram(ctx context.Context, t *testing.T, out, src string, flags ...string) {
+	t.Helper()
+	args := append(append([]string{"build"}, flags...), "-o", out, src)
+	cmd := exec.CommandContext(ctx, "go", args...)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build %s: %v\n%s", src, err, b)
+	}
 }
 
 // startProgram starts bin with args, its output in the test's log when it
 // fails, and kills it (by its id) when the test ends.
 func startProgram(t *testing.T, bin string, args ...string) *exec.Cmd {
 	t.Helper()
+	return startProgramEnv(t, nil, bin, args...)
+}
+
+// startProgramEnv is startProgram with env (KEY=VALUE) added to the
+// test's environment.
+func startProgramEnv(t *testing.T, env []string, bin string, args ...string) *exec.Cmd {
+	t.Helper()
 	log, err := os.Create(filepath.Join(t.TempDir(), filepath.Base(bin)+".log"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(bin, args...)
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {

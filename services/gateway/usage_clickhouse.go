@@ -6,6 +6,7 @@ import (
 	"context"
 	"log/slog"
 
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tollgate/tollgate/pkg/billing"
@@ -77,4 +78,13 @@ type bothLimits struct {
 func (b bothLimits) SetLimits(limits []budget.Limit) {
 	b.tracker.SetLimits(limits)
 	b.table.SetLimits(limits)
+}
+
+// historyConn is the ClickHouse connection the usage explainer reads, for
+// the console's history pages; nil when it reads the stream.
+func historyConn(ex *billing.Explainer) driver.Conn {
+	if s, ok := ex.Store.(finance.Store); ok {
+		return s.Conn
+	}
+	return nil
 }

@@ -110,6 +110,7 @@ var sections = []struct {
 	{"Listener and limits", []string{"listen", "body_limit", "max_header_bytes", "read_timeout", "write_timeout", "idle_timeout", "shutdown_grace"}},
 	{"Logging", []string{"log"}},
 	{"Admin listener", []string{"admin"}},
+	{"Web console", []string{"console"}},
 	{"Profiling", []string{"profiling"}},
 	{"Tracing", []string{"tracing"}},
 	{"Authentication", []string{"auth"}},
