@@ -274,7 +274,7 @@ func (a *app) startConsole(explainer *billing.Explainer) error {
 		return err
 	}
 	js, gw := a.js, a.gw
-	data := &console.Data{Totals: a.acct.Tracker, CH: historyConn(explainer), Explain: explainer.Explain, Routes: gw.Routes}
+	data := &console.Data{Totals: a.acct.Tracker, CH: historyConn(explainer), Explainer: explainer, Routes: gw.Routes}
 	a.console, err = console.New(console.Options{Config: a.rl.Config, Keys: a.keyStore, Audit: a.audit, Sessions: sessions, Logger: a.log,
 		AuditLog: func(ctx context.Context, since time.Time) ([]audit.Event, error) { return audit.List(ctx, js, since) },
 		Pages:    console.PageOptions{Data: data}})
