@@ -229,7 +229,7 @@ var catalogueArgs = map[string][][]any{
 	"replay.stored_repriced":    {{"2026-12-01", unix(loaderFrom), unix(loaderFrom.Add(time.Hour)), []string{"l1", "l2", "nope"}}},
 	"finance.explain_at":        {{"eng", at("2024-03-05 09:00:00").Unix(), "req-e3"}, {"eng", at("2024-03-05 09:00:01").Unix(), "req-e3"}},
 	"console.top_models":        {{"2024-03-01", "2024-03-31", "", ""}, {"2024-03-01", "2024-03-31", "eng", "eng"}},
-	"console.top_teams":         {{"2024-03-01", "2024-03-31", "", ""}, {"2024-03-01", "2024-03-31", "sales", "sales"}},
+	"console.top_teams":         {{"2024-03-01", "2024-03-31", "", ""}, {"2024-03-01", "2024-03-31", "sales/", "sales/"}},
 	"console.spend_daily":       {{"2024-03-01", "2024-03-31", "", ""}, {"2024-03-01", "2024-03-31", "eng", "eng"}},
 	"console.counted_scopes":    {{}},
 	"console.counted_dept":      {{"eng"}, {"none"}},

@@ -226,11 +226,14 @@ var (
 	ConsoleTopModels = add("console.top_models", `SELECT served_model, sum(requests), sum(cost_nano_usd) AS c
 		FROM usage_team_daily WHERE day >= toDate(?) AND day <= toDate(?) AND (? = '' OR dept = ?)
 		GROUP BY served_model ORDER BY c DESC, served_model LIMIT 10`)
-	// ConsoleTopTeams sums the teams' spend of a range of days (binds as
-	// ConsoleTopModels).
-	ConsoleTopTeams = add("console.top_teams", `SELECT dept, team, sum(requests), sum(cost_nano_usd) AS c
-		FROM usage_team_daily WHERE day >= toDate(?) AND day <= toDate(?) AND (? = '' OR dept = ?)
-		GROUP BY dept, team ORDER BY c DESC, dept, team LIMIT 10`)
+	// ConsoleTopTeams sums the teams' spend of a range of days, from the
+	// team rows of usage_scope_daily (one a team and day; their values
+	// qualified by the department as budgets spell them) (binds: first
+	// day, last day, a qualified-value prefix twice: '' for every
+	// department, 'eng/' for one).
+	ConsoleTopTeams = add("console.top_teams", `SELECT value, sum(requests), sum(cost_nano_usd) AS c
+		FROM usage_scope_daily WHERE scope = 'team' AND day >= toDate(?) AND day <= toDate(?) AND (? = '' OR startsWith(value, ?))
+		GROUP BY value ORDER BY c DESC, value LIMIT 10`)
 	// ConsoleSpendDaily is the spend per day of a range (binds as
 	// ConsoleTopModels).
 	ConsoleSpendDaily = add("console.spend_daily", `SELECT toString(day), sum(cost_nano_usd)

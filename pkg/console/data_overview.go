@@ -113,11 +113,13 @@ func (d *Data) overviewHistory(ctx context.Context, v View, now time.Time, o *Ov
 		return historyErr("top models", err)
 	})
 	g.Go(func() error {
-		err := queryRows(gctx, conn, chsql.ConsoleTopTeams.SQL, []any{first, last, dept, dept}, func(rows driver.Rows) error {
+		prefix := ""
+		if !v.All() {
+			prefix = teamPrefix(dept)
+		}
+		err := queryRows(gctx, conn, chsql.ConsoleTopTeams.SQL, []any{first, last, prefix, prefix}, func(rows driver.Rows) error {
 			var r Ranked
-			var dp, team string
-			err := rows.Scan(&dp, &team, &r.Requests, &r.CostNano)
-			r.Name = budget.Qualify(dp, team)
+			err := rows.Scan(&r.Name, &r.Requests, &r.CostNano)
 			o.TopTeams = append(o.TopTeams, r)
 			return err
 		})
