@@ -317,3 +317,50 @@ func TestStoreAudit(t *testing.T) {
 		t.Fatalf("lost audit event: token %q id %q err %v; want the key made and ErrNotRecorded", tok3, k3.ID, err)
 	}
 }
+
+// TestList lists an empty bucket, then keys created and changed: each
+// once, with its last state, oldest first.
+func TestList(t *testing.T) {
+	base := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	var n atomic.Int64
+	clock := func() time.Time { return base.Add(time.Duration(n.Add(1)) * time.Second) }
+	s, _ := startWatch(t, clock, nil)
+	ctx := context.Background()
+	if list, err := s.List(ctx); err != nil || len(list) != 0 {
+		t.Fatalf("empty bucket: %+v, %v", list, err)
+	}
+	var ids []string
+	for i := range 30 {
+		_, k, err := s.Create(ctx, Key{Subject: fmt.Sprint("s", i), Dept: "d"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, k.ID)
+	}
+	if _, _, err := s.Rotate(ctx, ids[3]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Revoke(ctx, ids[7]); err != nil {
+		t.Fatal(err)
+	}
+	list, err := s.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list) != len(ids) {
+		t.Fatalf("%d keys listed, want %d", len(list), len(ids))
+	}
+	for i, k := range list {
+		if k.ID != ids[i] {
+			t.Fatalf("key %d is %s, want %s (oldest first)", i, k.ID, ids[i])
+		}
+	}
+	if list[3].RotatedAt.IsZero() || list[7].RevokedAt.IsZero() || !list[0].RevokedAt.IsZero() {
+		t.Errorf("the list does not hold each key's last state: %+v %+v", list[3], list[7])
+	}
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := s.List(cancelled); err == nil {
+		t.Error("List with a cancelled context succeeded")
+	}
+}

@@ -34,7 +34,7 @@ type kv interface {
 	Get(ctx context.Context, key string) (jetstream.KeyValueEntry, error)
 	Create(ctx context.Context, key string, value []byte, opts ...jetstream.KVCreateOpt) (uint64, error)
 	Update(ctx context.Context, key string, value []byte, revision uint64) (uint64, error)
-	ListKeys(ctx context.Context, opts ...jetstream.WatchOpt) (jetstream.KeyLister, error)
+	WatchAll(ctx context.Context, opts ...jetstream.WatchOpt) (jetstream.KeyWatcher, error)
 }
 
 // recorder stores audit events; *audit.Recorder is one.
@@ -182,23 +182,32 @@ func (s *Store) update(ctx context.Context, id string, change func(*record) erro
 }
 
 // List returns every key, revoked ones included, oldest first. No hash or
-// secret is in the result.
+// secret is in the result. It reads the bucket with one watch (every
+// record's last value, then the end marker) rather than a lookup per key,
+// so a list of thousands of keys is one stream of messages.
 func (s *Store) List(ctx context.Context) ([]Key, error) {
-	keys, err := s.kv.ListKeys(ctx)
+	w, err := s.kv.WatchAll(ctx, jetstream.IgnoreDeletes())
 	if err != nil {
 		return nil, fmt.Errorf("list api keys: %w", err)
 	}
+	defer func() { _ = w.Stop() }()
 	out := []Key{}
-	for id := range keys.Keys() {
-		e, err := s.kv.Get(ctx, id)
-		if err != nil {
-			continue // deleted since listed
-		}
-		var r record
-		if json.Unmarshal(e.Value(), &r) == nil {
-			out = append(out, r.Key)
+	for {
+		select {
+		case e, ok := <-w.Updates():
+			if !ok {
+				return nil, errors.New("list api keys: the watch ended before the last record")
+			}
+			if e == nil { // every record read
+				sort.Slice(out, func(i, j int) bool { return out[i].CreatedAt.Before(out[j].CreatedAt) })
+				return out, nil
+			}
+			var r record
+			if json.Unmarshal(e.Value(), &r) == nil {
+				out = append(out, r.Key)
+			}
+		case <-ctx.Done():
+			return nil, fmt.Errorf("list api keys: %w", ctx.Err())
 		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].CreatedAt.Before(out[j].CreatedAt) })
-	return out, nil
 }

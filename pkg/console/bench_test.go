@@ -2,6 +2,7 @@ package console_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -12,13 +13,19 @@ import (
 	"github.com/tollgate/tollgate/pkg/console"
 )
 
-// BenchmarkKeysPage serves GET /ui/keys with 50 keys to a signed-in
+// BenchmarkKeysPage serves GET /ui/keys with 50 and 500 keys (half of them eng's) to a signed-in
 // dept-admin: the session read from the KV bucket of an embedded NATS
 // server, the access checks, the key list and the page. It is the server
 // time of a console page that reads no ClickHouse.
 func BenchmarkKeysPage(b *testing.B) {
+	for _, n := range []int{50, 500} {
+		b.Run(fmt.Sprint(n, "keys"), func(b *testing.B) { benchKeysPage(b, n) })
+	}
+}
+
+func benchKeysPage(b *testing.B, benchKeys int) {
 	e := newEnv(b, envOpts{})
-	for i := range 50 {
+	for i := range benchKeys {
 		dept := "eng"
 		if i%2 == 1 {
 			dept = "ops"

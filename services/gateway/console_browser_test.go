@@ -300,7 +300,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	}
 
 	// The overview's figure for dept eng rises after requests, pushed live.
-	rig.visit(t, admin, axe, "/", "overview", 200)
+	rig.visit(t, admin, axe, "/", "", 200)
 	const spendEng = `document.querySelector('.spend[data-scope="dept:eng"]')`
 	before, err := chromedp.Run(admin, chromedp.Evaluate[string](spendEng+`?.dataset.nano ?? "0"`))
 	if err != nil {
@@ -322,7 +322,14 @@ func TestConsoleInBrowser(t *testing.T) {
 	rig.visit(t, admin, axe, "/requests", "requests", 200)
 	if !consoleHistory {
 		step(t, admin, "the requests page's error state without ClickHouse", chromedp.WaitVisible(chromedp.CSS(".error-state")))
+	} else {
+		reqID, err := chromedp.Run(admin, chromedp.Evaluate[string](`document.querySelector("#requests-table tr[data-request-id]").dataset.requestId`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rig.visit(t, admin, axe, "/requests/"+reqID, "request", 200)
 	}
+	rig.visit(t, admin, axe, "/", "overview", 200) // photographed with the history in
 	rig.visit(t, admin, axe, "/models", "models", 200)
 	rig.visit(t, admin, axe, "/audit", "audit", 200)
 	audit, err := chromedp.Run(admin, chromedp.Text(chromedp.ID("audit-table")))
