@@ -222,26 +222,28 @@ func reconcileCount(lower, upper bool) string {
 // user may see and binds it.
 var (
 	// ConsoleTopModels sums the served models' spend of a range of days
-	// (binds: first day, last day as 'YYYY-MM-DD', dept twice).
-	ConsoleTopModels = add("console.top_models", `SELECT served_model, sum(requests), sum(cost_nano_usd) AS c
-		FROM usage_team_daily WHERE day >= toDate(?) AND day <= toDate(?) AND (? = '' OR dept = ?)
-		GROUP BY served_model ORDER BY c DESC, served_model LIMIT 10`)
-	// ConsoleTopTeams sums the teams' spend of a range of days (binds as
-	// ConsoleTopModels).
-	ConsoleTopTeams = add("console.top_teams", `SELECT dept, team, sum(requests), sum(cost_nano_usd) AS c
-		FROM usage_team_daily WHERE day >= toDate(?) AND day <= toDate(?) AND (? = '' OR dept = ?)
-		GROUP BY dept, team ORDER BY c DESC, dept, team LIMIT 10`)
+	// (binds: first day, last day as 'YYYY-MM-DD'); ConsoleTopModelsDept
+	// one department's (binds: the same, then dept), which the sorting key
+	// (day, dept) narrows.
+	ConsoleTopModels     = add("console.top_models", consoleTopModels(""))
+	ConsoleTopModelsDept = add("console.top_models_dept", consoleTopModels(" AND dept = ?"))
+	// ConsoleTopTeams sums the teams' spend of a range of days, from the
+	// team rows of usage_scope_daily (one a team and day; their values
+	// qualified by the department as budgets spell them) (binds: first
+	// day, last day, a qualified-value prefix twice: '' for every
+	// department, 'eng/' for one).
+	ConsoleTopTeams = add("console.top_teams", `SELECT value, sum(requests), sum(cost_nano_usd) AS c
+		FROM usage_scope_daily WHERE scope = 'team' AND day >= toDate(?) AND day <= toDate(?) AND (? = '' OR startsWith(value, ?))
+		GROUP BY value ORDER BY c DESC, value LIMIT 10`)
 	// ConsoleSpendDaily is the spend per day of a range (binds as
 	// ConsoleTopModels).
 	ConsoleSpendDaily = add("console.spend_daily", `SELECT toString(day), sum(cost_nano_usd)
 		FROM usage_dept_daily WHERE day >= toDate(?) AND day <= toDate(?) AND (? = '' OR dept = ?)
 		GROUP BY day ORDER BY day`)
-	// ConsoleCountedScopes is the spend of every event stored, summed per
-	// budget scope over the events with a value of the scope (no binds).
-	ConsoleCountedScopes = add("console.counted_scopes", `SELECT scope, sum(cost_nano_usd)
-		FROM usage_scope_daily GROUP BY scope ORDER BY scope`)
-	// ConsoleCountedDept is one department's spend of every event stored
+	// ConsoleCounted is the spend of every event stored, and of those
+	// with a department (no binds); ConsoleCountedDept one department's
 	// (bind: dept).
+	ConsoleCounted     = add("console.counted", `SELECT sum(cost_nano_usd), sumIf(cost_nano_usd, dept != '') FROM usage_dept_daily`)
 	ConsoleCountedDept = add("console.counted_dept", `SELECT sum(cost_nano_usd) FROM usage_dept_daily WHERE dept = ?`)
 	// ConsoleTeamProjects lists a team's projects with spend in a window
 	// (binds: dept, team, from, to in Unix seconds).
@@ -271,9 +273,15 @@ var (
 	// other columns are read only where it holds. ConsoleRequestRows then
 	// reads the page's rows by the sorting key (binds: the departments as
 	// a set, first and last second, the request ids as an array).
-	ConsoleRequestKeys     = add("console.request_keys", consoleRequestKeys(""))
-	ConsoleRequestKeysDept = add("console.request_keys_dept", consoleRequestKeys("dept = ? AND "))
-	ConsoleRequestRows     = add("console.request_rows", `SELECT request_id, ts_ms, dept, team, project, subject, key_id,
+	ConsoleRequestKeys     = add("console.request_keys", consoleRequestKeys("", true))
+	ConsoleRequestKeysDept = add("console.request_keys_dept", consoleRequestKeys("dept = ? AND ", true))
+	// ConsoleRecentKeys and ConsoleRecentKeysDept are ConsoleRequestKeys
+	// and ConsoleRequestKeysDept without the team, model and status
+	// filters and their binds: the page without filters reads three
+	// columns.
+	ConsoleRecentKeys     = add("console.recent_keys", consoleRequestKeys("", false))
+	ConsoleRecentKeysDept = add("console.recent_keys_dept", consoleRequestKeys("dept = ? AND ", false))
+	ConsoleRequestRows    = add("console.request_rows", `SELECT request_id, ts_ms, dept, team, project, subject, key_id,
 		served_model, provider, status_code, error_type, prompt_tokens, completion_tokens, cost_nano_usd, latency_total_us
 		FROM usage_events WHERE dept IN ? AND ts >= toDateTime(?) AND ts <= toDateTime(?) AND has(?, request_id)`)
 	// ConsoleModelTraffic sums each served model's requests and failed
@@ -282,11 +290,21 @@ var (
 		FROM usage_traffic_5m WHERE bucket >= toDateTime(?) GROUP BY served_model ORDER BY served_model`)
 )
 
-func consoleRequestKeys(dept string) string {
+func consoleRequestKeys(dept string, filtered bool) string {
+	filters := ""
+	if filtered {
+		filters = `(? = '' OR team = ?) AND (? = '' OR served_model = ?)
+			AND multiIf(? = '', 1, ? = 'ok', status_code < 400 AND error_type = '', ? = 'error', status_code >= 400 OR error_type != '', toString(status_code) = ?)
+			AND `
+	}
 	return `SELECT dept, ts_ms, request_id FROM usage_events
 		PREWHERE ` + dept + `ts >= toDateTime(?) AND ts <= toDateTime(?)
-		WHERE (? = '' OR team = ?) AND (? = '' OR served_model = ?)
-			AND multiIf(? = '', 1, ? = 'ok', status_code < 400 AND error_type = '', ? = 'error', status_code >= 400 OR error_type != '', toString(status_code) = ?)
-			AND (ts_ms < ? OR ts_ms = ? AND request_id < ?)
+		WHERE ` + filters + `(ts_ms < ? OR ts_ms = ? AND request_id < ?)
 		ORDER BY ts_ms DESC, request_id DESC LIMIT ?`
+}
+
+func consoleTopModels(and string) string {
+	return `SELECT served_model, sum(requests), sum(cost_nano_usd) AS c
+		FROM usage_team_daily WHERE day >= toDate(?) AND day <= toDate(?)` + and + `
+		GROUP BY served_model ORDER BY c DESC, served_model LIMIT 10`
 }

@@ -5,6 +5,7 @@ package console
 import (
 	"context"
 	"flag"
+	"fmt"
 	"io"
 	"net/http"
 	"regexp"
@@ -71,8 +72,9 @@ func BenchmarkPages(b *testing.B) {
 	}
 	// A request id of the middle of the range, for the explain page.
 	var mid string
-	if err := store.Conn().QueryRow(context.Background(), "SELECT request_id FROM usage_events WHERE dept = 'dept-7' AND ts >= toDateTime(?) ORDER BY ts LIMIT 1",
-		from.Add(15*24*time.Hour).Unix()).Scan(&mid); err != nil {
+	var midMs uint64
+	if err := store.Conn().QueryRow(context.Background(), "SELECT request_id, ts_ms FROM usage_events WHERE dept = 'dept-7' AND ts >= toDateTime(?) ORDER BY ts LIMIT 1",
+		from.Add(15*24*time.Hour).Unix()).Scan(&mid, &midMs); err != nil {
 		b.Fatal(err)
 	}
 	viewer := User{Subject: "v", Role: "viewer", Dept: "dept-7"}
@@ -96,7 +98,7 @@ func BenchmarkPages(b *testing.B) {
 		{"requests/deep", admin, "/ui/requests?after=" + deep, `id="next-page"`},
 		{"requests/dept", deptAdmin, "/ui/requests", `id="next-page"`},
 		{"requests/filtered", admin, "/ui/requests?dept=dept-7&model=model-03&status=error", `id="requests-table"`},
-		{"request", admin, "/ui/requests/" + mid, `id="charge-total"`},
+		{"request", admin, fmt.Sprintf("/ui/requests/%s?dept=dept-7&at=%d", mid, midMs), `id="charge-total"`},
 		{"models", admin, "/ui/models", `id="targets-h"`},
 	} {
 		b.Run(tc.name, func(b *testing.B) {

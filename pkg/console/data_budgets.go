@@ -189,8 +189,7 @@ func (d *Data) children(ctx context.Context, v View, n Node, now time.Time) ([]N
 		add(budget.ScopeDept, d.Totals.Values(budget.ScopeDept, budget.PeriodMonth, v.Sees))
 		return out, nil
 	case budget.ScopeDept:
-		prefix := budget.Qualify(n.Value, "x")
-		prefix = prefix[:len(prefix)-1]
+		prefix := teamPrefix(n.Value)
 		add(budget.ScopeTeam, d.Totals.Values(budget.ScopeTeam, budget.PeriodMonth, func(val string) bool { return strings.HasPrefix(val, prefix) }))
 		return out, nil
 	case budget.ScopeKey:
@@ -231,4 +230,11 @@ func (d *Data) children(ctx context.Context, v View, n Node, now time.Time) ([]N
 		return nil, historyErr("drill-down", err)
 	}
 	return out, nil
+}
+
+// teamPrefix is how the qualified team and project values of department
+// dept begin: "eng/" (budget.Qualify).
+func teamPrefix(dept string) string {
+	p := budget.Qualify(dept, "x")
+	return p[:len(p)-1]
 }

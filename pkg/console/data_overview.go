@@ -104,7 +104,11 @@ func (d *Data) overviewHistory(ctx context.Context, v View, now time.Time, o *Ov
 	dept := v.bind()
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
-		err := queryRows(gctx, conn, chsql.ConsoleTopModels.SQL, []any{first, last, dept, dept}, func(rows driver.Rows) error {
+		sql, args := chsql.ConsoleTopModels.SQL, []any{first, last}
+		if !v.All() {
+			sql, args = chsql.ConsoleTopModelsDept.SQL, append(args, dept)
+		}
+		err := queryRows(gctx, conn, sql, args, func(rows driver.Rows) error {
 			var r Ranked
 			err := rows.Scan(&r.Name, &r.Requests, &r.CostNano)
 			o.TopModels = append(o.TopModels, r)
@@ -113,11 +117,13 @@ func (d *Data) overviewHistory(ctx context.Context, v View, now time.Time, o *Ov
 		return historyErr("top models", err)
 	})
 	g.Go(func() error {
-		err := queryRows(gctx, conn, chsql.ConsoleTopTeams.SQL, []any{first, last, dept, dept}, func(rows driver.Rows) error {
+		prefix := ""
+		if !v.All() {
+			prefix = teamPrefix(dept)
+		}
+		err := queryRows(gctx, conn, chsql.ConsoleTopTeams.SQL, []any{first, last, prefix, prefix}, func(rows driver.Rows) error {
 			var r Ranked
-			var dp, team string
-			err := rows.Scan(&dp, &team, &r.Requests, &r.CostNano)
-			r.Name = budget.Qualify(dp, team)
+			err := rows.Scan(&r.Name, &r.Requests, &r.CostNano)
 			o.TopTeams = append(o.TopTeams, r)
 			return err
 		})
@@ -141,8 +147,11 @@ func (d *Data) overviewHistory(ctx context.Context, v View, now time.Time, o *Ov
 	return g.Wait()
 }
 
-// drift compares the stored events with the applied totals: every scope
-// for a View of every department, the department's own total otherwise.
+// drift compares the stored events with the applied totals: the global
+// scope and every department's together for a View of every department,
+// the department's own total otherwise. (Team, project, subject and key
+// totals are the same events again; tollctl reconcile --by-scope shows
+// them.)
 func (d *Data) drift(ctx context.Context, conn driver.Conn, v View) ([]Drift, error) {
 	if !v.All() {
 		var counted int64
@@ -152,20 +161,17 @@ func (d *Data) drift(ctx context.Context, conn driver.Conn, v View) ([]Drift, er
 		applied, _, _ := d.Totals.Spend(budget.TotalID{Scope: budget.ScopeDept, Value: v.Dept(), Period: budget.PeriodTotal})
 		return []Drift{{Scope: "dept", CountedNano: counted, AppliedNano: applied, UnappliedNano: counted - applied}}, nil
 	}
-	counted := map[string]int64{}
-	if err := queryRows(ctx, conn, chsql.ConsoleCountedScopes.SQL, nil, func(rows driver.Rows) error {
-		var sc string
-		var c int64
-		err := rows.Scan(&sc, &c)
-		counted[sc] = c
-		return err
-	}); err != nil {
+	var global, depts int64
+	if err := conn.QueryRow(ctx, chsql.ConsoleCounted.SQL).Scan(&global, &depts); err != nil {
 		return nil, historyErr("counted spend", err)
 	}
-	out := make([]Drift, 0, budget.NumScopes)
-	for sc := range budget.Scope(budget.NumScopes) {
-		c, a := counted[sc.String()], d.Totals.Applied(sc)
-		out = append(out, Drift{Scope: sc.String(), CountedNano: c, AppliedNano: a, UnappliedNano: c - a})
+	out := make([]Drift, 0, 2)
+	for _, sc := range []struct {
+		scope   budget.Scope
+		counted int64
+	}{{budget.ScopeGlobal, global}, {budget.ScopeDept, depts}} {
+		a := d.Totals.Applied(sc.scope)
+		out = append(out, Drift{Scope: sc.scope.String(), CountedNano: sc.counted, AppliedNano: a, UnappliedNano: sc.counted - a})
 	}
 	return out, nil
 }

@@ -204,11 +204,15 @@ type requestKey struct {
 // filters and the order need, not the rows.
 func (d *Data) requestKeys(ctx context.Context, conn driver.Conn, f *RequestFilter, start, end time.Time, after cursor, limit int) ([]requestKey, error) {
 	var out []requestKey
-	args := []any{start.Unix(), end.Unix(), f.Team, f.Team, f.Model, f.Model,
-		f.Status, f.Status, f.Status, f.Status, after.tsMs, after.tsMs, after.requestID, limit}
-	sql := chsql.ConsoleRequestKeys.SQL
+	args := []any{start.Unix(), end.Unix()}
+	sql, deptSQL := chsql.ConsoleRecentKeys.SQL, chsql.ConsoleRecentKeysDept.SQL
+	if f.Team != "" || f.Model != "" || f.Status != "" {
+		args = append(args, f.Team, f.Team, f.Model, f.Model, f.Status, f.Status, f.Status, f.Status)
+		sql, deptSQL = chsql.ConsoleRequestKeys.SQL, chsql.ConsoleRequestKeysDept.SQL
+	}
+	args = append(args, after.tsMs, after.tsMs, after.requestID, limit)
 	if f.Dept != "" {
-		sql, args = chsql.ConsoleRequestKeysDept.SQL, append([]any{f.Dept}, args...)
+		sql, args = deptSQL, append([]any{f.Dept}, args...)
 	}
 	err := queryRows(ctx, conn, sql, args, func(rows driver.Rows) error {
 		var k requestKey

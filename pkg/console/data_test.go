@@ -109,8 +109,8 @@ func TestData(t *testing.T) {
 				t.Errorf("drift %+v, total %d", dr, total)
 			}
 		}
-		if len(o.Drift) != budget.NumScopes {
-			t.Errorf("drift has %d scopes", len(o.Drift))
+		if len(o.Drift) != 2 || o.Drift[0].Scope != "global" || o.Drift[1].Scope != "dept" || o.Drift[1].CountedNano != total {
+			t.Errorf("drift %+v, total %d", o.Drift, total)
 		}
 		var models, teams int64
 		for _, m := range o.TopModels {
