@@ -67,6 +67,13 @@ bench-dashboards:
 	scripts/deps.sh
 	$(GO) test -tags chscale -run TestScale -count=1 -timeout 4h -v ./dashboards -args -scale.events=$(EVENTS) -scale.out $(CURDIR)/docs/bench/dashboards-$(EVENTS).md
 
+.PHONY: bench-console
+CONSOLE_EVENTS ?= 10000000
+## bench-console: CONSOLE_EVENTS synthetic usage events (10000000; the history of bench-dashboards) into ClickHouse 18.16, then each console page's server time (BenchmarkPages, pkg/console; docs/performance.md); CONSOLE_CLICKHOUSE=host:port keeps the events in that server for the next run
+bench-console:
+	scripts/deps.sh
+	$(GO) test -tags chscale -run '^$$' -bench BenchmarkPages -benchtime 20x -timeout 4h ./pkg/console -args -pages.events=$(CONSOLE_EVENTS) $(if $(CONSOLE_CLICKHOUSE),-pages.clickhouse=$(CONSOLE_CLICKHOUSE))
+
 .PHONY: docs
 ## docs: regenerate every generated doc: docs/configuration.md (from pkg/config), the restart-only key list of docs/operations.md (from config.Keys) and docs/tollctl.md (from the tollctl commands); a test fails when one is stale
 docs:

@@ -237,15 +237,16 @@ var catalogueArgs = map[string][][]any{
 	"console.project_subjects":  {{"eng", "gw", rangeFrom.Unix(), rangeTo.Unix() + 1}},
 	"console.subject_keys":      {{"2024-03-01", "", "", "alice"}, {"2024-03-01", "sales", "sales", "alice"}},
 	"console.key_in_dept":       {{"eng", "k-bob"}, {"sales", "k-bob"}},
-	"console.requests": {
+	"console.request_keys": {
 		{rangeFrom.Unix(), rangeTo.Unix(), "", "", "", "", "", "", "", "", uint64(rangeTo.UnixMilli() + 1000), uint64(rangeTo.UnixMilli() + 1000), "", 50},
 		{rangeFrom.Unix(), rangeTo.Unix(), "platform", "platform", "gpt-4o", "gpt-4o", "ok", "ok", "ok", "ok", uint64(rangeTo.UnixMilli()), uint64(rangeTo.UnixMilli()), "", 2},
 		{rangeFrom.Unix(), rangeTo.Unix(), "", "", "", "", "error", "error", "error", "error", uint64(at("2024-03-20 14:00:00").UnixMilli()), uint64(at("2024-03-20 14:00:00").UnixMilli()), "req-e6", 50},
 		{rangeFrom.Unix(), rangeTo.Unix(), "", "", "", "", "502", "502", "502", "502", uint64(rangeTo.UnixMilli()), uint64(rangeTo.UnixMilli()), "", 50},
 	},
-	"console.requests_dept": {
+	"console.request_keys_dept": {
 		{"eng", rangeFrom.Unix(), rangeTo.Unix(), "", "", "", "", "", "", "", "", uint64(rangeTo.UnixMilli()), uint64(rangeTo.UnixMilli()), "", 3},
 	},
+	"console.request_rows":    {{set{"eng", "sales"}, rangeFrom.Unix(), rangeTo.Unix(), []string{"req-e3", "req-e5", "req-none"}}},
 	"console.model_traffic":   {{rangeFrom.Unix()}},
 	"reconcile.count":         {{}},
 	"reconcile.count_to":      {{unix(rangeTo), uint64(rangeTo.UnixMilli())}},

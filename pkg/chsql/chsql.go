@@ -261,28 +261,31 @@ var (
 	// ConsoleKeyInDept counts a department's rows of a key (binds: dept,
 	// key id): whether a department's user may see the key.
 	ConsoleKeyInDept = add("console.key_in_dept", `SELECT count() FROM usage_subject_daily WHERE dept = ? AND key_id = ?`)
-	// ConsoleRequests is a page of recent events of every department,
-	// newest first, after a keyset cursor (ts_ms, request_id) (binds:
-	// window start and end in Unix seconds, team twice, served model
-	// twice, status four times ('', 'ok', 'error' or a code), cursor
-	// ts_ms twice, cursor request id, limit); ConsoleRequestsDept one
-	// department's (binds: dept first, then the same). The department is
-	// a plain condition, not a bind of '' for every one, so that the
-	// sorting key (dept, ts) narrows what is read.
-	ConsoleRequests     = add("console.requests", consoleRequests(""))
-	ConsoleRequestsDept = add("console.requests_dept", consoleRequests("dept = ? AND "))
+	// ConsoleRequestKeys finds a page of recent events of every
+	// department, newest first, after a keyset cursor (ts_ms, request_id),
+	// and returns their department, ts_ms and request id (binds: window
+	// start and end in Unix seconds, team twice, served model twice,
+	// status four times ('', 'ok', 'error' or a code), cursor ts_ms twice,
+	// cursor request id, limit); ConsoleRequestKeysDept one department's
+	// (binds: dept first, then the same). The window is a PREWHERE: the
+	// other columns are read only where it holds. ConsoleRequestRows then
+	// reads the page's rows by the sorting key (binds: the departments as
+	// a set, first and last second, the request ids as an array).
+	ConsoleRequestKeys     = add("console.request_keys", consoleRequestKeys(""))
+	ConsoleRequestKeysDept = add("console.request_keys_dept", consoleRequestKeys("dept = ? AND "))
+	ConsoleRequestRows     = add("console.request_rows", `SELECT request_id, ts_ms, dept, team, project, subject, key_id,
+		served_model, provider, status_code, error_type, prompt_tokens, completion_tokens, cost_nano_usd, latency_total_us
+		FROM usage_events WHERE dept IN ? AND ts >= toDateTime(?) AND ts <= toDateTime(?) AND has(?, request_id)`)
 	// ConsoleModelTraffic sums each served model's requests and failed
 	// requests since a time (bind: Unix seconds).
 	ConsoleModelTraffic = add("console.model_traffic", `SELECT served_model, sum(requests), sumIf(requests, error != '')
 		FROM usage_traffic_5m WHERE bucket >= toDateTime(?) GROUP BY served_model ORDER BY served_model`)
 )
 
-func consoleRequests(dept string) string {
-	return `SELECT request_id, ts_ms, dept, team, project, subject, key_id,
-		served_model, provider, status_code, error_type, prompt_tokens, completion_tokens, cost_nano_usd, latency_total_us
-		FROM usage_events
-		WHERE ` + dept + `ts >= toDateTime(?) AND ts <= toDateTime(?)
-			AND (? = '' OR team = ?) AND (? = '' OR served_model = ?)
+func consoleRequestKeys(dept string) string {
+	return `SELECT dept, ts_ms, request_id FROM usage_events
+		PREWHERE ` + dept + `ts >= toDateTime(?) AND ts <= toDateTime(?)
+		WHERE (? = '' OR team = ?) AND (? = '' OR served_model = ?)
 			AND multiIf(? = '', 1, ? = 'ok', status_code < 400 AND error_type = '', ? = 'error', status_code >= 400 OR error_type != '', toString(status_code) = ?)
 			AND (ts_ms < ? OR ts_ms = ? AND request_id < ?)
 		ORDER BY ts_ms DESC, request_id DESC LIMIT ?`

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/tollgate/tollgate/pkg/billing"
@@ -166,19 +167,22 @@ func (d *Data) Requests(ctx context.Context, v View, f RequestFilter) (*RequestP
 	if end.After(f.To) {
 		end = f.To
 	}
+	var keys []requestKey
 	for i := 0; ; i++ {
 		start := f.From
 		if i < len(requestWindows) && end.Add(-requestWindows[i]).After(f.From) {
 			start = end.Add(-requestWindows[i])
 		}
-		rows, err := d.requestRows(ctx, conn, &f, start, end, after, f.Limit+1)
+		keys, err = d.requestKeys(ctx, conn, &f, start, end, after, f.Limit+1)
 		if err != nil {
 			return nil, historyErr("requests", err)
 		}
-		if len(rows) > f.Limit || !start.After(f.From) {
-			page.Rows = rows
+		if len(keys) > f.Limit || !start.After(f.From) {
 			break
 		}
+	}
+	if page.Rows, err = d.requestRows(ctx, conn, keys); err != nil {
+		return nil, historyErr("requests", err)
 	}
 	if len(page.Rows) > f.Limit {
 		page.Rows = page.Rows[:f.Limit]
@@ -189,26 +193,72 @@ func (d *Data) Requests(ctx context.Context, v View, f RequestFilter) (*RequestP
 	return page, nil
 }
 
-func (d *Data) requestRows(ctx context.Context, conn driver.Conn, f *RequestFilter, start, end time.Time, after cursor, limit int) ([]RequestRow, error) {
-	var out []RequestRow
+// requestKey is where a row of a page is: its department, time and id.
+type requestKey struct {
+	dept      string
+	tsMs      uint64
+	requestID string
+}
+
+// requestKeys finds the rows of a page in [start, end]: the columns the
+// filters and the order need, not the rows.
+func (d *Data) requestKeys(ctx context.Context, conn driver.Conn, f *RequestFilter, start, end time.Time, after cursor, limit int) ([]requestKey, error) {
+	var out []requestKey
 	args := []any{start.Unix(), end.Unix(), f.Team, f.Team, f.Model, f.Model,
 		f.Status, f.Status, f.Status, f.Status, after.tsMs, after.tsMs, after.requestID, limit}
-	sql := chsql.ConsoleRequests.SQL
+	sql := chsql.ConsoleRequestKeys.SQL
 	if f.Dept != "" {
-		sql, args = chsql.ConsoleRequestsDept.SQL, append([]any{f.Dept}, args...)
+		sql, args = chsql.ConsoleRequestKeysDept.SQL, append([]any{f.Dept}, args...)
 	}
 	err := queryRows(ctx, conn, sql, args, func(rows driver.Rows) error {
-		var r RequestRow
-		var tsMs uint64
-		if err := rows.Scan(&r.RequestID, &tsMs, &r.Dept, &r.Team, &r.Project, &r.Subject, &r.Key, &r.Model, &r.Provider,
-			&r.Status, &r.ErrorType, &r.PromptTokens, &r.CompletionTokens, &r.CostNano, &r.LatencyUs); err != nil {
-			return err
-		}
-		r.Time = time.UnixMilli(int64(tsMs)).UTC()
-		out = append(out, r)
-		return nil
+		var k requestKey
+		err := rows.Scan(&k.dept, &k.tsMs, &k.requestID)
+		out = append(out, k)
+		return err
 	})
 	return out, err
+}
+
+// requestRows reads the rows of keys, in their order, by the sorting key
+// (department, time): a few granules, whatever the window was.
+func (d *Data) requestRows(ctx context.Context, conn driver.Conn, keys []requestKey) ([]RequestRow, error) {
+	if len(keys) == 0 {
+		return nil, nil
+	}
+	depts, ids := map[string]bool{}, make([]string, 0, len(keys))
+	first, last := keys[0].tsMs, keys[0].tsMs
+	for _, k := range keys {
+		depts[k.dept] = true
+		ids = append(ids, k.requestID)
+		first, last = min(first, k.tsMs), max(last, k.tsMs)
+	}
+	set := make([]any, 0, len(depts))
+	for _, dp := range sortedKeys(depts) {
+		set = append(set, dp)
+	}
+	found := make(map[requestKey]RequestRow, len(keys))
+	err := queryRows(ctx, conn, chsql.ConsoleRequestRows.SQL, []any{clickhouse.GroupSet{Value: set}, first / 1000, last / 1000, ids},
+		func(rows driver.Rows) error {
+			var r RequestRow
+			var tsMs uint64
+			if err := rows.Scan(&r.RequestID, &tsMs, &r.Dept, &r.Team, &r.Project, &r.Subject, &r.Key, &r.Model, &r.Provider,
+				&r.Status, &r.ErrorType, &r.PromptTokens, &r.CompletionTokens, &r.CostNano, &r.LatencyUs); err != nil {
+				return err
+			}
+			r.Time = time.UnixMilli(int64(tsMs)).UTC()
+			found[requestKey{r.Dept, tsMs, r.RequestID}] = r
+			return nil
+		})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]RequestRow, 0, len(keys))
+	for _, k := range keys {
+		if r, ok := found[k]; ok {
+			out = append(out, r)
+		}
+	}
+	return out, nil
 }
 
 // RequestHint locates a request: its department and time, which the

@@ -25,7 +25,7 @@ import (
 // env is a console served by a real admin listener on a loopback port,
 // with its sessions, API keys and audit log in an embedded NATS server.
 type env struct {
-	t       *testing.T
+	t       testing.TB
 	base    string // http://127.0.0.1:port
 	c       *console.Console
 	js      jetstream.JetStream
@@ -42,12 +42,12 @@ func (e *env) advance(d time.Duration) { e.elapsed.Add(int64(d)) }
 
 type envOpts struct {
 	cfg    *config.Config
-	listen func(t *testing.T) net.Listener // default: 127.0.0.1:0
+	listen func(t testing.TB) net.Listener // default: 127.0.0.1:0
 	client *http.Client                    // the console's client to the provider
 	memory bool                            // sessions in memory, not in the KV bucket
 }
 
-func newEnv(t *testing.T, o envOpts) *env {
+func newEnv(t testing.TB, o envOpts) *env {
 	t.Helper()
 	e := &env{t: t}
 	cfg := o.cfg
@@ -106,7 +106,7 @@ func newEnv(t *testing.T, o envOpts) *env {
 // browser is an HTTP client with a cookie jar that does not follow
 // redirects, so tests see each 303.
 type browser struct {
-	t    *testing.T
+	t    testing.TB
 	base string
 	c    *http.Client
 	csrf string

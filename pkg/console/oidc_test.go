@@ -124,7 +124,7 @@ func oidcEnv(t *testing.T, users []testUser) (*env, *provider) {
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	e := newEnv(t, envOpts{cfg: cfg, listen: func(*testing.T) net.Listener { return ln }})
+	e := newEnv(t, envOpts{cfg: cfg, listen: func(testing.TB) net.Listener { return ln }})
 	return e, p
 }
 

@@ -95,7 +95,7 @@ func TestLinkExpires(t *testing.T) {
 // loopback address (as a Service IP would be): a valid link is refused,
 // and PrintLink prints none for such a listener.
 func TestLinkOffLoopback(t *testing.T) {
-	e := newEnv(t, envOpts{listen: func(t *testing.T) net.Listener {
+	e := newEnv(t, envOpts{listen: func(t testing.TB) net.Listener {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
