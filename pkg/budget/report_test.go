@@ -115,3 +115,34 @@ func TestReportForecast(t *testing.T) {
 		t.Errorf("forecast JSON %s, %v", b, err)
 	}
 }
+
+// TestValues: the console's lists of departments and teams are the values
+// with a total (here, a reservation) in the current period, sorted and
+// filtered; reservations are not applied spend.
+func TestValues(t *testing.T) {
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	tr := NewTracker(TrackerOptions{Now: func() time.Time { return now }})
+	for _, s := range []Scopes{NewScopes("k1", "alice", "research", "ml", ""), NewScopes("k2", "bob", "finance", "ml", ""),
+		NewScopes("k3", "carol", "research", "web", "")} {
+		tr.Bind(s).Reserve(100)
+	}
+	for _, tc := range []struct {
+		scope  Scope
+		period Period
+		keep   func(string) bool
+		want   string
+	}{
+		{ScopeDept, PeriodMonth, nil, "finance,research"},
+		{ScopeDept, PeriodDay, func(v string) bool { return v == "research" }, "research"},
+		{ScopeTeam, PeriodMonth, func(v string) bool { return strings.HasPrefix(v, "research/") }, "research/ml,research/web"},
+		{ScopeSubject, PeriodTotal, nil, "alice,bob,carol"},
+		{ScopeProject, PeriodMonth, nil, ""},
+	} {
+		if got := strings.Join(tr.Values(tc.scope, tc.period, tc.keep), ","); got != tc.want {
+			t.Errorf("Values(%s, %s) = %q, want %q", tc.scope, tc.period, got, tc.want)
+		}
+	}
+	if got := tr.Applied(ScopeGlobal); got != 0 {
+		t.Errorf("Applied(global) = %d with reservations only", got)
+	}
+}
