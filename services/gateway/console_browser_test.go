@@ -31,11 +31,12 @@ type consoleRig struct {
 	ui        string // the console's base URL, http://ADMIN/ui
 }
 
-// The test users of the OpenID Provider: their role claim maps to a
-// console role by the config's console.roles.
+// The test users of the OpenID Provider: alice's role claim (a string)
+// and bob's groups claim (a list) map to console roles by the config's
+// console.roles.
 const (
 	consoleAdmin     = "alice" // role admin, dept eng
-	consoleDeptAdmin = "bob"   // role dept-admin, dept sales
+	consoleDeptAdmin = "bob"   // in group tollgate-dept-admins (role dept-admin), dept sales
 	consolePassword  = "console-test-password"
 )
 
@@ -60,7 +61,7 @@ func startConsoleRig(ctx context.Context, t *testing.T) consoleRig {
 	iss := startIssuer(ctx, t, filepath.Join(bin, "oidc-provider"),
 		"-listen", "127.0.0.1:0", "-client-id", clientID, "-client-secret", clientSecret, "-redirect-uri", redirect,
 		"-user", "sub="+consoleAdmin+",password="+consolePassword+",email=alice@example.test,name=Alice,dept=eng,role=tollgate-admin",
-		"-user", "sub="+consoleDeptAdmin+",password="+consolePassword+",email=bob@example.test,name=Bob,dept=sales,role=tollgate-dept-admin")
+		"-user", "sub="+consoleDeptAdmin+",password="+consolePassword+",email=bob@example.test,name=Bob,dept=sales,groups=staff|tollgate-dept-admins")
 
 	dir := t.TempDir()
 	secretFile := filepath.Join(dir, "console-client-secret")
@@ -81,7 +82,7 @@ console:
   oidc: {issuer: example-sso, client_id: %q, client_secret_file: %q, redirect_url: %q}
   roles:
     - {claim: role, value: tollgate-admin, role: admin}
-    - {claim: role, value: tollgate-dept-admin, role: dept-admin}
+    - {claim: groups, value: tollgate-dept-admins, role: dept-admin}
   dept_claim: dept
 providers:
   - {name: mock, kind: openai, base_url: "http://%s/v1", api_key: upstream-key}
