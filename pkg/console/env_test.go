@@ -198,4 +198,4 @@ func (b *browser) post(path string, form url.Values) (int, http.Header, string) 
 
 func contains(s, sub string) bool { return strings.Contains(s, sub) }
 
-func replace(s, old, new string) string { return strings.ReplaceAll(s, old, new) }
+func replace(s, from, to string) string { return strings.ReplaceAll(s, from, to) }
