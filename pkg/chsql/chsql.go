@@ -66,6 +66,9 @@ var (
 		"SELECT count() FROM system.columns WHERE database = currentDatabase() AND table = ? AND name = ?")
 	// AppliedMigrations lists the versions applied.
 	AppliedMigrations = add("chstore.applied_migrations", "SELECT DISTINCT version FROM schema_migrations ORDER BY version")
+	// ClusterShards counts the shards of a cluster of the server's
+	// remote_servers (bind: cluster); 0 for a cluster it does not know.
+	ClusterShards = add("chstore.cluster_shards", "SELECT uniqExact(shard_num) FROM system.clusters WHERE cluster = ?")
 	// InsertMigration records a migration.
 	InsertMigration = add("chstore.insert_migration", "INSERT INTO schema_migrations (version, name, applied_at)")
 )

@@ -832,12 +832,20 @@ func (l *Loader) prepare(b *batch) (top uint64, topMsg jetstream.Msg) {
 // commit stores l.pending and the watermark top, retrying with backoff
 // until both succeeded. Attempts are not cut short by ctx; a cancel during
 // a backoff abandons the batch.
+//
+// The batch's ingested_at is stamped once, before the first attempt, so
+// that an attempt after one whose outcome is unknown sends the same rows
+// as far as the lookup of stored rows leaves them: on a replicated table
+// an identical block is then dropped by ClickHouse's block deduplication
+// even when the replica that took the first attempt died before the
+// replica now written to could see its rows (docs/analytics.md).
 func (l *Loader) commit(ctx context.Context, top uint64) error {
 	work := context.WithoutCancel(ctx)
 	inserted := false
+	ingested := l.o.Now()
 	return l.retry(ctx, "store", func(context.Context) error {
 		if !inserted {
-			if err := l.insert(work); err != nil {
+			if err := l.insert(work, ingested); err != nil {
 				l.verify = true // the insert may have landed all the same
 				return err
 			}
@@ -875,12 +883,12 @@ type hookError struct{ err error }
 func (e *hookError) Error() string { return e.err.Error() }
 func (e *hookError) Unwrap() error { return e.err }
 
-// insert inserts l.pending in one batch. When l.verify is set it first
+// insert inserts l.pending in one batch, loaded at ingested. When l.verify is set it first
 // waits for running inserts to end and drops the events already stored,
 // and keeps verifying the next batch only if it found any: the last
 // process, or a failed attempt, stored at most one batch without a
 // watermark, and its events come first.
-func (l *Loader) insert(ctx context.Context) error {
+func (l *Loader) insert(ctx context.Context, ingested time.Time) error {
 	if l.verify && len(l.pending) > 0 {
 		lo, hi, minTS, maxTS := l.bounds()
 		c, cancel := context.WithTimeout(ctx, l.o.InsertTimeout)
@@ -913,10 +921,9 @@ func (l *Loader) insert(ctx context.Context) error {
 	if !l.holding(l.writeMargin()) {
 		return errLeaseLost
 	}
-	now := l.o.Now()
 	l.cols.reset()
 	for _, p := range l.pending {
-		l.cols.add(p.ev, p.src, now)
+		l.cols.add(p.ev, p.src, ingested)
 	}
 	c, cancel := context.WithTimeout(ctx, l.o.InsertTimeout)
 	defer cancel()

@@ -106,7 +106,11 @@ func (s *Store) migrate(ctx context.Context, ms []Migration) error {
 	if err := s.createDatabase(ctx); err != nil {
 		return err
 	}
-	if err := s.conn.Exec(ctx, chsql.CreateMigrations.SQL); err != nil {
+	l, err := s.layout(ctx)
+	if err != nil {
+		return err
+	}
+	if err := s.applyAll(ctx, l, chsql.CreateMigrations.SQL); err != nil {
 		return fmt.Errorf("create schema_migrations: %w", err)
 	}
 	applied, err := s.AppliedMigrations(ctx)
@@ -118,7 +122,7 @@ func (s *Store) migrate(ctx context.Context, ms []Migration) error {
 			continue
 		}
 		for i, stmt := range m.Statements {
-			if err := s.apply(ctx, stmt); err != nil {
+			if err := s.applyAll(ctx, l, stmt); err != nil {
 				return fmt.Errorf("apply migration %s statement %d: %w", m.Name, i+1, err)
 			}
 		}
@@ -129,9 +133,42 @@ func (s *Store) migrate(ctx context.Context, ms []Migration) error {
 	return nil
 }
 
+// layout reads how the migrations apply: on one server, or on
+// Options.Cluster, whose shards it counts in system.clusters.
+func (s *Store) layout(ctx context.Context) (layout, error) {
+	l := layout{db: s.o.Database, cluster: s.o.Cluster, path: s.o.ReplicaPath}
+	if l.cluster == "" {
+		return l, nil
+	}
+	var shards uint64
+	if err := s.conn.QueryRow(ctx, chsql.ClusterShards.SQL, l.cluster).Scan(&shards); err != nil {
+		return l, fmt.Errorf("look up cluster %s: %w", l.cluster, err)
+	}
+	if shards == 0 {
+		return l, fmt.Errorf("%w: cluster %q is not in the server's remote_servers (system.clusters)", ErrInvalidOptions, l.cluster)
+	}
+	l.shards = int(shards)
+	return l, nil
+}
+
+// applyAll applies stmt as the layout says (layout.rewrite).
+func (s *Store) applyAll(ctx context.Context, l layout, stmt string) error {
+	stmts, err := l.rewrite(stmt)
+	if err != nil {
+		return err
+	}
+	for _, st := range stmts {
+		if err := s.apply(ctx, st); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // addColumn matches a statement that adds one column: ALTER TABLE t ADD
-// COLUMN c <type>.
-var addColumn = regexp.MustCompile(`(?is)^ALTER\s+TABLE\s+([A-Za-z_][A-Za-z0-9_]*)\s+ADD\s+COLUMN\s+([A-Za-z_][A-Za-z0-9_]*)\s`)
+// COLUMN c <type>, t qualified by its database and ON CLUSTER x on a
+// cluster.
+var addColumn = regexp.MustCompile(`(?is)^ALTER\s+TABLE\s+(?:[A-Za-z_][A-Za-z0-9_]*\.)?([A-Za-z_][A-Za-z0-9_]*)\s+(?:ON\s+CLUSTER\s+[A-Za-z_][A-Za-z0-9_]*\s+)?ADD\s+COLUMN\s+([A-Za-z_][A-Za-z0-9_]*)\s`)
 
 // apply runs one statement. ClickHouse 18.16 has no ADD COLUMN IF NOT
 // EXISTS, so an ALTER TABLE ... ADD COLUMN whose column is already there
@@ -181,7 +218,11 @@ func (s *Store) createDatabase(ctx context.Context) error {
 		return err
 	}
 	defer conn.Close()
-	if err := conn.Exec(ctx, chsql.CreateDatabase(s.o.Database)); err != nil {
+	stmt := chsql.CreateDatabase(s.o.Database)
+	if s.o.Cluster != "" {
+		stmt += " ON CLUSTER " + s.o.Cluster
+	}
+	if err := conn.Exec(ctx, stmt); err != nil {
 		return fmt.Errorf("create database %s: %w", s.o.Database, err)
 	}
 	return nil

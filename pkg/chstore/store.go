@@ -36,6 +36,17 @@ type Options struct {
 	ReadTimeout time.Duration
 	// MaxOpenConns caps the connection pool. Default 4.
 	MaxOpenConns int
+	// Cluster, when set, is the ClickHouse cluster (a <remote_servers>
+	// entry of the servers' config) the schema lives on: Migrate creates
+	// every table ON CLUSTER with a Replicated engine, and with several
+	// shards a Distributed table <name>_all over each (cluster.go). Every
+	// server needs the macros {shard} and {replica} and a ZooKeeper. Empty
+	// (the default): one server, plain MergeTree tables.
+	Cluster string
+	// ReplicaPath is the ZooKeeper path under which the replicated tables
+	// keep their state; /<database>/<table> is appended. Used with Cluster
+	// only. Default DefaultReplicaPath, /clickhouse/tables/{shard}.
+	ReplicaPath string
 }
 
 // ErrInvalidOptions is returned by Open for options that can never work.
@@ -57,6 +68,16 @@ func (o Options) withDefaults() (Options, error) {
 	if o.User == "" {
 		o.User = "default"
 	}
+	if o.Cluster != "" && !clusterName.MatchString(o.Cluster) {
+		return o, fmt.Errorf("%w: cluster name %q: want letters, digits and '_'", ErrInvalidOptions, o.Cluster)
+	}
+	if o.ReplicaPath == "" {
+		o.ReplicaPath = DefaultReplicaPath
+	}
+	if !replicaPath.MatchString(o.ReplicaPath) {
+		return o, fmt.Errorf("%w: replica path %q: want an absolute path of letters, digits, '_', '-', '.', '/' and macros in braces", ErrInvalidOptions, o.ReplicaPath)
+	}
+	o.ReplicaPath = strings.TrimSuffix(o.ReplicaPath, "/")
 	if o.DialTimeout <= 0 {
 		o.DialTimeout = 5 * time.Second
 	}
