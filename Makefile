@@ -37,6 +37,12 @@ stack:
 stack-down:
 	scripts/stack/down.sh
 
+.PHONY: test-cluster
+## test-cluster: the replicated ClickHouse test (ZooKeeper and two 18.16 replicas, migrated ON CLUSTER, usage batches loaded from JetStream, each replica SIGKILLed mid-load; about a minute; make test runs it too; RELIABILITY.md)
+test-cluster:
+	scripts/deps.sh
+	$(GO) test -count=1 -tags chcluster -run '^TestCluster' -timeout 10m -v ./pkg/chstore
+
 .PHONY: test-chaos
 ## test-chaos: fault scenarios on a multi-node rig (3 NATS nodes, 2 gateways, ClickHouse); one with SCENARIO=nats-down; another nats-server with NATS_SERVER=/usr/bin/nats-server (about 10 minutes; see RELIABILITY.md)
 test-chaos:

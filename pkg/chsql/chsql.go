@@ -69,6 +69,9 @@ var (
 	// ClusterShards counts the shards of a cluster of the server's
 	// remote_servers (bind: cluster); 0 for a cluster it does not know.
 	ClusterShards = add("chstore.cluster_shards", "SELECT uniqExact(shard_num) FROM system.clusters WHERE cluster = ?")
+	// HasSetting counts the server's settings of a name (bind: name): 1
+	// when the server knows it.
+	HasSetting = add("chstore.has_setting", "SELECT count() FROM system.settings WHERE name = ?")
 	// InsertMigration records a migration.
 	InsertMigration = add("chstore.insert_migration", "INSERT INTO schema_migrations (version, name, applied_at)")
 )

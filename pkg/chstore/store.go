@@ -95,6 +95,9 @@ func (o Options) withDefaults() (Options, error) {
 type Store struct {
 	conn driver.Conn
 	o    Options
+	// insertSettings are the settings of the loader's inserts: on a
+	// cluster whose servers know it, deduplicate_blocks_in_dependent_materialized_views.
+	insertSettings clickhouse.Settings
 }
 
 // Open connects to ClickHouse over the native protocol (LZ4-compressed) and
@@ -114,7 +117,38 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 		conn.Close()
 		return nil, err
 	}
+	if o.Cluster != "" {
+		if err := s.clusterSettings(ctx); err != nil {
+			conn.Close()
+			return nil, err
+		}
+	}
 	return s, nil
+}
+
+// dedupViews is the setting that makes a replicated insert whose block is
+// dropped as a duplicate still feed the materialized views, whose own
+// replicated tables then drop what they already hold: without it a retry
+// after a replica died between storing an insert's events and its
+// rollups leaves the rollups short. ClickHouse 18.16 does not have it.
+const dedupViews = "deduplicate_blocks_in_dependent_materialized_views"
+
+// clusterSettings sets the loader's insert settings from what the server
+// knows.
+func (s *Store) clusterSettings(ctx context.Context) error {
+	conn, err := open(s.o, "")
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	var n uint64
+	if err := conn.QueryRow(ctx, chsql.HasSetting.SQL, dedupViews).Scan(&n); err != nil {
+		return fmt.Errorf("look up setting %s: %w", dedupViews, err)
+	}
+	if n > 0 {
+		s.insertSettings = clickhouse.Settings{dedupViews: 1}
+	}
+	return nil
 }
 
 // open returns a lazily connecting pool whose default database is db.
@@ -211,7 +245,11 @@ func (s *Store) insertPrefix() string { return "tollgate-load-" + s.o.Database +
 
 // insertEvents inserts the rows of c in one native batch.
 func (s *Store) insertEvents(ctx context.Context, c *columns) error {
-	ctx = clickhouse.Context(ctx, clickhouse.WithQueryID(s.insertPrefix()+uuid.NewString()))
+	opts := []clickhouse.QueryOption{clickhouse.WithQueryID(s.insertPrefix() + uuid.NewString())}
+	if s.insertSettings != nil {
+		opts = append(opts, clickhouse.WithSettings(s.insertSettings))
+	}
+	ctx = clickhouse.Context(ctx, opts...)
 	return insertColumns(ctx, s.conn, c)
 }
 
