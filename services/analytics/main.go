@@ -77,7 +77,7 @@ type settings struct {
 func parseSettings(args []string, getenv func(string) string) (settings, error) {
 	s := settings{getenv: getenv, cfg: &config.Config{}}
 	fs := flag.NewFlagSet("analytics", flag.ContinueOnError)
-	fs.StringVar(&s.cfgPath, "config", getenv("TOLLGATE_CONFIG"), "config file; its nats, log, profiling and budgets sections are used (env TOLLGATE_CONFIG)")
+	fs.StringVar(&s.cfgPath, "config", getenv("TOLLGATE_CONFIG"), "config file; its nats, clickhouse, log, profiling and budgets sections are used (env TOLLGATE_CONFIG)")
 	natsURL := fs.String("nats", "", "NATS URL; overrides the config's nats.url")
 	fs.StringVar(&s.store.Addr, "clickhouse", orDefault(getenv("TOLLGATE_CLICKHOUSE"), "127.0.0.1:9000"),
 		"ClickHouse native-protocol address(es), comma-separated (env TOLLGATE_CLICKHOUSE)")
@@ -100,6 +100,7 @@ func parseSettings(args []string, getenv func(string) string) (settings, error) 
 		s.cfg.NATS.URL = *natsURL
 	}
 	s.loader.Replicas = s.cfg.NATS.Replicas
+	s.store.Cluster, s.store.ReplicaPath = s.cfg.ClickHouse.Cluster, s.cfg.ClickHouse.ReplicaPath
 	return s, nil
 }
 
