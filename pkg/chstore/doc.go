@@ -130,6 +130,15 @@
 //     write only while its lease has at least 2 × InsertTimeout to run, and
 //     a new holder waits for running inserts before its first lookup.
 //
+// On a replicated cluster (Options.Cluster, cluster.go) an insert whose
+// replica died may be stored only on that replica, out of the lookup's
+// sight: the retry then sends the same block (ingested_at is stamped once
+// per batch), which ReplicatedMergeTree's block deduplication drops. On
+// 18.16 a deduplicated block does not feed the views, so the rollups can
+// be short of a batch cut between usage_events and its views; current
+// releases feed them (deduplicate_blocks_in_dependent_materialized_views).
+// docs/analytics.md, "Exactly once on a cluster".
+//
 // So duplicates are never inserted, and neither raw-row queries nor the
 // rollups depend on FINAL or on merges for correctness. The exception is
 // the legacy path: a legacy single-event message republished with a new

@@ -72,6 +72,8 @@ type settings struct {
 	loader  chstore.LoaderOptions
 	metrics string // address of the metrics listener; "" for none
 	getenv  func(string) string
+	// migrateOnly ends the program once the schema is migrated (-migrate).
+	migrateOnly bool
 }
 
 func parseSettings(args []string, getenv func(string) string) (settings, error) {
@@ -85,6 +87,7 @@ func parseSettings(args []string, getenv func(string) string) (settings, error) 
 	fs.IntVar(&s.loader.BatchSize, "batch-size", 10000, "most events per insert")
 	fs.DurationVar(&s.loader.BatchInterval, "batch-interval", time.Second, "longest an event waits for its batch to fill")
 	fs.StringVar(&s.metrics, "metrics", "", "address serving /metrics, e.g. 127.0.0.1:9103 (off when empty)")
+	fs.BoolVar(&s.migrateOnly, "migrate", false, "apply the ClickHouse migrations (ON CLUSTER with the config's clickhouse.cluster) and exit, loading nothing")
 	if err := fs.Parse(args); err != nil {
 		return s, err
 	}
