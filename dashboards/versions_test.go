@@ -210,6 +210,8 @@ var catalogueArgs = map[string][][]any{
 	"chstore.applied_migrations": {{}},
 	"chstore.cluster_shards":     {{"tollgate"}, {"nope"}},
 	"chstore.has_setting":        {{"max_threads"}, {"nope"}},
+	"chstore.cluster_hosts":      {{"nope"}},
+	"chstore.table_exists":       {{"usage_events"}, {"nope"}},
 	"chstore.watermark":          {{chstore.DefaultStream, chstore.DefaultDurable}, {chstore.DefaultStream, "other"}},
 	"chstore.load_state":         {{chstore.DefaultStream, chstore.DefaultDurable}},
 	"chstore.running_inserts":    {{"tollgate-load-x-"}},

@@ -8,7 +8,7 @@ import (
 )
 
 func TestRewrite(t *testing.T) {
-	one := layout{db: "tg", cluster: "c1", path: "/ch/{shard}", shards: 1}
+	one := layout{db: "tg", cluster: "c1", path: "/ch/{shard}", shards: 1, eachServer: eachServerMark}
 	two := one
 	two.shards = 2
 	tests := []struct {
@@ -25,14 +25,14 @@ func TestRewrite(t *testing.T) {
 			[]string{"CREATE TABLE IF NOT EXISTS tg.t ON CLUSTER c1 (a UInt8) ENGINE = ReplicatedMergeTree('/ch/{shard}/tg/t', '{replica}') ORDER BY a"}},
 		{"summing with a tuple of columns", one,
 			"CREATE TABLE IF NOT EXISTS s\n(\n a UInt8, n UInt64\n)\nENGINE = SummingMergeTree((n, a))\nORDER BY a",
-			[]string{"CREATE TABLE IF NOT EXISTS tg.s ON CLUSTER c1\n(\n a UInt8, n UInt64\n)\nENGINE = ReplicatedSummingMergeTree('/ch/{shard}/tg/s', '{replica}', (n, a))\nORDER BY a"}},
+			[]string{"CREATE TABLE IF NOT EXISTS tg.s ON CLUSTER c1\n(\n a UInt8, n UInt64,\n    load_seq UInt64\n)\nENGINE = ReplicatedSummingMergeTree('/ch/{shard}/tg/s', '{replica}', (n, a))\nORDER BY a"}},
 		{"replacing with a version", one,
 			"CREATE TABLE IF NOT EXISTS r (v UInt64) ENGINE = ReplacingMergeTree(v) ORDER BY v",
 			[]string{"CREATE TABLE IF NOT EXISTS tg.r ON CLUSTER c1 (v UInt64) ENGINE = ReplicatedReplacingMergeTree('/ch/{shard}/tg/r', '{replica}', v) ORDER BY v"}},
 		{"several shards add a distributed table", two,
 			"CREATE TABLE IF NOT EXISTS usage_daily (v UInt64) ENGINE = SummingMergeTree(v) ORDER BY v",
 			[]string{
-				"CREATE TABLE IF NOT EXISTS tg.usage_daily ON CLUSTER c1 (v UInt64) ENGINE = ReplicatedSummingMergeTree('/ch/{shard}/tg/usage_daily', '{replica}', v) ORDER BY v",
+				"CREATE TABLE IF NOT EXISTS tg.usage_daily ON CLUSTER c1 (v UInt64,\n    load_seq UInt64\n) ENGINE = ReplicatedSummingMergeTree('/ch/{shard}/tg/usage_daily', '{replica}', v) ORDER BY v",
 				"CREATE TABLE IF NOT EXISTS tg.usage_daily_all ON CLUSTER c1 AS tg.usage_daily ENGINE = Distributed(c1, tg, usage_daily, rand())",
 			}},
 		{"watermarks stay per shard", two,
@@ -40,7 +40,14 @@ func TestRewrite(t *testing.T) {
 			[]string{"CREATE TABLE IF NOT EXISTS tg.watermarks ON CLUSTER c1 (seq UInt64) ENGINE = ReplicatedReplacingMergeTree('/ch/{shard}/tg/watermarks', '{replica}', seq) ORDER BY seq"}},
 		{"materialized view", one,
 			"CREATE MATERIALIZED VIEW IF NOT EXISTS mv TO h AS\nSELECT a FROM usage_events WHERE x IN (SELECT y FROM system.columns)",
-			[]string{"CREATE MATERIALIZED VIEW IF NOT EXISTS tg.mv ON CLUSTER c1 TO tg.h AS\nSELECT a FROM tg.usage_events WHERE x IN (SELECT y FROM system.columns)"}},
+			[]string{"CREATE MATERIALIZED VIEW IF NOT EXISTS tg.mv ON CLUSTER c1 TO tg.h AS\nSELECT a,\n    max(stream_seq) AS load_seq\nFROM tg.usage_ingest WHERE x IN (SELECT y FROM system.columns)"}},
+		{"usage events get the ingest table", one,
+			"CREATE TABLE IF NOT EXISTS usage_events (a UInt8, v DateTime) ENGINE = ReplacingMergeTree(v) ORDER BY a",
+			[]string{
+				"CREATE TABLE IF NOT EXISTS tg.usage_events ON CLUSTER c1 (a UInt8, v DateTime) ENGINE = ReplicatedReplacingMergeTree('/ch/{shard}/tg/usage_events', '{replica}', v) ORDER BY a",
+				"CREATE TABLE IF NOT EXISTS tg.usage_ingest ON CLUSTER c1 AS tg.usage_events ENGINE = Null",
+				"CREATE MATERIALIZED VIEW IF NOT EXISTS tg.usage_ingest_mv ON CLUSTER c1 TO tg.usage_events AS SELECT * FROM tg.usage_ingest",
+			}},
 		{"view over a subquery", one,
 			"CREATE VIEW IF NOT EXISTS v AS\nSELECT d FROM\n(\n SELECT toDate(ts) AS d FROM usage_daily\n)",
 			[]string{"CREATE VIEW IF NOT EXISTS tg.v ON CLUSTER c1 AS\nSELECT d FROM\n(\n SELECT toDate(ts) AS d FROM tg.usage_daily\n)"}},
@@ -49,7 +56,11 @@ func TestRewrite(t *testing.T) {
 			[]string{
 				"ALTER TABLE tg.usage_events ON CLUSTER c1 ADD COLUMN hedged UInt8",
 				"ALTER TABLE tg.usage_events_all ON CLUSTER c1 ADD COLUMN hedged UInt8",
+				"-- on each server\nALTER TABLE tg.usage_ingest ADD COLUMN hedged UInt8",
 			}},
+		{"a plain view keeps reading its table", one,
+			"CREATE VIEW IF NOT EXISTS v AS SELECT count() FROM usage_events",
+			[]string{"CREATE VIEW IF NOT EXISTS tg.v ON CLUSTER c1 AS SELECT count() FROM tg.usage_events"}},
 		{"backfill runs where it is sent", one,
 			"INSERT INTO d (a) SELECT a FROM usage_events WHERE (SELECT count() FROM d) = 0",
 			[]string{"INSERT INTO d (a) SELECT a FROM usage_events WHERE (SELECT count() FROM d) = 0"}},
@@ -89,7 +100,7 @@ func TestRewriteEveryMigration(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := layout{db: "tg", cluster: "c1", path: DefaultReplicaPath, shards: 2}
+	l := layout{db: "tg", cluster: "c1", path: DefaultReplicaPath, shards: 2, eachServer: eachServerMark}
 	for _, m := range ms {
 		for i, stmt := range m.Statements {
 			out, err := l.rewrite(stmt)
@@ -98,13 +109,17 @@ func TestRewriteEveryMigration(t *testing.T) {
 				continue
 			}
 			for _, s := range out {
-				if strings.HasPrefix(s, "INSERT") {
+				if strings.HasPrefix(s, "INSERT") || strings.HasPrefix(s, eachServerMark+"ALTER TABLE tg."+IngestTable+" ") {
 					continue
+				}
+				if strings.HasPrefix(s, "CREATE MATERIALIZED VIEW") && strings.Contains(s, "FROM tg.usage_events") {
+					t.Errorf("%s statement %d: a view reads usage_events, not %s: %.80q", m.Name, i+1, IngestTable, s)
 				}
 				if !strings.Contains(s, " ON CLUSTER c1") {
 					t.Errorf("%s statement %d: not on the cluster: %.80q", m.Name, i+1, s)
 				}
-				if strings.HasPrefix(s, "CREATE TABLE") && !strings.Contains(s, "ENGINE = Replicated") && !strings.Contains(s, "ENGINE = Distributed") {
+				if strings.HasPrefix(s, "CREATE TABLE") && !strings.Contains(s, "ENGINE = Replicated") && !strings.Contains(s, "ENGINE = Distributed") &&
+					!strings.HasPrefix(s, "CREATE TABLE IF NOT EXISTS tg."+IngestTable+" ") {
 					t.Errorf("%s statement %d: table not replicated: %.80q", m.Name, i+1, s)
 				}
 			}

@@ -833,20 +833,25 @@ func (l *Loader) prepare(b *batch) (top uint64, topMsg jetstream.Msg) {
 // until both succeeded. Attempts are not cut short by ctx; a cancel during
 // a backoff abandons the batch.
 //
-// The batch's ingested_at is stamped once, before the first attempt, so
-// that an attempt after one whose outcome is unknown sends the same rows
-// as far as the lookup of stored rows leaves them: on a replicated table
-// an identical block is then dropped by ClickHouse's block deduplication
-// even when the replica that took the first attempt died before the
-// replica now written to could see its rows (docs/analytics.md).
+// The batch's ingested_at is stamped once, before the first attempt. On a
+// cluster an attempt after one whose outcome is unknown sends the same
+// block again without looking up stored rows: the replicated tables'
+// block deduplication drops whatever part of it was stored, even on a
+// replica that died before the one now written to could see it, and in
+// each rollup separately (docs/analytics.md, "Exactly once on a
+// cluster").
 func (l *Loader) commit(ctx context.Context, top uint64) error {
 	work := context.WithoutCancel(ctx)
-	inserted := false
+	inserted, resend := false, false
 	ingested := l.o.Now()
 	return l.retry(ctx, "store", func(context.Context) error {
 		if !inserted {
-			if err := l.insert(work, ingested); err != nil {
+			if err := l.insert(work, ingested, resend); err != nil {
 				l.verify = true // the insert may have landed all the same
+				// On a cluster the same block goes again, whole: block
+				// deduplication drops each part already stored, in
+				// usage_events and in every rollup alike.
+				resend = l.store.o.Cluster != ""
 				return err
 			}
 			inserted = true
@@ -883,13 +888,14 @@ type hookError struct{ err error }
 func (e *hookError) Error() string { return e.err.Error() }
 func (e *hookError) Unwrap() error { return e.err }
 
-// insert inserts l.pending in one batch, loaded at ingested. When l.verify is set it first
+// insert inserts l.pending in one batch, loaded at ingested. Unless
+// resend (the same block again, on a cluster), when l.verify is set it first
 // waits for running inserts to end and drops the events already stored,
 // and keeps verifying the next batch only if it found any: the last
 // process, or a failed attempt, stored at most one batch without a
 // watermark, and its events come first.
-func (l *Loader) insert(ctx context.Context, ingested time.Time) error {
-	if l.verify && len(l.pending) > 0 {
+func (l *Loader) insert(ctx context.Context, ingested time.Time, resend bool) error {
+	if l.verify && !resend && len(l.pending) > 0 {
 		lo, hi, minTS, maxTS := l.bounds()
 		c, cancel := context.WithTimeout(ctx, l.o.InsertTimeout)
 		err := l.store.waitInserts(c)

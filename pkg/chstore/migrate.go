@@ -5,6 +5,7 @@ import (
 	"embed"
 	"fmt"
 	"io/fs"
+	"net"
 	"path"
 	"regexp"
 	"slices"
@@ -136,9 +137,26 @@ func (s *Store) migrate(ctx context.Context, ms []Migration) error {
 // layout reads how the migrations apply: on one server, or on
 // Options.Cluster, whose shards it counts in system.clusters.
 func (s *Store) layout(ctx context.Context) (layout, error) {
-	l := layout{db: s.o.Database, cluster: s.o.Cluster, path: s.o.ReplicaPath}
+	l := layout{db: s.o.Database, cluster: s.o.Cluster, path: s.o.ReplicaPath, eachServer: eachServerMark}
 	if l.cluster == "" {
 		return l, nil
+	}
+	rows, err := s.conn.Query(ctx, chsql.ClusterHosts.SQL, l.cluster)
+	if err != nil {
+		return l, fmt.Errorf("look up cluster %s: %w", l.cluster, err)
+	}
+	for rows.Next() {
+		var host string
+		var port uint16
+		if err := rows.Scan(&host, &port); err != nil {
+			rows.Close()
+			return l, fmt.Errorf("look up cluster %s: %w", l.cluster, err)
+		}
+		l.hosts = append(l.hosts, net.JoinHostPort(host, strconv.Itoa(int(port))))
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return l, fmt.Errorf("look up cluster %s: %w", l.cluster, err)
 	}
 	var shards uint64
 	if err := s.conn.QueryRow(ctx, chsql.ClusterShards.SQL, l.cluster).Scan(&shards); err != nil {
@@ -158,8 +176,33 @@ func (s *Store) applyAll(ctx context.Context, l layout, stmt string) error {
 		return err
 	}
 	for _, st := range stmts {
+		if each, ok := strings.CutPrefix(st, eachServerMark); ok {
+			if err := s.applyEach(ctx, l, each); err != nil {
+				return err
+			}
+			continue
+		}
 		if err := s.apply(ctx, st); err != nil {
 			return err
+		}
+	}
+	return nil
+}
+
+// applyEach applies stmt on every server of the cluster, through a
+// connection of its own to each.
+func (s *Store) applyEach(ctx context.Context, l layout, stmt string) error {
+	for _, host := range l.hosts {
+		o := s.o
+		o.Addr = host
+		conn, err := open(o, o.Database)
+		if err != nil {
+			return err
+		}
+		err = (&Store{conn: conn, o: o}).apply(ctx, stmt)
+		conn.Close()
+		if err != nil {
+			return fmt.Errorf("on %s: %w", host, err)
 		}
 	}
 	return nil

@@ -98,6 +98,9 @@ type Store struct {
 	// insertSettings are the settings of the loader's inserts: on a
 	// cluster whose servers know it, deduplicate_blocks_in_dependent_materialized_views.
 	insertSettings clickhouse.Settings
+	// insertSQL is the loader's insert: into usage_events on one server,
+	// into IngestTable on a cluster.
+	insertSQL string
 }
 
 // Open connects to ClickHouse over the native protocol (LZ4-compressed) and
@@ -112,7 +115,10 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{conn: conn, o: o}
+	s := &Store{conn: conn, o: o, insertSQL: chsql.InsertEvents.SQL}
+	if o.Cluster != "" {
+		s.insertSQL = chsql.InsertEventsInto(IngestTable)
+	}
 	if err := s.Ping(ctx); err != nil && !isUnknownDatabase(err) {
 		conn.Close()
 		return nil, err
@@ -250,7 +256,7 @@ func (s *Store) insertEvents(ctx context.Context, c *columns) error {
 		opts = append(opts, clickhouse.WithSettings(s.insertSettings))
 	}
 	ctx = clickhouse.Context(ctx, opts...)
-	return insertColumns(ctx, s.conn, c)
+	return insertColumns(ctx, s.conn, s.insertSQL, c)
 }
 
 // InsertEvents inserts events into the usage_events table of conn's
@@ -271,21 +277,32 @@ func InsertEvents(ctx context.Context, conn driver.Conn, events []*usagev1.Usage
 }
 
 // InsertSourced is InsertEvents with each row's whole Source: src[i] is
-// where events[i] came from (stream sequence, producer, batch seq).
+// where events[i] came from (stream sequence, producer, batch seq). On a
+// cluster's schema (the database has IngestTable) it inserts there, so
+// that the rollups see the rows.
 func InsertSourced(ctx context.Context, conn driver.Conn, events []*usagev1.UsageEvent, src []Source, ingested time.Time) error {
 	if len(src) != len(events) {
 		return fmt.Errorf("insert events: %d events but %d sources", len(events), len(src))
+	}
+	var n uint64
+	if err := conn.QueryRow(ctx, chsql.TableExists.SQL, IngestTable).Scan(&n); err != nil {
+		return fmt.Errorf("insert events: look up %s: %w", IngestTable, err)
+	}
+	sql := chsql.InsertEvents.SQL
+	if n > 0 {
+		sql = chsql.InsertEventsInto(IngestTable)
 	}
 	var c columns
 	for i, e := range events {
 		c.add(e, src[i], ingested)
 	}
-	return insertColumns(ctx, conn, &c)
+	return insertColumns(ctx, conn, sql, &c)
 }
 
-// insertColumns inserts the rows of c into usage_events in one batch.
-func insertColumns(ctx context.Context, conn driver.Conn, c *columns) error {
-	b, err := conn.PrepareBatch(ctx, chsql.InsertEvents.SQL)
+// insertColumns inserts the rows of c in one batch with sql, an insert of
+// every column of usage_events.
+func insertColumns(ctx context.Context, conn driver.Conn, sql string, c *columns) error {
+	b, err := conn.PrepareBatch(ctx, sql)
 	if err != nil {
 		return fmt.Errorf("insert %d events: %w", c.len(), err)
 	}
