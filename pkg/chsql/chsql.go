@@ -69,9 +69,11 @@ var (
 	// ClusterShards counts the shards of a cluster of the server's
 	// remote_servers (bind: cluster); 0 for a cluster it does not know.
 	ClusterShards = add("chstore.cluster_shards", "SELECT uniqExact(shard_num) FROM system.clusters WHERE cluster = ?")
-	// ClusterHosts lists the servers of a cluster (bind: cluster): host
-	// address and native-protocol port.
-	ClusterHosts = add("chstore.cluster_hosts", "SELECT host_address, port FROM system.clusters WHERE cluster = ? ORDER BY shard_num, replica_num")
+	// ClusterHosts lists the servers of a cluster (bind: cluster) in one
+	// row: their host addresses and native-protocol ports, empty for a
+	// cluster the server does not know.
+	ClusterHosts = add("chstore.cluster_hosts", "SELECT groupArray(host_address), groupArray(port) FROM "+
+		"(SELECT host_address, port FROM system.clusters WHERE cluster = ? ORDER BY shard_num, replica_num)")
 	// HasSetting counts the server's settings of a name (bind: name): 1
 	// when the server knows it.
 	HasSetting = add("chstore.has_setting", "SELECT count() FROM system.settings WHERE name = ?")

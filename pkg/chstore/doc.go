@@ -132,12 +132,12 @@
 //
 // On a replicated cluster (Options.Cluster, cluster.go) an insert whose
 // replica died may be stored only on that replica, out of the lookup's
-// sight: the retry then sends the same block (ingested_at is stamped once
-// per batch), which ReplicatedMergeTree's block deduplication drops. On
-// 18.16 a deduplicated block does not feed the views, so the rollups can
-// be short of a batch cut between usage_events and its views; current
-// releases feed them (deduplicate_blocks_in_dependent_materialized_views).
-// docs/analytics.md, "Exactly once on a cluster".
+// sight. There the Loader sends the same block again instead (ingested_at
+// is stamped once per batch), into the Null table usage_ingest whose
+// sibling views fill usage_events and each rollup, and every replicated
+// table's block deduplication drops what it already holds; the rollups'
+// load_seq column keeps two batches' blocks apart. docs/analytics.md,
+// "Exactly once on a cluster".
 //
 // So duplicates are never inserted, and neither raw-row queries nor the
 // rollups depend on FINAL or on merges for correctness. The exception is

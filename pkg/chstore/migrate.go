@@ -135,28 +135,19 @@ func (s *Store) migrate(ctx context.Context, ms []Migration) error {
 }
 
 // layout reads how the migrations apply: on one server, or on
-// Options.Cluster, whose shards it counts in system.clusters.
+// Options.Cluster, whose servers and shards it reads in system.clusters.
 func (s *Store) layout(ctx context.Context) (layout, error) {
 	l := layout{db: s.o.Database, cluster: s.o.Cluster, path: s.o.ReplicaPath, eachServer: eachServerMark}
 	if l.cluster == "" {
 		return l, nil
 	}
-	rows, err := s.conn.Query(ctx, chsql.ClusterHosts.SQL, l.cluster)
-	if err != nil {
+	var hosts []string
+	var ports []uint16
+	if err := s.conn.QueryRow(ctx, chsql.ClusterHosts.SQL, l.cluster).Scan(&hosts, &ports); err != nil {
 		return l, fmt.Errorf("look up cluster %s: %w", l.cluster, err)
 	}
-	for rows.Next() {
-		var host string
-		var port uint16
-		if err := rows.Scan(&host, &port); err != nil {
-			rows.Close()
-			return l, fmt.Errorf("look up cluster %s: %w", l.cluster, err)
-		}
-		l.hosts = append(l.hosts, net.JoinHostPort(host, strconv.Itoa(int(port))))
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return l, fmt.Errorf("look up cluster %s: %w", l.cluster, err)
+	for i, h := range hosts {
+		l.hosts = append(l.hosts, net.JoinHostPort(h, strconv.Itoa(int(ports[i]))))
 	}
 	var shards uint64
 	if err := s.conn.QueryRow(ctx, chsql.ClusterShards.SQL, l.cluster).Scan(&shards); err != nil {

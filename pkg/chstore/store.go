@@ -132,11 +132,10 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	return s, nil
 }
 
-// dedupViews is the setting that makes a replicated insert whose block is
-// dropped as a duplicate still feed the materialized views, whose own
-// replicated tables then drop what they already hold: without it a retry
-// after a replica died between storing an insert's events and its
-// rollups leaves the rollups short. ClickHouse 18.16 does not have it.
+// dedupViews is the setting without which current releases do not
+// deduplicate the blocks that views write, which the cluster layout relies
+// on (IngestTable). ClickHouse 18.16 does not have it, and deduplicates
+// them when the views' source table cannot deduplicate itself (Null).
 const dedupViews = "deduplicate_blocks_in_dependent_materialized_views"
 
 // clusterSettings sets the loader's insert settings from what the server
