@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/tollgate/tollgate/pkg/chsql"
 	"github.com/tollgate/tollgate/pkg/chtest"
 	"github.com/tollgate/tollgate/pkg/usage"
 )
@@ -76,11 +77,12 @@ func TestClusterReplicaKilled(t *testing.T) {
 	// events are stored, and bring it back while the load goes on.
 	for i, srv := range c.Servers {
 		waitRows(t, s, uint64(total*(i+1)/3), r.done)
+		inserting := waitInsert(t, srv, r.done)
 		if err := srv.Kill(); err != nil {
 			t.Fatal(err)
 		}
 		killed := time.Now()
-		t.Logf("replica r%d killed at %d stored rows", i+1, countRows(s))
+		t.Logf("replica r%d killed at %d stored rows, with an insert of the loader running: %v", i+1, countRows(s), inserting)
 		time.Sleep(500 * time.Millisecond) // the loader writes to the other replica meanwhile
 		if err := srv.Start(); err != nil {
 			t.Fatal(err)
@@ -138,6 +140,32 @@ func publishProducer(js jetstream.JetStream, p int) (uint64, error) {
 		time.Sleep(25 * time.Millisecond)
 	}
 	return last, nil
+}
+
+// waitInsert waits, for up to 10 s, until the replica srv runs an insert
+// of the loader, so that the kill lands in the middle of one; it reports
+// whether it saw one.
+func waitInsert(t *testing.T, srv *chtest.Server, done <-chan error) bool {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	rs, err := Open(ctx, Options{Addr: srv.Addr(), Database: "tollgate"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rs.Close()
+	for ctx.Err() == nil {
+		var n uint64
+		if err := rs.conn.QueryRow(ctx, chsql.RunningInserts.SQL, rs.insertPrefix()).Scan(&n); err == nil && n > 0 {
+			return true
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("loader stopped early: %v", err)
+		default:
+		}
+	}
+	return false
 }
 
 // countRows returns the rows of usage_events on the replica s reaches, 0
