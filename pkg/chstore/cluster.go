@@ -45,7 +45,8 @@ type layout struct {
 	hosts   []string // the cluster's servers, host:port (native protocol)
 	// eachServer starts a statement that runs on every server of hosts
 	// rather than ON CLUSTER: 18.16's distributed DDL refuses an ALTER of
-	// a table that is not replicated (IngestTable) on a replicated shard.
+	// a table that is not replicated (IngestTable, the Distributed tables)
+	// on a shard with internal replication.
 	eachServer string
 }
 
@@ -126,7 +127,7 @@ func (l layout) rewrite(stmt string) ([]string, error) {
 	if m := alterTable.FindStringSubmatch(stmt); m != nil {
 		out := []string{"ALTER TABLE " + l.qualify(m[1]) + on + " " + m[2]}
 		if l.distributed(m[1]) {
-			out = append(out, "ALTER TABLE "+l.qualify(m[1]+"_all")+on+" "+m[2])
+			out = append(out, l.eachServer+"ALTER TABLE "+l.qualify(m[1]+"_all")+" "+m[2])
 		}
 		if m[1] == eventsTable { // after usage_events, which must have every column inserted
 			out = append(out, l.eachServer+"ALTER TABLE "+l.qualify(IngestTable)+" "+m[2])

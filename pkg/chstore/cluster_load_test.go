@@ -15,6 +15,7 @@ import (
 	"github.com/tollgate/tollgate/pkg/chsql"
 	"github.com/tollgate/tollgate/pkg/chtest"
 	"github.com/tollgate/tollgate/pkg/usage"
+	usagev1 "github.com/tollgate/tollgate/proto/tollgate/usage/v1"
 )
 
 // The replicated cluster test (make test-cluster; RELIABILITY.md,
@@ -32,7 +33,7 @@ const (
 )
 
 func TestClusterReplicaKilled(t *testing.T) {
-	c := chtest.NewCluster(t, 2)
+	c := chtest.NewCluster(t, 1, 2)
 	js := newJS(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
@@ -195,5 +196,63 @@ func syncReplicas(t *testing.T, s *Store) {
 		if err != nil {
 			t.Fatalf("sync replica %s: %v", tbl, err)
 		}
+	}
+}
+
+// TestClusterShards migrates a cluster of two shards of one replica each
+// and checks that the Distributed tables read both shards: events written
+// on each shard (as a loader reaching that shard would) add up in
+// usage_events_all and in the rollups' _all tables.
+func TestClusterShards(t *testing.T) {
+	c := chtest.NewCluster(t, 2, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	s, err := Open(ctx, Options{Addr: c.Addrs(), Database: "tollgate", Cluster: chtest.ClusterName})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	const per = 500
+	for i, srv := range c.Servers {
+		rs, err := Open(ctx, Options{Addr: srv.Addr(), Database: "tollgate", Cluster: chtest.ClusterName})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var events []*usagev1.UsageEvent
+		var src []Source
+		for j := i * per; j < (i+1)*per; j++ {
+			events = append(events, testEvent(j))
+			src = append(src, Source{StreamSeq: uint64(j + 1)})
+		}
+		if err := InsertSourced(ctx, rs.conn, events, src, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		var local uint64
+		if err := rs.conn.QueryRow(ctx, "SELECT count() FROM usage_events").Scan(&local); err != nil || local != per {
+			t.Fatalf("shard %d holds %d rows (%v), want %d", i+1, local, err, per)
+		}
+		rs.Close()
+	}
+	want := expect(0, 2*per)
+	var rows, hourReqs, dayReqs uint64
+	var cost, dayCost int64
+	for _, q := range []struct {
+		sql  string
+		dest []any
+	}{
+		{"SELECT count(), sum(cost_nano_usd) FROM usage_events_all", []any{&rows, &cost}},
+		{"SELECT sum(requests) FROM usage_hourly_all", []any{&hourReqs}},
+		{"SELECT sum(requests), sum(cost_nano_usd) FROM usage_daily_all", []any{&dayReqs, &dayCost}},
+	} {
+		if err := s.conn.QueryRow(ctx, q.sql).Scan(q.dest...); err != nil {
+			t.Fatalf("%s: %v", q.sql, err)
+		}
+	}
+	if rows != uint64(want.rows) || cost != want.cost || hourReqs != uint64(want.rows) || dayReqs != uint64(want.rows) || dayCost != want.cost {
+		t.Fatalf("all shards: %d rows cost %d, hourly %d, daily %d cost %d; want %d rows cost %d",
+			rows, cost, hourReqs, dayReqs, dayCost, want.rows, want.cost)
 	}
 }

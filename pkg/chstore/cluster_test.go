@@ -55,7 +55,7 @@ func TestRewrite(t *testing.T) {
 			"ALTER TABLE usage_events ADD COLUMN hedged UInt8",
 			[]string{
 				"ALTER TABLE tg.usage_events ON CLUSTER c1 ADD COLUMN hedged UInt8",
-				"ALTER TABLE tg.usage_events_all ON CLUSTER c1 ADD COLUMN hedged UInt8",
+				"-- on each server\nALTER TABLE tg.usage_events_all ADD COLUMN hedged UInt8",
 				"-- on each server\nALTER TABLE tg.usage_ingest ADD COLUMN hedged UInt8",
 			}},
 		{"a plain view keeps reading its table", one,
@@ -109,7 +109,7 @@ func TestRewriteEveryMigration(t *testing.T) {
 				continue
 			}
 			for _, s := range out {
-				if strings.HasPrefix(s, "INSERT") || strings.HasPrefix(s, eachServerMark+"ALTER TABLE tg."+IngestTable+" ") {
+				if strings.HasPrefix(s, "INSERT") || strings.HasPrefix(s, eachServerMark+"ALTER TABLE ") {
 					continue
 				}
 				if strings.HasPrefix(s, "CREATE MATERIALIZED VIEW") && strings.Contains(s, "FROM tg.usage_events") {

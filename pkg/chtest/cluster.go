@@ -30,22 +30,24 @@ const zkServer = "/usr/share/zookeeper/bin/zkServer.sh"
 const zkReadyTimeout = 60 * time.Second
 
 // Cluster is a replicated ClickHouse cluster on this machine: one
-// ZooKeeper and one shard of replica servers, each a Server of its own
-// (Kill, Start) with the macros {shard} = 01 and {replica} = r1, r2, ...,
-// and distributed DDL (ON CLUSTER) under ZooKeeper.
+// ZooKeeper and shards × replicas servers, each a Server of its own
+// (Kill, Start) with the macros {shard} = 01, 02, ... and {replica} = r1,
+// r2, ... (numbered across the cluster), and distributed DDL (ON CLUSTER)
+// under ZooKeeper.
 type Cluster struct {
-	// Servers are the replicas, in the order of their macros.
+	// Servers are the servers, shard by shard, in the order of their
+	// macros.
 	Servers []*Server
 	zk      *exec.Cmd
 	zkDone  chan struct{}
 }
 
-// NewCluster starts ZooKeeper and replicas servers for t, in t.TempDir(),
-// and stops them when the test ends. Without clickhouse-server or
-// ZooKeeper the test is skipped, or fails when CI=true.
-func NewCluster(t testing.TB, replicas int) *Cluster {
+// NewCluster starts ZooKeeper and shards × replicas servers for t, in
+// t.TempDir(), and stops them when the test ends. Without clickhouse-server
+// or ZooKeeper the test is skipped, or fails when CI=true.
+func NewCluster(t testing.TB, shards, replicas int) *Cluster {
 	t.Helper()
-	c, err := startCluster(t.TempDir(), replicas)
+	c, err := startCluster(t.TempDir(), shards, replicas)
 	if err != nil {
 		if errors.Is(err, ErrNoZooKeeper) && os.Getenv("CI") != "true" {
 			t.Skipf("chtest: %v (CI=true makes this fail)", err)
@@ -83,7 +85,7 @@ func (c *Cluster) Close() error {
 	return errors.Join(errs...)
 }
 
-func startCluster(dir string, replicas int) (*Cluster, error) {
+func startCluster(dir string, shards, replicas int) (*Cluster, error) {
 	bin, err := findBinary()
 	if err != nil {
 		return nil, err
@@ -94,7 +96,8 @@ func startCluster(dir string, replicas int) (*Cluster, error) {
 	if _, err := exec.LookPath("java"); err != nil {
 		return nil, ErrNoZooKeeper
 	}
-	ports, err := freePortList(1 + 3*replicas)
+	n := shards * replicas
+	ports, err := freePortList(1 + 3*n)
 	if err != nil {
 		return nil, err
 	}
@@ -102,13 +105,13 @@ func startCluster(dir string, replicas int) (*Cluster, error) {
 	if err := c.startZooKeeper(filepath.Join(dir, "zk"), ports[0]); err != nil {
 		return nil, err
 	}
-	for i := range replicas {
+	for i := range n {
 		p := ports[1+3*i:]
 		c.Servers = append(c.Servers, &Server{bin: bin, dir: filepath.Join(dir, "ch"+strconv.Itoa(i+1)),
 			tcpPort: p[0], httpPort: p[1], interPort: p[2]})
 	}
 	for i, s := range c.Servers {
-		s.extra = clusterXML(ports[0], i, c.Servers)
+		s.extra = clusterXML(ports[0], i, replicas, c.Servers)
 		if err := os.MkdirAll(s.dir, 0o755); err != nil {
 			c.Close()
 			return nil, fmt.Errorf("chtest: make %s: %w", s.dir, err)
@@ -195,9 +198,9 @@ func zkOK(addr string) bool {
 	return strings.HasPrefix(line, "imok")
 }
 
-// clusterXML is the config of replica i of servers: ZooKeeper, its macros,
-// the cluster of all servers (one shard) and distributed DDL.
-func clusterXML(zkPort, i int, servers []*Server) string {
+// clusterXML is the config of server i of servers, replicas to a shard:
+// ZooKeeper, its macros, the cluster of all servers and distributed DDL.
+func clusterXML(zkPort, i, replicas int, servers []*Server) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, `  <interserver_http_host>127.0.0.1</interserver_http_host>
   <interserver_http_port>%d</interserver_http_port>
@@ -205,14 +208,20 @@ func clusterXML(zkPort, i int, servers []*Server) string {
     <node><host>127.0.0.1</host><port>%d</port></node>
     <session_timeout_ms>10000</session_timeout_ms>
   </zookeeper>
-  <macros><shard>01</shard><replica>r%d</replica></macros>
+  <macros><shard>%02d</shard><replica>r%d</replica></macros>
   <distributed_ddl><path>/clickhouse/task_queue/ddl</path></distributed_ddl>
-  <remote_servers><%s><shard><internal_replication>true</internal_replication>
-`, servers[i].interPort, zkPort, i+1, ClusterName)
-	for _, s := range servers {
-		fmt.Fprintf(&b, "    <replica><host>127.0.0.1</host><port>%d</port></replica>\n", s.tcpPort)
+  <remote_servers><%s>
+`, servers[i].interPort, zkPort, i/replicas+1, i+1, ClusterName)
+	for j, s := range servers {
+		if j%replicas == 0 {
+			b.WriteString("    <shard><internal_replication>true</internal_replication>\n")
+		}
+		fmt.Fprintf(&b, "      <replica><host>127.0.0.1</host><port>%d</port></replica>\n", s.tcpPort)
+		if j%replicas == replicas-1 {
+			b.WriteString("    </shard>\n")
+		}
 	}
-	fmt.Fprintf(&b, "  </shard></%s></remote_servers>\n", ClusterName)
+	fmt.Fprintf(&b, "  </%s></remote_servers>\n", ClusterName)
 	return b.String()
 }
 
