@@ -12,7 +12,7 @@ export GOEXPERIMENT ?= simd
 run:
 	$(GO) run -tags embed ./services/gateway -embed -config deploy/dev/tollgate.yaml
 
-## test: install test dependencies, gofmt, go vet, go test -race ./... (and the portable body scan), then every fuzz target for 3s (FUZZ_BUDGET=300s in all)
+## test: install test dependencies, gofmt, go vet, go test -race ./... (and the portable body scan, and the replicated ClickHouse tests), then every fuzz target for 3s (FUZZ_BUDGET=300s in all)
 test:
 	scripts/test.sh
 
@@ -38,7 +38,7 @@ stack-down:
 	scripts/stack/down.sh
 
 .PHONY: test-cluster
-## test-cluster: the replicated ClickHouse test (ZooKeeper and two 18.16 replicas, migrated ON CLUSTER, usage batches loaded from JetStream, each replica SIGKILLed mid-load; about a minute; make test runs it too; RELIABILITY.md)
+## test-cluster: the replicated ClickHouse tests (ZooKeeper and two 18.16 replicas, migrated ON CLUSTER, usage batches loaded from JetStream, each replica SIGKILLed mid-insert; then two shards read through the Distributed tables; about 90s; make test runs them too; RELIABILITY.md)
 test-cluster:
 	scripts/deps.sh
 	$(GO) test -count=1 -tags chcluster -run '^TestCluster' -timeout 10m -v ./pkg/chstore
