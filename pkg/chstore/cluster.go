@@ -1,6 +1,7 @@
 package chstore
 
 import (
+	"errors"
 	"fmt"
 	"regexp"
 	"strings"
@@ -43,14 +44,12 @@ type layout struct {
 	path    string   // ZooKeeper path prefix of the replicated tables
 	shards  int      // the cluster's shards; above 1 adds Distributed tables
 	hosts   []string // the cluster's servers, host:port (native protocol)
-	// eachServer starts a statement that runs on every server of hosts
-	// rather than ON CLUSTER: 18.16's distributed DDL refuses an ALTER of
-	// a table that is not replicated (IngestTable, the Distributed tables)
-	// on a shard with internal replication.
-	eachServer string
 }
 
-// eachServerMark is layout.eachServer.
+// eachServerMark starts a statement of rewrite's that runs on every server
+// of the cluster in turn rather than ON CLUSTER: 18.16's distributed DDL
+// refuses an ALTER of a table that is not replicated (IngestTable, the
+// Distributed tables) on a shard with internal replication.
 const eachServerMark = "-- on each server\n"
 
 // Patterns of the statements the migrations hold (a test checks that every
@@ -71,7 +70,7 @@ var (
 // migration statement the cluster rewrite does not know how to apply on
 // every server: a new migration must keep to the forms the rewrite knows
 // (cluster.go).
-var ErrUnsupportedStatement = fmt.Errorf("migration statement not supported on a cluster")
+var ErrUnsupportedStatement = errors.New("migration statement not supported on a cluster")
 
 // rewrite returns what applies stmt: stmt itself on one server; on a
 // cluster, the statement run ON CLUSTER with its object names qualified by
@@ -127,10 +126,10 @@ func (l layout) rewrite(stmt string) ([]string, error) {
 	if m := alterTable.FindStringSubmatch(stmt); m != nil {
 		out := []string{"ALTER TABLE " + l.qualify(m[1]) + on + " " + m[2]}
 		if l.distributed(m[1]) {
-			out = append(out, l.eachServer+"ALTER TABLE "+l.qualify(m[1]+"_all")+" "+m[2])
+			out = append(out, eachServerMark+"ALTER TABLE "+l.qualify(m[1]+"_all")+" "+m[2])
 		}
 		if m[1] == eventsTable { // after usage_events, which must have every column inserted
-			out = append(out, l.eachServer+"ALTER TABLE "+l.qualify(IngestTable)+" "+m[2])
+			out = append(out, eachServerMark+"ALTER TABLE "+l.qualify(IngestTable)+" "+m[2])
 		}
 		return out, nil
 	}

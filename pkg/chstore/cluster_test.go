@@ -8,7 +8,7 @@ import (
 )
 
 func TestRewrite(t *testing.T) {
-	one := layout{db: "tg", cluster: "c1", path: "/ch/{shard}", shards: 1, eachServer: eachServerMark}
+	one := layout{db: "tg", cluster: "c1", path: "/ch/{shard}", shards: 1}
 	two := one
 	two.shards = 2
 	tests := []struct {
@@ -100,7 +100,7 @@ func TestRewriteEveryMigration(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := layout{db: "tg", cluster: "c1", path: DefaultReplicaPath, shards: 2, eachServer: eachServerMark}
+	l := layout{db: "tg", cluster: "c1", path: DefaultReplicaPath, shards: 2}
 	for _, m := range ms {
 		for i, stmt := range m.Statements {
 			out, err := l.rewrite(stmt)
@@ -112,8 +112,12 @@ func TestRewriteEveryMigration(t *testing.T) {
 				if strings.HasPrefix(s, "INSERT") || strings.HasPrefix(s, eachServerMark+"ALTER TABLE ") {
 					continue
 				}
-				if strings.HasPrefix(s, "CREATE MATERIALIZED VIEW") && strings.Contains(s, "FROM tg.usage_events") {
-					t.Errorf("%s statement %d: a view reads usage_events, not %s: %.80q", m.Name, i+1, IngestTable, s)
+				if strings.HasPrefix(s, "CREATE MATERIALIZED VIEW") && !strings.Contains(s, "_mv ON CLUSTER c1 TO tg.usage_events AS") &&
+					(strings.Contains(s, "FROM tg.usage_events") || !strings.Contains(s, "AS "+loadSeq+"\nFROM tg."+IngestTable)) {
+					t.Errorf("%s statement %d: a rollup's view must read %s with %s: %.80q", m.Name, i+1, IngestTable, loadSeq, s)
+				}
+				if strings.Contains(s, "SummingMergeTree(") && !strings.Contains(s, loadSeq+" UInt64") {
+					t.Errorf("%s statement %d: a rollup without %s: %.80q", m.Name, i+1, loadSeq, s)
 				}
 				if !strings.Contains(s, " ON CLUSTER c1") {
 					t.Errorf("%s statement %d: not on the cluster: %.80q", m.Name, i+1, s)

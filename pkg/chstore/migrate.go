@@ -137,7 +137,7 @@ func (s *Store) migrate(ctx context.Context, ms []Migration) error {
 // layout reads how the migrations apply: on one server, or on
 // Options.Cluster, whose servers and shards it reads in system.clusters.
 func (s *Store) layout(ctx context.Context) (layout, error) {
-	l := layout{db: s.o.Database, cluster: s.o.Cluster, path: s.o.ReplicaPath, eachServer: eachServerMark}
+	l := layout{db: s.o.Database, cluster: s.o.Cluster, path: s.o.ReplicaPath}
 	if l.cluster == "" {
 		return l, nil
 	}
