@@ -4,6 +4,7 @@ package chstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -255,5 +256,101 @@ func TestClusterShards(t *testing.T) {
 	if rows != uint64(want.rows) || cost != want.cost || hourReqs != uint64(want.rows) || dayReqs != uint64(want.rows) || dayCost != want.cost {
 		t.Fatalf("all shards: %d rows cost %d, hourly %d, daily %d cost %d; want %d rows cost %d",
 			rows, cost, hourReqs, dayReqs, dayCost, want.rows, want.cost)
+	}
+}
+
+// TestClusterLoaderAndReplicaKilled kills a loader right after an insert
+// (before its watermark) together with the replica it inserted into, r1,
+// while r2 fetches nothing (SYSTEM STOP FETCHES), so the rows are only on
+// the dead replica. The next loader, writing to r2, must not store that
+// batch again: its look-up asks every replica and waits for r1 to be back.
+func TestClusterLoaderAndReplicaKilled(t *testing.T) {
+	c := chtest.NewCluster(t, 1, 2)
+	js := newJS(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	o := Options{Addr: c.Addrs(), Database: "tollgate", Cluster: chtest.ClusterName}
+	s, err := Open(ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	onR2, onR1 := o, o
+	onR2.Addr, onR1.Addr = c.Servers[1].Addr(), c.Servers[0].Addr()
+	r2s, err := Open(ctx, onR2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r2s.Close()
+	if err := r2s.conn.Exec(ctx, "SYSTEM STOP FETCHES"); err != nil {
+		t.Fatal(err)
+	}
+	const events, batch = 3000, 500
+	last := publish(t, js, 0, events)
+
+	s1, err := Open(ctx, onR1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s1.Close()
+	l1, err := NewLoader(s1, js, testOptions(batch))
+	if err != nil {
+		t.Fatal(err)
+	}
+	crash := crashOn(2)
+	l1.afterInsert = func() error {
+		if err := crash(); err != nil {
+			if kerr := c.Servers[0].Kill(); kerr != nil {
+				t.Error(kerr)
+			}
+			return err
+		}
+		return nil
+	}
+	r1 := start(l1.Run)
+	select {
+	case err := <-r1.done:
+		if !errors.Is(err, errCrash) {
+			t.Fatalf("first loader: %v, want the crash", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("first loader did not crash")
+	}
+
+	s2, err := Open(ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	l2, err := NewLoader(s2, js, testOptions(batch))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r2 := start(l2.Run)
+	time.Sleep(time.Second) // the second loader looks up stored rows while r1 is down
+	if err := c.Servers[0].Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitWatermark(t, s2, last, r2.done)
+	if err := r2.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("second loader: failed store attempts %v, events found stored by its look-up %v",
+		metricValue(l2.m.errors.WithLabelValues("store")), metricValue(l2.m.skippedStored))
+	if err := r2s.conn.Exec(ctx, "SYSTEM START FETCHES"); err != nil {
+		t.Fatal(err)
+	}
+	want := expect(0, events)
+	for i, srv := range c.Servers {
+		rs, err := Open(ctx, Options{Addr: srv.Addr(), Database: "tollgate"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		syncReplicas(t, rs)
+		t.Run(fmt.Sprintf("replica r%d", i+1), func(t *testing.T) { checkExact(t, rs, want) })
+		rs.Close()
 	}
 }

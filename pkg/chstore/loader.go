@@ -846,12 +846,14 @@ func (l *Loader) commit(ctx context.Context, top uint64) error {
 	ingested := l.o.Now()
 	return l.retry(ctx, "store", func(context.Context) error {
 		if !inserted {
-			if err := l.insert(work, ingested, resend); err != nil {
+			sent, err := l.insert(work, ingested, resend)
+			if err != nil {
 				l.verify = true // the insert may have landed all the same
-				// On a cluster the same block goes again, whole: block
-				// deduplication drops each part already stored, in
-				// usage_events and in every rollup alike.
-				resend = l.store.o.Cluster != ""
+				// On a cluster, once an insert was sent, the same block
+				// goes again, whole: block deduplication drops each part
+				// already stored, in usage_events and in every rollup
+				// alike. (A failed look-up sent nothing: it runs again.)
+				resend = resend || (sent && l.store.o.Cluster != "")
 				return err
 			}
 			inserted = true
@@ -888,24 +890,21 @@ type hookError struct{ err error }
 func (e *hookError) Error() string { return e.err.Error() }
 func (e *hookError) Unwrap() error { return e.err }
 
-// insert inserts l.pending in one batch, loaded at ingested. Unless
-// resend (the same block again, on a cluster), when l.verify is set it first
+// insert inserts l.pending in one batch, loaded at ingested, and reports
+// whether it sent an insert. Unless resend (the same block again, on a
+// cluster), when l.verify is set it first
 // waits for running inserts to end and drops the events already stored,
 // and keeps verifying the next batch only if it found any: the last
 // process, or a failed attempt, stored at most one batch without a
 // watermark, and its events come first.
-func (l *Loader) insert(ctx context.Context, ingested time.Time, resend bool) error {
+func (l *Loader) insert(ctx context.Context, ingested time.Time, resend bool) (sent bool, err error) {
 	if l.verify && !resend && len(l.pending) > 0 {
 		lo, hi, minTS, maxTS := l.bounds()
 		c, cancel := context.WithTimeout(ctx, l.o.InsertTimeout)
-		err := l.store.waitInserts(c)
-		var found map[storedRow]struct{}
-		if err == nil {
-			found, err = l.store.storedRows(c, lo, hi, minTS, maxTS)
-		}
+		found, err := l.store.lookupStored(c, lo, hi, minTS, maxTS)
 		cancel()
 		if err != nil {
-			return err
+			return false, err
 		}
 		if len(found) > 0 {
 			kept := l.pending[:0]
@@ -922,10 +921,10 @@ func (l *Loader) insert(ctx context.Context, ingested time.Time, resend bool) er
 		l.verify = len(found) > 0
 	}
 	if len(l.pending) == 0 {
-		return nil
+		return false, nil
 	}
 	if !l.holding(l.writeMargin()) {
-		return errLeaseLost
+		return false, errLeaseLost
 	}
 	l.cols.reset()
 	for _, p := range l.pending {
@@ -935,14 +934,14 @@ func (l *Loader) insert(ctx context.Context, ingested time.Time, resend bool) er
 	defer cancel()
 	start := time.Now()
 	if err := l.store.insertEvents(c, &l.cols); err != nil {
-		return err
+		return true, err
 	}
 	l.m.insertSeconds.Observe(time.Since(start).Seconds())
 	l.m.rows.Add(float64(len(l.pending)))
 	if l.onInsert != nil {
 		l.onInsert(l.pending)
 	}
-	return nil
+	return true, nil
 }
 
 // bounds returns the stream sequence and timestamp ranges of l.pending.

@@ -141,13 +141,9 @@ func (s *Store) layout(ctx context.Context) (layout, error) {
 	if l.cluster == "" {
 		return l, nil
 	}
-	var hosts []string
-	var ports []uint16
-	if err := s.conn.QueryRow(ctx, chsql.ClusterHosts.SQL, l.cluster).Scan(&hosts, &ports); err != nil {
-		return l, fmt.Errorf("look up cluster %s: %w", l.cluster, err)
-	}
-	for i, h := range hosts {
-		l.hosts = append(l.hosts, net.JoinHostPort(h, strconv.Itoa(int(ports[i]))))
+	var err error
+	if l.hosts, err = s.clusterHosts(ctx); err != nil {
+		return l, err
 	}
 	var shards uint64
 	if err := s.conn.QueryRow(ctx, chsql.ClusterShards.SQL, l.cluster).Scan(&shards); err != nil {
@@ -158,6 +154,40 @@ func (s *Store) layout(ctx context.Context) (layout, error) {
 	}
 	l.shards = int(shards)
 	return l, nil
+}
+
+// clusterHosts returns the servers of Options.Cluster, host:port of
+// their native protocol, as the server reached lists them.
+func (s *Store) clusterHosts(ctx context.Context) ([]string, error) {
+	var hosts []string
+	var ports []uint16
+	if err := s.conn.QueryRow(ctx, chsql.ClusterHosts.SQL, s.o.Cluster).Scan(&hosts, &ports); err != nil {
+		return nil, fmt.Errorf("look up cluster %s: %w", s.o.Cluster, err)
+	}
+	addrs := make([]string, len(hosts))
+	for i, h := range hosts {
+		addrs[i] = net.JoinHostPort(h, strconv.Itoa(int(ports[i])))
+	}
+	return addrs, nil
+}
+
+// onEachServer runs f with a Store of its own on each server of the
+// cluster in turn, stopping at the first error.
+func (s *Store) onEachServer(ctx context.Context, hosts []string, f func(*Store) error) error {
+	for _, host := range hosts {
+		o := s.o
+		o.Addr = host
+		conn, err := open(o, o.Database)
+		if err != nil {
+			return err
+		}
+		err = f(&Store{conn: conn, o: o})
+		conn.Close()
+		if err != nil {
+			return fmt.Errorf("on %s: %w", host, err)
+		}
+	}
+	return nil
 }
 
 // applyAll applies stmt as the layout says (layout.rewrite).
@@ -183,20 +213,7 @@ func (s *Store) applyAll(ctx context.Context, l layout, stmt string) error {
 // applyEach applies stmt on every server of the cluster, through a
 // connection of its own to each.
 func (s *Store) applyEach(ctx context.Context, l layout, stmt string) error {
-	for _, host := range l.hosts {
-		o := s.o
-		o.Addr = host
-		conn, err := open(o, o.Database)
-		if err != nil {
-			return err
-		}
-		err = (&Store{conn: conn, o: o}).apply(ctx, stmt)
-		conn.Close()
-		if err != nil {
-			return fmt.Errorf("on %s: %w", host, err)
-		}
-	}
-	return nil
+	return s.onEachServer(ctx, l.hosts, func(st *Store) error { return st.apply(ctx, stmt) })
 }
 
 // addColumn matches a statement that adds one column: ALTER TABLE t ADD

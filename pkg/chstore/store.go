@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"maps"
 	"regexp"
 	"strings"
 	"time"
@@ -378,6 +379,38 @@ func (s *Store) waitInserts(ctx context.Context) error {
 		case <-t.C:
 		}
 	}
+}
+
+// lookupStored waits for running inserts and returns the rows stored under
+// the stream sequences in [lo, hi] among rows with ts in [minTS, maxTS]
+// (waitInserts, storedRows). On a cluster it asks every server and joins
+// what they hold: an insert may be stored only on a replica the others
+// have not yet fetched it from, so a server that does not answer fails the
+// lookup (the loader retries) rather than leave such rows unseen.
+func (s *Store) lookupStored(ctx context.Context, lo, hi uint64, minTS, maxTS uint32) (map[storedRow]struct{}, error) {
+	if s.o.Cluster == "" {
+		if err := s.waitInserts(ctx); err != nil {
+			return nil, err
+		}
+		return s.storedRows(ctx, lo, hi, minTS, maxTS)
+	}
+	hosts, err := s.clusterHosts(ctx)
+	if err != nil {
+		return nil, err
+	}
+	found := make(map[storedRow]struct{})
+	err = s.onEachServer(ctx, hosts, func(st *Store) error {
+		if err := st.waitInserts(ctx); err != nil {
+			return err
+		}
+		f, err := st.storedRows(ctx, lo, hi, minTS, maxTS)
+		maps.Copy(found, f)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return found, nil
 }
 
 // storedRow names a stored row: the stream sequence of its message and its
