@@ -938,6 +938,12 @@ func (l *Loader) insert(ctx context.Context, ingested time.Time, resend bool) (s
 	}
 	l.m.insertSeconds.Observe(time.Since(start).Seconds())
 	l.m.rows.Add(float64(len(l.pending)))
+	if resend {
+		// The block sent again settled the batch; the next one was never
+		// sent, so it needs no look-up (which, on a cluster, would wait
+		// for every replica, the dead one too).
+		l.verify = false
+	}
 	if l.onInsert != nil {
 		l.onInsert(l.pending)
 	}
