@@ -38,7 +38,7 @@ stack-down:
 	scripts/stack/down.sh
 
 .PHONY: test-cluster
-## test-cluster: the replicated ClickHouse tests (ZooKeeper and two 18.16 replicas, migrated ON CLUSTER, usage batches loaded from JetStream, each replica SIGKILLed mid-insert; then two shards read through the Distributed tables; about 90s; make test runs them too; RELIABILITY.md)
+## test-cluster: the replicated ClickHouse tests (ZooKeeper and two 18.16 replicas, migrated ON CLUSTER, usage batches loaded from JetStream, each replica SIGKILLed mid-insert; a loader killed with its replica; two shards read through the Distributed tables; about 2 minutes; make test runs them too; RELIABILITY.md)
 test-cluster:
 	scripts/deps.sh
 	$(GO) test -count=1 -tags chcluster -run '^TestCluster' -timeout 10m -v ./pkg/chstore

@@ -136,7 +136,9 @@
 // is stamped once per batch), into the Null table usage_ingest whose
 // sibling views fill usage_events and each rollup, and every replicated
 // table's block deduplication drops what it already holds; the rollups'
-// load_seq column keeps two batches' blocks apart. docs/analytics.md,
+// load_seq column keeps two batches' blocks apart. The look-up of stored
+// rows (at start) asks every replica, and waits for one that is down.
+// docs/analytics.md,
 // "Exactly once on a cluster".
 //
 // So duplicates are never inserted, and neither raw-row queries nor the
