@@ -12,7 +12,7 @@ export GOEXPERIMENT ?= simd
 run:
 	$(GO) run -tags embed ./services/gateway -embed -config deploy/dev/tollgate.yaml
 
-## test: install test dependencies, gofmt, go vet, golangci-lint, go test -race ./... (and the portable body scan), then every fuzz target for 3s (FUZZ_BUDGET=300s in all)
+## test: install test dependencies, gofmt, go vet, golangci-lint, go test -race ./... (and the portable body scan, and the replicated ClickHouse tests), then every fuzz target for 3s (FUZZ_BUDGET=300s in all)
 test:
 	scripts/test.sh
 
@@ -47,6 +47,12 @@ stack:
 ## stack-down: stop what make stack started (.stack/pids)
 stack-down:
 	scripts/stack/down.sh
+
+.PHONY: test-cluster
+## test-cluster: the replicated ClickHouse tests (ZooKeeper and two 18.16 replicas, migrated ON CLUSTER, usage batches loaded from JetStream, each replica SIGKILLed mid-insert; a loader killed with its replica; two shards read through the Distributed tables; about 2 minutes; make test runs them too; RELIABILITY.md)
+test-cluster:
+	scripts/deps.sh
+	$(GO) test -count=1 -tags chcluster -run '^TestCluster' -timeout 10m -v ./pkg/chstore
 
 .PHONY: test-chaos
 ## test-chaos: fault scenarios on a multi-node rig (3 NATS nodes, 2 gateways, ClickHouse); one with SCENARIO=nats-down; another nats-server with NATS_SERVER=/usr/bin/nats-server (about 10 minutes; see RELIABILITY.md)

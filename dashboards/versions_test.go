@@ -208,6 +208,10 @@ func resolveBoth(t *testing.T, old, cur engine, d dashboard, e *expander) {
 var catalogueArgs = map[string][][]any{
 	"chstore.column_exists":      {{"usage_events", "service_tier"}, {"usage_events", "nope"}},
 	"chstore.applied_migrations": {{}},
+	"chstore.cluster_shards":     {{"tollgate"}, {"nope"}},
+	"chstore.has_setting":        {{"max_threads"}, {"nope"}},
+	"chstore.cluster_hosts":      {{"nope"}},
+	"chstore.table_exists":       {{"usage_events"}, {"nope"}},
 	"chstore.watermark":          {{chstore.DefaultStream, chstore.DefaultDurable}, {chstore.DefaultStream, "other"}},
 	"chstore.load_state":         {{chstore.DefaultStream, chstore.DefaultDurable}},
 	"chstore.running_inserts":    {{"tollgate-load-x-"}},

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what the test suite needs on a fresh Debian machine, only when it
 # is missing: nats-server (integration tests), clickhouse-server (analytics
-# tests; the tests start their own throwaway server), protoc,
+# tests; the tests start their own throwaway server), zookeeper and a Java
+# runtime (the replicated ClickHouse cluster test), protoc,
 # protoc-gen-go and protoc-gen-go-vtproto (the generated-code staleness
 # test), and node and npm (the
 # agent framework tests in pkg/conformance, written for Node 20; Debian's own
@@ -17,6 +18,10 @@ set -euo pipefail
 need_apt=()
 command -v nats-server >/dev/null 2>&1 || need_apt+=(nats-server)
 command -v protoc >/dev/null 2>&1 || need_apt+=(protobuf-compiler)
+# ZooKeeper (and a Java runtime) for the replicated ClickHouse cluster test
+# (make test-cluster).
+[ -x /usr/share/zookeeper/bin/zkServer.sh ] || need_apt+=(zookeeper)
+command -v java >/dev/null 2>&1 || need_apt+=(default-jre-headless)
 command -v npm >/dev/null 2>&1 || need_apt+=(nodejs npm)
 command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
 if ! command -v clickhouse-server >/dev/null 2>&1 && [ ! -x /usr/sbin/clickhouse-server ] && [ ! -x /usr/bin/clickhouse-server ]; then

@@ -22,6 +22,7 @@ go vet ./...
 go vet -tags clickhouse,embed ./services/gateway # the gateway's optional ClickHouse lookups and embedded NATS
 GOEXPERIMENT= go vet ./pkg/rawjson # the portable build of the body scan
 go vet -tags chdb ./dashboards # the dual-version SQL test
+go vet -tags chcluster ./pkg/chstore # the replicated cluster test
 
 echo "== golangci-lint"
 scripts/lint.sh
@@ -31,4 +32,5 @@ go test -race -count=1 -timeout 15m ./...
 go test -race -count=1 -tags clickhouse,embed ./services/gateway # -embed with its NATS server and the analytics loaders; the console's browser test with ClickHouse history
 GOEXPERIMENT= go test -count=1 ./pkg/rawjson # the body scan without the vector reader
 go test -count=1 -tags chdb -run TestVersions ./dashboards # every SQL statement on ClickHouse 18.16 and 26.x (chDB)
+go test -count=1 -tags chcluster -run '^TestCluster' -timeout 10m ./pkg/chstore # a replicated cluster, a replica killed mid-load (make test-cluster)
 FUZZ_BUDGET=${FUZZ_BUDGET:-300} scripts/fuzz.sh # every fuzz target, FUZZTIME (3s) each, 5 minutes at most

@@ -66,9 +66,28 @@ var (
 		"SELECT count() FROM system.columns WHERE database = currentDatabase() AND table = ? AND name = ?")
 	// AppliedMigrations lists the versions applied.
 	AppliedMigrations = add("chstore.applied_migrations", "SELECT DISTINCT version FROM schema_migrations ORDER BY version")
+	// ClusterShards counts the shards of a cluster of the server's
+	// remote_servers (bind: cluster); 0 for a cluster it does not know.
+	ClusterShards = add("chstore.cluster_shards", "SELECT uniqExact(shard_num) FROM system.clusters WHERE cluster = ?")
+	// ClusterHosts lists the servers of a cluster (bind: cluster) in one
+	// row: their host addresses and native-protocol ports, empty for a
+	// cluster the server does not know.
+	ClusterHosts = add("chstore.cluster_hosts", "SELECT groupArray(host_address), groupArray(port) FROM "+
+		"(SELECT host_address, port FROM system.clusters WHERE cluster = ? ORDER BY shard_num, replica_num)")
+	// HasSetting counts the server's settings of a name (bind: name): 1
+	// when the server knows it.
+	HasSetting = add("chstore.has_setting", "SELECT count() FROM system.settings WHERE name = ?")
 	// InsertMigration records a migration.
 	InsertMigration = add("chstore.insert_migration", "INSERT INTO schema_migrations (version, name, applied_at)")
 )
+
+// InsertEventsInto returns InsertEvents into table instead, which has the
+// columns of usage_events: on a cluster the loader writes the Null table
+// usage_ingest (chstore.IngestTable), whose views fill usage_events and the
+// rollups.
+func InsertEventsInto(table string) string {
+	return "INSERT INTO " + table + " (" + EventColumns + ")"
+}
 
 // CreateDatabase returns the statement creating database name, which the
 // caller has checked is a plain identifier.
@@ -87,7 +106,10 @@ var (
 	// InsertWatermark writes a watermark.
 	InsertWatermark = add("chstore.insert_watermark", "INSERT INTO watermarks (stream, consumer, seq, updated_at, windows)")
 	// InsertEvents inserts usage events, the loader's and replay's rows.
-	InsertEvents = add("chstore.insert_events", "INSERT INTO usage_events ("+EventColumns+")")
+	InsertEvents = add("chstore.insert_events", InsertEventsInto("usage_events"))
+	// TableExists counts the tables of a name (bind: name) in the current
+	// database.
+	TableExists = add("chstore.table_exists", "SELECT count() FROM system.tables WHERE database = currentDatabase() AND name = ?")
 	// RunningInserts counts the queries running whose id starts with the
 	// bind, the loader's insert prefix.
 	RunningInserts = add("chstore.running_inserts", "SELECT count() FROM system.processes WHERE startsWith(query_id, ?)")

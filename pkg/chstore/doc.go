@@ -130,6 +130,17 @@
 //     write only while its lease has at least 2 × InsertTimeout to run, and
 //     a new holder waits for running inserts before its first lookup.
 //
+// On a replicated cluster (Options.Cluster, cluster.go) an insert whose
+// replica died may be stored only on that replica, out of the lookup's
+// sight. There the Loader sends the same block again instead (ingested_at
+// is stamped once per batch), into the Null table usage_ingest whose
+// sibling views fill usage_events and each rollup, and every replicated
+// table's block deduplication drops what it already holds; the rollups'
+// load_seq column keeps two batches' blocks apart. The look-up of stored
+// rows (at start) asks every replica, and waits for one that is down.
+// docs/analytics.md,
+// "Exactly once on a cluster".
+//
 // So duplicates are never inserted, and neither raw-row queries nor the
 // rollups depend on FINAL or on merges for correctness. The exception is
 // the legacy path: a legacy single-event message republished with a new

@@ -359,7 +359,14 @@ func readTotals(t testing.TB, s *Store) totals {
 // checkExact fails t unless the tables hold exactly the events of e, once.
 func checkExact(t testing.TB, s *Store, e expected) {
 	t.Helper()
-	got := readTotals(t, s)
+	got, want := readTotals(t, s), exactTotals(e)
+	if got != want {
+		t.Fatalf("tables hold\n %+v\nwant\n %+v", got, want)
+	}
+}
+
+// exactTotals are the totals of tables holding the events of e, once.
+func exactTotals(e expected) totals {
 	want := totals{
 		rows: uint64(e.rows), finalRows: uint64(e.rows), ids: uint64(e.rows),
 		cost: e.cost, finalCost: e.cost, hourCost: e.cost, dayCost: e.cost,
@@ -369,9 +376,7 @@ func checkExact(t testing.TB, s *Store, e expected) {
 	for i := range want.daily {
 		want.daily[i] = fmt.Sprintf("%d/%d", e.rows, e.cost)
 	}
-	if got != want {
-		t.Fatalf("tables hold\n %+v\nwant\n %+v", got, want)
-	}
+	return want
 }
 
 // usd formats non-negative nano-USD as a decimal USD string without

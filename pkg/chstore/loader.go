@@ -832,13 +832,28 @@ func (l *Loader) prepare(b *batch) (top uint64, topMsg jetstream.Msg) {
 // commit stores l.pending and the watermark top, retrying with backoff
 // until both succeeded. Attempts are not cut short by ctx; a cancel during
 // a backoff abandons the batch.
+//
+// The batch's ingested_at is stamped once, before the first attempt. On a
+// cluster an attempt after one whose outcome is unknown sends the same
+// block again without looking up stored rows: the replicated tables'
+// block deduplication drops whatever part of it was stored, even on a
+// replica that died before the one now written to could see it, and in
+// each rollup separately (docs/analytics.md, "Exactly once on a
+// cluster").
 func (l *Loader) commit(ctx context.Context, top uint64) error {
 	work := context.WithoutCancel(ctx)
-	inserted := false
+	inserted, resend := false, false
+	ingested := l.o.Now()
 	return l.retry(ctx, "store", func(context.Context) error {
 		if !inserted {
-			if err := l.insert(work); err != nil {
+			sent, err := l.insert(work, ingested, resend)
+			if err != nil {
 				l.verify = true // the insert may have landed all the same
+				// On a cluster, once an insert was sent, the same block
+				// goes again, whole: block deduplication drops each part
+				// already stored, in usage_events and in every rollup
+				// alike. (A failed look-up sent nothing: it runs again.)
+				resend = resend || (sent && l.store.o.Cluster != "")
 				return err
 			}
 			inserted = true
@@ -875,23 +890,21 @@ type hookError struct{ err error }
 func (e *hookError) Error() string { return e.err.Error() }
 func (e *hookError) Unwrap() error { return e.err }
 
-// insert inserts l.pending in one batch. When l.verify is set it first
+// insert inserts l.pending in one batch, loaded at ingested, and reports
+// whether it sent an insert. Unless resend (the same block again, on a
+// cluster), when l.verify is set it first
 // waits for running inserts to end and drops the events already stored,
 // and keeps verifying the next batch only if it found any: the last
 // process, or a failed attempt, stored at most one batch without a
 // watermark, and its events come first.
-func (l *Loader) insert(ctx context.Context) error {
-	if l.verify && len(l.pending) > 0 {
+func (l *Loader) insert(ctx context.Context, ingested time.Time, resend bool) (sent bool, err error) {
+	if l.verify && !resend && len(l.pending) > 0 {
 		lo, hi, minTS, maxTS := l.bounds()
 		c, cancel := context.WithTimeout(ctx, l.o.InsertTimeout)
-		err := l.store.waitInserts(c)
-		var found map[storedRow]struct{}
-		if err == nil {
-			found, err = l.store.storedRows(c, lo, hi, minTS, maxTS)
-		}
+		found, err := l.store.lookupStored(c, lo, hi, minTS, maxTS)
 		cancel()
 		if err != nil {
-			return err
+			return false, err
 		}
 		if len(found) > 0 {
 			kept := l.pending[:0]
@@ -908,28 +921,33 @@ func (l *Loader) insert(ctx context.Context) error {
 		l.verify = len(found) > 0
 	}
 	if len(l.pending) == 0 {
-		return nil
+		return false, nil
 	}
 	if !l.holding(l.writeMargin()) {
-		return errLeaseLost
+		return false, errLeaseLost
 	}
-	now := l.o.Now()
 	l.cols.reset()
 	for _, p := range l.pending {
-		l.cols.add(p.ev, p.src, now)
+		l.cols.add(p.ev, p.src, ingested)
 	}
 	c, cancel := context.WithTimeout(ctx, l.o.InsertTimeout)
 	defer cancel()
 	start := time.Now()
 	if err := l.store.insertEvents(c, &l.cols); err != nil {
-		return err
+		return true, err
 	}
 	l.m.insertSeconds.Observe(time.Since(start).Seconds())
 	l.m.rows.Add(float64(len(l.pending)))
+	if resend {
+		// The block sent again settled the batch; the next one was never
+		// sent, so it needs no look-up (which, on a cluster, would wait
+		// for every replica, the dead one too).
+		l.verify = false
+	}
 	if l.onInsert != nil {
 		l.onInsert(l.pending)
 	}
-	return nil
+	return true, nil
 }
 
 // bounds returns the stream sequence and timestamp ranges of l.pending.

@@ -5,6 +5,7 @@ import (
 	"embed"
 	"fmt"
 	"io/fs"
+	"net"
 	"path"
 	"regexp"
 	"slices"
@@ -106,7 +107,11 @@ func (s *Store) migrate(ctx context.Context, ms []Migration) error {
 	if err := s.createDatabase(ctx); err != nil {
 		return err
 	}
-	if err := s.conn.Exec(ctx, chsql.CreateMigrations.SQL); err != nil {
+	l, err := s.layout(ctx)
+	if err != nil {
+		return err
+	}
+	if err := s.applyAll(ctx, l, chsql.CreateMigrations.SQL); err != nil {
 		return fmt.Errorf("create schema_migrations: %w", err)
 	}
 	applied, err := s.AppliedMigrations(ctx)
@@ -118,7 +123,7 @@ func (s *Store) migrate(ctx context.Context, ms []Migration) error {
 			continue
 		}
 		for i, stmt := range m.Statements {
-			if err := s.apply(ctx, stmt); err != nil {
+			if err := s.applyAll(ctx, l, stmt); err != nil {
 				return fmt.Errorf("apply migration %s statement %d: %w", m.Name, i+1, err)
 			}
 		}
@@ -129,9 +134,92 @@ func (s *Store) migrate(ctx context.Context, ms []Migration) error {
 	return nil
 }
 
+// layout reads how the migrations apply: on one server, or on
+// Options.Cluster, whose servers and shards it reads in system.clusters.
+func (s *Store) layout(ctx context.Context) (layout, error) {
+	l := layout{db: s.o.Database, cluster: s.o.Cluster, path: s.o.ReplicaPath}
+	if l.cluster == "" {
+		return l, nil
+	}
+	var err error
+	if l.hosts, err = s.clusterHosts(ctx); err != nil {
+		return l, err
+	}
+	var shards uint64
+	if err := s.conn.QueryRow(ctx, chsql.ClusterShards.SQL, l.cluster).Scan(&shards); err != nil {
+		return l, fmt.Errorf("look up cluster %s: %w", l.cluster, err)
+	}
+	if shards == 0 {
+		return l, fmt.Errorf("%w: cluster %q is not in the server's remote_servers (system.clusters)", ErrInvalidOptions, l.cluster)
+	}
+	l.shards = int(shards)
+	return l, nil
+}
+
+// clusterHosts returns the servers of Options.Cluster, host:port of
+// their native protocol, as the server reached lists them.
+func (s *Store) clusterHosts(ctx context.Context) ([]string, error) {
+	var hosts []string
+	var ports []uint16
+	if err := s.conn.QueryRow(ctx, chsql.ClusterHosts.SQL, s.o.Cluster).Scan(&hosts, &ports); err != nil {
+		return nil, fmt.Errorf("look up cluster %s: %w", s.o.Cluster, err)
+	}
+	addrs := make([]string, len(hosts))
+	for i, h := range hosts {
+		addrs[i] = net.JoinHostPort(h, strconv.Itoa(int(ports[i])))
+	}
+	return addrs, nil
+}
+
+// onEachServer runs f with a Store of its own on each server of the
+// cluster in turn, stopping at the first error.
+func (s *Store) onEachServer(ctx context.Context, hosts []string, f func(*Store) error) error {
+	for _, host := range hosts {
+		o := s.o
+		o.Addr = host
+		conn, err := open(o, o.Database)
+		if err != nil {
+			return err
+		}
+		err = f(&Store{conn: conn, o: o})
+		conn.Close()
+		if err != nil {
+			return fmt.Errorf("on %s: %w", host, err)
+		}
+	}
+	return nil
+}
+
+// applyAll applies stmt as the layout says (layout.rewrite).
+func (s *Store) applyAll(ctx context.Context, l layout, stmt string) error {
+	stmts, err := l.rewrite(stmt)
+	if err != nil {
+		return err
+	}
+	for _, st := range stmts {
+		if each, ok := strings.CutPrefix(st, eachServerMark); ok {
+			if err := s.applyEach(ctx, l, each); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := s.apply(ctx, st); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// applyEach applies stmt on every server of the cluster, through a
+// connection of its own to each.
+func (s *Store) applyEach(ctx context.Context, l layout, stmt string) error {
+	return s.onEachServer(ctx, l.hosts, func(st *Store) error { return st.apply(ctx, stmt) })
+}
+
 // addColumn matches a statement that adds one column: ALTER TABLE t ADD
-// COLUMN c <type>.
-var addColumn = regexp.MustCompile(`(?is)^ALTER\s+TABLE\s+([A-Za-z_][A-Za-z0-9_]*)\s+ADD\s+COLUMN\s+([A-Za-z_][A-Za-z0-9_]*)\s`)
+// COLUMN c <type>, t qualified by its database and ON CLUSTER x on a
+// cluster.
+var addColumn = regexp.MustCompile(`(?is)^ALTER\s+TABLE\s+(?:[A-Za-z_][A-Za-z0-9_]*\.)?([A-Za-z_][A-Za-z0-9_]*)\s+(?:ON\s+CLUSTER\s+[A-Za-z_][A-Za-z0-9_]*\s+)?ADD\s+COLUMN\s+([A-Za-z_][A-Za-z0-9_]*)\s`)
 
 // apply runs one statement. ClickHouse 18.16 has no ADD COLUMN IF NOT
 // EXISTS, so an ALTER TABLE ... ADD COLUMN whose column is already there
@@ -181,7 +269,11 @@ func (s *Store) createDatabase(ctx context.Context) error {
 		return err
 	}
 	defer conn.Close()
-	if err := conn.Exec(ctx, chsql.CreateDatabase(s.o.Database)); err != nil {
+	stmt := chsql.CreateDatabase(s.o.Database)
+	if s.o.Cluster != "" {
+		stmt += " ON CLUSTER " + s.o.Cluster
+	}
+	if err := conn.Exec(ctx, stmt); err != nil {
 		return fmt.Errorf("create database %s: %w", s.o.Database, err)
 	}
 	return nil

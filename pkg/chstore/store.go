@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"maps"
 	"regexp"
 	"strings"
 	"time"
@@ -36,6 +37,17 @@ type Options struct {
 	ReadTimeout time.Duration
 	// MaxOpenConns caps the connection pool. Default 4.
 	MaxOpenConns int
+	// Cluster, when set, is the ClickHouse cluster (a <remote_servers>
+	// entry of the servers' config) the schema lives on: Migrate creates
+	// every table ON CLUSTER with a Replicated engine, and with several
+	// shards a Distributed table <name>_all over each (cluster.go). Every
+	// server needs the macros {shard} and {replica} and a ZooKeeper. Empty
+	// (the default): one server, plain MergeTree tables.
+	Cluster string
+	// ReplicaPath is the ZooKeeper path under which the replicated tables
+	// keep their state; /<database>/<table> is appended. Used with Cluster
+	// only. Default DefaultReplicaPath, /clickhouse/tables/{shard}.
+	ReplicaPath string
 }
 
 // ErrInvalidOptions is returned by Open for options that can never work.
@@ -57,6 +69,16 @@ func (o Options) withDefaults() (Options, error) {
 	if o.User == "" {
 		o.User = "default"
 	}
+	if o.Cluster != "" && !clusterName.MatchString(o.Cluster) {
+		return o, fmt.Errorf("%w: cluster name %q: want letters, digits and '_'", ErrInvalidOptions, o.Cluster)
+	}
+	if o.ReplicaPath == "" {
+		o.ReplicaPath = DefaultReplicaPath
+	}
+	if !replicaPath.MatchString(o.ReplicaPath) {
+		return o, fmt.Errorf("%w: replica path %q: want an absolute path of letters, digits, '_', '-', '.', '/' and macros in braces", ErrInvalidOptions, o.ReplicaPath)
+	}
+	o.ReplicaPath = strings.TrimSuffix(o.ReplicaPath, "/")
 	if o.DialTimeout <= 0 {
 		o.DialTimeout = 5 * time.Second
 	}
@@ -74,6 +96,12 @@ func (o Options) withDefaults() (Options, error) {
 type Store struct {
 	conn driver.Conn
 	o    Options
+	// insertSettings are the settings of the loader's inserts: on a
+	// cluster whose servers know it, deduplicate_blocks_in_dependent_materialized_views.
+	insertSettings clickhouse.Settings
+	// insertSQL is the loader's insert: into usage_events on one server,
+	// into IngestTable on a cluster.
+	insertSQL string
 }
 
 // Open connects to ClickHouse over the native protocol (LZ4-compressed) and
@@ -88,12 +116,45 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{conn: conn, o: o}
+	s := &Store{conn: conn, o: o, insertSQL: chsql.InsertEvents.SQL}
+	if o.Cluster != "" {
+		s.insertSQL = chsql.InsertEventsInto(IngestTable)
+	}
 	if err := s.Ping(ctx); err != nil && !isUnknownDatabase(err) {
 		conn.Close()
 		return nil, err
 	}
+	if o.Cluster != "" {
+		if err := s.clusterSettings(ctx); err != nil {
+			conn.Close()
+			return nil, err
+		}
+	}
 	return s, nil
+}
+
+// dedupViews is the setting without which current releases do not
+// deduplicate the blocks that views write, which the cluster layout relies
+// on (IngestTable). ClickHouse 18.16 does not have it, and deduplicates
+// them when the views' source table cannot deduplicate itself (Null).
+const dedupViews = "deduplicate_blocks_in_dependent_materialized_views"
+
+// clusterSettings sets the loader's insert settings from what the server
+// knows.
+func (s *Store) clusterSettings(ctx context.Context) error {
+	conn, err := open(s.o, "")
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	var n uint64
+	if err := conn.QueryRow(ctx, chsql.HasSetting.SQL, dedupViews).Scan(&n); err != nil {
+		return fmt.Errorf("look up setting %s: %w", dedupViews, err)
+	}
+	if n > 0 {
+		s.insertSettings = clickhouse.Settings{dedupViews: 1}
+	}
+	return nil
 }
 
 // open returns a lazily connecting pool whose default database is db.
@@ -190,8 +251,12 @@ func (s *Store) insertPrefix() string { return "tollgate-load-" + s.o.Database +
 
 // insertEvents inserts the rows of c in one native batch.
 func (s *Store) insertEvents(ctx context.Context, c *columns) error {
-	ctx = clickhouse.Context(ctx, clickhouse.WithQueryID(s.insertPrefix()+uuid.NewString()))
-	return insertColumns(ctx, s.conn, c)
+	opts := []clickhouse.QueryOption{clickhouse.WithQueryID(s.insertPrefix() + uuid.NewString())}
+	if s.insertSettings != nil {
+		opts = append(opts, clickhouse.WithSettings(s.insertSettings))
+	}
+	ctx = clickhouse.Context(ctx, opts...)
+	return insertColumns(ctx, s.conn, s.insertSQL, c)
 }
 
 // InsertEvents inserts events into the usage_events table of conn's
@@ -212,21 +277,32 @@ func InsertEvents(ctx context.Context, conn driver.Conn, events []*usagev1.Usage
 }
 
 // InsertSourced is InsertEvents with each row's whole Source: src[i] is
-// where events[i] came from (stream sequence, producer, batch seq).
+// where events[i] came from (stream sequence, producer, batch seq). On a
+// cluster's schema (the database has IngestTable) it inserts there, so
+// that the rollups see the rows.
 func InsertSourced(ctx context.Context, conn driver.Conn, events []*usagev1.UsageEvent, src []Source, ingested time.Time) error {
 	if len(src) != len(events) {
 		return fmt.Errorf("insert events: %d events but %d sources", len(events), len(src))
+	}
+	var n uint64
+	if err := conn.QueryRow(ctx, chsql.TableExists.SQL, IngestTable).Scan(&n); err != nil {
+		return fmt.Errorf("insert events: look up %s: %w", IngestTable, err)
+	}
+	sql := chsql.InsertEvents.SQL
+	if n > 0 {
+		sql = chsql.InsertEventsInto(IngestTable)
 	}
 	var c columns
 	for i, e := range events {
 		c.add(e, src[i], ingested)
 	}
-	return insertColumns(ctx, conn, &c)
+	return insertColumns(ctx, conn, sql, &c)
 }
 
-// insertColumns inserts the rows of c into usage_events in one batch.
-func insertColumns(ctx context.Context, conn driver.Conn, c *columns) error {
-	b, err := conn.PrepareBatch(ctx, chsql.InsertEvents.SQL)
+// insertColumns inserts the rows of c in one batch with sql, an insert of
+// every column of usage_events.
+func insertColumns(ctx context.Context, conn driver.Conn, sql string, c *columns) error {
+	b, err := conn.PrepareBatch(ctx, sql)
 	if err != nil {
 		return fmt.Errorf("insert %d events: %w", c.len(), err)
 	}
@@ -303,6 +379,38 @@ func (s *Store) waitInserts(ctx context.Context) error {
 		case <-t.C:
 		}
 	}
+}
+
+// lookupStored waits for running inserts and returns the rows stored under
+// the stream sequences in [lo, hi] among rows with ts in [minTS, maxTS]
+// (waitInserts, storedRows). On a cluster it asks every server and joins
+// what they hold: an insert may be stored only on a replica the others
+// have not yet fetched it from, so a server that does not answer fails the
+// lookup (the loader retries) rather than leave such rows unseen.
+func (s *Store) lookupStored(ctx context.Context, lo, hi uint64, minTS, maxTS uint32) (map[storedRow]struct{}, error) {
+	if s.o.Cluster == "" {
+		if err := s.waitInserts(ctx); err != nil {
+			return nil, err
+		}
+		return s.storedRows(ctx, lo, hi, minTS, maxTS)
+	}
+	hosts, err := s.clusterHosts(ctx)
+	if err != nil {
+		return nil, err
+	}
+	found := make(map[storedRow]struct{})
+	err = s.onEachServer(ctx, hosts, func(st *Store) error {
+		if err := st.waitInserts(ctx); err != nil {
+			return err
+		}
+		f, err := st.storedRows(ctx, lo, hi, minTS, maxTS)
+		maps.Copy(found, f)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return found, nil
 }
 
 // storedRow names a stored row: the stream sequence of its message and its

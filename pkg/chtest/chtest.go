@@ -63,6 +63,10 @@ type Server struct {
 	ownsDir  bool // Close removes dir
 	tcpPort  int
 	httpPort int
+	// interPort, when set, is the replication (interserver HTTP) port and
+	// extra the config elements of a cluster member (cluster.go).
+	interPort int
+	extra     string
 
 	mu     sync.Mutex // guards cmd and exited
 	cmd    *exec.Cmd
@@ -197,6 +201,22 @@ func (s *Server) Stop() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.stopLocked()
+}
+
+// Kill ends the server with SIGKILL, as a crash would, and waits for it to
+// exit. Data stays, so Start brings the same server back.
+func (s *Server) Kill() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.running() {
+		return nil
+	}
+	defer func() { s.cmd = nil }()
+	if err := s.cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return fmt.Errorf("chtest: kill clickhouse-server pid %d: %w", s.cmd.Process.Pid, err)
+	}
+	<-s.exited
+	return nil
 }
 
 // Restart stops the server and starts it again on the same ports and data.
@@ -397,9 +417,9 @@ func (s *Server) writeConfig() error {
   <keep_alive_timeout>1</keep_alive_timeout>
   <shutdown_wait_unfinished>1</shutdown_wait_unfinished>
   <mlock_executable>false</mlock_executable>
-</yandex>
+%s</yandex>
 `, filepath.Join(s.dir, "log", "server.log"), filepath.Join(s.dir, "log", "error.log"),
-		s.tcpPort, s.httpPort, p("data"), p("tmp"), p("user_files"), p("format_schemas"))
+		s.tcpPort, s.httpPort, p("data"), p("tmp"), p("user_files"), p("format_schemas"), s.clusterConfig())
 	users := `<?xml version="1.0"?>
 <yandex>
   <profiles><default><poll_interval>1</poll_interval></default></profiles>

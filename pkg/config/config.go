@@ -81,6 +81,9 @@ type Config struct {
 	RateLimit RateLimiting `yaml:"rate_limit"`
 	// NATS says where the usage stream and the KV buckets live.
 	NATS NATS `yaml:"nats"`
+	// ClickHouse describes the analytics database's layout (its address
+	// and credentials are the analytics service's flags and environment).
+	ClickHouse ClickHouse `yaml:"clickhouse"`
 	// Usage configures the gateway's usage-event publisher and its spool.
 	Usage Usage `yaml:"usage"`
 	// PriceBook is a price table file in the prices.yaml format, as
@@ -219,6 +222,22 @@ type RateLimiting struct {
 	// its share back within presence_ttl plus a third. Default 15s, at
 	// least 1s.
 	PresenceTTL time.Duration `yaml:"presence_ttl"`
+}
+
+// ClickHouse describes how the analytics schema is laid out.
+type ClickHouse struct {
+	// Cluster, when set, is the ClickHouse cluster (a <remote_servers>
+	// entry of the servers' config) the analytics service migrates: every
+	// table ON CLUSTER with a Replicated engine, and a Distributed table
+	// <name>_all over each when the cluster has several shards. Every
+	// server needs the macros {shard} and {replica} and ZooKeeper (or
+	// ClickHouse Keeper). Default empty: one server, plain MergeTree
+	// tables. See docs/analytics.md, "Replicated ClickHouse".
+	Cluster string `yaml:"cluster"`
+	// ReplicaPath is the ZooKeeper path under which the replicated tables
+	// keep their state; /<database>/<table> is appended. Default
+	// /clickhouse/tables/{shard}.
+	ReplicaPath string `yaml:"replica_path"`
 }
 
 // NATS says where the usage stream and the spend bucket live.

@@ -97,6 +97,7 @@ var Keys = []KeyClass{
 	{"rate_limits[].{scope,value,rpm,tpm}", Reload, ""},
 	{"rate_limit.{local,presence_ttl}", Restart, "the rate limit presence (its KV bucket and renewals)"},
 
+	{"clickhouse.{cluster,replica_path}", Restart, "the analytics service's migrations, applied at its start"},
 	{"nats.{url,creds_file,nkey_file}", Restart, "the NATS connection"},
 	{"nats.tls.{ca_file,cert_file,key_file}", Restart, "the NATS connection"},
 	{"nats.{replicas,max_age,duplicate_window}", Restart, "the usage stream and the KV buckets, set up at start"},

@@ -48,6 +48,10 @@ func (s settings) run(ctx context.Context, reload <-chan os.Signal) error {
 		return err // nil: stopped while waiting for ClickHouse
 	}
 	defer store.Close()
+	if s.migrateOnly {
+		log.Info("analytics schema migrated", "clickhouse", s.store.Addr, "database", s.store.Database, "cluster", s.store.Cluster)
+		return nil
+	}
 
 	nc, err := natsconn.Connect(cfg.NATS, "tollgate-analytics", log)
 	if err != nil {

@@ -72,12 +72,14 @@ type settings struct {
 	loader  chstore.LoaderOptions
 	metrics string // address of the metrics listener; "" for none
 	getenv  func(string) string
+	// migrateOnly ends the program once the schema is migrated (-migrate).
+	migrateOnly bool
 }
 
 func parseSettings(args []string, getenv func(string) string) (settings, error) {
 	s := settings{getenv: getenv, cfg: &config.Config{}}
 	fs := flag.NewFlagSet("analytics", flag.ContinueOnError)
-	fs.StringVar(&s.cfgPath, "config", getenv("TOLLGATE_CONFIG"), "config file; its nats, log, profiling and budgets sections are used (env TOLLGATE_CONFIG)")
+	fs.StringVar(&s.cfgPath, "config", getenv("TOLLGATE_CONFIG"), "config file; its nats, clickhouse, log, profiling and budgets sections are used (env TOLLGATE_CONFIG)")
 	natsURL := fs.String("nats", "", "NATS URL; overrides the config's nats.url")
 	fs.StringVar(&s.store.Addr, "clickhouse", orDefault(getenv("TOLLGATE_CLICKHOUSE"), "127.0.0.1:9000"),
 		"ClickHouse native-protocol address(es), comma-separated (env TOLLGATE_CLICKHOUSE)")
@@ -85,6 +87,7 @@ func parseSettings(args []string, getenv func(string) string) (settings, error) 
 	fs.IntVar(&s.loader.BatchSize, "batch-size", 10000, "most events per insert")
 	fs.DurationVar(&s.loader.BatchInterval, "batch-interval", time.Second, "longest an event waits for its batch to fill")
 	fs.StringVar(&s.metrics, "metrics", "", "address serving /metrics, e.g. 127.0.0.1:9103 (off when empty)")
+	fs.BoolVar(&s.migrateOnly, "migrate", false, "apply the ClickHouse migrations (ON CLUSTER with the config's clickhouse.cluster) and exit, loading nothing")
 	if err := fs.Parse(args); err != nil {
 		return s, err
 	}
@@ -100,6 +103,7 @@ func parseSettings(args []string, getenv func(string) string) (settings, error) 
 		s.cfg.NATS.URL = *natsURL
 	}
 	s.loader.Replicas = s.cfg.NATS.Replicas
+	s.store.Cluster, s.store.ReplicaPath = s.cfg.ClickHouse.Cluster, s.cfg.ClickHouse.ReplicaPath
 	return s, nil
 }
 

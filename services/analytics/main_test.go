@@ -187,6 +187,8 @@ func TestRunFlags(t *testing.T) {
 		{name: "missing config file", args: []string{"-config", filepath.Join(t.TempDir(), "none.yaml")}, wantErr: "read config"},
 		{name: "bad database name", args: []string{"-database", "a-b"}, wantErr: "database name"},
 		{name: "bad batch interval", args: []string{"-batch-interval", "soon"}, wantErr: "invalid value"},
+		{name: "bad cluster name", args: []string{"-config", configFile(t, "clickhouse:\n  cluster: \"a'b\"\n")}, wantErr: "cluster name"},
+		{name: "bad replica path", args: []string{"-config", configFile(t, "clickhouse:\n  cluster: c\n  replica_path: tables\n")}, wantErr: "replica path"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -195,6 +197,44 @@ func TestRunFlags(t *testing.T) {
 				t.Fatalf("run = %v, want an error containing %q", err, tt.wantErr)
 			}
 		})
+	}
+}
+
+// configFile writes a config file holding yaml and returns its path.
+func configFile(t *testing.T, yaml string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "tollgate.yaml")
+	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// TestRunMigrate checks that -migrate applies the schema and returns
+// without NATS (none runs here).
+func TestRunMigrate(t *testing.T) {
+	addr := chtest.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	args := []string{"-migrate", "-clickhouse", addr, "-database", "migrate_only", "-nats", "nats://127.0.0.1:1"}
+	if err := run(ctx, args, func(string) string { return "" }, nil); err != nil {
+		t.Fatalf("run -migrate: %v", err)
+	}
+	st, err := chstore.Open(ctx, chstore.Options{Addr: addr, Database: "migrate_only"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	applied, err := st.AppliedMigrations(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms, err := chstore.Migrations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(applied) != len(ms) {
+		t.Fatalf("applied %v, want all %d migrations", applied, len(ms))
 	}
 }
 

@@ -121,6 +121,7 @@ var sections = []struct {
 	{"Priorities", []string{"priority"}},
 	{"Rate limits", []string{"rate_limits", "rate_limit"}},
 	{"NATS", []string{"nats"}},
+	{"ClickHouse", []string{"clickhouse"}},
 	{"Usage events", []string{"usage"}},
 	{"Prices", []string{"price_book", "prices"}},
 }
