@@ -582,6 +582,7 @@ var rollupsAsEvents = map[string]string{
 	"usage_team_daily":    eventsAsDaily,
 	"usage_key_daily":     eventsAsDaily,
 	"usage_subject_daily": eventsAsDaily,
+	"usage_model_daily":   eventsAsDaily,
 	"usage_daily":         eventsAsDaily,
 	"usage_hourly":        eventsAsHourly,
 	"usage_dept_hourly":   eventsAsHourly,
@@ -665,6 +666,7 @@ var rollupSums = map[string]string{
 	"usage_dept_hourly":     "requests, prompt_tokens, completion_tokens, cost_nano_usd",
 	"usage_subject_daily":   "requests, cost_nano_usd",
 	"usage_scope_daily":     "requests, cost_nano_usd",
+	"usage_model_daily":     "requests, cost_nano_usd",
 	"usage_overhead_hourly": "in_bucket",
 	"usage_ttft_hourly":     "in_bucket",
 }

@@ -327,6 +327,6 @@ func consoleRequestKeys(dept string, filtered bool) string {
 
 func consoleTopModels(and string) string {
 	return `SELECT served_model, sum(requests), sum(cost_nano_usd) AS c
-		FROM usage_team_daily WHERE day >= toDate(?) AND day <= toDate(?)` + and + `
+		FROM usage_model_daily WHERE day >= toDate(?) AND day <= toDate(?)` + and + `
 		GROUP BY served_model ORDER BY c DESC, served_model LIMIT 10`
 }

@@ -320,7 +320,7 @@ type totals struct {
 // countedRollups are the rollups (and the rows of one) holding every
 // event's request and cost once.
 var countedRollups = [...]string{"usage_dept_daily", "usage_team_daily", "usage_key_daily",
-	"usage_dept_hourly", "usage_subject_daily", "usage_scope_daily WHERE scope = 'global'"}
+	"usage_dept_hourly", "usage_subject_daily", "usage_scope_daily WHERE scope = 'global'", "usage_model_daily"}
 
 func readTotals(t testing.TB, s *Store) totals {
 	t.Helper()

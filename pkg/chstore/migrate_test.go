@@ -86,7 +86,7 @@ func TestMigrate(t *testing.T) {
 	}
 	wantTables := []string{"audit_events", "budget_limits", "budget_limits_current", "schema_migrations", "spend_daily", "spend_hourly", "usage_daily", "usage_daily_mv",
 		"usage_dept_daily", "usage_dept_daily_mv", "usage_dept_hourly", "usage_dept_hourly_mv", "usage_dims", "usage_dims_mv", "usage_events", "usage_events_repriced",
-		"usage_hourly", "usage_hourly_mv", "usage_key_daily", "usage_key_daily_mv", "usage_overhead_hourly", "usage_overhead_hourly_mv",
+		"usage_hourly", "usage_hourly_mv", "usage_key_daily", "usage_key_daily_mv", "usage_model_daily", "usage_model_daily_mv", "usage_overhead_hourly", "usage_overhead_hourly_mv",
 		"usage_scope_daily", "usage_scope_daily_mv", "usage_subject_daily", "usage_subject_daily_mv", "usage_team_daily", "usage_team_daily_mv",
 		"usage_traffic_5m", "usage_traffic_5m_mv", "usage_ttft_hourly", "usage_ttft_hourly_mv", "watermarks"}
 
