@@ -242,6 +242,7 @@ var catalogueArgs = map[string][][]any{
 	"console.project_subjects":  {{"eng", "gw", rangeFrom.Unix(), rangeTo.Unix() + 1}},
 	"console.subject_keys":      {{"2024-03-01", "", "", "alice"}, {"2024-03-01", "sales", "sales", "alice"}},
 	"console.key_in_dept":       {{"eng", "k-bob"}, {"sales", "k-bob"}},
+	"console.keys_last_used":    {{"2024-01-01"}, {"2030-01-01"}},
 	"console.request_keys": {
 		{rangeFrom.Unix(), rangeTo.Unix(), "", "", "", "", "", "", "", "", uint64(rangeTo.UnixMilli() + 1000), uint64(rangeTo.UnixMilli() + 1000), "", 50},
 		{rangeFrom.Unix(), rangeTo.Unix(), "platform", "platform", "gpt-4o", "gpt-4o", "ok", "ok", "ok", "ok", uint64(rangeTo.UnixMilli()), uint64(rangeTo.UnixMilli()), "", 2},

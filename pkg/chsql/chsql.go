@@ -248,6 +248,11 @@ var (
 	// one department's (binds: the same, then dept), which the sorting key
 	// (day, dept) narrows.
 	ConsoleTopModels     = add("console.top_models", consoleTopModels(""))
+	// ConsoleKeysLastUsed is the last day each key was used, within the
+	// days since a date (bind: 'YYYY-MM-DD'), from the key rows of
+	// usage_scope_daily, whose sorting key (scope, day) bounds the read.
+	ConsoleKeysLastUsed = add("console.keys_last_used", `SELECT value, toString(max(day))
+		FROM usage_scope_daily WHERE scope = 'key' AND day >= toDate(?) GROUP BY value`)
 	ConsoleTopModelsDept = add("console.top_models_dept", consoleTopModels(" AND dept = ?"))
 	// ConsoleTopTeams sums the teams' spend of a range of days, from the
 	// team rows of usage_scope_daily (one a team and day; their values

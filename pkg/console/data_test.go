@@ -77,6 +77,25 @@ func TestData(t *testing.T) {
 		t.Fatalf("the traffic cost %d nano-USD: the figures below prove little", total)
 	}
 
+	t.Run("keys last used", func(t *testing.T) {
+		last, err := d.KeysLastUsed(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tr := range rigTraffic {
+			var want string
+			if err := r.store.Conn().QueryRow(ctx, "SELECT toString(max(toDate(ts))) FROM usage_events WHERE key_id = ?", tr.p.key).Scan(&want); err != nil {
+				t.Fatal(err)
+			}
+			if got := last[tr.p.key]; got != want {
+				t.Errorf("key %s last used %q, ClickHouse's events say %q", tr.p.key, got, want)
+			}
+		}
+		if day, ok := last["key-never-used"]; ok {
+			t.Errorf("a key with no traffic has a last use: %q", day)
+		}
+	})
+
 	t.Run("overview every department", func(t *testing.T) {
 		o, err := d.Overview(ctx, AllDepts())
 		if err != nil || o.History != nil {

@@ -3,6 +3,7 @@ package console
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -30,6 +31,9 @@ type keysData struct {
 	NewSecret string
 	Error     string
 	Missing   bool // no key store
+	// LastUsedNote says why a key has no last use: not used in the last
+	// LastUsedDays days, or the history cannot be read.
+	LastUsedNote string
 }
 
 // keyRow is one key of the list.
@@ -37,6 +41,7 @@ type keyRow struct {
 	apikey.Key
 	Status    string // active, revoked, expired
 	CanManage bool
+	LastUsed  string // the last day the key was used ('YYYY-MM-DD'), or ""
 }
 
 // keysPage serves GET /ui/keys (?dept= filters, for global roles).
@@ -71,13 +76,14 @@ func (c *Console) renderKeys(w http.ResponseWriter, r *http.Request, status int,
 		return
 	}
 	now := c.o.Now()
+	lastUsed := c.keysLastUsed(r.Context(), &d)
 	depts := map[string]bool{}
 	for _, k := range list {
 		depts[k.Dept] = true
 		if (d.Dept != "" && k.Dept != d.Dept) || !c.Allowed(r, access.KeysView, k.Dept) {
 			continue
 		}
-		row := keyRow{Key: k, Status: "active", CanManage: c.Allowed(r, access.KeysManage, k.Dept)}
+		row := keyRow{Key: k, Status: "active", CanManage: c.Allowed(r, access.KeysManage, k.Dept), LastUsed: lastUsed[k.ID]}
 		switch {
 		case !k.RevokedAt.IsZero():
 			row.Status, row.CanManage = "revoked", false
@@ -93,6 +99,24 @@ func (c *Console) renderKeys(w http.ResponseWriter, r *http.Request, status int,
 		slices.Sort(d.Depts)
 	}
 	c.render(w, r, status, "keys", "Keys", d)
+}
+
+// keysLastUsed reads the keys' last days of use from ClickHouse, and sets
+// d.LastUsedNote to what a key without one shows.
+func (c *Console) keysLastUsed(ctx context.Context, d *keysData) map[string]string {
+	data := c.o.Pages.Data
+	if data == nil {
+		d.LastUsedNote = "unknown: " + ErrNoClickHouse.Error()
+		return nil
+	}
+	last, err := data.KeysLastUsed(ctx)
+	if err != nil {
+		c.log.Warn("console keys last used", "error", err)
+		d.LastUsedNote = "unknown: the usage history cannot be read"
+		return nil
+	}
+	d.LastUsedNote = fmt.Sprintf("not in the last %d days", LastUsedDays)
+	return last
 }
 
 // maxField bounds a text field of the key form.
