@@ -247,7 +247,7 @@ var (
 	// (binds: first day, last day as 'YYYY-MM-DD'); ConsoleTopModelsDept
 	// one department's (binds: the same, then dept), which the sorting key
 	// (day, dept) narrows.
-	ConsoleTopModels     = add("console.top_models", consoleTopModels(""))
+	ConsoleTopModels = add("console.top_models", consoleTopModels(""))
 	// ConsoleKeysLastUsed is the last day each key was used, within the
 	// days since a date (bind: 'YYYY-MM-DD'), from the key rows of
 	// usage_scope_daily, whose sorting key (scope, day) bounds the read.
