@@ -20,6 +20,8 @@ import (
 	"github.com/tollgate/tollgate/pkg/natstest"
 	"github.com/tollgate/tollgate/pkg/usage"
 	usagev1 "github.com/tollgate/tollgate/proto/tollgate/usage/v1"
+
+	"github.com/tollgate/tollgate/pkg/testkit"
 )
 
 // budgetedEvent is a request admitted under a $500 monthly dept budget
@@ -86,16 +88,10 @@ func TestUsageEndpoint(t *testing.T) {
 	lctx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- l.Run(lctx) }()
-	for {
+	testkit.Wait(t, time.Minute, "the events to be loaded", func() bool {
 		wm, err := st.Watermark(ctx, chstore.DefaultStream, chstore.DefaultDurable)
-		if err == nil && wm >= 2 {
-			break
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("events not loaded: %v", err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return err == nil && wm >= 2
+	})
 	stop()
 	if err := <-done; err != nil {
 		t.Fatal(err)

@@ -16,6 +16,8 @@ import (
 	"github.com/tollgate/tollgate/pkg/chtest"
 	"github.com/tollgate/tollgate/pkg/natstest"
 	usagev1 "github.com/tollgate/tollgate/proto/tollgate/usage/v1"
+
+	"github.com/tollgate/tollgate/pkg/testkit"
 )
 
 func TestLoad(t *testing.T) {
@@ -365,18 +367,14 @@ func TestWatermarkSkipsRedelivery(t *testing.T) {
 // delivers.
 func waitFor(t testing.TB, done <-chan error, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
+	testkit.Wait(t, 20*time.Second, "the condition", func() bool {
 		select {
 		case err := <-done:
 			t.Fatalf("loader stopped early: %v", err)
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met after 20s")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return cond()
+	})
 }
 
 func TestDeliveryGapRewinds(t *testing.T) {

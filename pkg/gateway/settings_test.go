@@ -278,11 +278,10 @@ func TestReloaderAudit(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- r.Run(rctx, sigs) }()
 	sigs <- os.Interrupt
-	deadline := time.Now().Add(5 * time.Second)
-	for len(events) < 3 && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
+	testkit.Wait(t, 5*time.Second, "the reload's audit event", func() bool {
 		events, _ = audit.List(ctx, js, time.Time{})
-	}
+		return len(events) >= 3
+	})
 	cancel()
 	<-done
 	if len(events) != 3 || events[2].Actor != audit.ActorSignal || events[2].Summary != "no changes" {

@@ -24,6 +24,8 @@ import (
 	"github.com/tollgate/tollgate/pkg/reconcile"
 	usagepkg "github.com/tollgate/tollgate/pkg/usage"
 	usagev1 "github.com/tollgate/tollgate/proto/tollgate/usage/v1"
+
+	"github.com/tollgate/tollgate/pkg/testkit"
 )
 
 // TestReconcileCommand runs `tollctl reconcile` against an embedded NATS
@@ -134,17 +136,11 @@ func TestReconcileCommand(t *testing.T) {
 	t.Run("duplicate counted twice by the budgets", func(t *testing.T) {
 		publish(t, js, events[0], events[0].EventId+"-again")
 		key := budget.TotalID{Scope: budget.ScopeGlobal, Period: budget.PeriodTotal}.Key()
-		deadline := time.Now().Add(10 * time.Second)
-		for {
+		testkit.Wait(t, 10*time.Second, "the budget consumer to apply the duplicate", func() bool {
 			var tot usagev1.SpendTotal
-			if e, err := kv.Get(ctx, key); err == nil && proto.Unmarshal(e.Value(), &tot) == nil && tot.Requests == 4 {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatal("the budget consumer did not apply the duplicate")
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+			e, err := kv.Get(ctx, key)
+			return err == nil && proto.Unmarshal(e.Value(), &tot) == nil && tot.Requests == 4
+		})
 		code, out, _ := run1(t, nil, append(base, "--json")...)
 		rep := decodeReport(t, out)
 		st, _ := rep.Source(reconcile.SourceStream)
