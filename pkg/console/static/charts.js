@@ -37,10 +37,15 @@
       width: width,
       height: 240,
       tzDate: function (ts) { return uPlot.tzDate(new Date(ts * 1000), "Etc/UTC"); },
-      scales: { x: { time: true } },
+      // The last 30 UTC days, whatever days hold spend (a single point
+      // would otherwise stretch the axis over years).
+      scales: { x: { time: true, range: function () {
+        var today = Math.floor(Date.now() / 86400000) * 86400;
+        return [today - 29.5 * 86400, today + 0.5 * 86400];
+      } } },
       series: [{}, { label: "Spend (USD)", stroke: "#1f5fbf", fill: "rgba(31,95,191,0.12)", width: 2,
         value: function (u, v) { return v == null ? "" : "$" + v.toFixed(2); } }],
-      axes: [{}, { values: function (u, vals) { return vals.map(function (v) { return "$" + v; }); } }]
+      axes: [{}, { size: 80, values: function (u, vals) { return vals.map(function (v) { return "$" + (v >= 1000 ? v.toFixed(0) : String(Number(v.toPrecision(3)))); }); } }]
     }, [xs, ys], el);
   }
 
