@@ -78,7 +78,7 @@ func newAcctRig(t *testing.T, mutate func(*config.Config)) *acctRig {
 	if limits, err = budget.ParseLimits(captured.Budgets); err != nil {
 		t.Fatal(err)
 	}
-	leases, err := budget.LeaseOptionsFrom(captured.Budget.Leases, nil) // on unless the test disables them, as in StartAccounting
+	leases, err := budget.LeaseOptionsFrom(captured.Budget.Leases, nil) // on unless the test disables them, as the gateway program does (services/gateway, startAccounting)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +123,7 @@ func newAcctRig(t *testing.T, mutate func(*config.Config)) *acctRig {
 	wg.Add(1)
 	go func() { defer wg.Done(); _ = keys.Run(ctx, keysKV) }()
 	<-keys.Ready()
-	presence, err := startPresence(ctx, wgGroup{&wg}, js, r.cfg, slog.New(slog.DiscardHandler)) // as in StartAccounting
+	presence, err := ratelimit.Announce(ctx, wgGroup{&wg}, js, r.cfg.NATS.Replicas, r.cfg.RateLimit.PresenceTTL, slog.New(slog.DiscardHandler)) // as the gateway program does
 	if err != nil {
 		t.Fatal(err)
 	}

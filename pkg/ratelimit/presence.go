@@ -320,3 +320,29 @@ func RegisterMetrics(reg prometheus.Registerer, p *Presence) error {
 	}
 	return nil
 }
+
+// Announce ensures the presence bucket (replicas, ttl), announces this
+// gateway in it and runs its renewals in g until ctx ends, so that every
+// gateway divides rate limits by the live gateways (docs/budgets.md: rate
+// limits across gateways). A renewal loop that ends with an error is
+// logged: the entry then ages out after its TTL.
+func Announce(ctx context.Context, g interface{ Go(func() error) }, js kvManager, replicas int, ttl time.Duration, log *slog.Logger) (*Presence, error) {
+	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	kv, err := EnsurePresenceBucket(sctx, js, replicas, ttl)
+	if err != nil {
+		return nil, err
+	}
+	p, err := StartPresence(ctx, kv, PresenceOptions{TTL: ttl, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	log.Info("rate limits divided across gateways", "gateways", p.Share().Gateways(), "id", p.ID())
+	g.Go(func() error {
+		if err := p.Run(ctx); err != nil {
+			log.Warn("rate limit presence not withdrawn", "err", err)
+		}
+		return nil
+	})
+	return p, nil
+}

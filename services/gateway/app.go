@@ -42,7 +42,7 @@ import (
 //  2. NATS: the embedded server with -embed, else a connection to
 //     nats.url;
 //  3. accounting: the usage publisher, the budget tracker and the
-//     rate-limit presence (gateway.StartAccounting); the profiler, the
+//     rate-limit presence (startAccounting); the profiler, the
 //     tracer, the mock upstream;
 //  4. the metrics registry, and with -embed the budget consumer and the
 //     analytics loaders (startEmbedded);
@@ -53,7 +53,7 @@ import (
 //  7. the public listener.
 //
 // It runs until SIGINT or SIGTERM, or until the server or a background part
-// stops, then stops in gateway.Shutdown's order: the public server drains
+// stops, then stops in shutdown's order (wiring.go): the public server drains
 // (at most shutdown_grace), the mock upstream and the admin listener stop,
 // the usage publisher flushes, the background work (tracker, presence,
 // stores, -embed's consumer and loaders) is cancelled and awaited, the
@@ -152,7 +152,7 @@ func (a *app) openNATS() error {
 func (a *app) startAccounting() error {
 	cfg, log := a.cfg, a.log
 	var err error
-	if a.acct, a.pub, err = gateway.StartAccounting(a.bg, a.g, a.nc, a.settings, log); err != nil { // -embed: startEmbedded runs the consumer
+	if a.acct, a.pub, err = startAccounting(a.bg, a.g, a.nc, a.settings, log); err != nil { // -embed: startEmbedded runs the consumer
 		return err
 	}
 	stopProfiling, err := profiling.Start(profiling.Config{ServerAddress: cfg.Profiling.ServerAddress,
@@ -174,7 +174,7 @@ func (a *app) startAccounting() error {
 
 func (a *app) startMetrics() error {
 	var err error
-	a.reg, a.m, err = gateway.NewMetrics(a.acct, a.pub)
+	a.reg, a.m, err = newMetrics(a.acct, a.pub)
 	return err
 }
 
@@ -184,7 +184,7 @@ func (a *app) startStores() error {
 	if err != nil {
 		return err
 	}
-	if a.audit, a.revoker, err = gateway.StartAudit(bg, js, cfg.NATS.Replicas, a.reg); err != nil {
+	if a.audit, a.revoker, err = startAudit(bg, js, cfg.NATS.Replicas, a.reg); err != nil {
 		return err
 	}
 	keys, keyStore, err := apikey.Start(bg, g, js, cfg.NATS.Replicas, m.RevocationPropagated, a.audit)
@@ -197,7 +197,7 @@ func (a *app) startStores() error {
 	}
 	a.keyStore = keyStore
 	a.opts = gateway.Options{Config: cfg, Verifier: a.settings.Verifier, Logger: a.log, Accounting: a.acct, Metrics: m,
-		Revocations: revoked, Keys: keys, Alert: gateway.PublishAlerts(a.nc, a.log), Tracer: a.tracer, Owners: owners}
+		Revocations: revoked, Keys: keys, Alert: publishAlerts(a.nc, a.log), Tracer: a.tracer, Owners: owners}
 	if cache, err := respcache.Start(bg, g, js, cfg.Models, cfg.NATS.Replicas); err != nil {
 		return err
 	} else if cache != nil { // a nil *Cache in the interface would not read as nil
@@ -289,13 +289,13 @@ func (a *app) serve() error {
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", cfg.Listen, err)
 	}
-	gateway.WriteBanner(os.Stdout, cfg, ln.Addr().String(), auth.DevToken(cfg.Auth, time.Now()))
+	writeBanner(os.Stdout, cfg, ln.Addr().String(), auth.DevToken(cfg.Auth, time.Now()))
 	if a.console != nil {
 		if err := a.console.PrintLink(os.Stdout, a.adminSrv.Addr(), a.rl.Config().Admin.RequireToken); err != nil {
 			log.Warn("console sign-in link not printed", "err", err)
 		}
 	}
-	if err := gateway.WarnDevSecret(a.reg, log, a.rl.Config, ln.Addr().String()); err != nil {
+	if err := warnDevSecret(a.reg, log, a.rl.Config, ln.Addr().String()); err != nil {
 		return err
 	}
 	log.Info("gateway listening", "addr", ln.Addr().String(), "models", len(cfg.Models), "embed", a.s.embed)
@@ -308,7 +308,7 @@ func (a *app) serve() error {
 	case <-a.bg.Done():
 		log.Error("a background service stopped", "err", context.Cause(a.bg))
 	}
-	gateway.Shutdown{Gateway: a.gw, Grace: a.rl.Config().ShutdownGrace, Mock: a.mock, Admin: a.adminSrv, Publisher: a.pub, Tracer: a.tracer,
+	shutdown{Gateway: a.gw, Grace: a.rl.Config().ShutdownGrace, Mock: a.mock, Admin: a.adminSrv, Publisher: a.pub, Tracer: a.tracer,
 		CancelBG: a.cancelBG, Wait: a.g.Wait, Log: log}.Run()
 	return nil
 }

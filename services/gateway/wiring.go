@@ -1,4 +1,4 @@
-package gateway
+package main
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	"github.com/tollgate/tollgate/pkg/audit"
 	"github.com/tollgate/tollgate/pkg/budget"
 	"github.com/tollgate/tollgate/pkg/config"
+	"github.com/tollgate/tollgate/pkg/gateway"
 	"github.com/tollgate/tollgate/pkg/metrics"
 	"github.com/tollgate/tollgate/pkg/ratelimit"
 	"github.com/tollgate/tollgate/pkg/revoke"
@@ -29,9 +30,9 @@ type group interface {
 	Go(f func() error)
 }
 
-// UsageConfig is the usage publisher's configuration from the config's
+// usageConfig is the usage publisher's configuration from the config's
 // usage section.
-func UsageConfig(c config.Usage) usage.Config {
+func usageConfig(c config.Usage) usage.Config {
 	return usage.Config{
 		Buffer: c.Buffer, BatchSize: c.BatchSize, BatchBytes: c.BatchBytes,
 		SpoolDir: c.SpoolDir, SpoolMaxBytes: c.SpoolMaxBytes,
@@ -40,44 +41,44 @@ func UsageConfig(c config.Usage) usage.Config {
 	}
 }
 
-// StartAccounting sets up what bills and limits requests on nc: the usage
+// startAccounting sets up what bills and limits requests on nc: the usage
 // stream, the spend bucket and its in-memory tracker (loaded before it
 // returns; it owns the budget reservations, released on the publisher's
 // acks) and the usage publisher (the budget consumer of the all-in-one
 // mode is started apart, as the budget service starts it: budget.StartConsumer).
 // Their loops run in g until ctx ends; close the publisher (Close) before
 // ending ctx, so drained requests' events are flushed.
-func StartAccounting(ctx context.Context, g group, nc *nats.Conn, s *Settings, log *slog.Logger) (Accounting, *usage.Publisher, error) {
+func startAccounting(ctx context.Context, g group, nc *nats.Conn, s *gateway.Settings, log *slog.Logger) (gateway.Accounting, *usage.Publisher, error) {
 	cfg := s.Config
-	ucfg := UsageConfig(cfg.Usage)
+	ucfg := usageConfig(cfg.Usage)
 	js, err := jetstream.New(nc)
 	if err != nil {
-		return Accounting{}, nil, fmt.Errorf("jetstream: %w", err)
+		return gateway.Accounting{}, nil, fmt.Errorf("jetstream: %w", err)
 	}
 	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	if err := usage.EnsureStream(sctx, js, usage.StreamConfig{Replicas: cfg.NATS.Replicas, MaxAge: cfg.NATS.MaxAge, DuplicateWindow: cfg.NATS.DuplicateWindow}); err != nil {
-		return Accounting{}, nil, err
+		return gateway.Accounting{}, nil, err
 	}
 	leases, err := budget.LeaseOptionsFrom(cfg.Budget.Leases, log)
 	if err != nil {
-		return Accounting{}, nil, err
+		return gateway.Accounting{}, nil, err
 	}
 	tracker, err := budget.StartTracker(ctx, g, js, cfg.NATS.Replicas, s.Limits, leases)
 	if err != nil {
-		return Accounting{}, nil, err
+		return gateway.Accounting{}, nil, err
 	}
 	ucfg.OnAck = tracker.OnAck
 	pub, err := usage.NewPublisher(js, ucfg, log)
 	if err != nil {
-		return Accounting{}, nil, err
+		return gateway.Accounting{}, nil, err
 	}
 	g.Go(func() error { return pub.Run(ctx) })
 	presence, err := startPresence(ctx, g, js, cfg, log)
 	if err != nil {
-		return Accounting{}, nil, err
+		return gateway.Accounting{}, nil, err
 	}
-	acct := Accounting{
+	acct := gateway.Accounting{
 		Publisher: pub, Journal: pub, Tracker: tracker, Prices: s.Prices,
 		Limiter:   ratelimit.New(ratelimit.Options{Share: presence.Share()}),
 		Presence:  presence,
@@ -86,38 +87,18 @@ func StartAccounting(ctx context.Context, g group, nc *nats.Conn, s *Settings, l
 	return acct, pub, nil
 }
 
-// startPresence announces this gateway in the rate limit presence bucket
-// and runs its renewals in g until ctx ends, so that every gateway divides
-// rate limits by the live gateways (docs/budgets.md: rate limits across gateways).
-// It returns nil with rate_limit.local.
+// startPresence announces this gateway for rate limits divided across
+// gateways (ratelimit.Announce); nil with rate_limit.local.
 func startPresence(ctx context.Context, g group, js jetstream.JetStream, cfg *config.Config, log *slog.Logger) (*ratelimit.Presence, error) {
 	if cfg.RateLimit.Local {
 		return nil, nil
 	}
-	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	kv, err := ratelimit.EnsurePresenceBucket(sctx, js, cfg.NATS.Replicas, cfg.RateLimit.PresenceTTL)
-	if err != nil {
-		return nil, err
-	}
-	p, err := ratelimit.StartPresence(ctx, kv, ratelimit.PresenceOptions{TTL: cfg.RateLimit.PresenceTTL, Logger: log})
-	if err != nil {
-		return nil, err
-	}
-	log.Info("rate limits divided across gateways", "gateways", p.Share().Gateways(), "id", p.ID())
-	g.Go(func() error {
-		if err := p.Run(ctx); err != nil {
-			// The entry ages out after its TTL instead.
-			log.Warn("rate limit presence not withdrawn", "err", err)
-		}
-		return nil
-	})
-	return p, nil
+	return ratelimit.Announce(ctx, g, js, cfg.NATS.Replicas, cfg.RateLimit.PresenceTTL, log)
 }
 
-// PublishAlerts is an Options.Alert that publishes each alert on nc, and
+// publishAlerts is an Options.Alert that publishes each alert on nc, and
 // logs the ones NATS refuses.
-func PublishAlerts(nc *nats.Conn, log *slog.Logger) func(subject string, data []byte) {
+func publishAlerts(nc *nats.Conn, log *slog.Logger) func(subject string, data []byte) {
 	return func(subject string, data []byte) {
 		if err := nc.Publish(subject, data); err != nil {
 			log.Warn("budget alert not published", "subject", subject, "err", err)
@@ -125,14 +106,14 @@ func PublishAlerts(nc *nats.Conn, log *slog.Logger) func(subject string, data []
 	}
 }
 
-// NewMetrics makes the gateway process's registry: the request metrics,
-// and the accounting's (RegisterAccountingMetrics, the rate limits'
+// newMetrics makes the gateway process's registry: the request metrics,
+// and the accounting's (registerAccountingMetrics, the rate limits'
 // presence).
-func NewMetrics(acct Accounting, pub *usage.Publisher) (*prometheus.Registry, *metrics.Gateway, error) {
+func newMetrics(acct gateway.Accounting, pub *usage.Publisher) (*prometheus.Registry, *metrics.Gateway, error) {
 	reg := metrics.NewRegistry()
 	m, err := metrics.New(reg, metrics.Options{})
 	if err == nil {
-		err = RegisterAccountingMetrics(reg, pub, acct.Tracker)
+		err = registerAccountingMetrics(reg, pub, acct.Tracker)
 	}
 	if err == nil {
 		err = ratelimit.RegisterMetrics(reg, acct.Presence)
@@ -140,9 +121,9 @@ func NewMetrics(acct Accounting, pub *usage.Publisher) (*prometheus.Registry, *m
 	return reg, m, err
 }
 
-// RegisterAccountingMetrics exports the publisher's counters, the budget
+// registerAccountingMetrics exports the publisher's counters, the budget
 // state and the budget leases' counters at scrape time.
-func RegisterAccountingMetrics(reg prometheus.Registerer, pub *usage.Publisher, tr *budget.Tracker) error {
+func registerAccountingMetrics(reg prometheus.Registerer, pub *usage.Publisher, tr *budget.Tracker) error {
 	err := metrics.RegisterPublisher(reg, func() metrics.PublisherStats {
 		st := pub.Stats()
 		return metrics.PublisherStats{Queued: st.Queued, Published: st.Published, Spooled: st.Spooled,
@@ -172,10 +153,10 @@ func RegisterAccountingMetrics(reg prometheus.Registerer, pub *usage.Publisher, 
 	})
 }
 
-// StartAudit ensures the audit stream and returns the recorder of operator
+// startAudit ensures the audit stream and returns the recorder of operator
 // changes, its failures counted on reg, and the Revoker of POST
 // /admin/revoke.
-func StartAudit(ctx context.Context, js jetstream.JetStream, replicas int, reg prometheus.Registerer) (*audit.Recorder, *revoke.Revoker, error) {
+func startAudit(ctx context.Context, js jetstream.JetStream, replicas int, reg prometheus.Registerer) (*audit.Recorder, *revoke.Revoker, error) {
 	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	if err := audit.EnsureStream(sctx, js, replicas); err != nil {
@@ -192,13 +173,13 @@ func StartAudit(ctx context.Context, js jetstream.JetStream, replicas int, reg p
 	return rec, revoke.NewRevoker(kv, rec, time.Now), nil
 }
 
-// Shutdown is the order a gateway process stops in, after its signal:
+// shutdown is the order a gateway process stops in, after its signal:
 // the public server drains its requests (at most Grace), the mock
 // upstream and the admin listener stop, the usage publisher flushes every
 // drained request's event (at most 15s), then the background work is
 // cancelled and awaited, and the tracer flushes its spans.
-type Shutdown struct {
-	Gateway   *Gateway
+type shutdown struct {
+	Gateway   *gateway.Gateway
 	Grace     time.Duration
 	Mock      interface{ Shutdown() error }
 	Admin     *admin.Server // nil when the admin listener is off
@@ -210,7 +191,7 @@ type Shutdown struct {
 }
 
 // Run stops everything in that order.
-func (s Shutdown) Run() {
+func (s shutdown) Run() {
 	log := s.Log
 	log.Info("shutting down", "grace", s.Grace)
 	sctx, cancel := context.WithTimeout(context.Background(), s.Grace)

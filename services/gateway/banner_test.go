@@ -1,4 +1,4 @@
-package gateway
+package main
 
 import (
 	"bytes"
@@ -31,7 +31,7 @@ func TestWriteBanner(t *testing.T) {
 	for _, addr := range []string{"0.0.0.0:8080", "[::]:8080", "10.1.2.3:8080", "gateway.internal:8080"} {
 		t.Run("not loopback "+addr, func(t *testing.T) {
 			var b bytes.Buffer
-			WriteBanner(&b, &config.Config{Models: []config.Model{{Name: "mock-gpt"}}}, addr, "TOK")
+			writeBanner(&b, &config.Config{Models: []config.Model{{Name: "mock-gpt"}}}, addr, "TOK")
 			if strings.Contains(b.String(), "TOK") || !strings.Contains(b.String(), "not on loopback") {
 				t.Errorf("banner on %s:\n%s", addr, b.String())
 			}
@@ -40,7 +40,7 @@ func TestWriteBanner(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var b bytes.Buffer
-			WriteBanner(&b, &config.Config{Models: tt.models}, "127.0.0.1:8080", tt.token)
+			writeBanner(&b, &config.Config{Models: tt.models}, "127.0.0.1:8080", tt.token)
 			for _, w := range tt.want {
 				if !strings.Contains(b.String(), w) {
 					t.Errorf("banner lacks %q:\n%s", w, b.String())
@@ -84,13 +84,13 @@ func TestBannerAndDevSecretOnListeners(t *testing.T) {
 			cfg := &config.Config{Models: []config.Model{{Name: "mock-gpt"}}, Auth: config.Auth{Issuers: []config.Issuer{
 				{Name: auth.DevIssuer, Keys: []config.Key{{KID: "dev-1", Secret: tt.secret}}}}}}
 			var b bytes.Buffer
-			WriteBanner(&b, cfg, addr, token)
+			writeBanner(&b, cfg, addr, token)
 			if got := strings.Contains(b.String(), token); got != tt.wantToken {
 				t.Errorf("banner prints the token: %v, want %v:\n%s", got, tt.wantToken, b.String())
 			}
 			var logs bytes.Buffer
 			reg := prometheus.NewRegistry()
-			if err := WarnDevSecret(reg, slog.New(slog.NewTextHandler(&logs, nil)), func() *config.Config { return cfg }, addr); err != nil {
+			if err := warnDevSecret(reg, slog.New(slog.NewTextHandler(&logs, nil)), func() *config.Config { return cfg }, addr); err != nil {
 				t.Fatal(err)
 			}
 			if got := strings.Contains(logs.String(), "public development HS256 secret"); got != tt.wantExpose {

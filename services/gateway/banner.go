@@ -1,4 +1,4 @@
-package gateway
+package main
 
 import (
 	"fmt"
@@ -13,13 +13,13 @@ import (
 	"github.com/tollgate/tollgate/pkg/config"
 )
 
-// WriteBanner tells a first-time user how to call the gateway listening on
+// writeBanner tells a first-time user how to call the gateway listening on
 // addr: with token (see auth.DevToken) in ready-to-paste curl commands for
 // a chat model cfg serves, or how to mint one when token is "". The token
 // is printed only when addr is a loopback address: on any other address the
 // banner (a terminal, a container log) would hand every reader a working
 // all-models token for the network the gateway serves (issue 41, finding 18).
-func WriteBanner(w io.Writer, cfg *config.Config, addr, token string) {
+func writeBanner(w io.Writer, cfg *config.Config, addr, token string) {
 	url := "http://" + addr
 	fmt.Fprintf(w, "\nTollgate is listening on %s\n", url)
 	if token != "" && !loopbackAddr(addr) {
@@ -51,18 +51,18 @@ func loopbackAddr(addr string) bool {
 	return err == nil && ip.Unmap().IsLoopback()
 }
 
-// DevSecretExposed reports whether an issuer of cfg verifies with the
+// devSecretExposed reports whether an issuer of cfg verifies with the
 // published auth.PublicDevSecret while the public listener on addr is not
 // on loopback: anyone who can reach it can mint tokens it accepts.
-func DevSecretExposed(cfg *config.Config, addr string) bool {
+func devSecretExposed(cfg *config.Config, addr string) bool {
 	return !loopbackAddr(addr) && auth.UsesPublicDevSecret(cfg.Auth)
 }
 
-// WarnDevSecret logs a warning when DevSecretExposed, and exports the same
+// warnDevSecret logs a warning when devSecretExposed, and exports the same
 // condition on reg as the gauge tollgate_auth_public_dev_secret_exposed,
 // read at each scrape from the running config (so a reload shows).
-func WarnDevSecret(reg prometheus.Registerer, log *slog.Logger, running func() *config.Config, addr string) error {
-	if DevSecretExposed(running(), addr) {
+func warnDevSecret(reg prometheus.Registerer, log *slog.Logger, running func() *config.Config, addr string) error {
+	if devSecretExposed(running(), addr) {
 		log.Warn("the public development HS256 secret verifies tokens on a listener that is not loopback: anyone can mint a token it accepts; set TOLLGATE_DEV_SECRET or use an RS256/ES256/EdDSA issuer",
 			"addr", addr)
 	}
@@ -70,7 +70,7 @@ func WarnDevSecret(reg prometheus.Registerer, log *slog.Logger, running func() *
 		Name: "tollgate_auth_public_dev_secret_exposed",
 		Help: "1 while an issuer verifies with the published development secret and the public listener is not on loopback.",
 	}, func() float64 {
-		if DevSecretExposed(running(), addr) {
+		if devSecretExposed(running(), addr) {
 			return 1
 		}
 		return 0
