@@ -13,7 +13,10 @@
 // their columns and carry no VALUES: they are prepared as native batches.
 package chsql
 
-import "strings"
+import (
+	"context"
+	"strings"
+)
 
 // Statement is one SQL statement, named for the code that sends it.
 type Statement struct {
@@ -335,3 +338,29 @@ func consoleTopModels(and string) string {
 		FROM usage_model_daily WHERE day >= toDate(?) AND day <= toDate(?)` + and + `
 		GROUP BY served_model ORDER BY c DESC, served_model LIMIT 10`
 }
+
+// Querier runs catalogue statements. A program reads ClickHouse through it
+// (chstore.Querier adapts a clickhouse-go connection), so that a package
+// which only reads, such as the console, does not link the client into a
+// gateway built without ClickHouse.
+type Querier interface {
+	Query(ctx context.Context, sql string, args ...any) (Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) Row
+}
+
+// Rows are the rows of Querier.Query.
+type Rows interface {
+	Next() bool
+	Scan(dest ...any) error
+	Err() error
+	Close() error
+}
+
+// Row is the row of Querier.QueryRow.
+type Row interface {
+	Scan(dest ...any) error
+}
+
+// Set is a bind of a set of values, written (v1, v2, ...): the right side
+// of IN.
+type Set []any

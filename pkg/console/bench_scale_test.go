@@ -57,7 +57,7 @@ func BenchmarkPages(b *testing.B) {
 	tracker := scaleTotals(b, store, end)
 	b.Logf("loaded and totals written in %v", time.Since(began).Round(time.Second))
 	ex := &billing.Explainer{Store: finance.Store{Conn: store.Conn()}}
-	d := &Data{Totals: tracker, CH: store.Conn(), Explainer: ex, Now: func() time.Time { return end },
+	d := &Data{Totals: tracker, CH: chstore.Querier(store.Conn()), Explainer: ex, Now: func() time.Time { return end },
 		Routes: func() gateway.Routes { return gateway.Routes{} }}
 	s := newSite(b, d)
 

@@ -7,10 +7,9 @@ import (
 	"sort"
 	"time"
 
-	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
-
 	"github.com/tollgate/tollgate/pkg/billing"
 	"github.com/tollgate/tollgate/pkg/budget"
+	"github.com/tollgate/tollgate/pkg/chsql"
 	"github.com/tollgate/tollgate/pkg/gateway"
 )
 
@@ -57,7 +56,7 @@ type Data struct {
 	Totals totals
 	// CH is the analytics database; nil when not configured (the pages
 	// then show the live figures and say why history is missing).
-	CH driver.Conn
+	CH chsql.Querier
 	// Explainer finds a request's charge (*billing.Explainer).
 	Explainer explainer
 	// Routes returns the gateway's routes and target states
@@ -74,7 +73,7 @@ func (d *Data) now() time.Time {
 	return time.Now().UTC()
 }
 
-func (d *Data) conn() (driver.Conn, error) {
+func (d *Data) conn() (chsql.Querier, error) {
 	if d.CH == nil {
 		return nil, ErrNoClickHouse
 	}
@@ -200,7 +199,7 @@ func monthRange(now time.Time) (first, last string) {
 }
 
 // queryRows runs a catalogue statement and scans each row with scan.
-func queryRows(ctx context.Context, conn driver.Conn, sql string, args []any, scan func(driver.Rows) error) error {
+func queryRows(ctx context.Context, conn chsql.Querier, sql string, args []any, scan func(chsql.Rows) error) error {
 	rows, err := conn.Query(ctx, sql, args...)
 	if err != nil {
 		return err

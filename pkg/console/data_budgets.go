@@ -6,8 +6,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
-
 	"github.com/tollgate/tollgate/pkg/budget"
 	"github.com/tollgate/tollgate/pkg/chsql"
 )
@@ -162,7 +160,7 @@ func (d *Data) checkNode(ctx context.Context, v View, n Node) error {
 		err = conn.QueryRow(ctx, chsql.ConsoleKeyInDept.SQL, v.bind(), n.Value).Scan(&found)
 	} else {
 		err = queryRows(ctx, conn, chsql.ConsoleSubjectKeys.SQL, []any{"1970-01-01", v.bind(), v.bind(), n.Value},
-			func(driver.Rows) error { found++; return nil })
+			func(chsql.Rows) error { found++; return nil })
 	}
 	if err != nil {
 		return historyErr("membership", err)
@@ -203,7 +201,7 @@ func (d *Data) children(ctx context.Context, v View, n Node, now time.Time) ([]N
 	monthStart, _ := time.Parse(time.DateOnly, first)
 	from, to := monthStart.Unix(), now.Unix()+1
 	collect := func(sc budget.Scope, qualify string, sql string, args ...any) error {
-		return queryRows(ctx, conn, sql, args, func(rows driver.Rows) error {
+		return queryRows(ctx, conn, sql, args, func(rows chsql.Rows) error {
 			var val string
 			var cost int64
 			if err := rows.Scan(&val, &cost); err != nil {

@@ -4,8 +4,6 @@ import (
 	"context"
 	"time"
 
-	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
-
 	"github.com/tollgate/tollgate/pkg/chsql"
 	"github.com/tollgate/tollgate/pkg/gateway"
 	"github.com/tollgate/tollgate/pkg/router"
@@ -55,7 +53,7 @@ func (d *Data) Models(ctx context.Context) *Models {
 		m.History = err
 		return m
 	}
-	if err := queryRows(ctx, conn, chsql.ConsoleModelTraffic.SQL, []any{now.Add(-TrafficWindow).Unix()}, func(rows driver.Rows) error {
+	if err := queryRows(ctx, conn, chsql.ConsoleModelTraffic.SQL, []any{now.Add(-TrafficWindow).Unix()}, func(rows chsql.Rows) error {
 		var model string
 		var t ModelTraffic
 		err := rows.Scan(&model, &t.Requests, &t.Errors)

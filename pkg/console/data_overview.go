@@ -4,7 +4,6 @@ import (
 	"context"
 	"time"
 
-	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/tollgate/tollgate/pkg/budget"
@@ -108,7 +107,7 @@ func (d *Data) overviewHistory(ctx context.Context, v View, now time.Time, o *Ov
 		if !v.All() {
 			sql, args = chsql.ConsoleTopModelsDept.SQL, append(args, dept)
 		}
-		err := queryRows(gctx, conn, sql, args, func(rows driver.Rows) error {
+		err := queryRows(gctx, conn, sql, args, func(rows chsql.Rows) error {
 			var r Ranked
 			err := rows.Scan(&r.Name, &r.Requests, &r.CostNano)
 			o.TopModels = append(o.TopModels, r)
@@ -121,7 +120,7 @@ func (d *Data) overviewHistory(ctx context.Context, v View, now time.Time, o *Ov
 		if !v.All() {
 			prefix = teamPrefix(dept)
 		}
-		err := queryRows(gctx, conn, chsql.ConsoleTopTeams.SQL, []any{first, last, prefix, prefix}, func(rows driver.Rows) error {
+		err := queryRows(gctx, conn, chsql.ConsoleTopTeams.SQL, []any{first, last, prefix, prefix}, func(rows chsql.Rows) error {
 			var r Ranked
 			err := rows.Scan(&r.Name, &r.Requests, &r.CostNano)
 			o.TopTeams = append(o.TopTeams, r)
@@ -131,7 +130,7 @@ func (d *Data) overviewHistory(ctx context.Context, v View, now time.Time, o *Ov
 	})
 	g.Go(func() error {
 		from := now.AddDate(0, 0, -(SeriesDays - 1)).Format(time.DateOnly)
-		err := queryRows(gctx, conn, chsql.ConsoleSpendDaily.SQL, []any{from, last, dept, dept}, func(rows driver.Rows) error {
+		err := queryRows(gctx, conn, chsql.ConsoleSpendDaily.SQL, []any{from, last, dept, dept}, func(rows chsql.Rows) error {
 			var p DayPoint
 			err := rows.Scan(&p.Day, &p.CostNano)
 			o.Daily = append(o.Daily, p)
@@ -152,7 +151,7 @@ func (d *Data) overviewHistory(ctx context.Context, v View, now time.Time, o *Ov
 // the department's own total otherwise. (Team, project, subject and key
 // totals are the same events again; tollctl reconcile --by-scope shows
 // them.)
-func (d *Data) drift(ctx context.Context, conn driver.Conn, v View) ([]Drift, error) {
+func (d *Data) drift(ctx context.Context, conn chsql.Querier, v View) ([]Drift, error) {
 	if !v.All() {
 		var counted int64
 		if err := conn.QueryRow(ctx, chsql.ConsoleCountedDept.SQL, v.bind()).Scan(&counted); err != nil {

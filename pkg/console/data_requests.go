@@ -9,9 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ClickHouse/clickhouse-go/v2"
-	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
-
 	"github.com/tollgate/tollgate/pkg/billing"
 	"github.com/tollgate/tollgate/pkg/chsql"
 )
@@ -202,7 +199,7 @@ type requestKey struct {
 
 // requestKeys finds the rows of a page in [start, end]: the columns the
 // filters and the order need, not the rows.
-func (d *Data) requestKeys(ctx context.Context, conn driver.Conn, f *RequestFilter, start, end time.Time, after cursor, limit int) ([]requestKey, error) {
+func (d *Data) requestKeys(ctx context.Context, conn chsql.Querier, f *RequestFilter, start, end time.Time, after cursor, limit int) ([]requestKey, error) {
 	var out []requestKey
 	args := []any{start.Unix(), end.Unix()}
 	sql, deptSQL := chsql.ConsoleRecentKeys.SQL, chsql.ConsoleRecentKeysDept.SQL
@@ -214,7 +211,7 @@ func (d *Data) requestKeys(ctx context.Context, conn driver.Conn, f *RequestFilt
 	if f.Dept != "" {
 		sql, args = deptSQL, append([]any{f.Dept}, args...)
 	}
-	err := queryRows(ctx, conn, sql, args, func(rows driver.Rows) error {
+	err := queryRows(ctx, conn, sql, args, func(rows chsql.Rows) error {
 		var k requestKey
 		err := rows.Scan(&k.dept, &k.tsMs, &k.requestID)
 		out = append(out, k)
@@ -225,7 +222,7 @@ func (d *Data) requestKeys(ctx context.Context, conn driver.Conn, f *RequestFilt
 
 // requestRows reads the rows of keys, in their order, by the sorting key
 // (department, time): a few granules, whatever the window was.
-func (d *Data) requestRows(ctx context.Context, conn driver.Conn, keys []requestKey) ([]RequestRow, error) {
+func (d *Data) requestRows(ctx context.Context, conn chsql.Querier, keys []requestKey) ([]RequestRow, error) {
 	if len(keys) == 0 {
 		return nil, nil
 	}
@@ -241,8 +238,8 @@ func (d *Data) requestRows(ctx context.Context, conn driver.Conn, keys []request
 		set = append(set, dp)
 	}
 	found := make(map[requestKey]RequestRow, len(keys))
-	err := queryRows(ctx, conn, chsql.ConsoleRequestRows.SQL, []any{clickhouse.GroupSet{Value: set}, first / 1000, last / 1000, ids},
-		func(rows driver.Rows) error {
+	err := queryRows(ctx, conn, chsql.ConsoleRequestRows.SQL, []any{chsql.Set(set), first / 1000, last / 1000, ids},
+		func(rows chsql.Rows) error {
 			var r RequestRow
 			var tsMs uint64
 			if err := rows.Scan(&r.RequestID, &tsMs, &r.Dept, &r.Team, &r.Project, &r.Subject, &r.Key, &r.Model, &r.Provider,

@@ -11,6 +11,7 @@ import (
 
 	"github.com/tollgate/tollgate/pkg/billing"
 	"github.com/tollgate/tollgate/pkg/budget"
+	"github.com/tollgate/tollgate/pkg/chstore"
 )
 
 // rigTraffic is the traffic TestData and the page tests drive: two
@@ -394,7 +395,7 @@ func TestData(t *testing.T) {
 		}
 		for name, dd := range map[string]*Data{
 			"absent": {Totals: r.tracker, Routes: r.gw.Routes},
-			"down":   {Totals: r.tracker, Routes: r.gw.Routes, CH: down},
+			"down":   {Totals: r.tracker, Routes: r.gw.Routes, CH: chstore.Querier(down)},
 		} {
 			o, err := dd.Overview(ctx, AllDepts())
 			if err != nil || o.History == nil || len(o.Depts) != 2 || o.Depts[0].Month.SpentNano != r.chSum("dept = 'eng'") {

@@ -176,7 +176,7 @@ func newRig(t *testing.T) *rig {
 	ex := &billing.Explainer{Store: finance.Store{Conn: store.Conn()}, Current: gw.Prices}
 	return &rig{t: t, ns: ns, js: js, store: store, tracker: tracker, gw: gw, url: "http://" + ln.Addr().String(),
 		configPath: configPath, client: client,
-		data: &Data{Totals: tracker, CH: store.Conn(), Explainer: ex, Routes: gw.Routes}}
+		data: &Data{Totals: tracker, CH: chstore.Querier(store.Conn()), Explainer: ex, Routes: gw.Routes}}
 }
 
 func listen(t *testing.T) net.Listener {

@@ -6,11 +6,11 @@ import (
 	"context"
 	"log/slog"
 
-	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tollgate/tollgate/pkg/billing"
 	"github.com/tollgate/tollgate/pkg/budget"
+	"github.com/tollgate/tollgate/pkg/chsql"
 	"github.com/tollgate/tollgate/pkg/chstore"
 	"github.com/tollgate/tollgate/pkg/finance"
 	"github.com/tollgate/tollgate/pkg/usage"
@@ -82,9 +82,9 @@ func (b bothLimits) SetLimits(limits []budget.Limit) {
 
 // historyConn is the ClickHouse connection the usage explainer reads, for
 // the console's history pages; nil when it reads the stream.
-func historyConn(ex *billing.Explainer) driver.Conn {
+func historyConn(ex *billing.Explainer) chsql.Querier {
 	if s, ok := ex.Store.(finance.Store); ok {
-		return s.Conn
+		return chstore.Querier(s.Conn)
 	}
 	return nil
 }

@@ -6,10 +6,10 @@ import (
 	"context"
 	"log/slog"
 
-	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tollgate/tollgate/pkg/billing"
+	"github.com/tollgate/tollgate/pkg/chsql"
 	"github.com/tollgate/tollgate/pkg/usage"
 )
 
@@ -37,4 +37,4 @@ func startAnalytics(e embedded) limitSetter {
 
 // historyConn is nil: this gateway reads no ClickHouse, and the console's
 // history pages say so.
-func historyConn(*billing.Explainer) driver.Conn { return nil }
+func historyConn(*billing.Explainer) chsql.Querier { return nil }
